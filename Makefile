@@ -1,0 +1,54 @@
+# flowgate: developer entry points. `make run` serves on the embedded default, `make test`
+# runs every test. CI (`.ci/run`) calls `make ci`.
+SHELL := /bin/bash
+CARGO ?= cargo
+DOMAIN_CRATE := flowgate-domain
+# Crates the domain must never depend on (architecture invariant, docs/architecture.md).
+FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
+
+.PHONY: run test lint fmt doc bench bench-domain ci check-domain-deps pg-up
+
+run:
+	@if [ -d crates/flowgate ]; then $(CARGO) run -p flowgate -- serve; \
+	else echo "flowgate: the server binary is not yet available (issue 6); 'make test' runs the domain crate."; fi
+
+## Every test of the workspace; the conformance counts are printed (see .config/nextest.toml).
+test: pg-up
+	$(CARGO) nextest run --workspace --no-fail-fast
+	$(CARGO) test --workspace --doc
+
+## Start PostgreSQL when it is not running (the store adapters' tests need it).
+pg-up:
+	@if command -v pg_isready >/dev/null && ! pg_isready -h 127.0.0.1 -p 5432 -q; then \
+		echo "starting PostgreSQL"; \
+		pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start || true; \
+		for i in $$(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done; \
+	fi
+
+lint: check-domain-deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+
+## The domain crate depends on no runtime, web framework or ORM: `cargo tree -i` must find none.
+check-domain-deps:
+	@for dep in $(FORBIDDEN_IN_DOMAIN); do \
+		if $(CARGO) tree -p $(DOMAIN_CRATE) -e normal,build -i $$dep >/dev/null 2>&1; then \
+			echo "architecture violation: $(DOMAIN_CRATE) depends on $$dep"; \
+			$(CARGO) tree -p $(DOMAIN_CRATE) -e normal,build -i $$dep; exit 1; \
+		fi; \
+	done; echo "domain dependency check: none of [$(FORBIDDEN_IN_DOMAIN)] in $(DOMAIN_CRATE)"
+
+fmt:
+	$(CARGO) fmt --all
+
+doc:
+	$(CARGO) doc --workspace --no-deps
+
+## Criterion benchmarks of the domain (resolve, condition, bucketing).
+bench-domain:
+	$(CARGO) bench -p $(DOMAIN_CRATE) --bench domain
+
+bench: bench-domain
+
+ci: lint test

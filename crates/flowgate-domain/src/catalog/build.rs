@@ -1,0 +1,450 @@
+//! Validation and compilation of [`CatalogData`] into a [`Catalog`]. Every problem is collected
+//! with the JSON pointer of the offending value, so an import (D13) can list them all at once.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use super::data::*;
+use super::{
+    App, Catalog, Experiment, Flow, FlowTarget, Placement, PublishedVersion, Rule, Target, Variant,
+    VersionRef, Workspace,
+};
+use crate::bucketing::{bucket_ranges, Namespace};
+use crate::conditions::{Condition, SavedGroups};
+use crate::ids::{FlowId, WorkspaceId};
+use crate::placement::validate_placement_key;
+
+/// One problem in catalog data: where (RFC 6901 JSON pointer into the data) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// JSON pointer of the offending value, e.g. `/workspaces/0/apps/1/placements/2/key`.
+    pub pointer: String,
+    /// What is wrong, in a sentence.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            if self.pointer.is_empty() {
+                "/"
+            } else {
+                &self.pointer
+            },
+            self.message
+        )
+    }
+}
+
+/// Catalog data that cannot be served: every problem found, not just the first.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid catalog: {} problem(s), first: {}", problems.len(), problems.first().map(ToString::to_string).unwrap_or_default())]
+pub struct CatalogError {
+    /// The problems, in document order.
+    pub problems: Vec<Problem>,
+}
+
+/// Escapes one reference token of a JSON pointer (RFC 6901: `~` → `~0`, `/` → `~1`).
+fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn push(&mut self, pointer: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Problem {
+            pointer: pointer.into(),
+            message: message.into(),
+        });
+    }
+}
+
+fn check_url(problems: &mut Problems, pointer: String, url: &str) {
+    if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 {
+        problems.push(pointer, "must be an http(s) URL of at most 2048 characters");
+    }
+}
+
+fn check_name(problems: &mut Problems, pointer: String, name: &str) {
+    if name.trim().is_empty() || name.chars().count() > 256 {
+        problems.push(
+            pointer,
+            "must be a non-blank name of at most 256 characters",
+        );
+    }
+}
+
+impl Catalog {
+    /// Validates `data` whole and compiles it into a snapshot. On any problem nothing is built
+    /// and every problem is returned.
+    pub fn build(data: CatalogData) -> Result<Catalog, CatalogError> {
+        let mut p = Problems(Vec::new());
+        let mut seen_ids: HashSet<uuid::Uuid> = HashSet::new();
+        let mut catalog = Catalog {
+            revision: data.revision,
+            ..Catalog::empty()
+        };
+
+        for (wi, ws) in data.workspaces.into_iter().enumerate() {
+            let wp = format!("/workspaces/{wi}");
+            if !seen_ids.insert(ws.id.0) {
+                p.push(
+                    format!("{wp}/id"),
+                    format!("id {} is used more than once", ws.id),
+                );
+            }
+            check_name(&mut p, format!("{wp}/name"), &ws.name);
+            let mut app_ids = Vec::with_capacity(ws.apps.len());
+            for (ai, app) in ws.apps.into_iter().enumerate() {
+                let ap = format!("{wp}/apps/{ai}");
+                app_ids.push(app.id);
+                if let Some(built) = build_app(&mut p, &mut seen_ids, &mut catalog, ws.id, &ap, app)
+                {
+                    catalog.apps.insert(built.id, built);
+                }
+            }
+            catalog.workspaces.insert(
+                ws.id,
+                Workspace {
+                    id: ws.id,
+                    name: ws.name,
+                    app_ids,
+                },
+            );
+        }
+
+        let mut digests = HashSet::new();
+        for (ki, key) in data.api_keys.into_iter().enumerate() {
+            let kp = format!("/api_keys/{ki}");
+            if !catalog.workspaces.contains_key(&key.workspace_id) {
+                p.push(
+                    format!("{kp}/workspace_id"),
+                    format!("workspace {} does not exist", key.workspace_id),
+                );
+            }
+            if !digests.insert(key.digest) {
+                p.push(
+                    format!("{kp}/digest"),
+                    "the same key is listed more than once",
+                );
+            }
+            if !key.is_revoked() {
+                catalog.keys.insert(key.digest, key);
+            }
+        }
+
+        if p.0.is_empty() {
+            Ok(catalog)
+        } else {
+            Err(CatalogError { problems: p.0 })
+        }
+    }
+}
+
+fn build_app(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    catalog: &mut Catalog,
+    workspace_id: WorkspaceId,
+    ap: &str,
+    app: AppData,
+) -> Option<App> {
+    let before = p.0.len();
+    if !seen_ids.insert(app.id.0) {
+        p.push(
+            format!("{ap}/id"),
+            format!("id {} is used more than once", app.id),
+        );
+    }
+    check_name(p, format!("{ap}/name"), &app.name);
+    check_url(p, format!("{ap}/media_base_url"), &app.media_base_url);
+    check_url(p, format!("{ap}/icon_base_url"), &app.icon_base_url);
+    for (id, values) in &app.saved_groups {
+        if id.is_empty() || values.iter().any(|v| v.is_object() || v.is_array()) {
+            p.push(
+                format!("{ap}/saved_groups/{}", escape(id)),
+                "a saved group needs a non-empty id and a list of plain values",
+            );
+        }
+    }
+
+    let mut flows: HashMap<FlowId, Flow> = HashMap::with_capacity(app.flows.len());
+    for (fi, flow) in app.flows.into_iter().enumerate() {
+        let fp = format!("{ap}/flows/{fi}");
+        if !seen_ids.insert(flow.id.0) {
+            p.push(
+                format!("{fp}/id"),
+                format!("id {} is used more than once", flow.id),
+            );
+        }
+        check_name(p, format!("{fp}/name"), &flow.name);
+        let mut numbers = HashSet::new();
+        let mut published = None;
+        for (vi, v) in flow.versions.into_iter().enumerate() {
+            let vp = format!("{fp}/versions/{vi}");
+            if !seen_ids.insert(v.id.0) {
+                p.push(
+                    format!("{vp}/id"),
+                    format!("id {} is used more than once", v.id),
+                );
+            }
+            if v.version == 0 {
+                p.push(format!("{vp}/version"), "must be an integer >= 1");
+            } else if !numbers.insert(v.version) {
+                p.push(
+                    format!("{vp}/version"),
+                    format!("version {} appears twice in this flow", v.version),
+                );
+            }
+            if v.schema_version == 0 {
+                p.push(format!("{vp}/schema_version"), "must be an integer >= 1");
+            }
+            if !v.flow_schema.get().trim_start().starts_with('{') {
+                p.push(format!("{vp}/flow_schema"), "must be a JSON object");
+            }
+            for (i, font) in v.fonts.iter().enumerate() {
+                let fontp = format!("{vp}/fonts/{i}");
+                if !(100..=900).contains(&font.weight) {
+                    p.push(
+                        format!("{fontp}/weight"),
+                        "must be an integer from 100 to 900",
+                    );
+                }
+                check_name(p, format!("{fontp}/family"), &font.family);
+                check_url(p, format!("{fontp}/url"), &font.url);
+            }
+            catalog.versions.insert(
+                v.id,
+                VersionRef {
+                    app_id: app.id,
+                    flow_id: flow.id,
+                    version: v.version,
+                },
+            );
+            if flow.published_version == Some(v.version) {
+                match serde_json::value::to_raw_value(&v.fonts) {
+                    Ok(fonts_json) => {
+                        published = Some(Arc::new(PublishedVersion {
+                            id: v.id,
+                            flow_id: flow.id,
+                            version: v.version,
+                            schema_version: v.schema_version,
+                            flow_schema: v.flow_schema,
+                            fonts: v.fonts,
+                            fonts_json,
+                        }))
+                    }
+                    Err(e) => p.push(format!("{vp}/fonts"), format!("cannot be serialised: {e}")),
+                }
+            }
+        }
+        if let Some(n) = flow.published_version {
+            if !numbers.contains(&n) {
+                p.push(
+                    format!("{fp}/published_version"),
+                    format!("version {n} does not exist in this flow"),
+                );
+            }
+        }
+        if flows
+            .insert(
+                flow.id,
+                Flow {
+                    id: flow.id,
+                    name: flow.name,
+                    published,
+                },
+            )
+            .is_some()
+        {
+            // Already reported as a duplicate id.
+        }
+    }
+
+    let target = |p: &mut Problems, pointer: String, id: FlowId| -> FlowTarget {
+        match flows.get(&id) {
+            Some(flow) => FlowTarget {
+                flow_id: id,
+                published: flow.published.clone(),
+            },
+            None => {
+                p.push(pointer, format!("flow {id} is not a flow of this app"));
+                FlowTarget {
+                    flow_id: id,
+                    published: None,
+                }
+            }
+        }
+    };
+
+    let mut placements = HashMap::with_capacity(app.placements.len());
+    for (pi, placement) in app.placements.into_iter().enumerate() {
+        let pp = format!("{ap}/placements/{pi}");
+        if let Err(e) = validate_placement_key(&placement.key) {
+            p.push(format!("{pp}/key"), e.to_string());
+        }
+        let default = placement
+            .default_flow_id
+            .map(|id| target(p, format!("{pp}/default_flow_id"), id));
+        let mut rules = Vec::with_capacity(placement.rules.len());
+        for (ri, rule) in placement.rules.into_iter().enumerate() {
+            let rp = format!("{pp}/rules/{ri}");
+            let audience = match &rule.audience {
+                None => Condition::compile_lenient(&serde_json::Value::Object(Default::default())),
+                Some(doc) => match Condition::compile(doc) {
+                    Ok(c) => c,
+                    Err(errors) => {
+                        for e in errors {
+                            p.push(format!("{rp}/audience{}", e.pointer), e.message);
+                        }
+                        continue;
+                    }
+                },
+            };
+            let built_target = match (rule.flow_id, rule.experiment) {
+                (Some(id), None) => Target::Flow(target(p, format!("{rp}/flow_id"), id)),
+                (None, Some(exp)) => {
+                    match build_experiment(p, seen_ids, &format!("{rp}/experiment"), exp, &target) {
+                        Some(e) => Target::Experiment(Box::new(e)),
+                        None => continue,
+                    }
+                }
+                (Some(_), Some(_)) => {
+                    p.push(
+                        rp,
+                        "a rule has exactly one target: flow_id or experiment, not both",
+                    );
+                    continue;
+                }
+                (None, None) => {
+                    p.push(rp, "a rule needs a target: flow_id or experiment");
+                    continue;
+                }
+            };
+            rules.push(Rule {
+                audience,
+                target: built_target,
+            });
+        }
+        let key = placement.key;
+        if placements.contains_key(&key) {
+            p.push(
+                format!("{pp}/key"),
+                format!("placement key `{key}` appears twice in this app"),
+            );
+        }
+        placements.insert(
+            key.clone(),
+            Placement {
+                key,
+                default,
+                rules,
+            },
+        );
+    }
+
+    (p.0.len() == before).then(|| App {
+        id: app.id,
+        workspace_id,
+        name: app.name,
+        media_base_url: app.media_base_url,
+        icon_base_url: app.icon_base_url,
+        cache_ttl_seconds: app.cache_ttl_seconds,
+        saved_groups: SavedGroups::new(app.saved_groups),
+        flows,
+        placements,
+    })
+}
+
+fn build_experiment(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    ep: &str,
+    exp: ExperimentData,
+    target: &dyn Fn(&mut Problems, String, FlowId) -> FlowTarget,
+) -> Option<Experiment> {
+    let before = p.0.len();
+    if !seen_ids.insert(exp.id.0) {
+        p.push(
+            format!("{ep}/id"),
+            format!("id {} is used more than once", exp.id),
+        );
+    }
+    check_name(p, format!("{ep}/name"), &exp.name);
+    let coverage = exp.coverage.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&coverage) {
+        p.push(format!("{ep}/coverage"), "must be a number from 0.0 to 1.0");
+    }
+    if let Some(seed) = &exp.seed {
+        if seed.is_empty() || seed.len() > 256 {
+            p.push(format!("{ep}/seed"), "must be 1 to 256 bytes");
+        }
+    }
+    let namespace = exp.namespace.map(|(id, start, end)| {
+        if id.is_empty()
+            || !(0.0..=1.0).contains(&start)
+            || !(0.0..=1.0).contains(&end)
+            || start > end
+        {
+            p.push(
+                format!("{ep}/namespace"),
+                "must be [id, start, end] with a non-empty id and 0 <= start <= end <= 1",
+            );
+        }
+        Namespace { id, start, end }
+    });
+    if exp.variants.is_empty() {
+        p.push(
+            format!("{ep}/variants"),
+            "an experiment needs at least one variant",
+        );
+    }
+    let total: f64 = exp.variants.iter().map(|v| v.weight).sum();
+    if !(total.is_finite() && total > 0.0) {
+        p.push(
+            format!("{ep}/variants"),
+            "variant weights must sum to a positive finite number",
+        );
+    }
+    let mut variants = Vec::with_capacity(exp.variants.len());
+    for (vi, v) in exp.variants.into_iter().enumerate() {
+        let vp = format!("{ep}/variants/{vi}");
+        if !seen_ids.insert(v.id.0) {
+            p.push(
+                format!("{vp}/id"),
+                format!("id {} is used more than once", v.id),
+            );
+        }
+        check_name(p, format!("{vp}/name"), &v.name);
+        if !(v.weight.is_finite() && v.weight >= 0.0) {
+            p.push(format!("{vp}/weight"), "must be a finite number >= 0");
+        }
+        let flow = v.flow_id.map(|id| target(p, format!("{vp}/flow_id"), id));
+        variants.push(Variant {
+            id: v.id,
+            name: v.name,
+            weight: v.weight / total,
+            flow,
+        });
+    }
+    if p.0.len() != before {
+        return None;
+    }
+    // D5: weights normalised by their sum, then GrowthBook's getBucketRanges.
+    let weights: Vec<f64> = variants.iter().map(|v| v.weight).collect();
+    let ranges = bucket_ranges(variants.len(), coverage, Some(&weights));
+    Some(Experiment {
+        id: exp.id,
+        seed: exp.seed.unwrap_or_else(|| exp.id.to_string()),
+        name: exp.name,
+        status: exp.status,
+        coverage,
+        namespace,
+        variants,
+        ranges,
+    })
+}

@@ -1,0 +1,210 @@
+//! Raw catalog data (D2): what a store loads or a catalog file (D13) holds, before validation.
+//! [`super::Catalog::build`] validates it whole and compiles it into the immutable snapshot.
+//!
+//! The shapes follow the D13 file format so a file can be read straight into them, except API
+//! keys, which appear here as stored [`KeyRecord`]s (digests), never as plaintext.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
+use crate::keys::KeyRecord;
+
+/// Everything resolve, authentication and event validation read.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CatalogData {
+    /// The store's revision this data was read at (D12 change detection); 0 when unknown.
+    #[serde(default)]
+    pub revision: u64,
+    /// Workspaces with their apps.
+    #[serde(default)]
+    pub workspaces: Vec<WorkspaceData>,
+    /// Key records of every workspace, revoked ones included (they are kept out of the
+    /// snapshot's key table).
+    #[serde(default)]
+    pub api_keys: Vec<KeyRecord>,
+}
+
+/// A workspace (D2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkspaceData {
+    /// Workspace id.
+    pub id: WorkspaceId,
+    /// Display name.
+    pub name: String,
+    /// Its apps.
+    #[serde(default)]
+    pub apps: Vec<AppData>,
+}
+
+/// An app (D2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AppData {
+    /// App id, the `appId` of the URLs.
+    pub id: AppId,
+    /// Display name.
+    pub name: String,
+    /// Base URL for relative media paths, served in every resolve result.
+    pub media_base_url: String,
+    /// Base URL for icon SVGs, served in every resolve result.
+    pub icon_base_url: String,
+    /// Freshness period; the configured default (300) applies when unset (D2, D3.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl_seconds: Option<u32>,
+    /// Saved groups for `$inGroup` / `$notInGroup` (D4).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub saved_groups: BTreeMap<String, Vec<Value>>,
+    /// Flows with their versions.
+    #[serde(default)]
+    pub flows: Vec<FlowData>,
+    /// Placements with their rules.
+    #[serde(default)]
+    pub placements: Vec<PlacementData>,
+}
+
+/// A flow (D2): points at its published version by number.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlowData {
+    /// Flow id.
+    pub id: FlowId,
+    /// Display name.
+    pub name: String,
+    /// The `version` number served by resolve; `None` while nothing is published.
+    #[serde(default)]
+    pub published_version: Option<u32>,
+    /// Every version, published or not (all count as real versions for events, D2).
+    #[serde(default)]
+    pub versions: Vec<FlowVersionData>,
+}
+
+/// One version of a flow (D2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlowVersionData {
+    /// Version id (`flow_version_id`).
+    pub id: FlowVersionId,
+    /// Version number, >= 1, unique per flow.
+    pub version: u32,
+    /// Wire-format version of the flow, >= 1.
+    pub schema_version: u32,
+    /// Fonts to download and register.
+    #[serde(default)]
+    pub fonts: Vec<Font>,
+    /// The flow definition: any JSON object, kept as its exact text so it is served unchanged
+    /// (D2: no key, string or number altered, integers beyond 2^53 included).
+    pub flow_schema: Box<RawValue>,
+}
+
+/// A font file of a flow version (D2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Font {
+    /// Font family name.
+    pub family: String,
+    /// Weight, 100..=900.
+    pub weight: u16,
+    /// `normal` or `italic`.
+    pub style: FontStyle,
+    /// Where to download it.
+    pub url: String,
+}
+
+/// Font style (D2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FontStyle {
+    /// Upright.
+    Normal,
+    /// Italic.
+    Italic,
+}
+
+/// A placement (D2): identified within its app by `key`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlacementData {
+    /// Human-readable key, 1..=128 characters of `A-Za-z0-9_.:-`.
+    pub key: String,
+    /// Flow served when no rule decides (D3.3) and by export (D3.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_flow_id: Option<FlowId>,
+    /// Rules, walked in order (D3.2).
+    #[serde(default)]
+    pub rules: Vec<RuleData>,
+}
+
+/// A rule: an audience and exactly one target (D2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RuleData {
+    /// Audience condition (D4); absent or `{}` matches everyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<Value>,
+    /// Target: a flow ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_id: Option<FlowId>,
+    /// ... or an experiment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<ExperimentData>,
+}
+
+/// An experiment (D2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExperimentData {
+    /// Experiment id.
+    pub id: ExperimentId,
+    /// Name.
+    pub name: String,
+    /// Only `running` experiments assign users (D3.2).
+    pub status: ExperimentStatus,
+    /// Hash seed; defaults to the experiment id (D5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// Share of users in the experiment, 0.0..=1.0 (default 1.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<f64>,
+    /// Mutual-exclusion namespace `[id, start, end]` (D5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<(String, f64, f64)>,
+    /// At least one variant.
+    pub variants: Vec<VariantData>,
+}
+
+/// Experiment status (D2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExperimentStatus {
+    /// Assigning users.
+    Running,
+    /// Temporarily not assigning; the rule is skipped.
+    Paused,
+    /// Not started; the rule is skipped.
+    Draft,
+    /// Finished; the rule is skipped.
+    Concluded,
+}
+
+impl ExperimentStatus {
+    /// The stored name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ExperimentStatus::Running => "running",
+            ExperimentStatus::Paused => "paused",
+            ExperimentStatus::Draft => "draft",
+            ExperimentStatus::Concluded => "concluded",
+        }
+    }
+}
+
+/// A variant of an experiment (D2).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VariantData {
+    /// Variant id.
+    pub id: VariantId,
+    /// Name, served as `variant_name`.
+    pub name: String,
+    /// Relative weight, >= 0; weights are normalised by their sum.
+    pub weight: f64,
+    /// The flow shown, or `None` for a holdout (in the experiment, sees no flow).
+    #[serde(default)]
+    pub flow_id: Option<FlowId>,
+}

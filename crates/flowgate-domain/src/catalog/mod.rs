@@ -1,0 +1,308 @@
+//! The catalog (D2): raw [`CatalogData`] and the immutable, validated [`Catalog`] snapshot that
+//! resolve, authentication and event validation read.
+//!
+//! A snapshot is built once per store change, off the request path, and shared behind an
+//! `Arc`; every lookup a request needs is a hash-map probe, conditions and regexes are compiled,
+//! bucket ranges computed, and each published version's `flow_schema` and `fonts` are held as
+//! serialised JSON bytes that responses splice in unchanged.
+
+mod build;
+mod data;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+pub use build::{CatalogError, Problem};
+pub use data::{
+    AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
+    FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
+};
+
+use crate::bucketing::{BucketRange, Namespace};
+use crate::conditions::{Condition, SavedGroups};
+use crate::events::FlowVersionLookup;
+use crate::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
+use crate::keys::{bearer_token, ApiKey, AuthError, KeyDigest, KeyEnvironment, KeyRecord, KeyType};
+
+/// An immutable, validated catalog snapshot with O(1) lookups.
+#[derive(Debug)]
+pub struct Catalog {
+    revision: u64,
+    workspaces: HashMap<WorkspaceId, Workspace>,
+    apps: HashMap<AppId, App>,
+    versions: HashMap<FlowVersionId, VersionRef>,
+    keys: HashMap<KeyDigest, KeyRecord>,
+}
+
+impl Catalog {
+    /// An empty catalog (no apps, no keys): what a server holds before its first load.
+    pub fn empty() -> Self {
+        Self {
+            revision: 0,
+            workspaces: HashMap::new(),
+            apps: HashMap::new(),
+            versions: HashMap::new(),
+            keys: HashMap::new(),
+        }
+    }
+
+    /// The store revision the snapshot was built from.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// A workspace by id.
+    pub fn workspace(&self, id: WorkspaceId) -> Option<&Workspace> {
+        self.workspaces.get(&id)
+    }
+
+    /// All workspaces, in no particular order.
+    pub fn workspaces(&self) -> impl Iterator<Item = &Workspace> {
+        self.workspaces.values()
+    }
+
+    /// An app by id.
+    pub fn app(&self, id: AppId) -> Option<&App> {
+        self.apps.get(&id)
+    }
+
+    /// Number of apps.
+    pub fn app_count(&self) -> usize {
+        self.apps.len()
+    }
+
+    /// Where a flow version (published or not) lives.
+    pub fn flow_version(&self, id: FlowVersionId) -> Option<&VersionRef> {
+        self.versions.get(&id)
+    }
+
+    /// A key record by digest; revoked keys are not in the table.
+    pub fn key(&self, digest: &KeyDigest) -> Option<&KeyRecord> {
+        self.keys.get(digest)
+    }
+
+    /// Authenticates an `Authorization` header value (D1, D9): a missing header, a malformed
+    /// key (rejected without any lookup), an unknown or revoked key, a non-`sdk` key, and a
+    /// key of another environment than `accepted` each give their own [`AuthError`].
+    pub fn authenticate(
+        &self,
+        authorization: Option<&str>,
+        accepted: KeyEnvironment,
+    ) -> Result<&KeyRecord, AuthError> {
+        let header = authorization.ok_or(AuthError::MissingApiKey)?;
+        let token = bearer_token(header).ok_or(AuthError::MissingApiKey)?;
+        let key = ApiKey::parse(token).map_err(|_| AuthError::InvalidApiKey)?;
+        let record = self
+            .keys
+            .get(&key.digest())
+            .ok_or(AuthError::InvalidApiKey)?;
+        if record.key_type != KeyType::Sdk {
+            return Err(AuthError::KeyTypeNotAllowed);
+        }
+        if record.environment != accepted {
+            return Err(AuthError::KeyEnvironmentMismatch);
+        }
+        Ok(record)
+    }
+
+    /// The app named in a URL, as seen by a key of `workspace` (D9): 404 when no such app
+    /// exists, 403 when it belongs to another workspace.
+    pub fn app_for(&self, workspace: WorkspaceId, app: AppId) -> Result<&App, AppAccessError> {
+        let found = self.apps.get(&app).ok_or(AppAccessError::NotFound)?;
+        if found.workspace_id != workspace {
+            return Err(AppAccessError::Forbidden);
+        }
+        Ok(found)
+    }
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl FlowVersionLookup for Catalog {
+    fn flow_of_version(&self, app: AppId, version: FlowVersionId) -> Option<FlowId> {
+        self.versions
+            .get(&version)
+            .filter(|v| v.app_id == app)
+            .map(|v| v.flow_id)
+    }
+}
+
+/// Why a key may not use an app (D9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AppAccessError {
+    /// No such app: 404 `app_not_found`.
+    #[error("app not found")]
+    NotFound,
+    /// The app belongs to another workspace: 403 `forbidden_app`.
+    #[error("the app does not belong to this key's workspace")]
+    Forbidden,
+}
+
+/// A workspace in the snapshot.
+#[derive(Debug)]
+pub struct Workspace {
+    /// Id.
+    pub id: WorkspaceId,
+    /// Display name.
+    pub name: String,
+    /// Its apps, in catalog order (the legacy resolve route needs "exactly one app", D11).
+    pub app_ids: Vec<AppId>,
+}
+
+/// Where a flow version lives (for event validation, D7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VersionRef {
+    /// Owning app.
+    pub app_id: AppId,
+    /// Owning flow.
+    pub flow_id: FlowId,
+    /// Version number.
+    pub version: u32,
+}
+
+/// An app in the snapshot.
+#[derive(Debug)]
+pub struct App {
+    /// Id.
+    pub id: AppId,
+    /// Owning workspace.
+    pub workspace_id: WorkspaceId,
+    /// Display name.
+    pub name: String,
+    /// Served as `media_base_url`.
+    pub media_base_url: String,
+    /// Served as `icon_base_url`.
+    pub icon_base_url: String,
+    /// App-level freshness; the configured default applies when `None` (D3.9).
+    pub cache_ttl_seconds: Option<u32>,
+    /// Saved groups for `$inGroup` (D4).
+    pub saved_groups: SavedGroups,
+    pub(crate) flows: HashMap<FlowId, Flow>,
+    pub(crate) placements: HashMap<String, Placement>,
+}
+
+impl App {
+    /// A placement by key.
+    pub fn placement(&self, key: &str) -> Option<&Placement> {
+        self.placements.get(key)
+    }
+
+    /// A flow by id.
+    pub fn flow(&self, id: FlowId) -> Option<&Flow> {
+        self.flows.get(&id)
+    }
+
+    /// Number of placements.
+    pub fn placement_count(&self) -> usize {
+        self.placements.len()
+    }
+}
+
+/// A flow in the snapshot, with its published version resolved.
+#[derive(Debug)]
+pub struct Flow {
+    /// Id.
+    pub id: FlowId,
+    /// Display name.
+    pub name: String,
+    /// The published version, if any.
+    pub published: Option<Arc<PublishedVersion>>,
+}
+
+/// A published flow version, pre-rendered for responses.
+#[derive(Debug)]
+pub struct PublishedVersion {
+    /// `flow_version_id`.
+    pub id: FlowVersionId,
+    /// `flow_id`.
+    pub flow_id: FlowId,
+    /// `flow_version`.
+    pub version: u32,
+    /// `schema_version`.
+    pub schema_version: u32,
+    /// `flow_schema` exactly as published: splice these bytes into the response.
+    pub flow_schema: Box<RawValue>,
+    /// The fonts.
+    pub fonts: Vec<Font>,
+    /// `fonts` serialised once, to splice into responses.
+    pub fonts_json: Box<RawValue>,
+}
+
+/// A placement in the snapshot.
+#[derive(Debug)]
+pub struct Placement {
+    /// Key.
+    pub key: String,
+    /// Default flow (D3.3, D3.5).
+    pub default: Option<FlowTarget>,
+    /// Compiled rules, in order.
+    pub rules: Vec<Rule>,
+}
+
+/// A flow target with its published version looked up at build time, so resolve needs no
+/// second lookup.
+#[derive(Clone, Debug)]
+pub struct FlowTarget {
+    /// The flow.
+    pub flow_id: FlowId,
+    /// Its published version; `None` is a configuration fault (D3.4).
+    pub published: Option<Arc<PublishedVersion>>,
+}
+
+/// A compiled rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Compiled audience.
+    pub audience: Condition,
+    /// What the rule serves when it decides.
+    pub target: Target,
+}
+
+/// A rule's target (D2).
+#[derive(Debug)]
+pub enum Target {
+    /// Serve a flow.
+    Flow(FlowTarget),
+    /// Assign a variant of an experiment.
+    Experiment(Box<Experiment>),
+}
+
+/// A compiled experiment: seed resolved, weights normalised, bucket ranges computed (D5).
+#[derive(Debug)]
+pub struct Experiment {
+    /// Id.
+    pub id: ExperimentId,
+    /// Name.
+    pub name: String,
+    /// Status; only `Running` assigns.
+    pub status: ExperimentStatus,
+    /// Hash seed (the id when none was given).
+    pub seed: String,
+    /// Coverage, 0.0..=1.0.
+    pub coverage: f64,
+    /// Optional mutual-exclusion namespace.
+    pub namespace: Option<Namespace>,
+    /// Variants, in order.
+    pub variants: Vec<Variant>,
+    /// One range per variant.
+    pub ranges: Vec<BucketRange>,
+}
+
+/// A variant of a compiled experiment.
+#[derive(Debug)]
+pub struct Variant {
+    /// Id.
+    pub id: VariantId,
+    /// Name.
+    pub name: String,
+    /// Normalised weight.
+    pub weight: f64,
+    /// The flow, or `None` for a holdout.
+    pub flow: Option<FlowTarget>,
+}

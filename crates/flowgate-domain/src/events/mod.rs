@@ -1,0 +1,203 @@
+//! Analytics events: the recognized types (events.md, D7), the stored event model shared by
+//! SDK events and the server's `resolve_no_flow` event (D8), and per-event validation.
+
+mod validate;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::identity::Platform;
+use crate::ids::{AppId, EventId, FlowId, FlowVersionId};
+
+pub use validate::{
+    validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,
+};
+
+macro_rules! event_types {
+    ($($variant:ident => $name:literal),+ $(,)?) => {
+        /// A recognized analytics event type (events.md). The list is part of the API: adding a
+        /// type is backwards compatible, removing one is not.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum EventType {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )+
+            /// `resolve_no_flow`: recorded by the server only (D8); an SDK event with this type
+            /// is rejected.
+            ResolveNoFlow,
+        }
+
+        impl EventType {
+            /// The types an SDK may send, in the order of events.md.
+            pub const SDK_TYPES: &'static [EventType] = &[$(EventType::$variant),+];
+
+            /// The wire name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(EventType::$variant => $name,)+
+                    EventType::ResolveNoFlow => "resolve_no_flow",
+                }
+            }
+
+            /// Parses any recognized name, the server-only one included.
+            pub fn parse(name: &str) -> Option<Self> {
+                match name {
+                    $($name => Some(EventType::$variant),)+
+                    "resolve_no_flow" => Some(EventType::ResolveNoFlow),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+event_types! {
+    FlowLoadStart => "flow_load_start",
+    FlowLoadComplete => "flow_load_complete",
+    FlowLoadFail => "flow_load_fail",
+    FlowOpen => "flow_open",
+    ScreenView => "screen_view",
+    ScreenComplete => "screen_complete",
+    ElementInteraction => "element_interaction",
+    FormSubmit => "form_submit",
+    LinkOpen => "link_open",
+    PermissionRequest => "permission_request",
+    PermissionResult => "permission_result",
+    PurchaseStart => "purchase_start",
+    PurchaseComplete => "purchase_complete",
+    PurchaseFail => "purchase_fail",
+    PurchaseCancel => "purchase_cancel",
+    RestoreStart => "restore_start",
+    RestoreComplete => "restore_complete",
+    FlowComplete => "flow_complete",
+    FlowDismiss => "flow_dismiss",
+    Custom => "custom",
+}
+
+impl EventType {
+    /// True for types only the server records (D7: an SDK event of such a type is rejected).
+    pub const fn is_server_only(self) -> bool {
+        matches!(self, EventType::ResolveNoFlow)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EventType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for EventType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        EventType::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown event type `{name}`")))
+    }
+}
+
+/// Who produced an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventSource {
+    /// Sent by an SDK through the events endpoint.
+    Sdk,
+    /// Recorded by the service itself (D8).
+    Server,
+}
+
+impl EventSource {
+    /// The stored name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventSource::Sdk => "sdk",
+            EventSource::Server => "server",
+        }
+    }
+}
+
+/// Why a resolve served no flow (D8). Carried by the resolver's outcome so adapters record
+/// `resolve_no_flow` without re-deriving it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoFlowReason {
+    /// The placement key is not in the app (D3.1).
+    UnknownPlacement,
+    /// No rule decided and the placement has no default flow (D3.3).
+    NoRuleMatched,
+    /// The user was assigned a holdout variant of an experiment (D3.2).
+    Holdout,
+    /// The target flow has no published version (D3.4).
+    FlowUnpublished,
+}
+
+impl NoFlowReason {
+    /// The stable snake_case name (D8).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NoFlowReason::UnknownPlacement => "unknown_placement",
+            NoFlowReason::NoRuleMatched => "no_rule_matched",
+            NoFlowReason::Holdout => "holdout",
+            NoFlowReason::FlowUnpublished => "flow_unpublished",
+        }
+    }
+}
+
+impl fmt::Display for NoFlowReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One analytics event as it is stored: an accepted SDK event (D7) or a server
+/// `resolve_no_flow` event (D8). Identity and routing fields are typed columns; the remaining
+/// optional SDK fields travel in `payload`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AnalyticsEvent {
+    /// Unique id: the SDK's `event_id`, or a server-generated UUIDv7 (D8). Storage is
+    /// idempotent on it (D7).
+    pub event_id: EventId,
+    /// Who produced the event.
+    pub source: EventSource,
+    /// The event type.
+    pub event_type: EventType,
+    /// The app (for SDK events, the URL's app, which the body had to match).
+    pub app_id: AppId,
+    /// The flow; always set on SDK events, unset on `resolve_no_flow`.
+    pub flow_id: Option<FlowId>,
+    /// The flow version; always set on SDK events, unset on `resolve_no_flow`.
+    pub flow_version_id: Option<FlowVersionId>,
+    /// The placement: the SDK's optional `placement_id`, or the resolved key (D8).
+    pub placement_key: Option<String>,
+    /// Stable user identifier.
+    pub user_id: String,
+    /// Session identifier.
+    pub session_id: String,
+    /// Device platform.
+    pub device_platform: Platform,
+    /// When it happened: the SDK's `timestamp`, or the server time (D8).
+    #[serde(with = "time::serde::rfc3339")]
+    pub occurred_at: OffsetDateTime,
+    /// The SDK's `sdk_version`; unset on server events.
+    pub sdk_version: Option<String>,
+    /// Experiment fields: from the SDK event, or set on a holdout `resolve_no_flow` (D8).
+    pub experiment_id: Option<String>,
+    /// See `experiment_id`.
+    pub variant_id: Option<String>,
+    /// See `experiment_id`.
+    pub variant_name: Option<String>,
+    /// Why no flow was served; only on `resolve_no_flow` (D8).
+    pub reason: Option<NoFlowReason>,
+    /// The other validated optional SDK fields (`screen_id`, `revenue`, `properties`, ...),
+    /// under their wire names. Empty for server events.
+    pub payload: serde_json::Map<String, serde_json::Value>,
+}

@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod bucketing;
+pub mod catalog;
+pub mod conditions;
+pub mod events;
+pub mod identity;
+pub mod ids;
+pub mod keys;
+pub mod placement;
+pub mod ports;
+pub mod resolve;
+
+pub use catalog::{Catalog, CatalogData, CatalogError};
+pub use identity::Platform;
+pub use resolve::{Resolution, ResolveMode, ResolveRequest};

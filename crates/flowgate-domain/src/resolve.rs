@@ -1,0 +1,354 @@
+//! The resolver (D3, D6): which published flow version a user sees for a placement.
+//!
+//! It reads only the immutable [`Catalog`](crate::catalog::Catalog) snapshot, performs no I/O
+//! and allocates nothing proportional to the flow: a matched [`Resolution`] borrows the
+//! pre-rendered [`PublishedVersion`] from the snapshot.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::bucketing::{choose_variation, hash_v2};
+use crate::catalog::{
+    App, Experiment, ExperimentStatus, FlowTarget, Placement, PublishedVersion, Target, Variant,
+};
+use crate::conditions::Attributes;
+use crate::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
+use crate::identity::Platform;
+use crate::ids::EventId;
+use crate::placement::{validate_placement_key, PlacementKeyError};
+
+/// Most distinct placement keys in one batch (D6).
+pub const MAX_BATCH_KEYS: usize = 50;
+
+/// Who is asking: the identity fields and targeting attributes of a resolve request.
+#[derive(Debug)]
+pub struct ResolveRequest<'a> {
+    user_id: Value,
+    session_id: Value,
+    device_platform: Value,
+    platform: Platform,
+    attributes: &'a Map<String, Value>,
+}
+
+impl<'a> ResolveRequest<'a> {
+    /// A request for one identity. The identity fields are visible to audience conditions as
+    /// `user_id`, `session_id` and `device_platform`, and win over attributes of the same
+    /// name (D3.6).
+    pub fn new(
+        user_id: &str,
+        session_id: &str,
+        platform: Platform,
+        attributes: &'a Map<String, Value>,
+    ) -> Self {
+        Self {
+            user_id: Value::String(user_id.to_owned()),
+            session_id: Value::String(session_id.to_owned()),
+            device_platform: Value::String(platform.as_str().to_owned()),
+            platform,
+            attributes,
+        }
+    }
+
+    /// The user id.
+    pub fn user_id(&self) -> &str {
+        self.user_id.as_str().unwrap_or_default()
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        self.session_id.as_str().unwrap_or_default()
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> Platform {
+        self.platform
+    }
+}
+
+impl Attributes for ResolveRequest<'_> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        match key {
+            "user_id" => Some(&self.user_id),
+            "session_id" => Some(&self.session_id),
+            "device_platform" => Some(&self.device_platform),
+            _ => self.attributes.get(key),
+        }
+    }
+}
+
+/// Normal resolution, or export (D3.5): the placement's default flow, no audiences, no
+/// experiments, no events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResolveMode {
+    /// Rules, audiences and experiments apply.
+    Normal,
+    /// `?export=true`.
+    Export,
+}
+
+/// The variant a user was assigned (D5).
+#[derive(Clone, Copy, Debug)]
+pub struct Assignment<'c> {
+    /// The experiment.
+    pub experiment: &'c Experiment,
+    /// The assigned variant.
+    pub variant: &'c Variant,
+}
+
+/// The outcome of resolving one placement.
+#[derive(Clone, Copy, Debug)]
+pub enum Resolution<'c> {
+    /// A published version is served (D3.7).
+    Flow {
+        /// The version, pre-rendered.
+        version: &'c PublishedVersion,
+        /// Set when an experiment decided.
+        assignment: Option<Assignment<'c>>,
+    },
+    /// No flow (D3.8), with the reason for `resolve_no_flow` (D8).
+    NoFlow {
+        /// Why.
+        reason: NoFlowReason,
+        /// Set for a holdout (and for an experiment variant whose flow is unpublished).
+        assignment: Option<Assignment<'c>>,
+    },
+}
+
+impl<'c> Resolution<'c> {
+    /// The served version, if any.
+    pub fn version(&self) -> Option<&'c PublishedVersion> {
+        match self {
+            Resolution::Flow { version, .. } => Some(version),
+            Resolution::NoFlow { .. } => None,
+        }
+    }
+
+    /// The experiment assignment, if an experiment decided.
+    pub fn assignment(&self) -> Option<&Assignment<'c>> {
+        match self {
+            Resolution::Flow { assignment, .. } | Resolution::NoFlow { assignment, .. } => {
+                assignment.as_ref()
+            }
+        }
+    }
+
+    /// Why no flow was served; `None` when a flow was.
+    pub fn no_flow_reason(&self) -> Option<NoFlowReason> {
+        match self {
+            Resolution::Flow { .. } => None,
+            Resolution::NoFlow { reason, .. } => Some(*reason),
+        }
+    }
+
+    /// The `resolve_no_flow` event for this outcome (D8), or `None` when a flow was served.
+    /// `event_id` should be a fresh UUIDv7 ([`EventId::new_v7`]); `at` is the server time.
+    pub fn no_flow_event(
+        &self,
+        app: &App,
+        placement_key: &str,
+        request: &ResolveRequest<'_>,
+        event_id: EventId,
+        at: OffsetDateTime,
+    ) -> Option<AnalyticsEvent> {
+        let reason = self.no_flow_reason()?;
+        let assignment = self.assignment();
+        Some(AnalyticsEvent {
+            event_id,
+            source: EventSource::Server,
+            event_type: EventType::ResolveNoFlow,
+            app_id: app.id,
+            flow_id: None,
+            flow_version_id: None,
+            placement_key: Some(placement_key.to_owned()),
+            user_id: request.user_id().to_owned(),
+            session_id: request.session_id().to_owned(),
+            device_platform: request.platform(),
+            occurred_at: at,
+            sdk_version: None,
+            experiment_id: assignment.map(|a| a.experiment.id.to_string()),
+            variant_id: assignment.map(|a| a.variant.id.to_string()),
+            variant_name: assignment.map(|a| a.variant.name.clone()),
+            reason: Some(reason),
+            payload: Map::new(),
+        })
+    }
+}
+
+fn serve<'c>(target: &'c FlowTarget, assignment: Option<Assignment<'c>>) -> Resolution<'c> {
+    match &target.published {
+        Some(version) => Resolution::Flow {
+            version,
+            assignment,
+        },
+        None => Resolution::NoFlow {
+            reason: NoFlowReason::FlowUnpublished,
+            assignment,
+        },
+    }
+}
+
+impl Experiment {
+    /// The variant `user_id` is assigned, or `None` when the experiment is not running, the
+    /// user is outside its namespace, or outside its coverage (D3.2, D5).
+    pub fn assign(&self, user_id: &str) -> Option<&Variant> {
+        if self.status != ExperimentStatus::Running {
+            return None;
+        }
+        if let Some(ns) = &self.namespace {
+            if !ns.contains(user_id) {
+                return None;
+            }
+        }
+        let n = hash_v2(&self.seed, user_id);
+        choose_variation(n, &self.ranges).and_then(|i| self.variants.get(i))
+    }
+}
+
+impl Placement {
+    /// Resolves this placement for a request (D3.2 to D3.5).
+    pub fn resolve<'c>(
+        &'c self,
+        app: &App,
+        request: &ResolveRequest<'_>,
+        mode: ResolveMode,
+    ) -> Resolution<'c> {
+        if mode == ResolveMode::Normal {
+            for rule in &self.rules {
+                if !rule.audience.is_always_true()
+                    && !rule.audience.eval(request, &app.saved_groups)
+                {
+                    continue;
+                }
+                match &rule.target {
+                    Target::Flow(target) => return serve(target, None),
+                    Target::Experiment(experiment) => {
+                        let Some(variant) = experiment.assign(request.user_id()) else {
+                            continue;
+                        };
+                        let assignment = Some(Assignment {
+                            experiment,
+                            variant,
+                        });
+                        return match &variant.flow {
+                            Some(target) => serve(target, assignment),
+                            None => Resolution::NoFlow {
+                                reason: NoFlowReason::Holdout,
+                                assignment,
+                            },
+                        };
+                    }
+                }
+            }
+        }
+        match &self.default {
+            Some(target) => serve(target, None),
+            None => Resolution::NoFlow {
+                reason: NoFlowReason::NoRuleMatched,
+                assignment: None,
+            },
+        }
+    }
+}
+
+impl App {
+    /// Resolves a placement of this app (D3). An unknown key is not an error: it is "no
+    /// flow" with reason `unknown_placement` (D3.1). The key's format is the caller's to check
+    /// first ([`validate_placement_key`]); a malformed key simply matches nothing here.
+    pub fn resolve<'c>(
+        &'c self,
+        placement_key: &str,
+        request: &ResolveRequest<'_>,
+        mode: ResolveMode,
+    ) -> Resolution<'c> {
+        match self.placement(placement_key) {
+            Some(placement) => placement.resolve(self, request, mode),
+            None => Resolution::NoFlow {
+                reason: NoFlowReason::UnknownPlacement,
+                assignment: None,
+            },
+        }
+    }
+
+    /// Batch resolve (D6): de-duplicates keys keeping first occurrences, then resolves each.
+    pub fn resolve_batch<'c, 'k, K: AsRef<str>>(
+        &'c self,
+        placement_keys: &'k [K],
+        request: &ResolveRequest<'_>,
+    ) -> Result<Vec<BatchEntry<'c, 'k>>, BatchError> {
+        let keys = dedup_keys(placement_keys)?;
+        Ok(keys
+            .into_iter()
+            .map(|key| BatchEntry {
+                placement_key: key,
+                resolution: self.resolve(key, request, ResolveMode::Normal),
+            })
+            .collect())
+    }
+}
+
+/// De-duplicates batch keys keeping first occurrences and checks D6's limits: at least one key,
+/// at most [`MAX_BATCH_KEYS`] distinct keys, every key well-formed.
+pub fn dedup_keys<K: AsRef<str>>(placement_keys: &[K]) -> Result<Vec<&str>, BatchError> {
+    if placement_keys.is_empty() {
+        return Err(BatchError::Empty);
+    }
+    let mut seen = HashSet::with_capacity(placement_keys.len().min(MAX_BATCH_KEYS + 1));
+    let mut keys = Vec::with_capacity(placement_keys.len().min(MAX_BATCH_KEYS));
+    for (index, key) in placement_keys.iter().enumerate() {
+        let key = key.as_ref();
+        validate_placement_key(key).map_err(|error| BatchError::InvalidKey { index, error })?;
+        if seen.insert(key) {
+            keys.push(key);
+        }
+    }
+    if keys.len() > MAX_BATCH_KEYS {
+        return Err(BatchError::TooManyPlacements {
+            distinct: keys.len(),
+        });
+    }
+    Ok(keys)
+}
+
+/// One entry of a batch result (D6).
+#[derive(Clone, Copy, Debug)]
+pub struct BatchEntry<'c, 'k> {
+    /// The key this entry is for.
+    pub placement_key: &'k str,
+    /// Its resolution.
+    pub resolution: Resolution<'c>,
+}
+
+impl BatchEntry<'_, '_> {
+    /// The per-entry `error` code (D3.4, D6): `flow_unpublished` when the target flow has no
+    /// published version; `None` on success and on plain no-flow.
+    pub fn error(&self) -> Option<&'static str> {
+        match self.resolution.no_flow_reason() {
+            Some(NoFlowReason::FlowUnpublished) => Some(NoFlowReason::FlowUnpublished.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// Why a whole batch request is refused (400, D6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// `placement_keys` is empty.
+    #[error("placement_keys must not be empty")]
+    Empty,
+    /// More than 50 distinct keys: `too_many_placements`.
+    #[error("{distinct} distinct placement keys; at most 50 are allowed")]
+    TooManyPlacements {
+        /// How many distinct keys were sent.
+        distinct: usize,
+    },
+    /// A key with invalid characters or length.
+    #[error("placement_keys[{index}]: {error}")]
+    InvalidKey {
+        /// Position in the request.
+        index: usize,
+        /// What is wrong.
+        error: PlacementKeyError,
+    },
+}

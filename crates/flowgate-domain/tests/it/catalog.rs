@@ -1,0 +1,287 @@
+//! Catalog snapshot: lookups, authentication (D1, D9), and whole-document validation with
+//! JSON pointers (D2, D13).
+
+use flowgate_domain::catalog::AppAccessError;
+use flowgate_domain::events::FlowVersionLookup;
+use flowgate_domain::ids::{AppId, FlowVersionId, WorkspaceId};
+use flowgate_domain::keys::{AuthError, KeyEnvironment, KeyType};
+use flowgate_domain::{Catalog, CatalogData};
+use serde_json::json;
+use time::macros::datetime;
+
+use crate::fixtures::*;
+
+fn app(id: &str) -> AppId {
+    id.parse().unwrap()
+}
+
+#[test]
+fn lookups() {
+    let catalog = build(&catalog_json());
+    assert_eq!(catalog.app_count(), 2);
+    let a = catalog.app(app(APP1)).unwrap();
+    assert_eq!(a.cache_ttl_seconds, Some(120));
+    assert!(a.placement("onboarding").is_some());
+    assert!(
+        a.placement("Onboarding").is_none(),
+        "keys are case-sensitive"
+    );
+    assert_eq!(catalog.app(app(APP2)).unwrap().cache_ttl_seconds, None);
+    let ws = catalog.workspace(WS1.parse().unwrap()).unwrap();
+    assert_eq!(ws.app_ids, vec![app(APP1)]);
+    // Every version counts for events, published or not (D2).
+    let v: FlowVersionId = V_UNPUBLISHED_1.parse().unwrap();
+    assert_eq!(
+        catalog.flow_version(v).unwrap().flow_id.to_string(),
+        FLOW_UNPUBLISHED
+    );
+    assert_eq!(
+        catalog
+            .flow_of_version(app(APP1), v)
+            .map(|f| f.to_string())
+            .as_deref(),
+        Some(FLOW_UNPUBLISHED)
+    );
+    assert_eq!(
+        catalog.flow_of_version(app(APP2), v),
+        None,
+        "a version of another app"
+    );
+    assert!(a
+        .flow(FLOW_UNPUBLISHED.parse().unwrap())
+        .unwrap()
+        .published
+        .is_none());
+}
+
+#[test]
+fn app_access_distinguishes_unknown_from_foreign() {
+    let catalog = build(&catalog_json());
+    let ws1: WorkspaceId = WS1.parse().unwrap();
+    assert!(catalog.app_for(ws1, app(APP1)).is_ok());
+    assert_eq!(
+        catalog.app_for(ws1, app(APP2)).err(),
+        Some(AppAccessError::Forbidden)
+    );
+    assert_eq!(
+        catalog
+            .app_for(ws1, app("20000000-0000-4000-8000-0000000000ff"))
+            .err(),
+        Some(AppAccessError::NotFound)
+    );
+}
+
+#[test]
+fn authentication_outcomes() {
+    let sdk = key(KeyEnvironment::Test, 'a');
+    let secret = key(KeyEnvironment::Test, 'b');
+    let live = key(KeyEnvironment::Live, 'c');
+    let revoked = key(KeyEnvironment::Test, 'd');
+    let unknown = key(KeyEnvironment::Test, 'e');
+    let mut data = data_from(&catalog_json());
+    data.api_keys.push(record(WS1, &sdk, KeyType::Sdk, 1));
+    data.api_keys.push(record(WS1, &secret, KeyType::Secret, 2));
+    data.api_keys.push(record(WS1, &live, KeyType::Sdk, 3));
+    let mut r = record(WS1, &revoked, KeyType::Sdk, 4);
+    r.revoked_at = Some(datetime!(2026-02-01 00:00 UTC));
+    data.api_keys.push(r);
+    let catalog = Catalog::build(data).unwrap();
+
+    let auth = |h: Option<String>| {
+        catalog
+            .authenticate(h.as_deref(), KeyEnvironment::Test)
+            .map(|r| r.id.to_string())
+    };
+    let bearer = |k: &str| Some(format!("Bearer {k}"));
+    assert_eq!(
+        auth(bearer(sdk.expose())),
+        Ok(uuid::Uuid::from_u128(1).to_string())
+    );
+    assert_eq!(auth(None), Err(AuthError::MissingApiKey));
+    assert_eq!(
+        auth(Some(format!("Basic {}", sdk.expose()))),
+        Err(AuthError::MissingApiKey)
+    );
+    assert_eq!(
+        auth(bearer("fg_test_garbage")),
+        Err(AuthError::InvalidApiKey)
+    );
+    assert_eq!(
+        auth(bearer(unknown.expose())),
+        Err(AuthError::InvalidApiKey)
+    );
+    assert_eq!(
+        auth(bearer(revoked.expose())),
+        Err(AuthError::InvalidApiKey),
+        "revoked is like unknown"
+    );
+    assert_eq!(
+        auth(bearer(secret.expose())),
+        Err(AuthError::KeyTypeNotAllowed)
+    );
+    assert_eq!(
+        auth(bearer(live.expose())),
+        Err(AuthError::KeyEnvironmentMismatch)
+    );
+    assert_eq!(
+        catalog
+            .authenticate(bearer(live.expose()).as_deref(), KeyEnvironment::Live)
+            .map(|r| r.key_type),
+        Ok(KeyType::Sdk)
+    );
+    assert_eq!(
+        AuthError::KeyEnvironmentMismatch.code(),
+        "key_environment_mismatch"
+    );
+}
+
+fn problems(doc: serde_json::Value) -> Vec<(String, String)> {
+    let data: CatalogData = data_from(&doc);
+    match Catalog::build(data) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .problems
+            .into_iter()
+            .map(|p| (p.pointer, p.message))
+            .collect(),
+    }
+}
+
+fn pointers(doc: serde_json::Value) -> Vec<String> {
+    problems(doc).into_iter().map(|(p, _)| p).collect()
+}
+
+const A: &str = "/workspaces/0/apps/0";
+
+#[test]
+fn every_problem_is_reported_with_its_pointer() {
+    let mut doc = catalog_json();
+    let app = &mut doc["workspaces"][0]["apps"][0];
+    app["placements"][0]["key"] = json!("bad key!");
+    app["placements"][0]["default_flow_id"] = json!(FLOW_APP2);
+    app["flows"][0]["published_version"] = json!(9);
+    app["flows"][0]["versions"][1]["fonts"][0]["weight"] = json!(950);
+    app["flows"][1]["versions"][0]["flow_schema"] = json!([1, 2]);
+    app["media_base_url"] = json!("ftp://nope");
+    let got = pointers(doc);
+    assert_eq!(
+        got,
+        vec![
+            format!("{A}/media_base_url"),
+            format!("{A}/flows/0/versions/1/fonts/0/weight"),
+            format!("{A}/flows/0/published_version"),
+            format!("{A}/flows/1/versions/0/flow_schema"),
+            format!("{A}/placements/0/key"),
+            format!("{A}/placements/0/default_flow_id"),
+        ]
+    );
+}
+
+#[test]
+fn duplicate_ids_and_keys_are_problems() {
+    let mut doc = catalog_json();
+    doc["workspaces"][1]["apps"][0]["flows"][0]["id"] = json!(FLOW_US);
+    doc["workspaces"][1]["apps"][0]["placements"][0]["default_flow_id"] = json!(FLOW_US);
+    doc["workspaces"][0]["apps"][0]["flows"][0]["versions"][0]["version"] = json!(2);
+    doc["workspaces"][0]["apps"][0]["placements"][3]["key"] = json!("paywall");
+    let got = pointers(doc);
+    assert_eq!(
+        got,
+        vec![
+            format!("{A}/flows/0/versions/1/version"),
+            format!("{A}/placements/3/key"),
+            "/workspaces/1/apps/0/flows/0/id".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn rule_and_experiment_problems() {
+    let mut doc = catalog_json();
+    let rules = &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"];
+    rules[0]["flow_id"] = json!(FLOW_US); // both targets
+    let exp = &mut rules[1]["experiment"];
+    exp["coverage"] = json!(1.5);
+    exp["variants"][0]["weight"] = json!(-0.5);
+    exp["namespace"] = json!(["", 0.5, 0.2]);
+    let got = pointers(doc);
+    let p = format!("{A}/placements/1/rules");
+    assert_eq!(
+        got,
+        vec![
+            format!("{p}/0"),
+            format!("{p}/1/experiment/coverage"),
+            format!("{p}/1/experiment/namespace"),
+            format!("{p}/1/experiment/variants/0/weight"),
+        ]
+    );
+
+    let mut doc = catalog_json();
+    let exp = &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"];
+    exp["variants"] = json!([]);
+    let got = problems(doc);
+    assert_eq!(
+        got[0].0,
+        format!("{A}/placements/1/rules/1/experiment/variants")
+    );
+    assert!(got[0].1.contains("at least one variant"), "{got:?}");
+
+    let mut doc = catalog_json();
+    doc["workspaces"][0]["apps"][0]["placements"][3]["rules"] = json!([{"audience": {}}]);
+    assert_eq!(pointers(doc), vec![format!("{A}/placements/3/rules/0")]);
+}
+
+#[test]
+fn invalid_audiences_are_rejected_at_build_with_nested_pointers() {
+    let mut doc = catalog_json();
+    let rules = &mut doc["workspaces"][0]["apps"][0]["placements"][0]["rules"];
+    rules[0]["audience"] = json!({"country": {"$inn": ["US"]}});
+    rules[1]["audience"] = json!({"$and": [{"name": {"$regex": "(?=look-ahead)"}}]});
+    let got = pointers(doc);
+    let p = format!("{A}/placements/0/rules");
+    assert_eq!(
+        got,
+        vec![
+            format!("{p}/0/audience/country/$inn"),
+            format!("{p}/1/audience/$and/0/name/$regex")
+        ]
+    );
+}
+
+#[test]
+fn keys_of_unknown_workspaces_and_duplicates_are_problems() {
+    let k = key(KeyEnvironment::Test, 'z');
+    let mut data = data_from(&catalog_json());
+    data.api_keys.push(record(WS1, &k, KeyType::Sdk, 1));
+    data.api_keys.push(record(WS1, &k, KeyType::Sdk, 2));
+    data.api_keys.push(record(
+        "10000000-0000-4000-8000-0000000000ff",
+        &key(KeyEnvironment::Test, 'y'),
+        KeyType::Sdk,
+        3,
+    ));
+    let err = Catalog::build(data).unwrap_err();
+    let got: Vec<_> = err.problems.iter().map(|p| p.pointer.as_str()).collect();
+    assert_eq!(got, vec!["/api_keys/1/digest", "/api_keys/2/workspace_id"]);
+}
+
+#[test]
+fn weights_are_normalised_by_their_sum() {
+    let mut doc = catalog_json();
+    let exp = &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"];
+    exp["variants"][0]["weight"] = json!(3);
+    exp["variants"][1]["weight"] = json!(1);
+    exp["coverage"] = json!(0.5);
+    let catalog = build(&doc);
+    let placement = catalog
+        .app(app(APP1))
+        .unwrap()
+        .placement("paywall")
+        .unwrap();
+    let flowgate_domain::catalog::Target::Experiment(e) = &placement.rules[1].target else {
+        panic!("experiment")
+    };
+    let ranges: Vec<(f64, f64)> = e.ranges.iter().map(|r| (r.start, r.end)).collect();
+    assert_eq!(ranges, vec![(0.0, 0.375), (0.75, 0.875)]);
+    assert_eq!(e.seed, EXP, "seed defaults to the experiment id");
+}

@@ -1,0 +1,8 @@
+//! Integration tests of the domain crate: one binary (link time matters on two cores).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod catalog;
+mod conformance;
+mod fixtures;
+mod properties;
+mod resolve;
