@@ -1,1 +1,66 @@
-fn main() {}
+//! Criterion benchmarks of the domain's hot path (issue 2 §3): one resolve of a realistic
+//! placement, one condition evaluation, one bucketing. Run with `make bench-domain`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use flowgate_domain::bucketing::{bucket_ranges, choose_variation, hash_v2};
+use flowgate_domain::conditions::{Condition, SavedGroups};
+use flowgate_domain::ids::AppId;
+use flowgate_domain::{Platform, ResolveMode, ResolveRequest};
+use serde_json::json;
+
+#[path = "../tests/it/fixtures.rs"]
+mod fixtures;
+
+fn resolve(c: &mut Criterion) {
+    let doc = fixtures::realistic_catalog_json();
+    let catalog = fixtures::build(&doc);
+    let app = catalog.app(fixtures::APP1.parse::<AppId>().unwrap()).unwrap();
+    let attrs = fixtures::realistic_attributes();
+    let schema_len = app.placement("onboarding").map(|p| p.rules.len()).unwrap_or(0);
+    assert_eq!(schema_len, 11, "10 audience rules and the experiment");
+    let users: Vec<String> = (0..1024).map(|i| format!("user-{i:05}")).collect();
+    // Sanity: the typical request walks every rule and reaches the experiment.
+    let probe = app.resolve("onboarding", &ResolveRequest::new(&users[0], "s", Platform::Ios, &attrs), ResolveMode::Normal);
+    let size = probe.version().map(|v| v.flow_schema.get().len()).unwrap_or(0);
+    assert!(probe.assignment().is_some() || probe.no_flow_reason().is_some());
+    eprintln!("realistic placement: flow_schema {size} bytes");
+
+    let mut i = 0usize;
+    c.bench_function("resolve/realistic_placement", |b| {
+        b.iter(|| {
+            i = (i + 1) & 1023;
+            let request = ResolveRequest::new(&users[i], "session-1", Platform::Ios, &attrs);
+            let r = app.resolve(black_box("onboarding"), &request, ResolveMode::Normal);
+            black_box(r.version().map(|v| v.id));
+        })
+    });
+    c.bench_function("resolve/export", |b| {
+        b.iter(|| {
+            let request = ResolveRequest::new("u", "s", Platform::Ios, &attrs);
+            black_box(app.resolve(black_box("onboarding"), &request, ResolveMode::Export).version().map(|v| v.id));
+        })
+    });
+}
+
+fn condition(c: &mut Criterion) {
+    let cond = Condition::compile(&json!({"country": {"$in": ["US", "CA"]}, "app.version": {"$vgte": "2.1.0"}})).unwrap();
+    let attrs = fixtures::realistic_attributes();
+    let groups = SavedGroups::empty();
+    assert!(cond.eval(&attrs, &groups));
+    c.bench_function("condition/in_and_version", |b| b.iter(|| black_box(cond.eval(black_box(&attrs), &groups))));
+    let regex = Condition::compile(&json!({"email": {"$regexi": "@example\\.(org|com)$"}})).unwrap();
+    c.bench_function("condition/regexi", |b| b.iter(|| black_box(regex.eval(black_box(&attrs), &groups))));
+}
+
+fn bucketing(c: &mut Criterion) {
+    let ranges = bucket_ranges(3, 0.9, Some(&[0.5, 0.25, 0.25]));
+    c.bench_function("bucketing/hash_and_choose", |b| {
+        b.iter(|| black_box(choose_variation(hash_v2(black_box("72000000-0000-4000-8000-000000000001"), black_box("user-00042")), &ranges)))
+    });
+}
+
+criterion_group!(benches, resolve, condition, bucketing);
+criterion_main!(benches);
