@@ -1,5 +1,5 @@
 //! TEMPORARY STUB: replaced by the real GrowthBook-compatible module.
-#![allow(missing_docs)]
+#![allow(missing_docs, dead_code)]
 use serde_json::Value;
 pub trait Attributes {
     fn get(&self, key: &str) -> Option<&Value>;
