@@ -17,14 +17,26 @@ mod fixtures;
 fn resolve(c: &mut Criterion) {
     let doc = fixtures::realistic_catalog_json();
     let catalog = fixtures::build(&doc);
-    let app = catalog.app(fixtures::APP1.parse::<AppId>().unwrap()).unwrap();
+    let app = catalog
+        .app(fixtures::APP1.parse::<AppId>().unwrap())
+        .unwrap();
     let attrs = fixtures::realistic_attributes();
-    let schema_len = app.placement("onboarding").map(|p| p.rules.len()).unwrap_or(0);
+    let schema_len = app
+        .placement("onboarding")
+        .map(|p| p.rules.len())
+        .unwrap_or(0);
     assert_eq!(schema_len, 11, "10 audience rules and the experiment");
     let users: Vec<String> = (0..1024).map(|i| format!("user-{i:05}")).collect();
     // Sanity: the typical request walks every rule and reaches the experiment.
-    let probe = app.resolve("onboarding", &ResolveRequest::new(&users[0], "s", Platform::Ios, &attrs), ResolveMode::Normal);
-    let size = probe.version().map(|v| v.flow_schema.get().len()).unwrap_or(0);
+    let probe = app.resolve(
+        "onboarding",
+        &ResolveRequest::new(&users[0], "s", Platform::Ios, &attrs),
+        ResolveMode::Normal,
+    );
+    let size = probe
+        .version()
+        .map(|v| v.flow_schema.get().len())
+        .unwrap_or(0);
     assert!(probe.assignment().is_some() || probe.no_flow_reason().is_some());
     eprintln!("realistic placement: flow_schema {size} bytes");
 
@@ -40,25 +52,45 @@ fn resolve(c: &mut Criterion) {
     c.bench_function("resolve/export", |b| {
         b.iter(|| {
             let request = ResolveRequest::new("u", "s", Platform::Ios, &attrs);
-            black_box(app.resolve(black_box("onboarding"), &request, ResolveMode::Export).version().map(|v| v.id));
+            black_box(
+                app.resolve(black_box("onboarding"), &request, ResolveMode::Export)
+                    .version()
+                    .map(|v| v.id),
+            );
         })
     });
 }
 
 fn condition(c: &mut Criterion) {
-    let cond = Condition::compile(&json!({"country": {"$in": ["US", "CA"]}, "app.version": {"$vgte": "2.1.0"}})).unwrap();
+    let cond = Condition::compile(
+        &json!({"country": {"$in": ["US", "CA"]}, "app.version": {"$vgte": "2.1.0"}}),
+    )
+    .unwrap();
     let attrs = fixtures::realistic_attributes();
     let groups = SavedGroups::empty();
     assert!(cond.eval(&attrs, &groups));
-    c.bench_function("condition/in_and_version", |b| b.iter(|| black_box(cond.eval(black_box(&attrs), &groups))));
-    let regex = Condition::compile(&json!({"email": {"$regexi": "@example\\.(org|com)$"}})).unwrap();
-    c.bench_function("condition/regexi", |b| b.iter(|| black_box(regex.eval(black_box(&attrs), &groups))));
+    c.bench_function("condition/in_and_version", |b| {
+        b.iter(|| black_box(cond.eval(black_box(&attrs), &groups)))
+    });
+    let regex =
+        Condition::compile(&json!({"email": {"$regexi": "@example\\.(org|com)$"}})).unwrap();
+    c.bench_function("condition/regexi", |b| {
+        b.iter(|| black_box(regex.eval(black_box(&attrs), &groups)))
+    });
 }
 
 fn bucketing(c: &mut Criterion) {
     let ranges = bucket_ranges(3, 0.9, Some(&[0.5, 0.25, 0.25]));
     c.bench_function("bucketing/hash_and_choose", |b| {
-        b.iter(|| black_box(choose_variation(hash_v2(black_box("72000000-0000-4000-8000-000000000001"), black_box("user-00042")), &ranges)))
+        b.iter(|| {
+            black_box(choose_variation(
+                hash_v2(
+                    black_box("72000000-0000-4000-8000-000000000001"),
+                    black_box("user-00042"),
+                ),
+                &ranges,
+            ))
+        })
     });
 }
 

@@ -1,51 +1,208 @@
-//! TEMPORARY STUB: replaced by the real GrowthBook-compatible module.
-#![allow(missing_docs, dead_code)]
-use serde_json::Value;
+//! Audience conditions (D4): GrowthBook's MongoDB-style condition documents, compiled once and
+//! evaluated per request with the exact semantics of GrowthBook's JavaScript SDK.
+//!
+//! A dashboard writes the documents, SDKs on every platform can evaluate the same JSON, and the
+//! public GrowthBook conformance suite runs against this module. A document is compiled when
+//! the catalog loads ([`Condition::compile`] refuses anything that would silently depend on
+//! unknown operators, invalid or unsupported patterns, or operands of the wrong shape) and is
+//! then evaluated many times ([`Condition::eval`]) without parsing or regex compilation.
+//!
+//! For example, the audience `{"country": {"$in": ["US", "CA"]}, "app.version": {"$vgte":
+//! "2.1.0"}}` matches the attributes `{"country": "CA", "app.version": "2.3.0"}`.
+//!
+//! Semantics follow GrowthBook's JavaScript SDK, including its coercions (`"8" > 5` holds, a
+//! missing attribute is `null`, a string condition matches `String(value)`), with one
+//! extension decided in D4: a key containing dots is looked up literally first, and only then
+//! as a nested path.
+//!
+//! Two details of JavaScript cannot be reproduced from a `serde_json::Value` and are therefore
+//! not: properties inherited from `Object.prototype` (`constructor`, `toString`, ...) are not
+//! attributes here, as in GrowthBook's other SDKs, and object equality ignores key order,
+//! because `serde_json::Map` does not keep it.
+
+mod compile;
+mod eval;
+mod js;
+mod jsregex;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
+
+use serde_json::{Map, Value};
+
+use crate::conditions::compile::{Compiler, Doc, InSet};
+
+/// Attribute source: the evaluator looks keys up through this trait so callers need not build
+/// a merged map per request.
+///
+/// `get` receives whole keys, dotted ones included: D4 looks `app.version` up literally first
+/// and walks `app` → `version` only when that finds nothing.
 pub trait Attributes {
+    /// The attribute stored under exactly `key`, if any.
     fn get(&self, key: &str) -> Option<&Value>;
 }
-impl Attributes for serde_json::Map<String, Value> {
+
+impl Attributes for Map<String, Value> {
     fn get(&self, key: &str) -> Option<&Value> {
-        serde_json::Map::get(self, key)
+        Map::get(self, key)
     }
 }
+
+/// A JSON object reads its members; any other JSON value has no attributes.
+impl Attributes for Value {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.as_object().and_then(|map| map.get(key))
+    }
+}
+
+impl<S: BuildHasher> Attributes for HashMap<String, Value, S> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        HashMap::get(self, key)
+    }
+}
+
+impl Attributes for BTreeMap<String, Value> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        BTreeMap::get(self, key)
+    }
+}
+
+impl<T: Attributes + ?Sized> Attributes for &T {
+    fn get(&self, key: &str) -> Option<&Value> {
+        (**self).get(key)
+    }
+}
+
+/// Two attribute sources read as one, the first winning: D3 point 6 lets identity fields
+/// (`user_id`, `session_id`, `device_platform`) override request attributes of the same name
+/// without copying either map.
+#[derive(Clone, Copy, Debug)]
+pub struct Layered<'a, F: ?Sized, B: ?Sized> {
+    /// Consulted first.
+    pub front: &'a F,
+    /// Consulted when `front` has no such key.
+    pub back: &'a B,
+}
+
+impl<F: Attributes + ?Sized, B: Attributes + ?Sized> Attributes for Layered<'_, F, B> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.front.get(key).or_else(|| self.back.get(key))
+    }
+}
+
+/// Saved groups of an app (D2): group id -> array of values, for `$inGroup` / `$notInGroup`.
+///
+/// Each group is indexed once when the catalog loads, so a membership test is a binary search
+/// rather than a scan of the group's values.
 #[derive(Clone, Debug, Default)]
-pub struct SavedGroups(std::collections::HashMap<String, Vec<Value>>);
+pub struct SavedGroups {
+    groups: HashMap<String, SavedGroup>,
+}
+
+#[derive(Clone, Debug)]
+struct SavedGroup {
+    values: Vec<Value>,
+    set: InSet,
+}
+
 impl SavedGroups {
+    /// Builds the groups of an app; a repeated id keeps its last values.
     pub fn new(groups: impl IntoIterator<Item = (String, Vec<Value>)>) -> Self {
-        Self(groups.into_iter().collect())
+        SavedGroups {
+            groups: groups
+                .into_iter()
+                .map(|(id, values)| {
+                    let set = InSet::new(&values, false);
+                    (id, SavedGroup { values, set })
+                })
+                .collect(),
+        }
     }
+
+    /// No groups: every `$inGroup` is false and every `$notInGroup` true, as GrowthBook treats
+    /// an unknown group as an empty list.
     pub fn empty() -> Self {
-        Self::default()
+        SavedGroups::default()
+    }
+
+    /// The values of group `id`, if the app defines it.
+    pub fn get(&self, id: &str) -> Option<&[Value]> {
+        self.groups.get(id).map(|g| g.values.as_slice())
+    }
+
+    fn set(&self, id: &str) -> Option<&InSet> {
+        self.groups.get(id).map(|g| &g.set)
     }
 }
+
+/// A compiled condition: parsed once (regexes compiled once), evaluated per request.
+///
+/// Cloning copies the tree; compiled regexes are shared, not recompiled.
 #[derive(Clone, Debug)]
-pub struct Condition(Value);
+pub struct Condition {
+    root: Doc,
+}
+
+/// One reason why [`Condition::compile`] refused a document.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{pointer}: {message}")]
 pub struct ConditionError {
+    /// Where the problem is: a JSON pointer (RFC 6901) relative to the condition document's
+    /// root, such as `/country/$in` or `/$and/1/age/$gt`; empty for the root itself.
     pub pointer: String,
+    /// What is wrong, for the person who wrote the condition.
     pub message: String,
 }
+
 impl Condition {
+    /// Strict compile, used at catalog import (D4).
+    ///
+    /// Rejects what GrowthBook would evaluate as never (or always) matching without saying
+    /// so: unknown operators, `$regex` patterns that are invalid in JavaScript, that the
+    /// linear-time engine cannot run (look-around, back-references) or that exceed 1024
+    /// bytes, operands of the wrong shape (`$in` without an array, `$exists` without a
+    /// boolean, `$eq` with an array, ...), documents that are not objects, and nesting deeper
+    /// than 64 levels. Every problem is returned, each with its JSON pointer.
     pub fn compile(doc: &Value) -> Result<Condition, Vec<ConditionError>> {
-        Ok(Condition(doc.clone()))
-    }
-    pub fn compile_lenient(doc: &Value) -> Condition {
-        Condition(doc.clone())
-    }
-    pub fn is_always_true(&self) -> bool {
-        self.0.as_object().is_some_and(|m| m.is_empty())
-    }
-    pub fn eval<A: Attributes + ?Sized>(&self, attrs: &A, _groups: &SavedGroups) -> bool {
-        match &self.0 {
-            Value::Object(m) => m.iter().all(|(k, v)| attrs.get(k) == Some(v)),
-            _ => false,
+        let mut compiler = Compiler::new();
+        let root = compiler.doc(doc, 0);
+        if compiler.errors.is_empty() {
+            Ok(Condition { root })
+        } else {
+            Err(compiler.errors)
         }
     }
+
+    /// Lenient compile: never fails. Whatever [`Condition::compile`] would reject evaluates as
+    /// GrowthBook's JavaScript evaluates it (an unknown operator or an invalid pattern is
+    /// false, `$in` with a non-array is false, a non-object document is read through
+    /// `Object.entries`). Where JavaScript would throw (a `null` document) the condition does
+    /// not match. Patterns the linear-time engine cannot run are false (D4), and parts nested
+    /// deeper than 64 levels evaluate as false.
+    pub fn compile_lenient(doc: &Value) -> Condition {
+        Condition {
+            root: Compiler::new().doc(doc, 0),
+        }
+    }
+
+    /// True for `{}` (matches everyone) so callers can skip evaluation.
+    pub fn is_always_true(&self) -> bool {
+        self.root.clauses.is_empty()
+    }
+
+    /// Evaluates against attributes and the app's saved groups.
+    pub fn eval<A: Attributes + ?Sized>(&self, attrs: &A, groups: &SavedGroups) -> bool {
+        eval::doc(&eval::Root(attrs), &self.root, groups).unwrap_or(false)
+    }
 }
-impl Attributes for Value {
-    fn get(&self, key: &str) -> Option<&Value> {
-        self.as_object().and_then(|m| m.get(key))
+
+/// Strict conversion, the same as [`Condition::compile`].
+impl TryFrom<&Value> for Condition {
+    type Error = Vec<ConditionError>;
+
+    fn try_from(doc: &Value) -> Result<Self, Self::Error> {
+        Condition::compile(doc)
     }
 }
