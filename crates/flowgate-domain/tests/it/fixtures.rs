@@ -119,7 +119,7 @@ pub fn record(ws: &str, key: &ApiKey, key_type: KeyType, n: u128) -> KeyRecord {
 /// A realistic placement for benchmarks (issue 2 §3): 10 rules with mixed operators that a
 /// typical user fails, then an experiment with 3 variants, over flows of about 20 KB.
 pub fn realistic_catalog_json() -> Value {
-    let screens: Vec<Value> = (0..60)
+    let screens: Vec<Value> = (0..75)
         .map(|i| json!({"id": format!("screen-{i}"), "type": "paywall", "title": format!("Title number {i} of the flow"),
                          "body": "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.",
                          "buttons": [{"id": "b1", "label": "Continue", "action": "next"}, {"id": "b2", "label": "Skip"}],
