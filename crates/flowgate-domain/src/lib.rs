@@ -8,6 +8,7 @@ pub mod events;
 pub mod identity;
 pub mod ids;
 pub mod keys;
+pub mod memory;
 pub mod placement;
 pub mod ports;
 pub mod resolve;

@@ -4,5 +4,6 @@
 mod catalog;
 mod conformance;
 mod fixtures;
+mod memory;
 mod properties;
 mod resolve;

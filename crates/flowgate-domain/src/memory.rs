@@ -1,0 +1,158 @@
+//! An in-memory implementation of the storage ports: the reference the port contract suite
+//! runs against beside the SQLite and PostgreSQL adapters, and a store for embedders' tests.
+//! It keeps everything in a mutex; nothing is durable.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::catalog::CatalogData;
+use crate::events::AnalyticsEvent;
+use crate::ids::{EventId, KeyId, WorkspaceId};
+use crate::keys::KeyRecord;
+use crate::ports::{AppendOutcome, BoxFuture, CatalogSource, EventStore, KeyStore, StoreError};
+
+#[derive(Debug, Default)]
+struct State {
+    revision: u64,
+    catalog: CatalogData,
+    keys: Vec<KeyRecord>,
+    events: Vec<AnalyticsEvent>,
+    event_ids: HashSet<EventId>,
+}
+
+/// In-memory catalog, key and event storage.
+#[derive(Debug, Default)]
+pub struct InMemoryStore {
+    state: Mutex<State>,
+}
+
+impl InMemoryStore {
+    /// An empty store at revision 0.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent data (every update is one
+        // assignment), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Replaces the catalog (workspaces and apps; keys are managed through [`KeyStore`]) and
+    /// bumps the revision.
+    pub fn set_catalog(&self, mut data: CatalogData) {
+        let mut state = self.lock();
+        data.api_keys.clear();
+        state.catalog = data;
+        state.revision += 1;
+    }
+
+    /// Every stored event, in insertion order.
+    pub fn events(&self) -> Vec<AnalyticsEvent> {
+        self.lock().events.clone()
+    }
+}
+
+impl CatalogSource for InMemoryStore {
+    fn load_catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
+        let state = self.lock();
+        let mut data = state.catalog.clone();
+        data.revision = state.revision;
+        data.api_keys = state.keys.clone();
+        Box::pin(std::future::ready(Ok(data)))
+    }
+
+    fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        let revision = self.lock().revision;
+        Box::pin(std::future::ready(Ok(revision)))
+    }
+
+    /// Resolves at once with the current revision: without a timer there is nothing to wait
+    /// with, which the port allows (callers pace their own polling).
+    fn wait_for_change(
+        &self,
+        _known: u64,
+        _max_wait: Duration,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.revision()
+    }
+}
+
+impl KeyStore for InMemoryStore {
+    fn insert_key(&self, record: KeyRecord) -> BoxFuture<'_, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let result = if state
+            .keys
+            .iter()
+            .any(|k| k.digest == record.digest || k.id == record.id)
+        {
+            Err(StoreError::Conflict(format!(
+                "key {} already exists",
+                record.id
+            )))
+        } else {
+            state.keys.push(record);
+            state.revision += 1;
+            Ok(())
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn revoke_key(
+        &self,
+        id: KeyId,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<KeyRecord, StoreError>> {
+        let mut state = self.lock();
+        let result = match state.keys.iter_mut().find(|k| k.id == id) {
+            Some(key) => {
+                if key.revoked_at.is_none() {
+                    key.revoked_at = Some(at);
+                }
+                Ok(key.clone())
+            }
+            None => Err(StoreError::NotFound(format!("key {id}"))),
+        };
+        if result.is_ok() {
+            state.revision += 1;
+        }
+        Box::pin(std::future::ready(result))
+    }
+
+    fn list_keys(
+        &self,
+        workspace: WorkspaceId,
+    ) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>> {
+        let mut keys: Vec<KeyRecord> = self
+            .lock()
+            .keys
+            .iter()
+            .filter(|k| k.workspace_id == workspace)
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| k.created_at);
+        Box::pin(std::future::ready(Ok(keys)))
+    }
+}
+
+impl EventStore for InMemoryStore {
+    fn append_events<'a>(
+        &'a self,
+        events: &'a [AnalyticsEvent],
+    ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>> {
+        let mut state = self.lock();
+        let mut outcome = AppendOutcome::default();
+        for event in events {
+            if state.event_ids.insert(event.event_id) {
+                state.events.push(event.clone());
+                outcome.inserted += 1;
+            } else {
+                outcome.duplicates += 1;
+            }
+        }
+        Box::pin(std::future::ready(Ok(outcome)))
+    }
+}
