@@ -1,0 +1,836 @@
+//! [`CatalogSource`] on [`Store`]: loading the catalog in one read transaction, the revision and
+//! change detection (D12), and [`Store::replace_catalog`], the writer tests use today and the
+//! catalog import (D13) will use.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::upsert::excluded;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use flowgate_domain::catalog::{
+    AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
+    PlacementData, RuleData, VariantData, WorkspaceData,
+};
+use flowgate_domain::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
+use flowgate_domain::ports::{BoxFuture, CatalogSource, StoreError};
+use futures_util::StreamExt;
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+use crate::error::{connection_error, corrupt, query_error, unstorable};
+use crate::keys::{KeyRow, NewKey};
+use crate::schema::{
+    api_keys, apps, catalog_revision, experiments, flow_versions, flows, placements, rules,
+    variants, workspaces,
+};
+use crate::store::{establish_pg, Backend, Store};
+use crate::types::{sql, DbUuid};
+use crate::Failure;
+
+/// The PostgreSQL notification channel the revision triggers notify (migrations/postgres).
+pub const CATALOG_CHANNEL: &str = "flowgate_catalog";
+
+diesel::define_sql_function! {
+    /// SQL `COALESCE` of two nullable timestamps.
+    fn coalesce(a: diesel::sql_types::Nullable<sql::Instant>, b: diesel::sql_types::Nullable<sql::Instant>) -> diesel::sql_types::Nullable<sql::Instant>;
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = workspaces, treat_none_as_default_value = false)]
+struct WorkspaceRow {
+    id: DbUuid,
+    name: String,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = apps, treat_none_as_default_value = false)]
+struct AppRow {
+    id: DbUuid,
+    workspace_id: DbUuid,
+    name: String,
+    media_base_url: String,
+    icon_base_url: String,
+    cache_ttl_seconds: Option<i32>,
+    saved_groups: String,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = flows, treat_none_as_default_value = false)]
+struct FlowRow {
+    id: DbUuid,
+    app_id: DbUuid,
+    name: String,
+    published_version: Option<i32>,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = flow_versions, treat_none_as_default_value = false)]
+struct VersionRow {
+    id: DbUuid,
+    flow_id: DbUuid,
+    version: i32,
+    schema_version: i32,
+    flow_schema: String,
+    fonts: String,
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = placements)]
+struct PlacementRow {
+    id: i64,
+    app_id: DbUuid,
+    key: String,
+    default_flow_id: Option<DbUuid>,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = placements, treat_none_as_default_value = false)]
+struct NewPlacement {
+    app_id: DbUuid,
+    key: String,
+    default_flow_id: Option<DbUuid>,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = rules, treat_none_as_default_value = false)]
+struct RuleRow {
+    placement_id: i64,
+    position: i32,
+    audience: Option<String>,
+    flow_id: Option<DbUuid>,
+    experiment_id: Option<DbUuid>,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = experiments, treat_none_as_default_value = false)]
+struct ExperimentRow {
+    id: DbUuid,
+    app_id: DbUuid,
+    name: String,
+    status: String,
+    seed: Option<String>,
+    coverage: Option<f64>,
+    namespace_id: Option<String>,
+    namespace_start: Option<f64>,
+    namespace_end: Option<f64>,
+}
+
+#[derive(Queryable, Selectable, Insertable)]
+#[diesel(table_name = variants, treat_none_as_default_value = false)]
+struct VariantRow {
+    id: DbUuid,
+    experiment_id: DbUuid,
+    position: i32,
+    name: String,
+    weight: f64,
+    flow_id: Option<DbUuid>,
+}
+
+/// Everything `load_catalog` reads, as rows, before it becomes [`CatalogData`].
+struct CatalogRows {
+    revision: i64,
+    workspaces: Vec<WorkspaceRow>,
+    apps: Vec<AppRow>,
+    flows: Vec<FlowRow>,
+    versions: Vec<VersionRow>,
+    placements: Vec<PlacementRow>,
+    rules: Vec<RuleRow>,
+    experiments: Vec<ExperimentRow>,
+    variants: Vec<VariantRow>,
+    keys: Vec<KeyRow>,
+}
+
+/// The query of the revision row, spelled once for every connection type.
+macro_rules! revision_query {
+    () => {
+        catalog_revision::table
+            .find(1)
+            .select(catalog_revision::revision)
+    };
+}
+
+impl CatalogSource for Store {
+    fn load_catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
+        Box::pin(self.load_catalog_impl())
+    }
+
+    fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let revision = with_conn!(self, |conn| revision_query!().get_result::<i64>(conn).await);
+            decode_revision(revision.map_err(query_error)?)
+        })
+    }
+
+    fn wait_for_change(
+        &self,
+        known: u64,
+        max_wait: Duration,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        Box::pin(async move {
+            let deadline = Instant::now() + max_wait;
+            match self.backend() {
+                Backend::Postgres => self.wait_for_change_pg(known, deadline).await,
+                Backend::Sqlite => self.wait_for_change_polling(known, deadline).await,
+            }
+        })
+    }
+}
+
+fn decode_revision(revision: i64) -> Result<u64, StoreError> {
+    u64::try_from(revision).map_err(|_| corrupt(format!("negative catalog revision {revision}")))
+}
+
+impl Store {
+    async fn load_catalog_impl(&self) -> Result<CatalogData, StoreError> {
+        let backend = self.backend();
+        let rows: CatalogRows = with_conn!(self, |conn| {
+            conn.transaction::<_, Failure, _>(async |conn| {
+                if backend == Backend::Postgres {
+                    // One snapshot for every table; read-only, so it never waits on writers.
+                    // (SQLite in WAL mode reads one snapshot per transaction by itself.)
+                    diesel::sql_query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                        .execute(conn)
+                        .await?;
+                }
+                Ok(CatalogRows {
+                    revision: revision_query!().get_result(conn).await?,
+                    workspaces: workspaces::table
+                        .select(WorkspaceRow::as_select())
+                        .order(workspaces::id)
+                        .load(conn)
+                        .await?,
+                    apps: apps::table
+                        .select(AppRow::as_select())
+                        .order(apps::id)
+                        .load(conn)
+                        .await?,
+                    flows: flows::table
+                        .select(FlowRow::as_select())
+                        .order(flows::id)
+                        .load(conn)
+                        .await?,
+                    versions: flow_versions::table
+                        .select(VersionRow::as_select())
+                        .order((flow_versions::flow_id, flow_versions::version))
+                        .load(conn)
+                        .await?,
+                    placements: placements::table
+                        .select(PlacementRow::as_select())
+                        .order(placements::app_id)
+                        .load(conn)
+                        .await?,
+                    rules: rules::table
+                        .select(RuleRow::as_select())
+                        .order((rules::placement_id, rules::position))
+                        .load(conn)
+                        .await?,
+                    experiments: experiments::table
+                        .select(ExperimentRow::as_select())
+                        .load(conn)
+                        .await?,
+                    variants: variants::table
+                        .select(VariantRow::as_select())
+                        .order((variants::experiment_id, variants::position))
+                        .load(conn)
+                        .await?,
+                    keys: api_keys::table
+                        .select(KeyRow::as_select())
+                        .order((api_keys::created_at, api_keys::id))
+                        .load(conn)
+                        .await?,
+                })
+            })
+            .await?
+        });
+        assemble(rows)
+    }
+
+    /// SQLite: reads the revision every `poll_interval` until it differs from `known` or the
+    /// deadline passes. One indexed single-row read per poll.
+    async fn wait_for_change_polling(
+        &self,
+        known: u64,
+        deadline: Instant,
+    ) -> Result<u64, StoreError> {
+        loop {
+            let current = self.revision().await?;
+            let now = Instant::now();
+            if current != known || now >= deadline {
+                return Ok(current);
+            }
+            let next = (now + self.inner.options.poll_interval).min(deadline);
+            tokio::time::sleep_until(next).await;
+        }
+    }
+
+    /// PostgreSQL: waits for a notification on [`CATALOG_CHANNEL`] on a dedicated connection
+    /// made with `establish` (pooled connections cannot receive notifications, TECH-NOTES).
+    ///
+    /// The connection is kept between calls, so notifications sent while nobody waits are
+    /// buffered; `LISTEN` is issued before the revision is read, so a change committed between
+    /// the read and the wait still wakes us. The connection is taken out of its slot while in
+    /// use: if this future is dropped mid-way, the connection is dropped too and the next call
+    /// makes a fresh one. Any failure drops it as well (a lost connection is
+    /// [`StoreError::Unavailable`]).
+    async fn wait_for_change_pg(&self, known: u64, deadline: Instant) -> Result<u64, StoreError> {
+        // Concurrent waiters take turns; one that cannot get the listener in time just reads
+        // the revision (the caller paces its own polling).
+        let Ok(mut slot) = tokio::time::timeout_at(deadline, self.inner.listener.lock()).await
+        else {
+            return self.revision().await;
+        };
+        let mut conn = match slot.take() {
+            Some(conn) => conn,
+            None => {
+                let mut conn = establish_pg(&self.inner.target, self.inner.options.connect_timeout)
+                    .await
+                    .map_err(connection_error)?;
+                diesel::sql_query(format!("LISTEN {CATALOG_CHANNEL}"))
+                    .execute(&mut conn)
+                    .await
+                    .map_err(query_error)?;
+                conn
+            }
+        };
+        let result = wait_on_listener(&mut conn, known, deadline).await;
+        if result.is_ok() {
+            *slot = Some(conn);
+        }
+        result
+    }
+
+    /// Writes `data` in one transaction: an idempotent upsert keyed by ids (workspaces, apps,
+    /// flows, versions, experiments, variants, keys), placements keyed by `(app, key)`, and each
+    /// placement's rule list replaced by the one given. Nothing absent from `data` is deleted,
+    /// except rules (and the variants of the experiments given). Keys already revoked stay
+    /// revoked. `data.revision` is ignored: the triggers bump the stored one.
+    ///
+    /// This is the writer of the catalog import (D13); it does not validate (call
+    /// [`flowgate_domain::Catalog::build`] first), but the schema's constraints reject dangling
+    /// references ([`StoreError::NotFound`]) and duplicates ([`StoreError::Conflict`]), and then
+    /// nothing is written.
+    pub async fn replace_catalog(&self, data: &CatalogData) -> Result<(), StoreError> {
+        let rows = WriteRows::from_data(data)?;
+        let rows = &rows;
+        // One statement per row: diesel-async cannot run diesel's multi-row inserts on SQLite
+        // (only synchronous diesel special-cases them), and a catalog write is rare and small
+        // next to event writes.
+        with_conn!(self, |conn| {
+            conn.transaction::<_, Failure, _>(async |conn| {
+                // SQLite: the first statement is a write, so the transaction takes the write
+                // lock at once (waiting up to busy_timeout) instead of failing when a read
+                // snapshot would have to be upgraded.
+                for row in &rows.workspaces {
+                    diesel::insert_into(workspaces::table)
+                        .values(row)
+                        .on_conflict(workspaces::id)
+                        .do_update()
+                        .set(workspaces::name.eq(excluded(workspaces::name)))
+                        .execute(conn)
+                        .await?;
+                }
+                for row in &rows.apps {
+                    diesel::insert_into(apps::table)
+                        .values(row)
+                        .on_conflict(apps::id)
+                        .do_update()
+                        .set((
+                            apps::workspace_id.eq(excluded(apps::workspace_id)),
+                            apps::name.eq(excluded(apps::name)),
+                            apps::media_base_url.eq(excluded(apps::media_base_url)),
+                            apps::icon_base_url.eq(excluded(apps::icon_base_url)),
+                            apps::cache_ttl_seconds.eq(excluded(apps::cache_ttl_seconds)),
+                            apps::saved_groups.eq(excluded(apps::saved_groups)),
+                        ))
+                        .execute(conn)
+                        .await?;
+                }
+                for row in &rows.flows {
+                    diesel::insert_into(flows::table)
+                        .values(row)
+                        .on_conflict(flows::id)
+                        .do_update()
+                        .set((
+                            flows::app_id.eq(excluded(flows::app_id)),
+                            flows::name.eq(excluded(flows::name)),
+                            flows::published_version.eq(excluded(flows::published_version)),
+                        ))
+                        .execute(conn)
+                        .await?;
+                }
+                for row in &rows.versions {
+                    diesel::insert_into(flow_versions::table)
+                        .values(row)
+                        .on_conflict(flow_versions::id)
+                        .do_update()
+                        .set((
+                            flow_versions::flow_id.eq(excluded(flow_versions::flow_id)),
+                            flow_versions::version.eq(excluded(flow_versions::version)),
+                            flow_versions::schema_version
+                                .eq(excluded(flow_versions::schema_version)),
+                            flow_versions::flow_schema.eq(excluded(flow_versions::flow_schema)),
+                            flow_versions::fonts.eq(excluded(flow_versions::fonts)),
+                        ))
+                        .execute(conn)
+                        .await?;
+                }
+                for placement in &rows.placements {
+                    let placement_id: i64 = diesel::insert_into(placements::table)
+                        .values(&placement.row)
+                        .on_conflict((placements::app_id, placements::key))
+                        .do_update()
+                        .set(placements::default_flow_id.eq(excluded(placements::default_flow_id)))
+                        .returning(placements::id)
+                        .get_result(conn)
+                        .await?;
+                    // The rule list given replaces the stored one (D13).
+                    diesel::delete(rules::table.filter(rules::placement_id.eq(placement_id)))
+                        .execute(conn)
+                        .await?;
+                    for (position, rule) in placement.rules.iter().enumerate() {
+                        if let Some((experiment, variant_rows)) = &rule.experiment {
+                            diesel::insert_into(experiments::table)
+                                .values(experiment)
+                                .on_conflict(experiments::id)
+                                .do_update()
+                                .set((
+                                    experiments::app_id.eq(excluded(experiments::app_id)),
+                                    experiments::name.eq(excluded(experiments::name)),
+                                    experiments::status.eq(excluded(experiments::status)),
+                                    experiments::seed.eq(excluded(experiments::seed)),
+                                    experiments::coverage.eq(excluded(experiments::coverage)),
+                                    experiments::namespace_id
+                                        .eq(excluded(experiments::namespace_id)),
+                                    experiments::namespace_start
+                                        .eq(excluded(experiments::namespace_start)),
+                                    experiments::namespace_end
+                                        .eq(excluded(experiments::namespace_end)),
+                                ))
+                                .execute(conn)
+                                .await?;
+                            diesel::delete(
+                                variants::table.filter(variants::experiment_id.eq(experiment.id)),
+                            )
+                            .execute(conn)
+                            .await?;
+                            for variant in variant_rows {
+                                // A variant that moved from another experiment keeps its id.
+                                diesel::insert_into(variants::table)
+                                    .values(variant)
+                                    .on_conflict(variants::id)
+                                    .do_update()
+                                    .set((
+                                        variants::experiment_id
+                                            .eq(excluded(variants::experiment_id)),
+                                        variants::position.eq(excluded(variants::position)),
+                                        variants::name.eq(excluded(variants::name)),
+                                        variants::weight.eq(excluded(variants::weight)),
+                                        variants::flow_id.eq(excluded(variants::flow_id)),
+                                    ))
+                                    .execute(conn)
+                                    .await?;
+                            }
+                        }
+                        diesel::insert_into(rules::table)
+                            .values(RuleRow {
+                                placement_id,
+                                position: to_i32(position, "rule position")?,
+                                audience: rule.audience.clone(),
+                                flow_id: rule.flow_id,
+                                experiment_id: rule.experiment.as_ref().map(|(e, _)| e.id),
+                            })
+                            .execute(conn)
+                            .await?;
+                    }
+                }
+                for row in &rows.keys {
+                    diesel::insert_into(api_keys::table)
+                        .values(row)
+                        .on_conflict(api_keys::id)
+                        .do_update()
+                        .set((
+                            api_keys::name.eq(excluded(api_keys::name)),
+                            // Never un-revoke a key.
+                            api_keys::revoked_at.eq(coalesce(
+                                api_keys::revoked_at,
+                                excluded(api_keys::revoked_at),
+                            )),
+                        ))
+                        .execute(conn)
+                        .await?;
+                }
+                Ok(())
+            })
+            .await?;
+        });
+        Ok(())
+    }
+}
+
+/// Waits on an established listening connection until the revision differs from `known` or the
+/// deadline passes.
+async fn wait_on_listener(
+    conn: &mut AsyncPgConnection,
+    known: u64,
+    deadline: Instant,
+) -> Result<u64, StoreError> {
+    loop {
+        // Read after LISTEN (and after each wake-up): notifications buffered from earlier
+        // changes only cost this one read.
+        let current = decode_revision(
+            revision_query!()
+                .get_result::<i64>(conn)
+                .await
+                .map_err(query_error)?,
+        )?;
+        if current != known {
+            return Ok(current);
+        }
+        let next = {
+            let mut notifications = std::pin::pin!(conn.notifications_stream());
+            tokio::time::timeout_at(deadline, notifications.next()).await
+        };
+        match next {
+            // The deadline passed: report the revision as it is now.
+            Err(_elapsed) => {
+                return decode_revision(
+                    revision_query!()
+                        .get_result::<i64>(conn)
+                        .await
+                        .map_err(query_error)?,
+                );
+            }
+            Ok(Some(Ok(_notification))) => {}
+            Ok(Some(Err(e))) => return Err(query_error(e)),
+            Ok(None) => {
+                return Err(StoreError::Unavailable(
+                    "the listening connection closed".to_owned(),
+                ))
+            }
+        }
+    }
+}
+
+/// A placement to write, with its rules.
+struct PlacementWrite {
+    row: NewPlacement,
+    rules: Vec<RuleWrite>,
+}
+
+/// A rule to write once its placement's id is known; an experiment target comes with its
+/// variants.
+struct RuleWrite {
+    audience: Option<String>,
+    flow_id: Option<DbUuid>,
+    experiment: Option<(ExperimentRow, Vec<VariantRow>)>,
+}
+
+/// [`CatalogData`] flattened into insertable rows.
+struct WriteRows {
+    workspaces: Vec<WorkspaceRow>,
+    apps: Vec<AppRow>,
+    flows: Vec<FlowRow>,
+    versions: Vec<VersionRow>,
+    placements: Vec<PlacementWrite>,
+    keys: Vec<NewKey>,
+}
+
+fn to_i32(
+    value: impl TryInto<i32> + Copy + std::fmt::Display,
+    what: &str,
+) -> Result<i32, StoreError> {
+    value
+        .try_into()
+        .map_err(|_| unstorable(format!("{what} {value} is out of range")))
+}
+
+fn to_json(value: &impl serde::Serialize, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| unstorable(format!("{what}: {e}")))
+}
+
+impl WriteRows {
+    fn from_data(data: &CatalogData) -> Result<Self, StoreError> {
+        let mut rows = WriteRows {
+            workspaces: Vec::new(),
+            apps: Vec::new(),
+            flows: Vec::new(),
+            versions: Vec::new(),
+            placements: Vec::new(),
+            keys: Vec::new(),
+        };
+        for ws in &data.workspaces {
+            rows.workspaces.push(WorkspaceRow {
+                id: DbUuid(ws.id.0),
+                name: ws.name.clone(),
+            });
+            for app in &ws.apps {
+                rows.push_app(ws.id, app)?;
+            }
+        }
+        for key in &data.api_keys {
+            rows.keys.push(NewKey::from_record(key));
+        }
+        Ok(rows)
+    }
+
+    fn push_app(&mut self, workspace: WorkspaceId, app: &AppData) -> Result<(), StoreError> {
+        let app_id = DbUuid(app.id.0);
+        self.apps.push(AppRow {
+            id: app_id,
+            workspace_id: DbUuid(workspace.0),
+            name: app.name.clone(),
+            media_base_url: app.media_base_url.clone(),
+            icon_base_url: app.icon_base_url.clone(),
+            cache_ttl_seconds: app
+                .cache_ttl_seconds
+                .map(|ttl| to_i32(ttl, "cache_ttl_seconds"))
+                .transpose()?,
+            saved_groups: to_json(&app.saved_groups, "saved_groups")?,
+        });
+        for flow in &app.flows {
+            self.flows.push(FlowRow {
+                id: DbUuid(flow.id.0),
+                app_id,
+                name: flow.name.clone(),
+                published_version: flow
+                    .published_version
+                    .map(|v| to_i32(v, "published_version"))
+                    .transpose()?,
+            });
+            for version in &flow.versions {
+                self.versions.push(VersionRow {
+                    id: DbUuid(version.id.0),
+                    flow_id: DbUuid(flow.id.0),
+                    version: to_i32(version.version, "version")?,
+                    schema_version: to_i32(version.schema_version, "schema_version")?,
+                    // D2: the text exactly as given, never re-encoded.
+                    flow_schema: version.flow_schema.get().to_owned(),
+                    fonts: to_json(&version.fonts, "fonts")?,
+                });
+            }
+        }
+        for placement in &app.placements {
+            let rules = placement
+                .rules
+                .iter()
+                .map(|rule| {
+                    Ok(RuleWrite {
+                        audience: rule
+                            .audience
+                            .as_ref()
+                            .map(|a| to_json(a, "audience"))
+                            .transpose()?,
+                        flow_id: rule.flow_id.map(|f| DbUuid(f.0)),
+                        experiment: rule
+                            .experiment
+                            .as_ref()
+                            .map(|e| experiment_rows(app_id, e))
+                            .transpose()?,
+                    })
+                })
+                .collect::<Result<_, StoreError>>()?;
+            self.placements.push(PlacementWrite {
+                row: NewPlacement {
+                    app_id,
+                    key: placement.key.clone(),
+                    default_flow_id: placement.default_flow_id.map(|f| DbUuid(f.0)),
+                },
+                rules,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn experiment_rows(
+    app_id: DbUuid,
+    e: &ExperimentData,
+) -> Result<(ExperimentRow, Vec<VariantRow>), StoreError> {
+    let id = DbUuid(e.id.0);
+    let (namespace_id, namespace_start, namespace_end) = match &e.namespace {
+        Some((ns, start, end)) => (Some(ns.clone()), Some(*start), Some(*end)),
+        None => (None, None, None),
+    };
+    let experiment = ExperimentRow {
+        id,
+        app_id,
+        name: e.name.clone(),
+        status: e.status.as_str().to_owned(),
+        seed: e.seed.clone(),
+        coverage: e.coverage,
+        namespace_id,
+        namespace_start,
+        namespace_end,
+    };
+    let variants = e
+        .variants
+        .iter()
+        .enumerate()
+        .map(|(position, v)| {
+            Ok(VariantRow {
+                id: DbUuid(v.id.0),
+                experiment_id: id,
+                position: to_i32(position, "variant position")?,
+                name: v.name.clone(),
+                weight: v.weight,
+                flow_id: v.flow_id.map(|f| DbUuid(f.0)),
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok((experiment, variants))
+}
+
+fn from_i32(value: i32, what: &str) -> Result<u32, StoreError> {
+    u32::try_from(value).map_err(|_| corrupt(format!("{what} {value} is negative")))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| corrupt(format!("stored {what} is not valid: {e}")))
+}
+
+fn parse_status(status: &str) -> Result<ExperimentStatus, StoreError> {
+    Ok(match status {
+        "running" => ExperimentStatus::Running,
+        "paused" => ExperimentStatus::Paused,
+        "draft" => ExperimentStatus::Draft,
+        "concluded" => ExperimentStatus::Concluded,
+        other => return Err(corrupt(format!("unknown experiment status `{other}`"))),
+    })
+}
+
+/// Builds [`CatalogData`] from the rows, in the stored orders: workspaces, apps and flows by id,
+/// versions by number, placements by key (byte order), rules and variants by position, keys
+/// by creation.
+fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
+    let mut versions = HashMap::<DbUuid, Vec<FlowVersionData>>::new();
+    for v in rows.versions {
+        let flow_schema = RawValue::from_string(v.flow_schema).map_err(|e| {
+            corrupt(format!(
+                "stored flow_schema of version {} is not JSON: {e}",
+                v.id.0
+            ))
+        })?;
+        versions
+            .entry(v.flow_id)
+            .or_default()
+            .push(FlowVersionData {
+                id: FlowVersionId(v.id.0),
+                version: from_i32(v.version, "version")?,
+                schema_version: from_i32(v.schema_version, "schema_version")?,
+                fonts: parse_json::<Vec<Font>>(&v.fonts, "fonts")?,
+                flow_schema,
+            });
+    }
+    let mut flows = HashMap::<DbUuid, Vec<FlowData>>::new();
+    for f in rows.flows {
+        flows.entry(f.app_id).or_default().push(FlowData {
+            id: FlowId(f.id.0),
+            name: f.name,
+            published_version: f
+                .published_version
+                .map(|v| from_i32(v, "published_version"))
+                .transpose()?,
+            versions: versions.remove(&f.id).unwrap_or_default(),
+        });
+    }
+    let mut variants = HashMap::<DbUuid, Vec<VariantData>>::new();
+    for v in rows.variants {
+        variants
+            .entry(v.experiment_id)
+            .or_default()
+            .push(VariantData {
+                id: VariantId(v.id.0),
+                name: v.name,
+                weight: v.weight,
+                flow_id: v.flow_id.map(|f| FlowId(f.0)),
+            });
+    }
+    let mut experiments = HashMap::<DbUuid, ExperimentData>::new();
+    for e in rows.experiments {
+        let namespace = match (e.namespace_id, e.namespace_start, e.namespace_end) {
+            (Some(ns), Some(start), Some(end)) => Some((ns, start, end)),
+            (None, None, None) => None,
+            _ => {
+                return Err(corrupt(format!(
+                    "experiment {} has a partial namespace",
+                    e.id.0
+                )))
+            }
+        };
+        experiments.insert(
+            e.id,
+            ExperimentData {
+                id: ExperimentId(e.id.0),
+                name: e.name,
+                status: parse_status(&e.status)?,
+                seed: e.seed,
+                coverage: e.coverage,
+                namespace,
+                variants: variants.remove(&e.id).unwrap_or_default(),
+            },
+        );
+    }
+    let mut rules = HashMap::<i64, Vec<RuleData>>::new();
+    for r in rows.rules {
+        let experiment =
+            match r.experiment_id {
+                Some(id) => Some(experiments.get(&id).cloned().ok_or_else(|| {
+                    corrupt(format!("a rule targets missing experiment {}", id.0))
+                })?),
+                None => None,
+            };
+        rules.entry(r.placement_id).or_default().push(RuleData {
+            audience: r.audience.map(|a| parse_json(&a, "audience")).transpose()?,
+            flow_id: r.flow_id.map(|f| FlowId(f.0)),
+            experiment,
+        });
+    }
+    let mut placements = HashMap::<DbUuid, Vec<PlacementData>>::new();
+    for p in rows.placements {
+        placements.entry(p.app_id).or_default().push(PlacementData {
+            key: p.key,
+            default_flow_id: p.default_flow_id.map(|f| FlowId(f.0)),
+            rules: rules.remove(&p.id).unwrap_or_default(),
+        });
+    }
+    // By key in byte order whatever the database's collation.
+    for list in placements.values_mut() {
+        list.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+    let mut apps = HashMap::<DbUuid, Vec<AppData>>::new();
+    for a in rows.apps {
+        apps.entry(a.workspace_id).or_default().push(AppData {
+            id: AppId(a.id.0),
+            name: a.name,
+            media_base_url: a.media_base_url,
+            icon_base_url: a.icon_base_url,
+            cache_ttl_seconds: a
+                .cache_ttl_seconds
+                .map(|t| from_i32(t, "cache_ttl_seconds"))
+                .transpose()?,
+            saved_groups: parse_json(&a.saved_groups, "saved_groups")?,
+            flows: flows.remove(&a.id).unwrap_or_default(),
+            placements: placements.remove(&a.id).unwrap_or_default(),
+        });
+    }
+    let workspaces = rows
+        .workspaces
+        .into_iter()
+        .map(|w| WorkspaceData {
+            id: WorkspaceId(w.id.0),
+            name: w.name,
+            apps: apps.remove(&w.id).unwrap_or_default(),
+        })
+        .collect();
+    let api_keys = rows
+        .keys
+        .into_iter()
+        .map(KeyRow::into_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CatalogData {
+        revision: decode_revision(rows.revision)?,
+        workspaces,
+        api_keys,
+    })
+}

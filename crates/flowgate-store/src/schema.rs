@@ -1,0 +1,183 @@
+//! The one diesel schema both backends share (see [`crate::types`] for the column types).
+//! Written by hand to match `migrations/postgres` and `migrations/sqlite`; the migration tests
+//! check that every query runs on both.
+#![allow(missing_docs)]
+
+diesel::table! {
+    use diesel::sql_types::*;
+
+    catalog_revision (id) {
+        id -> Integer,
+        revision -> BigInt,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    workspaces (id) {
+        id -> Uuid,
+        name -> Text,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    apps (id) {
+        id -> Uuid,
+        workspace_id -> Uuid,
+        name -> Text,
+        media_base_url -> Text,
+        icon_base_url -> Text,
+        cache_ttl_seconds -> Nullable<Integer>,
+        saved_groups -> Text,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    flows (id) {
+        id -> Uuid,
+        app_id -> Uuid,
+        name -> Text,
+        published_version -> Nullable<Integer>,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    flow_versions (id) {
+        id -> Uuid,
+        flow_id -> Uuid,
+        version -> Integer,
+        schema_version -> Integer,
+        flow_schema -> Text,
+        fonts -> Text,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    placements (id) {
+        id -> BigInt,
+        app_id -> Uuid,
+        key -> Text,
+        default_flow_id -> Nullable<Uuid>,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    experiments (id) {
+        id -> Uuid,
+        app_id -> Uuid,
+        name -> Text,
+        status -> Text,
+        seed -> Nullable<Text>,
+        coverage -> Nullable<Double>,
+        namespace_id -> Nullable<Text>,
+        namespace_start -> Nullable<Double>,
+        namespace_end -> Nullable<Double>,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::Uuid;
+
+    variants (id) {
+        id -> Uuid,
+        experiment_id -> Uuid,
+        position -> Integer,
+        name -> Text,
+        weight -> Double,
+        flow_id -> Nullable<Uuid>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::Uuid;
+
+    rules (placement_id, position) {
+        placement_id -> BigInt,
+        position -> Integer,
+        audience -> Nullable<Text>,
+        flow_id -> Nullable<Uuid>,
+        experiment_id -> Nullable<Uuid>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    api_keys (id) {
+        id -> Uuid,
+        workspace_id -> Uuid,
+        digest -> Binary,
+        display_prefix -> Text,
+        key_type -> Text,
+        environment -> Text,
+        name -> Text,
+        created_at -> Instant,
+        revoked_at -> Nullable<Instant>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Json, Uuid};
+
+    analytics_events (event_id) {
+        event_id -> Uuid,
+        source -> Text,
+        event_type -> Text,
+        app_id -> Uuid,
+        flow_id -> Nullable<Uuid>,
+        flow_version_id -> Nullable<Uuid>,
+        placement_key -> Nullable<Text>,
+        user_id -> Text,
+        session_id -> Text,
+        device_platform -> Text,
+        occurred_at -> Instant,
+        received_at -> Instant,
+        sdk_version -> Nullable<Text>,
+        experiment_id -> Nullable<Text>,
+        variant_id -> Nullable<Text>,
+        variant_name -> Nullable<Text>,
+        reason -> Nullable<Text>,
+        payload -> Json,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(
+    catalog_revision,
+    workspaces,
+    apps,
+    flows,
+    flow_versions,
+    placements,
+    experiments,
+    variants,
+    rules,
+    api_keys,
+    analytics_events,
+);

@@ -1,0 +1,337 @@
+//! [`Store`]: the pools of one backend, chosen at run time from the database URL, and the
+//! migrations.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use diesel::{ConnectionError, ConnectionResult, SqliteConnection};
+use diesel_async::pooled_connection::deadpool::Pool;
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
+use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
+use flowgate_domain::ports::StoreError;
+
+use crate::error::{connection_error, query_error};
+
+/// The PostgreSQL migrations (`migrations/postgres`), embedded in the binary.
+pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
+
+/// The SQLite migrations (`migrations/sqlite`), embedded in the binary.
+pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/sqlite");
+
+/// An arbitrary constant: the PostgreSQL advisory lock that serialises concurrent migrators
+/// (several replicas starting at once).
+const MIGRATION_LOCK_ID: i64 = 0x666c_6f77_6761_7465; // "flowgate"
+
+/// The SQLite connection type: diesel's synchronous connection, run on tokio's blocking pool.
+pub(crate) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+
+/// Which database a [`Store`] talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// PostgreSQL (production): pooled `diesel-async` connections, change notification by
+    /// `LISTEN/NOTIFY`.
+    Postgres,
+    /// SQLite (the embedded default): a file in WAL mode, change detection by polling.
+    Sqlite,
+}
+
+impl Backend {
+    /// `postgres` or `sqlite`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Connection settings. The defaults suit a server; tests shorten the timeouts.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Pool size; `None` picks the backend's default (PostgreSQL 10, SQLite 4).
+    pub max_connections: Option<usize>,
+    /// Longest time to establish one connection. An unreachable server fails after at most
+    /// this long with [`StoreError::Unavailable`].
+    pub connect_timeout: Duration,
+    /// Longest time to wait for a pooled connection when all are in use.
+    pub acquire_timeout: Duration,
+    /// SQLite's `busy_timeout`: how long a statement waits for another connection's lock.
+    pub sqlite_busy_timeout: Duration,
+    /// How often [`CatalogSource::wait_for_change`](flowgate_domain::ports::CatalogSource) polls
+    /// the revision on SQLite (PostgreSQL is notified instead).
+    pub poll_interval: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: None,
+            connect_timeout: Duration::from_secs(5),
+            acquire_timeout: Duration::from_secs(5),
+            sqlite_busy_timeout: Duration::from_secs(5),
+            poll_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// The pools, one variant per backend. Queries are written once and expanded for each variant
+/// by the crate's `with_conn!` macro.
+pub(crate) enum Pools {
+    Pg(Pool<AsyncPgConnection>),
+    Sqlite(Pool<SqliteConn>),
+}
+
+pub(crate) struct Inner {
+    pub(crate) pools: Pools,
+    /// What the pools connect to: a PostgreSQL URL or a SQLite file path. Kept for dedicated
+    /// connections (migrations, the `LISTEN` connection). Never logged: it may hold a password.
+    pub(crate) target: String,
+    pub(crate) options: StoreOptions,
+    /// PostgreSQL: the connection that `LISTEN`s for catalog changes, made on first use and kept
+    /// while it works (see `catalog::wait_for_change_pg`).
+    pub(crate) listener: tokio::sync::Mutex<Option<AsyncPgConnection>>,
+}
+
+/// The persistence adapter: implements [`CatalogSource`](flowgate_domain::ports::CatalogSource),
+/// [`KeyStore`](flowgate_domain::ports::KeyStore) and
+/// [`EventStore`](flowgate_domain::ports::EventStore) on PostgreSQL or SQLite, chosen by the
+/// URL. Cheap to clone (the pools are shared).
+///
+/// Connections are made lazily: [`Store::connect`] succeeds with the database down, and each
+/// operation then fails with [`StoreError::Unavailable`] until it is back (D12).
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// A store for `url`:
+    /// - `postgres://user@host:port/db` (or `postgresql://`): PostgreSQL, without TLS;
+    /// - `sqlite://path/to/file.db` (relative to the working directory), `sqlite:///abs/path.db`
+    ///   or `sqlite:path`: a SQLite file, created with its folder when missing.
+    ///
+    /// In-memory SQLite is refused: every pooled connection would see its own empty database.
+    pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let (pools, target) = if url.starts_with("postgres://") || url.starts_with("postgresql://")
+        {
+            let mut config = ManagerConfig::<AsyncPgConnection>::default();
+            let connect_timeout = options.connect_timeout;
+            config.custom_setup = Box::new(move |url| {
+                let url = url.to_owned();
+                Box::pin(async move { establish_pg(&url, connect_timeout).await })
+            });
+            let manager = AsyncDieselConnectionManager::new_with_config(url, config);
+            let pool = Pool::builder(manager)
+                .max_size(options.max_connections.unwrap_or(10))
+                .wait_timeout(Some(options.acquire_timeout))
+                .create_timeout(Some(options.connect_timeout))
+                .recycle_timeout(Some(options.connect_timeout))
+                .runtime(deadpool::Runtime::Tokio1)
+                .build()
+                .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
+            (Pools::Pg(pool), url.to_owned())
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() || path.contains(":memory:") || path.starts_with("file:") {
+                return Err(StoreError::Other(format!(
+                    "unsupported SQLite URL `{url}`: give a file path (sqlite://data/flowgate.db)"
+                )));
+            }
+            if let Some(parent) = Path::new(path).parent() {
+                if !parent.as_os_str().is_empty() {
+                    std::fs::create_dir_all(parent).map_err(|e| {
+                        StoreError::Unavailable(format!(
+                            "cannot create the database folder {}: {e}",
+                            parent.display()
+                        ))
+                    })?;
+                }
+            }
+            let mut config = ManagerConfig::<SqliteConn>::default();
+            let busy_timeout = options.sqlite_busy_timeout;
+            config.custom_setup = Box::new(move |path| {
+                let path = path.to_owned();
+                Box::pin(async move { establish_sqlite(&path, busy_timeout).await })
+            });
+            let manager = AsyncDieselConnectionManager::new_with_config(path, config);
+            let pool = Pool::builder(manager)
+                .max_size(options.max_connections.unwrap_or(4))
+                .wait_timeout(Some(options.acquire_timeout))
+                .create_timeout(Some(options.connect_timeout))
+                .recycle_timeout(Some(options.connect_timeout))
+                .runtime(deadpool::Runtime::Tokio1)
+                .build()
+                .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
+            (Pools::Sqlite(pool), path.to_owned())
+        } else {
+            return Err(StoreError::Other(
+                "unsupported database URL: expected postgres://... or sqlite://PATH".to_owned(),
+            ));
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                pools,
+                target,
+                options,
+                listener: tokio::sync::Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The backend this store talks to.
+    pub fn backend(&self) -> Backend {
+        match self.inner.pools {
+            Pools::Pg(_) => Backend::Postgres,
+            Pools::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Checks that the database answers (for readiness, D11 `/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        with_conn!(self, |conn| {
+            diesel::sql_query("SELECT 1")
+                .execute(conn)
+                .await
+                .map_err(query_error)?;
+        });
+        Ok(())
+    }
+
+    /// Applies every pending migration of this backend and returns the versions applied (empty
+    /// when the schema is current: applying twice changes nothing). On PostgreSQL an advisory
+    /// lock serialises replicas that migrate at the same time.
+    pub async fn migrate(&self) -> Result<Vec<String>, StoreError> {
+        self.run_migrations(Direction::Up).await
+    }
+
+    /// Reverts every applied migration: **drops every table and all data**. For tests of the
+    /// migrations (up, down, up) and for operators tearing a database down.
+    pub async fn revert_all_migrations(&self) -> Result<Vec<String>, StoreError> {
+        self.run_migrations(Direction::DownAll).await
+    }
+
+    /// The versions of the applied migrations, oldest first.
+    pub async fn applied_migrations(&self) -> Result<Vec<String>, StoreError> {
+        self.run_migrations(Direction::List).await
+    }
+
+    /// Runs diesel's synchronous migration harness on a dedicated connection, on tokio's
+    /// blocking pool: it blocks, and on PostgreSQL it drives the async connection with
+    /// `block_in_place`, which must not run on a runtime worker (it panics on a
+    /// current-thread runtime, TECH-NOTES).
+    async fn run_migrations(&self, direction: Direction) -> Result<Vec<String>, StoreError> {
+        let timeout = self.inner.options.connect_timeout;
+        let outcome = match &self.inner.pools {
+            Pools::Pg(_) => {
+                let mut conn = establish_pg(&self.inner.target, timeout)
+                    .await
+                    .map_err(connection_error)?;
+                if direction != Direction::List {
+                    // Released when the dedicated connection closes, whatever happens below.
+                    diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_ID})"))
+                        .execute(&mut conn)
+                        .await
+                        .map_err(query_error)?;
+                }
+                tokio::task::spawn_blocking(move || {
+                    let mut harness = diesel_async::AsyncMigrationHarness::new(conn);
+                    direction.run(&mut harness, POSTGRES_MIGRATIONS)
+                })
+                .await
+                .map_err(|e| StoreError::Other(format!("migration task failed: {e}")))?
+            }
+            Pools::Sqlite(_) => {
+                let busy_timeout = self.inner.options.sqlite_busy_timeout;
+                let mut conn = establish_sqlite(&self.inner.target, busy_timeout)
+                    .await
+                    .map_err(connection_error)?;
+                // The wrapper runs this on the blocking pool with the synchronous connection.
+                conn.spawn_blocking(
+                    move |sync_conn| Ok(direction.run(sync_conn, SQLITE_MIGRATIONS)),
+                )
+                .await
+                .map_err(query_error)?
+            }
+        };
+        outcome.map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+    }
+
+    pub(crate) fn pools(&self) -> &Pools {
+        &self.inner.pools
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Up,
+    DownAll,
+    List,
+}
+
+impl Direction {
+    fn run<DB: diesel::backend::Backend>(
+        self,
+        harness: &mut impl MigrationHarness<DB>,
+        migrations: EmbeddedMigrations,
+    ) -> Result<Vec<String>, String> {
+        let versions = match self {
+            Direction::Up => harness.run_pending_migrations(migrations),
+            Direction::DownAll => harness.revert_all_migrations(migrations),
+            Direction::List => harness.applied_migrations(),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(versions.iter().map(ToString::to_string).collect())
+    }
+}
+
+/// A PostgreSQL connection made with `establish` (so it receives notifications), within
+/// `timeout`.
+pub(crate) async fn establish_pg(
+    url: &str,
+    timeout: Duration,
+) -> ConnectionResult<AsyncPgConnection> {
+    match tokio::time::timeout(timeout, AsyncPgConnection::establish(url)).await {
+        Ok(result) => result,
+        Err(_) => Err(ConnectionError::BadConnection(format!(
+            "no connection within {} ms",
+            timeout.as_millis()
+        ))),
+    }
+}
+
+/// A SQLite connection set up as every connection of the store must be: a busy timeout (wait
+/// for another connection's lock instead of failing at once), WAL (readers never block the
+/// writer), `synchronous = NORMAL` (durable across process crashes, the usual pairing with WAL)
+/// and foreign keys enforced.
+pub(crate) async fn establish_sqlite(
+    path: &str,
+    busy_timeout: Duration,
+) -> ConnectionResult<SqliteConn> {
+    let mut conn = SqliteConn::establish(path).await?;
+    conn.batch_execute(&format!(
+        "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+         PRAGMA foreign_keys = ON;",
+        busy_timeout.as_millis()
+    ))
+    .await
+    .map_err(ConnectionError::CouldntSetupConfiguration)?;
+    Ok(conn)
+}

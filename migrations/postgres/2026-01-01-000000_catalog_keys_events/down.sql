@@ -1,0 +1,13 @@
+DROP TABLE analytics_events;
+DROP TABLE api_keys;
+DROP TABLE rules;
+DROP TABLE variants;
+DROP TABLE experiments;
+DROP TABLE placements;
+ALTER TABLE flows DROP CONSTRAINT flows_published_version_exists;
+DROP TABLE flow_versions;
+DROP TABLE flows;
+DROP TABLE apps;
+DROP TABLE workspaces;
+DROP FUNCTION flowgate_bump_catalog_revision();
+DROP TABLE catalog_revision;
