@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: run test lint fmt doc bench bench-domain ci check-domain-deps pg-up
+.PHONY: run test lint fmt doc bench bench-domain bench-store ci check-domain-deps pg-up
 
 run:
 	@if [ -d crates/flowgate ]; then $(CARGO) run -p flowgate -- serve; \
@@ -53,6 +53,10 @@ doc:
 bench-domain:
 	$(CARGO) bench -p $(DOMAIN_CRATE) --bench domain
 
-bench: bench-domain
+## Event insert throughput on PostgreSQL and SQLite beside raw COPY through psql (needs PostgreSQL).
+bench-store: pg-up
+	$(CARGO) bench -p flowgate-store --bench events
+
+bench: bench-domain bench-store
 
 ci: lint test

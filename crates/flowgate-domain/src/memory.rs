@@ -107,16 +107,19 @@ impl KeyStore for InMemoryStore {
         at: OffsetDateTime,
     ) -> BoxFuture<'_, Result<KeyRecord, StoreError>> {
         let mut state = self.lock();
+        let mut changed = false;
         let result = match state.keys.iter_mut().find(|k| k.id == id) {
             Some(key) => {
                 if key.revoked_at.is_none() {
                     key.revoked_at = Some(at);
+                    changed = true;
                 }
                 Ok(key.clone())
             }
             None => Err(StoreError::NotFound(format!("key {id}"))),
         };
-        if result.is_ok() {
+        // Like the SQL stores: only a write that changes something moves the revision.
+        if changed {
             state.revision += 1;
         }
         Box::pin(std::future::ready(result))

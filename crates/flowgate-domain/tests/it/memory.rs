@@ -95,7 +95,13 @@ fn keys_insert_revoke_list() {
         ready(store.revoke_key(a.id, first)).unwrap().revoked_at,
         Some(first)
     );
+    let revision = ready(store.revision()).unwrap();
     let again = ready(store.revoke_key(a.id, datetime!(2026-04-01 00:00 UTC))).unwrap();
+    assert_eq!(
+        ready(store.revision()),
+        Ok(revision),
+        "a second revoke changes nothing"
+    );
     assert_eq!(
         again.revoked_at,
         Some(first),

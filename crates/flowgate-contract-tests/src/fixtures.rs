@@ -1,0 +1,178 @@
+//! Fixtures of the contract cases: a small catalog, key records and analytics events.
+//!
+//! Everything is deterministic (fixed ids and times), and the catalog is written in the order
+//! every implementation loads it back (workspaces, apps and flows by id, versions by number,
+//! placements by key in byte order), so a round trip can be compared as a whole.
+
+use flowgate_domain::catalog::CatalogData;
+use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
+use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId, KeyId, WorkspaceId};
+use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::Platform;
+use time::macros::datetime;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+/// The first workspace (owns the app).
+pub const WS1: Uuid = Uuid::from_u128(0x1000_0000_0000_4000_8000_0000_0000_0001);
+/// The second workspace (no apps).
+pub const WS2: Uuid = Uuid::from_u128(0x1000_0000_0000_4000_8000_0000_0000_0002);
+/// The app of [`WS1`].
+pub const APP1: Uuid = Uuid::from_u128(0x2000_0000_0000_4000_8000_0000_0000_0001);
+/// The flow whose version 2 carries [`EXACT_SCHEMA`].
+pub const FLOW_US: Uuid = Uuid::from_u128(0x3000_0000_0000_4000_8000_0000_0000_0001);
+/// The version carrying [`EXACT_SCHEMA`].
+pub const V_US_2: Uuid = Uuid::from_u128(0x4000_0000_0000_4000_8000_0000_0000_0002);
+
+/// A `flow_schema` as published: keys out of alphabetical order, integers beyond 2^53 (and
+/// beyond u64), numbers in forms a re-encoder would change, escapes and inner whitespace. D2:
+/// it must come back byte for byte.
+pub const EXACT_SCHEMA: &str = r#"{"zeta": 1, "alpha": {"big": 123456789012345678901234567890, "n": 9007199254740993, "f": 1.50, "e": 1E3}, "mid": "caf\u00e9 \"q\"", "list": [ 3, 2,1 ]}"#;
+
+/// The catalog as D13 JSON text: two workspaces; one app with saved groups, three flows (one
+/// never published, one with two versions and fonts), and placements whose rules mix flow
+/// targets and experiments (paused, running with seed, coverage, namespace and a holdout),
+/// listed in an order that is neither alphabetical nor by id. No keys.
+pub fn catalog_json() -> String {
+    format!(
+        r#"{{
+  "workspaces": [
+    {{"id": "{WS1}", "name": "Acme", "apps": [{{
+      "id": "{APP1}", "name": "Acme iOS",
+      "media_base_url": "https://cdn.example.com/media/",
+      "icon_base_url": "https://cdn.example.com/icons/",
+      "cache_ttl_seconds": 120,
+      "saved_groups": {{"beta": ["u-beta-1", "u-beta-2", 7]}},
+      "flows": [
+        {{"id": "{FLOW_US}", "name": "US onboarding", "published_version": 2, "versions": [
+          {{"id": "40000000-0000-4000-8000-000000000001", "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {{"screens": []}}}},
+          {{"id": "{V_US_2}", "version": 2, "schema_version": 3,
+           "fonts": [{{"family": "Inter", "weight": 700, "style": "italic", "url": "https://cdn.example.com/inter-bi.woff2"}},
+                     {{"family": "Inter", "weight": 400, "style": "normal", "url": "https://cdn.example.com/inter.woff2"}}],
+           "flow_schema": {EXACT_SCHEMA}}}
+        ]}},
+        {{"id": "30000000-0000-4000-8000-000000000002", "name": "Default", "published_version": 1, "versions": [
+          {{"id": "40000000-0000-4000-8000-000000000003", "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {{"screens": ["default"]}}}}
+        ]}},
+        {{"id": "30000000-0000-4000-8000-000000000003", "name": "Draft", "published_version": null, "versions": [
+          {{"id": "40000000-0000-4000-8000-000000000004", "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {{}}}}
+        ]}}
+      ],
+      "placements": [
+        {{"key": "empty"}},
+        {{"key": "onboarding", "default_flow_id": "30000000-0000-4000-8000-000000000002", "rules": [
+          {{"audience": {{"country": "US"}}, "flow_id": "{FLOW_US}"}},
+          {{"audience": {{}}, "flow_id": "30000000-0000-4000-8000-000000000003"}},
+          {{"flow_id": "30000000-0000-4000-8000-000000000002"}}
+        ]}},
+        {{"key": "paywall", "rules": [
+          {{"audience": {{}}, "experiment": {{
+            "id": "50000000-0000-4000-8000-000000000002", "name": "old-test", "status": "paused",
+            "variants": [{{"id": "60000000-0000-4000-8000-000000000003", "name": "only", "weight": 1, "flow_id": "{FLOW_US}"}}]}}}},
+          {{"experiment": {{
+            "id": "50000000-0000-4000-8000-000000000001", "name": "paywall-test", "status": "running",
+            "seed": "paywall-seed", "coverage": 0.5, "namespace": ["pricing", 0.0, 0.5],
+            "variants": [{{"id": "60000000-0000-4000-8000-000000000005", "name": "new", "weight": 2.5, "flow_id": "{FLOW_US}"}},
+                         {{"id": "60000000-0000-4000-8000-000000000004", "name": "control", "weight": 1, "flow_id": null}}]}}}}
+        ]}}
+      ]
+    }}]}},
+    {{"id": "{WS2}", "name": "Other", "apps": []}}
+  ]
+}}"#
+    )
+}
+
+/// [`catalog_json`] parsed the way a store or a file import does (`flow_schema` kept raw).
+///
+/// # Panics
+/// Never: the fixture is valid JSON of the catalog shape.
+pub fn catalog() -> CatalogData {
+    match serde_json::from_str(&catalog_json()) {
+        Ok(data) => data,
+        Err(e) => panic!("the fixture catalog does not parse: {e}"),
+    }
+}
+
+/// The plaintext test key whose random part is `fill` repeated.
+pub fn api_key(fill: char) -> ApiKey {
+    ApiKey::from_random(KeyEnvironment::Test, &fill.to_string().repeat(30))
+}
+
+/// The `Authorization` header value carrying `key`.
+pub fn bearer(key: &ApiKey) -> String {
+    format!("Bearer {}", key.expose())
+}
+
+/// An SDK key record of `workspace` for [`api_key`]`(fill)`, its id derived from `fill`.
+pub fn key_record(workspace: Uuid, fill: char, created_at: OffsetDateTime) -> KeyRecord {
+    KeyRecord::new(
+        KeyId::from_uuid(Uuid::from_u128(
+            0x7000_0000_0000_4000_8000_0000_0000_0000 | u128::from(u32::from(fill)),
+        )),
+        WorkspaceId::from_uuid(workspace),
+        &api_key(fill),
+        KeyType::Sdk,
+        format!("key {fill}"),
+        created_at,
+    )
+}
+
+/// A fixed creation time, `n` minutes (and `n` microseconds) after the epoch of the fixtures.
+pub fn at(n: i64) -> OffsetDateTime {
+    datetime!(2026-05-01 10:00 UTC) + time::Duration::minutes(n) + time::Duration::microseconds(n)
+}
+
+/// An SDK `screen_view` event with id number `n` (unique per `n`).
+pub fn sdk_event(n: u32) -> AnalyticsEvent {
+    let mut payload = serde_json::Map::new();
+    payload.insert("screen_index".to_owned(), serde_json::json!(n));
+    payload.insert(
+        "properties".to_owned(),
+        serde_json::json!({"b": 1, "a": [true, null]}),
+    );
+    AnalyticsEvent {
+        event_id: EventId::from_uuid(Uuid::from_u128(
+            0x8000_0000_0000_4000_8000_0000_0000_0000 | u128::from(n),
+        )),
+        source: EventSource::Sdk,
+        event_type: EventType::ScreenView,
+        app_id: AppId::from_uuid(APP1),
+        flow_id: Some(FlowId::from_uuid(FLOW_US)),
+        flow_version_id: Some(FlowVersionId::from_uuid(V_US_2)),
+        placement_key: Some("onboarding".to_owned()),
+        user_id: format!("user-{n}"),
+        session_id: "session-1".to_owned(),
+        device_platform: Platform::Ios,
+        occurred_at: at(i64::from(n % 1000)),
+        sdk_version: Some("1.2.3".to_owned()),
+        experiment_id: None,
+        variant_id: None,
+        variant_name: None,
+        reason: None,
+        payload,
+    }
+}
+
+/// A server `resolve_no_flow` event for a holdout (D8).
+pub fn server_event() -> AnalyticsEvent {
+    AnalyticsEvent {
+        event_id: EventId::from_uuid(Uuid::from_u128(0x9000_0000_0000_7000_8000_0000_0000_0001)),
+        source: EventSource::Server,
+        event_type: EventType::ResolveNoFlow,
+        app_id: AppId::from_uuid(APP1),
+        flow_id: None,
+        flow_version_id: None,
+        placement_key: Some("paywall".to_owned()),
+        user_id: "user-h".to_owned(),
+        session_id: "session-h".to_owned(),
+        device_platform: Platform::Web,
+        occurred_at: at(1),
+        sdk_version: None,
+        experiment_id: Some("50000000-0000-4000-8000-000000000001".to_owned()),
+        variant_id: Some("60000000-0000-4000-8000-000000000004".to_owned()),
+        variant_name: Some("control".to_owned()),
+        reason: Some(NoFlowReason::Holdout),
+        payload: serde_json::Map::new(),
+    }
+}

@@ -1,0 +1,63 @@
+//! Runs the port contract suite (`flowgate_contract_tests`) against every implementation:
+//! each case becomes `<port>::<case>::memory`, `::sqlite` and `::postgres` (see `support` for
+//! how each backend gets a fresh, isolated instance).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+/// For each case of a port module, a module `<case>` with one test per backend. `harness`
+/// cases receive the harness, `store` cases the port implementation alone.
+macro_rules! contract_tests {
+    ($port:ident { $($kind:ident $case:ident,)* }) => {
+        mod $port {$(
+            mod $case {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn memory() {
+                    contract_tests!(@run $kind, crate::support::Memory, $port::$case);
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    contract_tests!(@run $kind, crate::support::Sqlite, $port::$case);
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    contract_tests!(@run $kind, crate::support::Postgres, $port::$case);
+                }
+            }
+        )*}
+    };
+    (@run $kind:ident, $harness:ty, $port:ident::$case:ident) => {{
+        use flowgate_contract_tests::Harness as _;
+        let Some(harness) = <$harness>::create().await else { return };
+        contract_tests!(@call $kind, harness, flowgate_contract_tests::$port::$case);
+    }};
+    (@call harness, $h:ident, $f:path) => { $f(&$h).await };
+    (@call store, $h:ident, $f:path) => { $f($h.store()).await };
+}
+
+contract_tests!(catalog_source {
+    harness catalog_round_trip_is_exact,
+    harness loaded_revision_is_the_current_revision,
+    harness revision_increases_on_catalog_write,
+    harness revision_increases_on_key_insert,
+    harness revision_increases_on_key_revoke,
+    harness wait_for_change_returns_the_new_revision,
+    harness loaded_keys_include_revoked_and_build_refuses_them,
+});
+
+contract_tests!(key_store {
+    harness insert_and_list_oldest_first_per_workspace,
+    harness revoke_keeps_first_time,
+    harness revoke_unknown_id_is_not_found,
+    harness duplicate_digest_is_conflict,
+});
+
+contract_tests!(event_store {
+    store append_batch_counts_inserted,
+    store same_batch_again_is_all_duplicates,
+    store duplicate_ids_within_a_batch_are_stored_once,
+    store a_batch_of_a_thousand_events,
+    store an_empty_batch_stores_nothing,
+});

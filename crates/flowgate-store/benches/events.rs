@@ -1,0 +1,168 @@
+//! Event insert throughput (issue 3): `EventStore::append_events` on PostgreSQL and SQLite for
+//! batches of 100 and 1,000, beside raw `COPY` of the same number of rows through `psql` into
+//! the same table in the same run. Run with `make bench-store` (needs PostgreSQL and `psql`).
+//! Prints a Markdown table.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
+use flowgate_domain::identity::Platform;
+use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
+use flowgate_domain::ports::EventStore;
+use flowgate_store::{Store, StoreOptions};
+use serde_json::json;
+
+const ROWS: usize = 20_000;
+
+fn events(count: usize, offset: u128) -> Vec<AnalyticsEvent> {
+    let app = AppId::from_uuid(uuid::Uuid::from_u128(1));
+    (0..count)
+        .map(|i| {
+            let mut payload = serde_json::Map::new();
+            payload.insert("screen_id".into(), json!(format!("screen-{}", i % 7)));
+            payload.insert("time_on_screen_ms".into(), json!(1200 + i % 500));
+            AnalyticsEvent {
+                event_id: EventId::from_uuid(uuid::Uuid::from_u128(offset + i as u128)),
+                source: EventSource::Sdk,
+                event_type: EventType::ScreenView,
+                app_id: app,
+                flow_id: Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))),
+                flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))),
+                placement_key: Some("onboarding".into()),
+                user_id: format!("user-{}", i % 5000),
+                session_id: format!("session-{}", i % 9000),
+                device_platform: Platform::Ios,
+                occurred_at: time::OffsetDateTime::now_utc(),
+                sdk_version: Some("2.3.1".into()),
+                experiment_id: None,
+                variant_id: None,
+                variant_name: None,
+                reason: None,
+                payload,
+            }
+        })
+        .collect()
+}
+
+async fn append_all(store: &Store, rows: &[AnalyticsEvent], batch: usize) -> Duration {
+    let start = Instant::now();
+    for chunk in rows.chunks(batch) {
+        let outcome = store.append_events(chunk).await.expect("append");
+        assert_eq!(outcome.inserted, chunk.len());
+    }
+    start.elapsed()
+}
+
+fn psql(db: &str, command: &str) -> Duration {
+    let start = Instant::now();
+    let out = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-qc",
+            command,
+        ])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    start.elapsed()
+}
+
+/// The same rows as CSV, in the columns `append_events` writes.
+fn csv(rows: &[AnalyticsEvent], path: &std::path::Path) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    for e in rows {
+        let payload = serde_json::to_string(&e.payload)
+            .unwrap()
+            .replace('"', "\"\"");
+        writeln!(
+            f,
+            "{},sdk,{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            e.event_id,
+            e.event_type,
+            e.app_id,
+            e.flow_id.unwrap(),
+            e.flow_version_id.unwrap(),
+            e.placement_key.as_deref().unwrap(),
+            e.user_id,
+            e.session_id,
+            e.device_platform,
+            e.occurred_at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap(),
+            e.sdk_version.as_deref().unwrap(),
+            payload
+        )
+        .unwrap();
+    }
+}
+
+fn rate(rows: usize, d: Duration) -> String {
+    format!("{:.0}", rows as f64 / d.as_secs_f64())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let db = format!("flowgate_bench_{}", std::process::id());
+    psql("postgres", &format!("CREATE DATABASE {db}"));
+    let dir = std::env::temp_dir().join(&db);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let pg = Store::connect(
+        &format!("postgres://postgres@127.0.0.1:5432/{db}"),
+        StoreOptions::default(),
+    )
+    .unwrap();
+    pg.migrate().await.unwrap();
+    let sqlite = Store::connect(
+        &format!("sqlite://{}", dir.join("bench.db").display()),
+        StoreOptions::default(),
+    )
+    .unwrap();
+    sqlite.migrate().await.unwrap();
+
+    println!("| backend | method | batch | rows | seconds | rows/s |");
+    println!("|---|---|---|---|---|---|");
+    let mut offset = 1u128 << 64;
+    for batch in [100usize, 1000] {
+        for (name, store) in [("PostgreSQL", &pg), ("SQLite", &sqlite)] {
+            let rows = events(ROWS, offset);
+            offset += ROWS as u128;
+            let d = append_all(store, &rows, batch).await;
+            println!(
+                "| {name} | append_events | {batch} | {ROWS} | {:.3} | {} |",
+                d.as_secs_f64(),
+                rate(ROWS, d)
+            );
+        }
+        let rows = events(ROWS, offset);
+        offset += ROWS as u128;
+        let file = dir.join("rows.csv");
+        csv(&rows, &file);
+        let d = psql(
+            &db,
+            &format!(
+                "\\copy analytics_events(event_id, source, event_type, app_id, flow_id, flow_version_id, placement_key, user_id, session_id, device_platform, occurred_at, sdk_version, payload) FROM '{}' WITH (FORMAT csv)",
+                file.display()
+            ),
+        );
+        println!("| PostgreSQL | psql \\copy (one command, process start included) | all | {ROWS} | {:.3} | {} |", d.as_secs_f64(), rate(ROWS, d));
+    }
+
+    drop(pg);
+    psql("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));
+    std::fs::remove_dir_all(&dir).ok();
+}
