@@ -150,6 +150,202 @@ macro_rules! revision_query {
     };
 }
 
+/// Reads every catalog row inside a transaction (`?` turns diesel errors into [`Failure`]s),
+/// spelled once for every connection type.
+macro_rules! load_rows {
+    ($conn:ident) => {
+        CatalogRows {
+            revision: revision_query!().get_result($conn).await?,
+            workspaces: workspaces::table
+                .select(WorkspaceRow::as_select())
+                .order(workspaces::id)
+                .load($conn)
+                .await?,
+            apps: apps::table
+                .select(AppRow::as_select())
+                .order(apps::id)
+                .load($conn)
+                .await?,
+            flows: flows::table
+                .select(FlowRow::as_select())
+                .order(flows::id)
+                .load($conn)
+                .await?,
+            versions: flow_versions::table
+                .select(VersionRow::as_select())
+                .order((flow_versions::flow_id, flow_versions::version))
+                .load($conn)
+                .await?,
+            placements: placements::table
+                .select(PlacementRow::as_select())
+                .order(placements::app_id)
+                .load($conn)
+                .await?,
+            rules: rules::table
+                .select(RuleRow::as_select())
+                .order((rules::placement_id, rules::position))
+                .load($conn)
+                .await?,
+            experiments: experiments::table
+                .select(ExperimentRow::as_select())
+                .load($conn)
+                .await?,
+            variants: variants::table
+                .select(VariantRow::as_select())
+                .order((variants::experiment_id, variants::position))
+                .load($conn)
+                .await?,
+            keys: api_keys::table
+                .select(KeyRow::as_select())
+                .order((api_keys::created_at, api_keys::id))
+                .load($conn)
+                .await?,
+        }
+    };
+}
+
+/// Writes [`WriteRows`] inside a transaction: the upsert of [`Store::replace_catalog`],
+/// spelled once for every connection type.
+macro_rules! write_rows {
+    ($conn:ident, $rows:expr) => {{
+        let rows: &WriteRows = $rows;
+        for row in &rows.workspaces {
+            diesel::insert_into(workspaces::table)
+                .values(row)
+                .on_conflict(workspaces::id)
+                .do_update()
+                .set(workspaces::name.eq(excluded(workspaces::name)))
+                .execute($conn)
+                .await?;
+        }
+        for row in &rows.apps {
+            diesel::insert_into(apps::table)
+                .values(row)
+                .on_conflict(apps::id)
+                .do_update()
+                .set((
+                    apps::workspace_id.eq(excluded(apps::workspace_id)),
+                    apps::name.eq(excluded(apps::name)),
+                    apps::media_base_url.eq(excluded(apps::media_base_url)),
+                    apps::icon_base_url.eq(excluded(apps::icon_base_url)),
+                    apps::cache_ttl_seconds.eq(excluded(apps::cache_ttl_seconds)),
+                    apps::saved_groups.eq(excluded(apps::saved_groups)),
+                ))
+                .execute($conn)
+                .await?;
+        }
+        for row in &rows.flows {
+            diesel::insert_into(flows::table)
+                .values(row)
+                .on_conflict(flows::id)
+                .do_update()
+                .set((
+                    flows::app_id.eq(excluded(flows::app_id)),
+                    flows::name.eq(excluded(flows::name)),
+                    flows::published_version.eq(excluded(flows::published_version)),
+                ))
+                .execute($conn)
+                .await?;
+        }
+        for row in &rows.versions {
+            diesel::insert_into(flow_versions::table)
+                .values(row)
+                .on_conflict(flow_versions::id)
+                .do_update()
+                .set((
+                    flow_versions::flow_id.eq(excluded(flow_versions::flow_id)),
+                    flow_versions::version.eq(excluded(flow_versions::version)),
+                    flow_versions::schema_version.eq(excluded(flow_versions::schema_version)),
+                    flow_versions::flow_schema.eq(excluded(flow_versions::flow_schema)),
+                    flow_versions::fonts.eq(excluded(flow_versions::fonts)),
+                ))
+                .execute($conn)
+                .await?;
+        }
+        for placement in &rows.placements {
+            let placement_id: i64 = diesel::insert_into(placements::table)
+                .values(&placement.row)
+                .on_conflict((placements::app_id, placements::key))
+                .do_update()
+                .set(placements::default_flow_id.eq(excluded(placements::default_flow_id)))
+                .returning(placements::id)
+                .get_result($conn)
+                .await?;
+            // The rule list given replaces the stored one (D13).
+            diesel::delete(rules::table.filter(rules::placement_id.eq(placement_id)))
+                .execute($conn)
+                .await?;
+            for (position, rule) in placement.rules.iter().enumerate() {
+                if let Some((experiment, variant_rows)) = &rule.experiment {
+                    diesel::insert_into(experiments::table)
+                        .values(experiment)
+                        .on_conflict(experiments::id)
+                        .do_update()
+                        .set((
+                            experiments::app_id.eq(excluded(experiments::app_id)),
+                            experiments::name.eq(excluded(experiments::name)),
+                            experiments::status.eq(excluded(experiments::status)),
+                            experiments::seed.eq(excluded(experiments::seed)),
+                            experiments::coverage.eq(excluded(experiments::coverage)),
+                            experiments::namespace_id.eq(excluded(experiments::namespace_id)),
+                            experiments::namespace_start.eq(excluded(experiments::namespace_start)),
+                            experiments::namespace_end.eq(excluded(experiments::namespace_end)),
+                        ))
+                        .execute($conn)
+                        .await?;
+                    diesel::delete(
+                        variants::table.filter(variants::experiment_id.eq(experiment.id)),
+                    )
+                    .execute($conn)
+                    .await?;
+                    for variant in variant_rows {
+                        // A variant that moved from another experiment keeps its id.
+                        diesel::insert_into(variants::table)
+                            .values(variant)
+                            .on_conflict(variants::id)
+                            .do_update()
+                            .set((
+                                variants::experiment_id.eq(excluded(variants::experiment_id)),
+                                variants::position.eq(excluded(variants::position)),
+                                variants::name.eq(excluded(variants::name)),
+                                variants::weight.eq(excluded(variants::weight)),
+                                variants::flow_id.eq(excluded(variants::flow_id)),
+                            ))
+                            .execute($conn)
+                            .await?;
+                    }
+                }
+                diesel::insert_into(rules::table)
+                    .values(RuleRow {
+                        placement_id,
+                        position: to_i32(position, "rule position")?,
+                        audience: rule.audience.clone(),
+                        flow_id: rule.flow_id,
+                        experiment_id: rule.experiment.as_ref().map(|(e, _)| e.id),
+                    })
+                    .execute($conn)
+                    .await?;
+            }
+        }
+        for row in &rows.keys {
+            diesel::insert_into(api_keys::table)
+                .values(row)
+                .on_conflict(api_keys::id)
+                .do_update()
+                .set((
+                    api_keys::name.eq(excluded(api_keys::name)),
+                    // Never un-revoke a key.
+                    api_keys::revoked_at.eq(coalesce(
+                        api_keys::revoked_at,
+                        excluded(api_keys::revoked_at),
+                    )),
+                ))
+                .execute($conn)
+                .await?;
+        }
+    }};
+}
+
 impl CatalogSource for Store {
     fn load_catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
         Box::pin(self.load_catalog_impl())
@@ -193,53 +389,7 @@ impl Store {
                         .execute(conn)
                         .await?;
                 }
-                Ok(CatalogRows {
-                    revision: revision_query!().get_result(conn).await?,
-                    workspaces: workspaces::table
-                        .select(WorkspaceRow::as_select())
-                        .order(workspaces::id)
-                        .load(conn)
-                        .await?,
-                    apps: apps::table
-                        .select(AppRow::as_select())
-                        .order(apps::id)
-                        .load(conn)
-                        .await?,
-                    flows: flows::table
-                        .select(FlowRow::as_select())
-                        .order(flows::id)
-                        .load(conn)
-                        .await?,
-                    versions: flow_versions::table
-                        .select(VersionRow::as_select())
-                        .order((flow_versions::flow_id, flow_versions::version))
-                        .load(conn)
-                        .await?,
-                    placements: placements::table
-                        .select(PlacementRow::as_select())
-                        .order(placements::app_id)
-                        .load(conn)
-                        .await?,
-                    rules: rules::table
-                        .select(RuleRow::as_select())
-                        .order((rules::placement_id, rules::position))
-                        .load(conn)
-                        .await?,
-                    experiments: experiments::table
-                        .select(ExperimentRow::as_select())
-                        .load(conn)
-                        .await?,
-                    variants: variants::table
-                        .select(VariantRow::as_select())
-                        .order((variants::experiment_id, variants::position))
-                        .load(conn)
-                        .await?,
-                    keys: api_keys::table
-                        .select(KeyRow::as_select())
-                        .order((api_keys::created_at, api_keys::id))
-                        .load(conn)
-                        .await?,
-                })
+                Ok(load_rows!(conn))
             })
             .await?
         });
@@ -321,150 +471,56 @@ impl Store {
                 // SQLite: the first statement is a write, so the transaction takes the write
                 // lock at once (waiting up to busy_timeout) instead of failing when a read
                 // snapshot would have to be upgraded.
-                for row in &rows.workspaces {
-                    diesel::insert_into(workspaces::table)
-                        .values(row)
-                        .on_conflict(workspaces::id)
-                        .do_update()
-                        .set(workspaces::name.eq(excluded(workspaces::name)))
-                        .execute(conn)
-                        .await?;
-                }
-                for row in &rows.apps {
-                    diesel::insert_into(apps::table)
-                        .values(row)
-                        .on_conflict(apps::id)
-                        .do_update()
-                        .set((
-                            apps::workspace_id.eq(excluded(apps::workspace_id)),
-                            apps::name.eq(excluded(apps::name)),
-                            apps::media_base_url.eq(excluded(apps::media_base_url)),
-                            apps::icon_base_url.eq(excluded(apps::icon_base_url)),
-                            apps::cache_ttl_seconds.eq(excluded(apps::cache_ttl_seconds)),
-                            apps::saved_groups.eq(excluded(apps::saved_groups)),
-                        ))
-                        .execute(conn)
-                        .await?;
-                }
-                for row in &rows.flows {
-                    diesel::insert_into(flows::table)
-                        .values(row)
-                        .on_conflict(flows::id)
-                        .do_update()
-                        .set((
-                            flows::app_id.eq(excluded(flows::app_id)),
-                            flows::name.eq(excluded(flows::name)),
-                            flows::published_version.eq(excluded(flows::published_version)),
-                        ))
-                        .execute(conn)
-                        .await?;
-                }
-                for row in &rows.versions {
-                    diesel::insert_into(flow_versions::table)
-                        .values(row)
-                        .on_conflict(flow_versions::id)
-                        .do_update()
-                        .set((
-                            flow_versions::flow_id.eq(excluded(flow_versions::flow_id)),
-                            flow_versions::version.eq(excluded(flow_versions::version)),
-                            flow_versions::schema_version
-                                .eq(excluded(flow_versions::schema_version)),
-                            flow_versions::flow_schema.eq(excluded(flow_versions::flow_schema)),
-                            flow_versions::fonts.eq(excluded(flow_versions::fonts)),
-                        ))
-                        .execute(conn)
-                        .await?;
-                }
-                for placement in &rows.placements {
-                    let placement_id: i64 = diesel::insert_into(placements::table)
-                        .values(&placement.row)
-                        .on_conflict((placements::app_id, placements::key))
-                        .do_update()
-                        .set(placements::default_flow_id.eq(excluded(placements::default_flow_id)))
-                        .returning(placements::id)
-                        .get_result(conn)
-                        .await?;
-                    // The rule list given replaces the stored one (D13).
-                    diesel::delete(rules::table.filter(rules::placement_id.eq(placement_id)))
-                        .execute(conn)
-                        .await?;
-                    for (position, rule) in placement.rules.iter().enumerate() {
-                        if let Some((experiment, variant_rows)) = &rule.experiment {
-                            diesel::insert_into(experiments::table)
-                                .values(experiment)
-                                .on_conflict(experiments::id)
-                                .do_update()
-                                .set((
-                                    experiments::app_id.eq(excluded(experiments::app_id)),
-                                    experiments::name.eq(excluded(experiments::name)),
-                                    experiments::status.eq(excluded(experiments::status)),
-                                    experiments::seed.eq(excluded(experiments::seed)),
-                                    experiments::coverage.eq(excluded(experiments::coverage)),
-                                    experiments::namespace_id
-                                        .eq(excluded(experiments::namespace_id)),
-                                    experiments::namespace_start
-                                        .eq(excluded(experiments::namespace_start)),
-                                    experiments::namespace_end
-                                        .eq(excluded(experiments::namespace_end)),
-                                ))
-                                .execute(conn)
-                                .await?;
-                            diesel::delete(
-                                variants::table.filter(variants::experiment_id.eq(experiment.id)),
-                            )
-                            .execute(conn)
-                            .await?;
-                            for variant in variant_rows {
-                                // A variant that moved from another experiment keeps its id.
-                                diesel::insert_into(variants::table)
-                                    .values(variant)
-                                    .on_conflict(variants::id)
-                                    .do_update()
-                                    .set((
-                                        variants::experiment_id
-                                            .eq(excluded(variants::experiment_id)),
-                                        variants::position.eq(excluded(variants::position)),
-                                        variants::name.eq(excluded(variants::name)),
-                                        variants::weight.eq(excluded(variants::weight)),
-                                        variants::flow_id.eq(excluded(variants::flow_id)),
-                                    ))
-                                    .execute(conn)
-                                    .await?;
-                            }
-                        }
-                        diesel::insert_into(rules::table)
-                            .values(RuleRow {
-                                placement_id,
-                                position: to_i32(position, "rule position")?,
-                                audience: rule.audience.clone(),
-                                flow_id: rule.flow_id,
-                                experiment_id: rule.experiment.as_ref().map(|(e, _)| e.id),
-                            })
-                            .execute(conn)
-                            .await?;
-                    }
-                }
-                for row in &rows.keys {
-                    diesel::insert_into(api_keys::table)
-                        .values(row)
-                        .on_conflict(api_keys::id)
-                        .do_update()
-                        .set((
-                            api_keys::name.eq(excluded(api_keys::name)),
-                            // Never un-revoke a key.
-                            api_keys::revoked_at.eq(coalesce(
-                                api_keys::revoked_at,
-                                excluded(api_keys::revoked_at),
-                            )),
-                        ))
-                        .execute(conn)
-                        .await?;
-                }
+                write_rows!(conn, rows);
                 Ok(())
             })
             .await?;
         });
         Ok(())
+    }
+}
+
+/// Takes the catalog's write lock at the start of a transaction: on SQLite any write makes the
+/// transaction the one writer; on PostgreSQL the revision row stays locked until commit, and
+/// every other catalog writer needs that row (its triggers bump it), so none can commit in
+/// between. No trigger watches this table, so the statement itself changes no revision.
+const LOCK_CATALOG: &str = "UPDATE catalog_revision SET revision = revision WHERE id = 1";
+
+impl Store {
+    /// Reads the catalog as stored, lets `plan` decide what to write, and writes it, all in one
+    /// transaction that holds the catalog write lock from its first statement: what `plan` saw
+    /// is what the write lands on (the catalog import, D13). `plan` returns the data to write
+    /// with [`Store::replace_catalog`]'s upsert (`None`: nothing) and a value, or an error that
+    /// ends the transaction without writing. On success the revision after the write comes
+    /// back with the value.
+    pub(crate) async fn update_catalog<T, E, P>(
+        &self,
+        plan: P,
+    ) -> Result<Result<(T, u64), E>, StoreError>
+    where
+        P: FnOnce(CatalogData) -> Result<(Option<CatalogData>, T), E> + Send,
+        T: Send,
+        E: Send,
+    {
+        let outcome = with_conn!(self, |conn| {
+            conn.transaction::<_, Failure, _>(async |conn| {
+                diesel::sql_query(LOCK_CATALOG).execute(conn).await?;
+                let data = assemble(load_rows!(conn))?;
+                match plan(data) {
+                    Err(e) => Ok(Err(e)),
+                    Ok((write, value)) => {
+                        if let Some(write) = write {
+                            let rows = WriteRows::from_data(&write)?;
+                            write_rows!(conn, &rows);
+                        }
+                        let revision = revision_query!().get_result::<i64>(conn).await?;
+                        Ok(Ok((value, decode_revision(revision)?)))
+                    }
+                }
+            })
+            .await?
+        });
+        Ok(outcome)
     }
 }
 

@@ -33,6 +33,7 @@ macro_rules! with_conn {
 mod catalog;
 mod error;
 mod events;
+pub mod import;
 mod keys;
 pub mod schema;
 mod store;
@@ -40,6 +41,8 @@ pub mod types;
 
 pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
+pub use import::{import_file, FileProblem, ImportError, ImportReport};
+pub use keys::CreatedKey;
 pub use store::{Backend, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 
 /// The error type inside transactions: diesel's errors (so `?` works on queries and diesel can

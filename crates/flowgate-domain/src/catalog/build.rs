@@ -48,7 +48,7 @@ pub struct CatalogError {
 }
 
 /// Escapes one reference token of a JSON pointer (RFC 6901: `~` → `~0`, `/` → `~1`).
-fn escape(token: &str) -> String {
+pub(super) fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 

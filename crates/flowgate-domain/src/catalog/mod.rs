@@ -8,6 +8,8 @@
 
 mod build;
 mod data;
+mod file;
+mod import;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +21,8 @@ pub use data::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
     FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
 };
+pub use file::{CatalogFile, FileKey, WorkspaceFile};
+pub use import::{imported_key_id, plan_import, ImportPlan, ImportSummary};
 
 use crate::bucketing::{BucketRange, Namespace};
 use crate::conditions::{Condition, SavedGroups};

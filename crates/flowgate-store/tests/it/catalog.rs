@@ -9,7 +9,7 @@ use crate::support::{self, catalog, APP1, EXACT_SCHEMA, V_US_2, WS1};
 
 /// `data` in the store's order (workspaces, apps, flows by id; versions by number; placements
 /// by key; keys by creation), timestamps at microseconds, revision 0: what a load returns.
-fn normalized(mut data: CatalogData) -> String {
+pub fn normalized(mut data: CatalogData) -> String {
     data.revision = 0;
     data.workspaces.sort_by_key(|w| w.id);
     for ws in &mut data.workspaces {

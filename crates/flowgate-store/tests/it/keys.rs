@@ -64,3 +64,52 @@ backend_tests! {
         assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
     }
 }
+
+backend_tests! {
+    async fn create_key_returns_the_plaintext_once(db) {
+        use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyType};
+        use flowgate_domain::ports::CatalogSource;
+        use flowgate_domain::Catalog;
+
+        db.store.replace_catalog(&catalog()).await.expect("workspaces");
+        let at = datetime!(2026-08-01 09:30 UTC);
+        let created = db
+            .store
+            .create_key(ws(WS2), KeyEnvironment::Live, KeyType::Sdk, "android", at)
+            .await
+            .expect("created");
+        let text = created.key.expose().to_owned();
+        assert!(text.starts_with("fg_live_"), "{text}");
+        assert_eq!(ApiKey::parse(&text).map(|k| k.digest()), Ok(created.record.digest));
+        assert_eq!(created.record.display_prefix, &text[..12]);
+        assert_eq!((created.record.name.as_str(), created.record.created_at), ("android", at));
+        // Stored as a record (never the plaintext) and listed.
+        assert_eq!(db.store.list_keys(ws(WS2)).await.expect("list"), vec![created.record.clone()]);
+        // The key authenticates once the catalog reloads.
+        let catalog = Catalog::build(db.store.load_catalog().await.expect("load")).expect("builds");
+        let record = catalog
+            .authenticate(Some(&format!("Bearer {text}")), KeyEnvironment::Live)
+            .expect("authenticates");
+        assert_eq!(record.id, created.record.id);
+
+        let other = db
+            .store
+            .create_key(ws(WS2), KeyEnvironment::Test, KeyType::Secret, "", at)
+            .await
+            .expect("created");
+        assert_ne!(other.key.expose(), text);
+        assert_eq!(other.record.key_type, KeyType::Secret);
+    }
+
+    async fn create_key_for_an_unknown_workspace_fails_clearly(db) {
+        use flowgate_domain::keys::{KeyEnvironment, KeyType};
+
+        let missing = "10000000-0000-4000-8000-0000000000ff";
+        let err = db
+            .store
+            .create_key(ws(missing), KeyEnvironment::Test, KeyType::Sdk, "x", datetime!(2026-01-01 00:00 UTC))
+            .await
+            .expect_err("unknown workspace");
+        assert_eq!(err, StoreError::NotFound(format!("no workspace with id {missing}")));
+    }
+}

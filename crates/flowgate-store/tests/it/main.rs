@@ -28,6 +28,7 @@ macro_rules! backend_tests {
 mod catalog;
 mod change;
 mod events;
+mod import;
 mod keys;
 mod migrations;
 mod support;

@@ -1,0 +1,245 @@
+//! [`SinkConfig`]: the sink's settings, their defaults and their validation.
+//!
+//! The binary reads them from the `events.*` configuration keys (D14); every validation error
+//! names the key it is about, so an operator knows what to fix.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The most events one request may carry (D7). A queue smaller than this could refuse a valid
+/// request forever, so [`SinkConfig::validate`] rejects it.
+pub const MAX_EVENTS_PER_REQUEST: usize = 100;
+
+/// Settings of a [`Sink`](crate::Sink). Start from [`SinkConfig::default`] and override fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkConfig {
+    /// `events.queue_capacity`: how many events the sink holds at most, queued plus being
+    /// written. A request that does not fit whole is refused (D7). It is also the most a hard
+    /// kill can lose (`docs/operations.md`). Default 100,000.
+    pub queue_capacity: usize,
+    /// `events.batch_size`: most events per store write; a writer flushes as soon as this many
+    /// are queued. Default 1,000.
+    pub batch_size: usize,
+    /// `events.flush_interval_ms`: the longest an event waits in the queue before a writer
+    /// flushes a partial batch. Default 200 ms.
+    pub flush_interval: Duration,
+    /// `events.drain_deadline_ms`: how long a graceful shutdown may spend writing what is
+    /// queued (the binary passes it to [`Sink::shutdown`](crate::Sink::shutdown)). Default
+    /// 20 s, which fits in Kubernetes' default 30 s termination grace period.
+    pub drain_deadline: Duration,
+    /// `events.writers`: writer tasks, each writing one batch at a time. Default 2.
+    pub writers: usize,
+    /// `events.record_resolve_no_flow`: record the server's `resolve_no_flow` events (D8).
+    /// When off, the sink drops them on enqueue (counted in
+    /// [`SinkStats::server_events_skipped`](crate::SinkStats::server_events_skipped)).
+    /// Default on.
+    pub record_resolve_no_flow: bool,
+    /// `events.write_timeout_ms`: the longest one store write may take before it counts as
+    /// failed and is retried (a network partition without a reset could otherwise hold a
+    /// writer for as long as TCP keeps the connection). Retrying is safe: writes are
+    /// idempotent on `event_id`. Default 30 s.
+    pub write_timeout: Duration,
+    /// Delays between attempts at a batch that failed.
+    pub backoff: Backoff,
+}
+
+/// Jittered exponential backoff between attempts at a failed batch: attempt `n` (from 0)
+/// waits a uniformly random time in `[d/2, d]` where `d = min(max, base * 2^n)`. The floor
+/// keeps a failing store from being hammered, the jitter spreads replicas apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// `events.retry_base_ms`: the ceiling of the first delay. Default 100 ms.
+    pub base: Duration,
+    /// `events.retry_max_ms`: the largest delay. Default 10 s.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay ceiling `d` of attempt `attempt` (0-based) before jitter.
+    pub fn ceiling(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.min(31)).unwrap_or(u32::MAX);
+        self.base.saturating_mul(factor).min(self.max)
+    }
+
+    /// The delay of attempt `attempt`, given a uniform random number `unit` in `[0, 1)`.
+    pub fn delay(&self, attempt: u32, unit: f64) -> Duration {
+        let ceiling = self.ceiling(attempt);
+        let half = ceiling / 2;
+        half + half.mul_f64(unit.clamp(0.0, 1.0))
+    }
+}
+
+impl Default for SinkConfig {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 100_000,
+            batch_size: 1_000,
+            flush_interval: Duration::from_millis(200),
+            drain_deadline: Duration::from_secs(20),
+            writers: 2,
+            record_resolve_no_flow: true,
+            write_timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// A setting out of its range; the message names the configuration key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The configuration key, e.g. `events.batch_size`.
+    pub key: &'static str,
+    /// What is wrong, as a full sentence that starts with the key.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn range_u64(key: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError {
+            key,
+            message: format!("{key} must be between {min} and {max} (got {value})"),
+        })
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl SinkConfig {
+    /// Checks every setting; the first one out of range is reported with its key.
+    ///
+    /// Ranges: `queue_capacity` 100..=10,000,000 (a request of 100 events must fit, D7);
+    /// `batch_size` 1..=10,000; `flush_interval_ms` 1..=60,000; `drain_deadline_ms`
+    /// 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `retry_base_ms` 1..=60,000; `retry_max_ms` from
+    /// `retry_base_ms` to 600,000.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        range_u64(
+            "events.queue_capacity",
+            self.queue_capacity as u64,
+            MAX_EVENTS_PER_REQUEST as u64,
+            10_000_000,
+        )?;
+        range_u64("events.batch_size", self.batch_size as u64, 1, 10_000)?;
+        range_u64(
+            "events.flush_interval_ms",
+            millis(self.flush_interval),
+            1,
+            60_000,
+        )?;
+        range_u64(
+            "events.drain_deadline_ms",
+            millis(self.drain_deadline),
+            0,
+            3_600_000,
+        )?;
+        range_u64("events.writers", self.writers as u64, 1, 64)?;
+        range_u64(
+            "events.write_timeout_ms",
+            millis(self.write_timeout),
+            1,
+            600_000,
+        )?;
+        range_u64("events.retry_base_ms", millis(self.backoff.base), 1, 60_000)?;
+        range_u64(
+            "events.retry_max_ms",
+            millis(self.backoff.max),
+            millis(self.backoff.base),
+            600_000,
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_documented() {
+        let c = SinkConfig::default();
+        assert_eq!(c.validate(), Ok(()));
+        // docs/operations.md and the field docs quote these numbers.
+        assert_eq!(c.queue_capacity, 100_000);
+        assert_eq!(c.batch_size, 1_000);
+        assert_eq!(c.flush_interval, Duration::from_millis(200));
+        assert_eq!(c.drain_deadline, Duration::from_secs(20));
+        assert_eq!(c.writers, 2);
+        assert!(c.record_resolve_no_flow);
+        assert_eq!(c.write_timeout, Duration::from_secs(30));
+        assert_eq!(c.backoff.base, Duration::from_millis(100));
+        assert_eq!(c.backoff.max, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let bad = |f: fn(&mut SinkConfig)| {
+            let mut c = SinkConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        let e = bad(|c| c.batch_size = 0);
+        assert_eq!(e.key, "events.batch_size");
+        assert_eq!(
+            e.to_string(),
+            "events.batch_size must be between 1 and 10000 (got 0)"
+        );
+        assert_eq!(bad(|c| c.queue_capacity = 99).key, "events.queue_capacity");
+        assert_eq!(
+            bad(|c| c.flush_interval = Duration::ZERO).key,
+            "events.flush_interval_ms"
+        );
+        assert_eq!(
+            bad(|c| c.drain_deadline = Duration::from_secs(7200)).key,
+            "events.drain_deadline_ms"
+        );
+        assert_eq!(bad(|c| c.writers = 0).key, "events.writers");
+        assert_eq!(
+            bad(|c| c.write_timeout = Duration::ZERO).key,
+            "events.write_timeout_ms"
+        );
+        assert_eq!(
+            bad(|c| c.backoff.base = Duration::ZERO).key,
+            "events.retry_base_ms"
+        );
+        assert_eq!(
+            bad(|c| c.backoff.max = Duration::from_millis(50)).key,
+            "events.retry_max_ms"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_max_with_a_floor() {
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(b.ceiling(0), Duration::from_millis(100));
+        assert_eq!(b.ceiling(1), Duration::from_millis(200));
+        assert_eq!(b.ceiling(3), Duration::from_millis(800));
+        assert_eq!(b.ceiling(4), Duration::from_secs(1));
+        assert_eq!(b.ceiling(500), Duration::from_secs(1));
+        assert_eq!(b.delay(1, 0.0), Duration::from_millis(100));
+        assert_eq!(b.delay(1, 0.5), Duration::from_millis(150));
+        assert!(b.delay(1, 0.999_999) <= Duration::from_millis(200));
+    }
+}

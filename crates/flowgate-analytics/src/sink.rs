@@ -1,0 +1,370 @@
+//! The [`Sink`]: a bounded queue in front of writer tasks.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use flowgate_domain::events::{AnalyticsEvent, EventType};
+use flowgate_domain::ports::{EventSink, EventStore, Overloaded};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::config::{ConfigError, SinkConfig};
+use crate::stats::{Counters, SinkStats};
+use crate::writer;
+
+/// Bounds of the `Retry-After` the sink suggests when it refuses, in seconds.
+pub const RETRY_AFTER_MIN_SECS: u32 = 1;
+/// See [`RETRY_AFTER_MIN_SECS`].
+pub const RETRY_AFTER_MAX_SECS: u32 = 30;
+
+/// The events of one accepted request and when they were accepted (for the flush timer and
+/// the oldest-event age). The queue holds whole requests, so an enqueue moves one `Vec`
+/// instead of copying each event; writers split a request across batches when needed.
+pub(crate) struct Chunk {
+    pub(crate) at: Instant,
+    pub(crate) events: Vec<AnalyticsEvent>,
+}
+
+/// What the queue lock guards: everything the capacity check reads, so the check and the
+/// insertion are one atomic step and a request is taken whole or not at all (D7).
+pub(crate) struct State {
+    pub(crate) queue: VecDeque<Chunk>,
+    /// Events in `queue`.
+    pub(crate) queued: usize,
+    /// Events taken by writers and not yet stored. They count against the capacity, so the
+    /// capacity bounds everything a hard kill can lose.
+    pub(crate) in_flight: usize,
+    /// Per writer: when the oldest event of its batch was accepted.
+    pub(crate) in_flight_oldest: Vec<Option<Instant>>,
+    pub(crate) accepting: bool,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: SinkConfig,
+    pub(crate) store: Arc<dyn EventStore>,
+    pub(crate) state: Mutex<State>,
+    /// Wakes writers: a first event in an empty queue, a full batch, shutdown.
+    pub(crate) wake: Notify,
+    /// Writers signal every stored batch (the drain waits on it).
+    pub(crate) progress: Notify,
+    pub(crate) counters: Counters,
+}
+
+impl Inner {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // Every critical section leaves the state consistent before anything can panic, so a
+        // poisoned lock still guards valid data; refusing events forever would be worse.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Why a sink could not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartError {
+    /// A setting is out of range.
+    Config(ConfigError),
+    /// [`Sink::start`] was called outside a tokio runtime.
+    NoRuntime,
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Config(e) => e.fmt(f),
+            StartError::NoRuntime => {
+                f.write_str("the analytics sink must be started inside a tokio runtime")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<ConfigError> for StartError {
+    fn from(e: ConfigError) -> Self {
+        StartError::Config(e)
+    }
+}
+
+/// What a graceful shutdown achieved ([`Sink::shutdown`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Events stored between the start of the shutdown and its end.
+    pub written: u64,
+    /// Events not stored when the shutdown returned (queued or in flight); 0 when `completed`.
+    /// If the process exits now, these are lost.
+    pub remaining: usize,
+    /// True when everything accepted was stored before the deadline.
+    pub completed: bool,
+    /// How long the drain took.
+    pub elapsed: Duration,
+}
+
+/// The buffered analytics sink (D7, D8): a bounded in-memory queue that the request path fills
+/// through [`EventSink::try_enqueue`] without ever blocking, and writer tasks that store it in
+/// batches through an [`EventStore`], retrying failed batches until they are stored.
+///
+/// Cheap to clone: clones share one queue and one set of writers.
+#[derive(Clone)]
+pub struct Sink {
+    inner: Arc<Inner>,
+    writers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl fmt::Debug for Sink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sink")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sink {
+    /// Validates `config` and starts `config.writers` writer tasks on the current tokio
+    /// runtime, writing to `store`.
+    pub fn start(config: SinkConfig, store: Arc<dyn EventStore>) -> Result<Sink, StartError> {
+        config.validate()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                queued: 0,
+                in_flight: 0,
+                in_flight_oldest: vec![None; config.writers],
+                accepting: true,
+            }),
+            config,
+            store,
+            wake: Notify::new(),
+            progress: Notify::new(),
+            counters: Counters::new(),
+        });
+        let writers = (0..inner.config.writers)
+            .map(|id| runtime.spawn(writer::run(Arc::clone(&inner), id)))
+            .collect();
+        Ok(Sink {
+            inner,
+            writers: Arc::new(Mutex::new(writers)),
+        })
+    }
+
+    /// The settings the sink runs with.
+    pub fn config(&self) -> &SinkConfig {
+        &self.inner.config
+    }
+
+    /// Whether `resolve_no_flow` events are recorded (D8). When false the HTTP adapter may skip
+    /// building them; the sink drops them anyway.
+    pub fn records_resolve_no_flow(&self) -> bool {
+        self.inner.config.record_resolve_no_flow
+    }
+
+    /// False while the store is failing (the last write attempt failed): `/readyz` reports
+    /// degraded (D12). True again after the next successful write. Events keep being
+    /// accepted while capacity remains.
+    pub fn is_healthy(&self) -> bool {
+        !self.inner.counters.failing.load(Ordering::Relaxed)
+    }
+
+    /// True once [`Sink::shutdown`] began.
+    pub fn is_shutting_down(&self) -> bool {
+        !self.inner.lock().accepting
+    }
+
+    /// A snapshot of the metrics. Takes the queue lock briefly.
+    pub fn stats(&self) -> SinkStats {
+        let (queue_depth, in_flight, oldest, shutting_down) = {
+            let s = self.inner.lock();
+            let oldest = s
+                .queue
+                .front()
+                .map(|q| q.at)
+                .into_iter()
+                .chain(s.in_flight_oldest.iter().flatten().copied())
+                .min();
+            (s.queued, s.in_flight, oldest, !s.accepting)
+        };
+        let c = &self.inner.counters;
+        SinkStats {
+            queue_capacity: self.inner.config.queue_capacity,
+            queue_depth,
+            in_flight,
+            oldest_event_age: oldest.map(|at| at.elapsed()),
+            events_enqueued: c.enqueued.load(Ordering::Relaxed),
+            requests_accepted: c.requests_accepted.load(Ordering::Relaxed),
+            events_refused: c.refused.load(Ordering::Relaxed),
+            requests_refused: c.requests_refused.load(Ordering::Relaxed),
+            server_events_skipped: c.server_events_skipped.load(Ordering::Relaxed),
+            events_written: c.written.load(Ordering::Relaxed),
+            events_duplicate: c.duplicates.load(Ordering::Relaxed),
+            batches_written: c.batches.load(Ordering::Relaxed),
+            last_batch_size: usize::try_from(c.last_batch_size.load(Ordering::Relaxed))
+                .unwrap_or(usize::MAX),
+            batch_sizes: c.batch_sizes.snapshot(),
+            write_latency: c.write_latency.snapshot(),
+            write_retries: c.failed_attempts.load(Ordering::Relaxed),
+            write_rate: c.rate.rate(),
+            store_healthy: !c.failing.load(Ordering::Relaxed),
+            last_failure: c.last_failure(),
+            last_error: c
+                .last_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+            shutting_down,
+        }
+    }
+
+    /// Graceful drain: stops accepting (every later `try_enqueue` is refused, the HTTP adapter
+    /// answers 503), lets the writers store everything queued and in flight, and returns when
+    /// all of it is stored or when `deadline` has passed, whichever comes first. The binary
+    /// passes [`SinkConfig::drain_deadline`].
+    ///
+    /// Past the deadline the writers are not stopped: they keep writing (and retrying) for as
+    /// long as the runtime runs, so an embedding process that stays up loses nothing. The
+    /// report's `remaining` is what the process loses if it exits now.
+    pub async fn shutdown(&self, deadline: Duration) -> DrainReport {
+        let started = Instant::now();
+        let end = tokio::time::Instant::now() + deadline;
+        let written_before = self.inner.counters.written.load(Ordering::Relaxed);
+        self.inner.lock().accepting = false;
+        // Writers waiting for a flush time or for events re-check the state: while shutting
+        // down they flush partial batches at once and exit when nothing is left.
+        self.inner.wake.notify_waiters();
+        let remaining = loop {
+            let progress = self.inner.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            let remaining = {
+                let s = self.inner.lock();
+                s.queued + s.in_flight
+            };
+            if remaining == 0 {
+                break 0;
+            }
+            if tokio::time::timeout_at(end, progress).await.is_err() {
+                let s = self.inner.lock();
+                break s.queued + s.in_flight;
+            }
+        };
+        if remaining == 0 {
+            // The writers exit once the queue is empty; wait for them so the store is no
+            // longer used when this returns.
+            let handles: Vec<JoinHandle<()>> =
+                std::mem::take(&mut *self.writers.lock().unwrap_or_else(PoisonError::into_inner));
+            for handle in handles {
+                let _ = tokio::time::timeout_at(end, handle).await;
+            }
+        }
+        let written = self
+            .inner
+            .counters
+            .written
+            .load(Ordering::Relaxed)
+            .saturating_sub(written_before);
+        let report = DrainReport {
+            written,
+            remaining,
+            completed: remaining == 0,
+            elapsed: started.elapsed(),
+        };
+        if report.completed {
+            tracing::info!(
+                written = report.written,
+                elapsed_ms = report.elapsed.as_millis() as u64,
+                "analytics sink drained"
+            );
+        } else {
+            tracing::error!(
+                written = report.written,
+                remaining = report.remaining,
+                deadline_ms = deadline.as_millis() as u64,
+                "analytics drain deadline passed; events not yet stored are lost if the process exits"
+            );
+        }
+        report
+    }
+
+    /// The `Retry-After` for a refusal: the time the writers need, at the recent write rate, to
+    /// store the `backlog` already held (queued and in flight), clamped to 1..=30 s. Sending
+    /// clients back when the backlog is written, rather than when the first free slot opens,
+    /// keeps refused clients from retrying in a herd against a still-full queue. While the
+    /// store is failing: the maximum. With no measurement yet: the minimum.
+    fn retry_after(&self, backlog: usize) -> u32 {
+        let c = &self.inner.counters;
+        if c.failing.load(Ordering::Relaxed) {
+            return RETRY_AFTER_MAX_SECS;
+        }
+        let secs = match c.rate.rate() {
+            None => f64::from(RETRY_AFTER_MIN_SECS),
+            Some(rate) if rate <= 0.0 => f64::from(RETRY_AFTER_MAX_SECS),
+            Some(rate) => (backlog as f64 / rate).ceil(),
+        };
+        // `as` saturates on floats; the clamp does the rest.
+        (secs as u32).clamp(RETRY_AFTER_MIN_SECS, RETRY_AFTER_MAX_SECS)
+    }
+
+    fn refuse(&self, events: usize, retry_after_secs: u32) -> Overloaded {
+        let c = &self.inner.counters;
+        c.refused.fetch_add(events as u64, Ordering::Relaxed);
+        c.requests_refused.fetch_add(1, Ordering::Relaxed);
+        Overloaded { retry_after_secs }
+    }
+}
+
+impl EventSink for Sink {
+    /// Takes every event or none (D7), without blocking: one short lock for the capacity check
+    /// and the insertion. Refused when the events do not fit in the remaining capacity, and
+    /// after shutdown began (with `Retry-After` 1 s: another replica can take the request).
+    ///
+    /// `resolve_no_flow` events (D8) are dropped here when `record_resolve_no_flow` is off. The
+    /// HTTP adapter enqueues them after answering the resolve and ignores a refusal: a resolve
+    /// never fails because of analytics (the refusal is counted in the stats).
+    fn try_enqueue(&self, mut events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        let config = &self.inner.config;
+        if !config.record_resolve_no_flow {
+            let before = events.len();
+            events.retain(|e| e.event_type != EventType::ResolveNoFlow);
+            let skipped = before - events.len();
+            if skipped > 0 {
+                self.inner
+                    .counters
+                    .server_events_skipped
+                    .fetch_add(skipped as u64, Ordering::Relaxed);
+            }
+        }
+        let n = events.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let wake = {
+            let mut s = self.inner.lock();
+            if !s.accepting {
+                drop(s);
+                return Err(self.refuse(n, RETRY_AFTER_MIN_SECS));
+            }
+            let occupancy = s.queued + s.in_flight;
+            if occupancy + n > config.queue_capacity {
+                drop(s);
+                return Err(self.refuse(n, self.retry_after(occupancy)));
+            }
+            let before = s.queued;
+            s.queue.push_back(Chunk { at: now, events });
+            s.queued += n;
+            // Wake a writer when it has something new to do: start the flush timer of a
+            // queue that was empty, or write a batch that just became full.
+            before == 0 || (before < config.batch_size && before + n >= config.batch_size)
+        };
+        let c = &self.inner.counters;
+        c.enqueued.fetch_add(n as u64, Ordering::Relaxed);
+        c.requests_accepted.fetch_add(1, Ordering::Relaxed);
+        if wake {
+            self.inner.wake.notify_one();
+        }
+        Ok(())
+    }
+}

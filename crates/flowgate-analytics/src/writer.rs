@@ -1,0 +1,209 @@
+//! The writer task: takes batches from the queue and stores them, retrying until they are
+//! stored.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::ports::StoreError;
+
+use crate::sink::{Chunk, Inner};
+
+/// What a writer does next.
+enum Step {
+    /// Store this batch.
+    Write(Vec<AnalyticsEvent>),
+    /// Wait for this long (the flush time of the oldest queued event) or a wake-up.
+    WaitFor(Duration),
+    /// Wait for a wake-up: the queue is empty.
+    Wait,
+    /// Shutdown began and the queue is empty.
+    Exit,
+}
+
+/// Decides under the queue lock: a full batch is written at once; a partial batch when its
+/// oldest event has waited `flush_interval`, or at once during shutdown.
+fn next_step(inner: &Inner, id: usize) -> Step {
+    let config = &inner.config;
+    let mut s = inner.lock();
+    let Some(oldest) = s.queue.front().map(|q| q.at) else {
+        return if s.accepting { Step::Wait } else { Step::Exit };
+    };
+    let age = oldest.elapsed();
+    let full = s.queued >= config.batch_size;
+    if !full && s.accepting && age < config.flush_interval {
+        return Step::WaitFor(config.flush_interval - age);
+    }
+    let mut parts: Vec<Vec<AnalyticsEvent>> = Vec::new();
+    let mut taken = 0;
+    while taken < config.batch_size {
+        let Some(mut chunk) = s.queue.pop_front() else {
+            break;
+        };
+        let room = config.batch_size - taken;
+        if chunk.events.len() > room {
+            // The rest of the request stays at the front, with its acceptance time.
+            let rest = chunk.events.split_off(room);
+            s.queue.push_front(Chunk {
+                at: chunk.at,
+                events: rest,
+            });
+        }
+        taken += chunk.events.len();
+        parts.push(chunk.events);
+    }
+    s.queued -= taken;
+    s.in_flight += taken;
+    if let Some(slot) = s.in_flight_oldest.get_mut(id) {
+        *slot = Some(oldest);
+    }
+    let more = s.queued >= config.batch_size;
+    drop(s);
+    if more {
+        // Another full batch is waiting: hand it to another writer.
+        inner.wake.notify_one();
+    }
+    // Joined outside the lock: the request path never waits for this copy.
+    let batch = if parts.len() == 1 {
+        parts.pop().unwrap_or_default()
+    } else {
+        let mut batch = Vec::with_capacity(taken);
+        for part in parts {
+            batch.extend(part);
+        }
+        batch
+    };
+    Step::Write(batch)
+}
+
+/// A writer's loop; returns when shutdown began and the queue is empty.
+pub(crate) async fn run(inner: Arc<Inner>, id: usize) {
+    let mut jitter = Jitter::new(id);
+    loop {
+        // Registered before the state is read, so a wake-up between the read and the wait is
+        // not missed.
+        let woken = inner.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        match next_step(&inner, id) {
+            Step::Write(batch) => write(&inner, id, batch, &mut jitter).await,
+            Step::WaitFor(d) => {
+                let _ = tokio::time::timeout(d, woken).await;
+            }
+            Step::Wait => woken.await,
+            Step::Exit => return,
+        }
+    }
+}
+
+/// Stores one batch, retrying with jittered exponential backoff until it is stored. A batch is
+/// never dropped (D7: an accepted event must reach the store). Retrying is safe because the
+/// store is idempotent on `event_id`: a write that failed ambiguously (committed, but the
+/// answer was lost) stores nothing twice when repeated.
+///
+/// A non-transient error is retried too, logged at error level: dropping the batch would lose
+/// accepted events, and such errors may still clear (a migration applied late, a full disk
+/// freed). The writer then holds its batch while the other writers carry on.
+async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mut Jitter) {
+    let counters = &inner.counters;
+    let backoff = inner.config.backoff;
+    let mut attempt: u32 = 0;
+    loop {
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            inner.config.write_timeout,
+            inner.store.append_events(&batch),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "the write took longer than {} ms",
+                inner.config.write_timeout.as_millis()
+            ))),
+        };
+        match result {
+            Ok(outcome) => {
+                counters.record_success(batch.len(), outcome.duplicates, started.elapsed());
+                if attempt > 0 {
+                    tracing::info!(
+                        events = batch.len(),
+                        failed_attempts = attempt,
+                        "analytics batch stored after retries"
+                    );
+                }
+                break;
+            }
+            Err(error) => {
+                let delay = backoff.delay(attempt, jitter.next_unit());
+                counters.record_failure(error.to_string());
+                attempt = attempt.saturating_add(1);
+                if error.is_transient() {
+                    tracing::warn!(
+                        %error,
+                        events = batch.len(),
+                        attempt,
+                        retry_in_ms = delay.as_millis() as u64,
+                        "analytics batch write failed; retrying"
+                    );
+                } else {
+                    tracing::error!(
+                        %error,
+                        events = batch.len(),
+                        attempt,
+                        retry_in_ms = delay.as_millis() as u64,
+                        "analytics batch write failed with a non-transient error; retrying, \
+                         the batch is kept (it is never dropped)"
+                    );
+                }
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+    {
+        let mut s = inner.lock();
+        s.in_flight -= batch.len();
+        if let Some(slot) = s.in_flight_oldest.get_mut(id) {
+            *slot = None;
+        }
+    }
+    inner.progress.notify_waiters();
+}
+
+/// A small SplitMix64 generator for backoff jitter, seeded from the process's random hasher
+/// keys: jitter needs spread between replicas and writers, not cryptographic quality.
+struct Jitter(u64);
+
+impl Jitter {
+    fn new(id: usize) -> Self {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_usize(id);
+        Self(hasher.finish())
+    }
+
+    /// A uniform number in `[0, 1)`.
+    fn next_unit(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_is_in_the_unit_interval_and_varies() {
+        let mut j = Jitter::new(0);
+        let values: Vec<f64> = (0..1000).map(|_| j.next_unit()).collect();
+        assert!(values.iter().all(|v| (0.0..1.0).contains(v)));
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert!((0.4..0.6).contains(&mean), "mean {mean}");
+    }
+}

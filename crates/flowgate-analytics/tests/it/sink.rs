@@ -1,0 +1,530 @@
+//! The sink against the in-memory store and the fault-injecting wrapper.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowgate_analytics::{Sink, SinkConfig, StartError, RETRY_AFTER_MAX_SECS};
+use flowgate_domain::ids::EventId;
+use flowgate_domain::memory::InMemoryStore;
+use flowgate_domain::ports::{EventSink, Overloaded};
+
+use crate::support::*;
+
+const LONG: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushes_full_batches_without_waiting_for_the_interval() {
+    let store = FaultStore::new();
+    let sink = Sink::start(
+        SinkConfig {
+            batch_size: 10,
+            flush_interval: LONG,
+            writers: 1,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        sink.try_enqueue(request(10)).unwrap();
+    }
+    sink.try_enqueue(request(5)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || store.events().len() == 30).await);
+    assert_eq!(store.batches(), vec![10, 10, 10]);
+    // The partial batch waits for the interval (60 s): still queued.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(store.events().len(), 30);
+    let stats = sink.stats();
+    assert_eq!(stats.queue_depth, 5);
+    assert_eq!(stats.batches_written, 3);
+    assert_eq!(stats.last_batch_size, 10);
+    // Shutdown flushes it at once.
+    let report = sink.shutdown(Duration::from_secs(5)).await;
+    assert!(report.completed);
+    assert_eq!(report.written, 5);
+    assert_eq!(store.batches(), vec![10, 10, 10, 5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushes_a_partial_batch_after_the_interval() {
+    let store = FaultStore::new();
+    let interval = Duration::from_millis(150);
+    let sink = Sink::start(
+        SinkConfig {
+            batch_size: 1_000,
+            flush_interval: interval,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let started = Instant::now();
+    sink.try_enqueue(request(3)).unwrap();
+    sink.try_enqueue(request(4)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || store.events().len() == 7).await);
+    let waited = started.elapsed();
+    assert!(waited >= interval, "flushed after {waited:?}");
+    assert!(waited < interval * 4, "flushed only after {waited:?}");
+    assert_eq!(store.batches(), vec![7], "one batch for both requests");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_whole_requests_and_stores_the_earlier_ones() {
+    let store = FaultStore::new();
+    store.down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 100,
+            batch_size: 25,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let mut accepted: Vec<EventId> = Vec::new();
+    let first = request(60);
+    accepted.extend(ids(&first));
+    sink.try_enqueue(first).unwrap();
+    // Wait until the writers have failed at least once: the store is known to be down.
+    assert!(eventually(Duration::from_secs(5), || !sink.is_healthy()).await);
+
+    // 60 + 50 > 100: the whole request is refused, with the longest Retry-After (store down).
+    let refused = request(50);
+    let refused_ids = ids(&refused);
+    assert_eq!(
+        sink.try_enqueue(refused),
+        Err(Overloaded {
+            retry_after_secs: RETRY_AFTER_MAX_SECS
+        })
+    );
+    // Exactly what remains still fits.
+    let last = request(40);
+    accepted.extend(ids(&last));
+    sink.try_enqueue(last).unwrap();
+    assert!(sink.try_enqueue(request(1)).is_err());
+
+    let stats = sink.stats();
+    assert_eq!(stats.queue_depth + stats.in_flight, 100);
+    assert_eq!(stats.events_enqueued, 100);
+    assert_eq!(stats.requests_accepted, 2);
+    assert_eq!(stats.events_refused, 51);
+    assert_eq!(stats.requests_refused, 2);
+
+    store.down.store(false, Ordering::SeqCst);
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report:?}");
+    let stored = store.events();
+    assert_stored_exactly_once(&stored, &accepted);
+    assert!(stored.iter().all(|e| !refused_ids.contains(&e.event_id)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_the_time_to_write_the_backlog() {
+    let store = FaultStore::new();
+    // 100 ms per batch of 100 with one writer: about 1,000 events/s.
+    store.delay_ms.store(100, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 5_000,
+            batch_size: 100,
+            writers: 1,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    // Faster than the writer: the queue fills up. Before the rate is known: the minimum.
+    while sink.try_enqueue(request(100)).is_ok() {}
+    assert_eq!(
+        sink.try_enqueue(request(100)),
+        Err(Overloaded {
+            retry_after_secs: 1
+        })
+    );
+    let deadline = Instant::now() + Duration::from_millis(1_500);
+    while Instant::now() < deadline {
+        let _ = sink.try_enqueue(request(100));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let rate = sink
+        .stats()
+        .write_rate
+        .expect("a rate after 1.5 s of writes");
+    assert!((300.0..3_000.0).contains(&rate), "rate {rate}");
+    while sink.try_enqueue(request(100)).is_ok() {}
+    let Err(Overloaded { retry_after_secs }) = sink.try_enqueue(request(100)) else {
+        panic!("expected a refusal");
+    };
+    // About 5,000 events at about 1,000 events/s.
+    assert!(
+        (2..=15).contains(&retry_after_secs),
+        "{retry_after_secs} s, rate {rate}"
+    );
+    store.delay_ms.store(0, Ordering::SeqCst);
+    assert!(sink.shutdown(Duration::from_secs(30)).await.completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_with_backoff_until_the_store_recovers_and_stores_each_event_once() {
+    let store = FaultStore::new();
+    // Ambiguous failures: the batch is stored, then the write reports an error, so every
+    // retry meets events the store already has.
+    store.ambiguous.store(true, Ordering::SeqCst);
+    store.fail_next.store(4, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            writers: 1,
+            backoff: flowgate_analytics::Backoff {
+                base: Duration::from_millis(40),
+                max: Duration::from_millis(1_000),
+            },
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let events = request(50);
+    let accepted = ids(&events);
+    sink.try_enqueue(events).unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || sink.stats().events_written
+            == 50)
+        .await
+    );
+    assert_eq!(store.attempts.load(Ordering::SeqCst), 5);
+    // Delays are jittered in [d/2, d] with d = 40, 80, 160, 320 ms.
+    let times = store.attempt_times.lock().unwrap().clone();
+    for (i, pair) in times.windows(2).enumerate() {
+        let gap = pair[1] - pair[0];
+        let ceiling = Duration::from_millis(40 << i);
+        assert!(gap >= ceiling / 2, "gap {i} was {gap:?}");
+        assert!(
+            gap <= ceiling + Duration::from_millis(150),
+            "gap {i} was {gap:?}"
+        );
+    }
+    let stats = sink.stats();
+    assert_eq!(stats.write_retries, 4);
+    assert_eq!(
+        stats.events_duplicate, 50,
+        "the last attempt found them all stored"
+    );
+    assert!(stats.store_healthy);
+    assert!(stats.last_failure.is_some());
+    assert_eq!(
+        stats.last_error.as_deref(),
+        Some("store unavailable: injected outage")
+    );
+    assert_stored_exactly_once(&store.events(), &accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_load_through_an_outage_loses_nothing() {
+    let store = FaultStore::new();
+    store.ambiguous.store(true, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 5_000,
+            batch_size: 200,
+            writers: 3,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let sink = sink.clone();
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut accepted = Vec::new();
+                let mut refused = 0usize;
+                for i in 0..150 {
+                    if p == 0 && i == 30 {
+                        store.down.store(true, Ordering::SeqCst);
+                    }
+                    if p == 0 && i == 90 {
+                        store.down.store(false, Ordering::SeqCst);
+                    }
+                    let events = request(1 + (i % 20));
+                    let batch_ids = ids(&events);
+                    match sink.try_enqueue(events) {
+                        Ok(()) => accepted.extend(batch_ids),
+                        Err(_) => refused += 1,
+                    }
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                }
+                (accepted, refused)
+            })
+        })
+        .collect();
+    let mut accepted = Vec::new();
+    for producer in producers {
+        let (ids, _) = producer.await.unwrap();
+        accepted.extend(ids);
+    }
+    store.down.store(false, Ordering::SeqCst);
+    let report = sink.shutdown(Duration::from_secs(20)).await;
+    assert!(report.completed, "{report:?}");
+    assert_stored_exactly_once(&store.events(), &accepted);
+    let stats = sink.stats();
+    assert!(stats.write_retries > 0, "the outage was noticed");
+    assert_eq!(stats.events_enqueued as usize, accepted.len());
+    assert_eq!(stats.events_written as usize, accepted.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_transient_errors_are_retried_not_dropped() {
+    let store = FaultStore::new();
+    store.non_transient.store(true, Ordering::SeqCst);
+    store.fail_next.store(3, Ordering::SeqCst);
+    let sink = Sink::start(config(), store.clone()).unwrap();
+    let events = request(10);
+    let accepted = ids(&events);
+    sink.try_enqueue(events).unwrap();
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed);
+    assert_eq!(sink.stats().write_retries, 3);
+    assert_stored_exactly_once(&store.events(), &accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_slower_than_the_timeout_is_retried() {
+    let store = FaultStore::new();
+    store.delay_ms.store(500, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            write_timeout: Duration::from_millis(50),
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let events = request(10);
+    let accepted = ids(&events);
+    sink.try_enqueue(events).unwrap();
+    assert!(eventually(Duration::from_secs(5), || sink.stats().write_retries >= 2).await);
+    assert!(!sink.is_healthy());
+    store.delay_ms.store(0, Ordering::SeqCst);
+    assert!(sink.shutdown(Duration::from_secs(10)).await.completed);
+    assert!(sink.is_healthy());
+    assert_stored_exactly_once(&store.events(), &accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_everything_queued_and_in_flight() {
+    let store = FaultStore::new();
+    // Slow writes so that batches are in flight when the shutdown starts.
+    store.delay_ms.store(30, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 10_000,
+            batch_size: 100,
+            flush_interval: LONG,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let mut accepted = Vec::new();
+    for i in 0..25 {
+        let events = request(20 + i);
+        accepted.extend(ids(&events));
+        sink.try_enqueue(events).unwrap();
+    }
+    let report = sink.shutdown(Duration::from_secs(20)).await;
+    assert!(report.completed, "{report:?}");
+    assert_eq!(report.remaining, 0);
+    assert_eq!(report.written as usize, accepted.len());
+    assert_stored_exactly_once(&store.events(), &accepted);
+    assert!(sink.is_shutting_down());
+    let stats = sink.stats();
+    assert_eq!(stats.queue_depth, 0);
+    assert_eq!(stats.in_flight, 0);
+    assert_eq!(stats.oldest_event_age, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drain_deadline_is_honoured_while_the_store_stays_down() {
+    let store = FaultStore::new();
+    store.down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(config(), store.clone()).unwrap();
+    sink.try_enqueue(request(30)).unwrap();
+    sink.try_enqueue(request(12)).unwrap();
+    let started = Instant::now();
+    let report = sink.shutdown(Duration::from_millis(300)).await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300),
+        "returned after {took:?}"
+    );
+    assert!(took < Duration::from_secs(2), "returned after {took:?}");
+    assert!(!report.completed);
+    assert_eq!(report.remaining, 42);
+    assert_eq!(report.written, 0);
+    assert!(store.events().is_empty());
+    // The writers keep trying while the runtime runs: nothing is dropped.
+    store.down.store(false, Ordering::SeqCst);
+    assert!(eventually(Duration::from_secs(5), || store.events().len() == 42).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_refused_after_shutdown_began() {
+    let store = FaultStore::new();
+    let sink = Sink::start(config(), store.clone()).unwrap();
+    sink.try_enqueue(request(5)).unwrap();
+    let report = sink.shutdown(Duration::from_secs(5)).await;
+    assert!(report.completed);
+    assert_eq!(report.written, 5);
+    assert_eq!(
+        sink.try_enqueue(request(1)),
+        Err(Overloaded {
+            retry_after_secs: 1
+        })
+    );
+    let stats = sink.stats();
+    assert!(stats.shutting_down);
+    assert_eq!(stats.events_refused, 1);
+    assert_eq!(store.events().len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_report_what_happened() {
+    let store = FaultStore::new();
+    let sink = Sink::start(
+        SinkConfig {
+            batch_size: 40,
+            flush_interval: LONG,
+            writers: 1,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let fresh = sink.stats();
+    assert_eq!(fresh.queue_capacity, 1_000);
+    assert_eq!(fresh.events_enqueued, 0);
+    assert_eq!(fresh.write_rate, None);
+    assert!(fresh.store_healthy);
+    assert_eq!(fresh.last_failure, None);
+
+    sink.try_enqueue(request(40)).unwrap(); // one full batch
+    assert!(eventually(Duration::from_secs(5), || sink.stats().batches_written == 1).await);
+    store.down.store(true, Ordering::SeqCst);
+    sink.try_enqueue(request(40)).unwrap();
+    sink.try_enqueue(request(7)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || sink.stats().write_retries >= 2).await);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let s = sink.stats();
+    assert_eq!(s.events_enqueued, 87);
+    assert_eq!(s.requests_accepted, 3);
+    assert_eq!(s.events_written, 40);
+    assert_eq!(s.batches_written, 1);
+    assert_eq!(s.last_batch_size, 40);
+    assert_eq!(s.in_flight, 40);
+    assert_eq!(s.queue_depth, 7);
+    assert!(!s.store_healthy);
+    assert!(!sink.is_healthy());
+    assert!(s.last_failure.is_some());
+    assert!(s.oldest_event_age.expect("events waiting") >= Duration::from_millis(20));
+    assert_eq!(s.batch_sizes.count, 1);
+    assert_eq!(s.batch_sizes.sum, 40.0);
+    assert_eq!(s.write_latency.count, 1);
+    assert!(s.write_latency.max > 0.0);
+
+    store.down.store(false, Ordering::SeqCst);
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed);
+    let s = sink.stats();
+    assert!(s.store_healthy);
+    assert_eq!(s.events_written, 87);
+    assert_eq!(s.batches_written, 3);
+    assert_eq!(s.batch_sizes.cumulative().last().copied(), Some(3));
+    assert_eq!(s.events_duplicate, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolve_no_flow_events_follow_the_switch() {
+    let store = Arc::new(InMemoryStore::new());
+    let on = Sink::start(config(), store.clone()).unwrap();
+    assert!(on.records_resolve_no_flow());
+    on.try_enqueue(vec![no_flow_event(), no_flow_event()])
+        .unwrap();
+    assert!(on.shutdown(Duration::from_secs(5)).await.completed);
+    assert_eq!(store.events().len(), 2);
+
+    let store = Arc::new(InMemoryStore::new());
+    let off = Sink::start(
+        SinkConfig {
+            record_resolve_no_flow: false,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    assert!(!off.records_resolve_no_flow());
+    off.try_enqueue(vec![no_flow_event()]).unwrap();
+    off.try_enqueue(request(3)).unwrap();
+    assert!(off.shutdown(Duration::from_secs(5)).await.completed);
+    assert_eq!(store.events().len(), 3, "only the SDK events");
+    let s = off.stats();
+    assert_eq!(s.server_events_skipped, 1);
+    assert_eq!(s.events_enqueued, 3);
+}
+
+#[tokio::test]
+async fn an_empty_request_is_accepted_and_stores_nothing() {
+    let store = Arc::new(InMemoryStore::new());
+    let sink = Sink::start(config(), store.clone()).unwrap();
+    sink.try_enqueue(Vec::new()).unwrap();
+    assert!(sink.shutdown(Duration::from_secs(1)).await.completed);
+    assert_eq!(sink.stats().requests_accepted, 0);
+}
+
+#[test]
+fn start_checks_the_config_and_the_runtime() {
+    let store = Arc::new(InMemoryStore::new());
+    let err = Sink::start(
+        SinkConfig {
+            batch_size: 0,
+            ..SinkConfig::default()
+        },
+        store.clone(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "events.batch_size must be between 1 and 10000 (got 0)"
+    );
+    assert_eq!(
+        Sink::start(SinkConfig::default(), store).unwrap_err(),
+        StartError::NoRuntime
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_larger_than_a_batch_is_split_across_batches() {
+    let store = FaultStore::new();
+    let sink = Sink::start(
+        SinkConfig {
+            batch_size: 10,
+            flush_interval: LONG,
+            writers: 1,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let first = request(25);
+    let second = request(7);
+    let mut accepted = ids(&first);
+    accepted.extend(ids(&second));
+    sink.try_enqueue(first).unwrap();
+    sink.try_enqueue(second).unwrap();
+    assert!(sink.shutdown(Duration::from_secs(5)).await.completed);
+    assert_eq!(store.batches(), vec![10, 10, 10, 2]);
+    // Stored in acceptance order.
+    assert_eq!(ids(&store.events()), accepted);
+}

@@ -1,0 +1,230 @@
+//! Events, a fault-injecting store, a PostgreSQL database per test and a TCP proxy.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use diesel::sql_types::Text;
+use diesel::QueryableByName;
+use diesel_async::{AsyncConnection, AsyncPgConnection};
+use flowgate_analytics::SinkConfig;
+use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
+use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
+use flowgate_domain::memory::InMemoryStore;
+use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
+use flowgate_domain::Platform;
+use flowgate_store::StoreOptions;
+use time::OffsetDateTime;
+
+pub const APP: &str = "20000000-0000-4000-8000-000000000001";
+
+/// An SDK event with a fresh id.
+pub fn sdk_event(n: usize) -> AnalyticsEvent {
+    let mut payload = serde_json::Map::new();
+    payload.insert("screen_index".to_owned(), serde_json::json!(n));
+    AnalyticsEvent {
+        event_id: EventId::from_uuid(uuid::Uuid::new_v4()),
+        source: EventSource::Sdk,
+        event_type: EventType::ScreenView,
+        app_id: APP.parse::<AppId>().unwrap(),
+        flow_id: Some(FlowId::from_uuid(uuid::Uuid::new_v4())),
+        flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())),
+        placement_key: Some("onboarding".to_owned()),
+        user_id: format!("user-{n}"),
+        session_id: "session-1".to_owned(),
+        device_platform: Platform::Ios,
+        occurred_at: OffsetDateTime::now_utc(),
+        sdk_version: Some("1.2.3".to_owned()),
+        experiment_id: None,
+        variant_id: None,
+        variant_name: None,
+        reason: None,
+        payload,
+    }
+}
+
+/// `n` SDK events: one request.
+pub fn request(n: usize) -> Vec<AnalyticsEvent> {
+    (0..n).map(sdk_event).collect()
+}
+
+/// A server `resolve_no_flow` event (D8).
+pub fn no_flow_event() -> AnalyticsEvent {
+    let at = OffsetDateTime::now_utc();
+    AnalyticsEvent {
+        event_id: EventId::new_v7(at),
+        source: EventSource::Server,
+        event_type: EventType::ResolveNoFlow,
+        app_id: APP.parse::<AppId>().unwrap(),
+        flow_id: None,
+        flow_version_id: None,
+        placement_key: Some("missing".to_owned()),
+        user_id: "user-s".to_owned(),
+        session_id: "session-s".to_owned(),
+        device_platform: Platform::Web,
+        occurred_at: at,
+        sdk_version: None,
+        experiment_id: None,
+        variant_id: None,
+        variant_name: None,
+        reason: Some(NoFlowReason::UnknownPlacement),
+        payload: serde_json::Map::new(),
+    }
+}
+
+pub fn ids(events: &[AnalyticsEvent]) -> Vec<EventId> {
+    events.iter().map(|e| e.event_id).collect()
+}
+
+/// Small, fast settings for tests.
+pub fn config() -> SinkConfig {
+    SinkConfig {
+        queue_capacity: 1_000,
+        batch_size: 100,
+        flush_interval: Duration::from_millis(20),
+        drain_deadline: Duration::from_secs(10),
+        writers: 2,
+        record_resolve_no_flow: true,
+        write_timeout: Duration::from_secs(5),
+        backoff: flowgate_analytics::Backoff {
+            base: Duration::from_millis(20),
+            max: Duration::from_millis(200),
+        },
+    }
+}
+
+/// Waits until `check` holds, up to `limit`.
+pub async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    check()
+}
+
+/// Asserts that the store holds exactly `accepted`, each once.
+pub fn assert_stored_exactly_once(store: &[AnalyticsEvent], accepted: &[EventId]) {
+    let stored: Vec<EventId> = ids(store);
+    let distinct: HashSet<EventId> = stored.iter().copied().collect();
+    assert_eq!(stored.len(), distinct.len(), "an event was stored twice");
+    let expected: HashSet<EventId> = accepted.iter().copied().collect();
+    assert_eq!(expected.len(), accepted.len(), "test bug: repeated ids");
+    assert_eq!(
+        distinct, expected,
+        "stored events differ from the accepted ones"
+    );
+}
+
+/// An [`EventStore`] wrapper around [`InMemoryStore`] that fails on command.
+#[derive(Default)]
+pub struct FaultStore {
+    pub inner: InMemoryStore,
+    /// Fail this many more attempts.
+    pub fail_next: AtomicU32,
+    /// Fail every attempt while set.
+    pub down: AtomicBool,
+    /// Failures are non-transient (`StoreError::Other`) instead of `Unavailable`.
+    pub non_transient: AtomicBool,
+    /// Failures are ambiguous: the batch is stored, then the error is returned (a lost
+    /// commit acknowledgement).
+    pub ambiguous: AtomicBool,
+    /// Each attempt first sleeps this long (milliseconds).
+    pub delay_ms: AtomicU64,
+    pub attempts: AtomicU64,
+    pub attempt_times: Mutex<Vec<Instant>>,
+    /// Sizes of the batches stored successfully, in order.
+    pub batches: Mutex<Vec<usize>>,
+}
+
+impl FaultStore {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn events(&self) -> Vec<AnalyticsEvent> {
+        self.inner.events()
+    }
+
+    pub fn batches(&self) -> Vec<usize> {
+        self.batches.lock().unwrap().clone()
+    }
+
+    fn should_fail(&self) -> bool {
+        if self.down.load(Ordering::SeqCst) {
+            return true;
+        }
+        self.fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+impl EventStore for FaultStore {
+    fn append_events<'a>(
+        &'a self,
+        events: &'a [AnalyticsEvent],
+    ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>> {
+        Box::pin(async move {
+            self.attempts.fetch_add(1, Ordering::SeqCst);
+            self.attempt_times.lock().unwrap().push(Instant::now());
+            let delay = self.delay_ms.load(Ordering::SeqCst);
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            if self.should_fail() {
+                if self.ambiguous.load(Ordering::SeqCst) {
+                    self.inner.append_events(events).await?;
+                }
+                return Err(if self.non_transient.load(Ordering::SeqCst) {
+                    StoreError::Other("injected non-transient failure".to_owned())
+                } else {
+                    StoreError::Unavailable("injected outage".to_owned())
+                });
+            }
+            let outcome = self.inner.append_events(events).await?;
+            self.batches.lock().unwrap().push(events.len());
+            Ok(outcome)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL: a database per test and a cuttable TCP proxy come from flowgate-testkit.
+
+pub use flowgate_testkit::{Proxy, TestDb};
+
+/// Short timeouts for stores behind the proxy: a cut fails fast and is retried.
+pub fn test_options() -> StoreOptions {
+    StoreOptions {
+        max_connections: Some(4),
+        connect_timeout: Duration::from_secs(2),
+        acquire_timeout: Duration::from_secs(2),
+        sqlite_busy_timeout: Duration::from_secs(5),
+        poll_interval: Duration::from_millis(50),
+    }
+}
+
+#[derive(QueryableByName)]
+struct IdRow {
+    #[diesel(sql_type = Text)]
+    id: String,
+}
+
+/// Every stored `event_id` of a PostgreSQL test database, one entry per row.
+pub async fn event_ids(db: &TestDb) -> Vec<EventId> {
+    use diesel_async::RunQueryDsl;
+    let mut conn = AsyncPgConnection::establish(&db.url)
+        .await
+        .expect("connect");
+    let rows: Vec<IdRow> = diesel::sql_query("SELECT event_id::text AS id FROM analytics_events")
+        .load(&mut conn)
+        .await
+        .expect("select ids");
+    rows.iter()
+        .map(|r| EventId::from_uuid(r.id.parse().expect("uuid")))
+        .collect()
+}

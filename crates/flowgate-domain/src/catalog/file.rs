@@ -1,0 +1,450 @@
+//! The catalog file (D13): its shape and its structural check.
+//!
+//! A file is like [`CatalogData`](super::CatalogData), except that each workspace carries its
+//! API keys in plaintext (`api_keys: [{key, type, name}]`) and there is no top-level key list
+//! or revision. [`CatalogFile::parse`] reads JSON text (a YAML file is converted to JSON text by
+//! the store first) in two passes: a walk over the generic JSON value that reports every
+//! structural problem (missing or unknown fields, wrong JSON types, malformed UUIDs, unknown
+//! enum values, integers out of range) with its JSON pointer, then, when the walk found
+//! nothing, the typed parse, which keeps each `flow_schema` as its exact text (D2).
+//!
+//! Unknown fields are problems, not ignored: a misspelt `publised_version` would otherwise
+//! silently unpublish a flow. What a value means (key checksums, references, conditions,
+//! weights, immutable versions) is checked afterwards by [`super::plan_import`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::build::escape;
+use super::data::AppData;
+use super::Problem;
+use crate::ids::{parse_hyphenated, WorkspaceId};
+
+/// A catalog file (D13), parsed but not yet validated beyond its structure.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CatalogFile {
+    /// Workspaces with their keys and apps.
+    pub workspaces: Vec<WorkspaceFile>,
+}
+
+/// A workspace of a catalog file: [`WorkspaceData`](super::WorkspaceData) plus plaintext keys.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkspaceFile {
+    /// Workspace id.
+    pub id: WorkspaceId,
+    /// Display name.
+    pub name: String,
+    /// API keys in plaintext; the store keeps only their digests (D1).
+    #[serde(default)]
+    pub api_keys: Vec<FileKey>,
+    /// Its apps.
+    #[serde(default)]
+    pub apps: Vec<AppData>,
+}
+
+/// An API key given in a catalog file (D13).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FileKey {
+    /// The plaintext key, `fg_<env>_<random><checksum>` (D1).
+    pub key: String,
+    /// `sdk` (the default) or `secret`; kept as text so an unknown type is reported with the
+    /// other semantic problems instead of stopping the parse.
+    #[serde(rename = "type", default = "default_key_type")]
+    pub key_type: String,
+    /// Human name (e.g. "ios").
+    pub name: String,
+}
+
+fn default_key_type() -> String {
+    "sdk".to_owned()
+}
+
+impl CatalogFile {
+    /// Parses the JSON text of a catalog file. On failure every structural problem found is
+    /// returned, each with the JSON pointer of the offending value.
+    pub fn parse(json: &str) -> Result<CatalogFile, Vec<Problem>> {
+        let value: Value = serde_json::from_str(json).map_err(|e| {
+            vec![Problem {
+                pointer: String::new(),
+                message: format!("not valid JSON: {e}"),
+            }]
+        })?;
+        let mut problems = Vec::new();
+        check(&mut problems, &FILE, &value, String::new());
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        drop(value);
+        // The walk above mirrors the serde shape, so this only fails on what a generic value
+        // cannot show (a field given twice in one object); the path still gives a pointer.
+        let mut deserializer = serde_json::Deserializer::from_str(json);
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+            let pointer = pointer_of(e.path());
+            vec![Problem {
+                pointer,
+                message: e.into_inner().to_string(),
+            }]
+        })
+    }
+}
+
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut pointer = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => pointer.push_str(&format!("/{index}")),
+            Segment::Map { key } => {
+                pointer.push('/');
+                pointer.push_str(&escape(key));
+            }
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    pointer
+}
+
+/// The expected shape of a JSON value in a catalog file.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// An object with exactly these fields (no others).
+    Object(&'static [Field]),
+    /// An array of values of one shape.
+    Array(&'static Shape),
+    /// An object with any keys, values of one shape.
+    Map(&'static Shape),
+    /// A hyphenated UUID string.
+    Uuid,
+    /// Any string.
+    Str,
+    /// An integer in `min..=max`.
+    Int { min: u64, max: u64 },
+    /// Any number.
+    Number,
+    /// One of these strings.
+    Enum(&'static [&'static str]),
+    /// `[string, number, number]`.
+    Namespace,
+    /// Any JSON value.
+    Any,
+}
+
+#[derive(Clone, Copy)]
+struct Field {
+    name: &'static str,
+    shape: Shape,
+    required: bool,
+    /// `null` is accepted (the field is an `Option`).
+    nullable: bool,
+}
+
+const fn required(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: true,
+        nullable: false,
+    }
+}
+
+/// May be omitted or `null`.
+const fn optional(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: false,
+        nullable: true,
+    }
+}
+
+/// May be omitted, but not `null` (a list or map with a default).
+const fn defaulted(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: false,
+        nullable: false,
+    }
+}
+
+const U32: u64 = u32::MAX as u64;
+const POSITIVE: Shape = Shape::Int { min: 1, max: U32 };
+
+const FONT: Shape = Shape::Object(&[
+    required("family", Shape::Str),
+    required("weight", Shape::Int { min: 100, max: 900 }),
+    required("style", Shape::Enum(&["normal", "italic"])),
+    required("url", Shape::Str),
+]);
+
+const VERSION: Shape = Shape::Object(&[
+    required("id", Shape::Uuid),
+    required("version", POSITIVE),
+    required("schema_version", POSITIVE),
+    defaulted("fonts", Shape::Array(&FONT)),
+    required("flow_schema", Shape::Any),
+]);
+
+const FLOW: Shape = Shape::Object(&[
+    required("id", Shape::Uuid),
+    required("name", Shape::Str),
+    optional("published_version", POSITIVE),
+    defaulted("versions", Shape::Array(&VERSION)),
+]);
+
+const VARIANT: Shape = Shape::Object(&[
+    required("id", Shape::Uuid),
+    required("name", Shape::Str),
+    required("weight", Shape::Number),
+    optional("flow_id", Shape::Uuid),
+]);
+
+const EXPERIMENT: Shape = Shape::Object(&[
+    required("id", Shape::Uuid),
+    required("name", Shape::Str),
+    required(
+        "status",
+        Shape::Enum(&["running", "paused", "draft", "concluded"]),
+    ),
+    optional("seed", Shape::Str),
+    optional("coverage", Shape::Number),
+    optional("namespace", Shape::Namespace),
+    required("variants", Shape::Array(&VARIANT)),
+]);
+
+const RULE: Shape = Shape::Object(&[
+    optional("audience", Shape::Any),
+    optional("flow_id", Shape::Uuid),
+    optional("experiment", EXPERIMENT),
+]);
+
+const PLACEMENT: Shape = Shape::Object(&[
+    required("key", Shape::Str),
+    optional("default_flow_id", Shape::Uuid),
+    defaulted("rules", Shape::Array(&RULE)),
+]);
+
+const APP: Shape = Shape::Object(&[
+    required("id", Shape::Uuid),
+    required("name", Shape::Str),
+    required("media_base_url", Shape::Str),
+    required("icon_base_url", Shape::Str),
+    optional("cache_ttl_seconds", Shape::Int { min: 0, max: U32 }),
+    defaulted("saved_groups", Shape::Map(&Shape::Array(&Shape::Any))),
+    defaulted("flows", Shape::Array(&FLOW)),
+    defaulted("placements", Shape::Array(&PLACEMENT)),
+]);
+
+const KEY: Shape = Shape::Object(&[
+    required("key", Shape::Str),
+    defaulted("type", Shape::Str),
+    required("name", Shape::Str),
+]);
+
+const WORKSPACE: Shape = Shape::Object(&[
+    required("id", Shape::Uuid),
+    required("name", Shape::Str),
+    defaulted("api_keys", Shape::Array(&KEY)),
+    defaulted("apps", Shape::Array(&APP)),
+]);
+
+const FILE: Shape = Shape::Object(&[required("workspaces", Shape::Array(&WORKSPACE))]);
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn push(problems: &mut Vec<Problem>, pointer: String, message: String) {
+    problems.push(Problem { pointer, message });
+}
+
+/// Checks `value` against `shape`, pushing one problem per mismatch (and descending into
+/// every element, so all of them are found).
+fn check(problems: &mut Vec<Problem>, shape: &Shape, value: &Value, pointer: String) {
+    let expected = |what: &str| format!("must be {what}, not {}", type_name(value));
+    match (shape, value) {
+        (Shape::Any, _) => {}
+        (Shape::Object(fields), Value::Object(map)) => {
+            for field in fields.iter() {
+                let at = format!("{pointer}/{}", field.name);
+                match map.get(field.name) {
+                    // A missing field is a problem of the object that lacks it.
+                    None if field.required => push(
+                        problems,
+                        pointer.clone(),
+                        format!("missing field `{}`", field.name),
+                    ),
+                    None => {}
+                    Some(Value::Null) if field.nullable => {}
+                    Some(inner) => check(problems, &field.shape, inner, at),
+                }
+            }
+            for key in map.keys() {
+                if !fields.iter().any(|f| f.name == key) {
+                    let known: Vec<&str> = fields.iter().map(|f| f.name).collect();
+                    push(
+                        problems,
+                        format!("{pointer}/{}", escape(key)),
+                        format!(
+                            "unknown field `{key}`; expected one of {}",
+                            known.join(", ")
+                        ),
+                    );
+                }
+            }
+        }
+        (Shape::Object(_), _) => push(problems, pointer, expected("an object")),
+        (Shape::Array(item), Value::Array(items)) => {
+            for (i, inner) in items.iter().enumerate() {
+                check(problems, item, inner, format!("{pointer}/{i}"));
+            }
+        }
+        (Shape::Array(_), _) => push(problems, pointer, expected("an array")),
+        (Shape::Map(item), Value::Object(map)) => {
+            for (key, inner) in map {
+                check(problems, item, inner, format!("{pointer}/{}", escape(key)));
+            }
+        }
+        (Shape::Map(_), _) => push(problems, pointer, expected("an object")),
+        (Shape::Uuid, Value::String(s)) => {
+            if parse_hyphenated(s).is_err() {
+                push(
+                    problems,
+                    pointer,
+                    format!("`{s}` is not a UUID in its hyphenated form"),
+                );
+            }
+        }
+        (Shape::Uuid, _) => push(problems, pointer, expected("a UUID string")),
+        (Shape::Str, Value::String(_)) => {}
+        (Shape::Str, _) => push(problems, pointer, expected("a string")),
+        (Shape::Int { min, max }, Value::Number(n)) => {
+            if !n.as_u64().is_some_and(|n| (*min..=*max).contains(&n)) {
+                push(
+                    problems,
+                    pointer,
+                    format!("must be an integer from {min} to {max}, not {n}"),
+                );
+            }
+        }
+        (Shape::Int { min, max }, _) => push(
+            problems,
+            pointer,
+            expected(&format!("an integer from {min} to {max}")),
+        ),
+        (Shape::Number, Value::Number(_)) => {}
+        (Shape::Number, _) => push(problems, pointer, expected("a number")),
+        (Shape::Enum(names), Value::String(s)) => {
+            if !names.contains(&s.as_str()) {
+                push(
+                    problems,
+                    pointer,
+                    format!("`{s}` is not one of {}", names.join(", ")),
+                );
+            }
+        }
+        (Shape::Enum(names), _) => push(
+            problems,
+            pointer,
+            expected(&format!("one of the strings {}", names.join(", "))),
+        ),
+        (Shape::Namespace, Value::Array(items))
+            if items.len() == 3
+                && items[0].is_string()
+                && items[1].is_number()
+                && items[2].is_number() => {}
+        (Shape::Namespace, _) => push(
+            problems,
+            pointer,
+            "must be [id, start, end]: a string and two numbers".to_owned(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pointers(json: &str) -> Vec<String> {
+        match CatalogFile::parse(json) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems.into_iter().map(|p| p.pointer).collect(),
+        }
+    }
+
+    #[test]
+    fn flow_schema_keeps_its_exact_text() {
+        let schema = r#"{"b": 1.50, "a": 123456789012345678901234567890}"#;
+        let json = format!(
+            r#"{{"workspaces": [{{"id": "10000000-0000-4000-8000-000000000001", "name": "A",
+                "apps": [{{"id": "20000000-0000-4000-8000-000000000001", "name": "x",
+                  "media_base_url": "https://m/", "icon_base_url": "https://i/",
+                  "flows": [{{"id": "30000000-0000-4000-8000-000000000001", "name": "f",
+                    "versions": [{{"id": "40000000-0000-4000-8000-000000000001", "version": 1,
+                      "schema_version": 1, "flow_schema": {schema}}}]}}]}}]}}]}}"#
+        );
+        let file = CatalogFile::parse(&json).expect("parses");
+        let version = &file.workspaces[0].apps[0].flows[0].versions[0];
+        assert_eq!(version.flow_schema.get(), schema);
+    }
+
+    #[test]
+    fn a_minimal_file_parses() {
+        let file = CatalogFile::parse(
+            r#"{"workspaces": [{"id": "10000000-0000-4000-8000-000000000001", "name": "A",
+                "api_keys": [{"key": "k", "name": "ios"}]}]}"#,
+        )
+        .expect("parses");
+        assert_eq!(file.workspaces[0].api_keys[0].key_type, "sdk");
+    }
+
+    #[test]
+    fn every_structural_problem_is_listed() {
+        let json = r#"{"workspaces": [{"id": "not-a-uuid", "name": 3, "extra": true,
+            "apps": [{"id": "20000000-0000-4000-8000-000000000001", "name": "x",
+                      "media_base_url": "https://m/", "icon_base_url": "https://i/",
+                      "cache_ttl_seconds": -1,
+                      "flows": [{"id": "30000000-0000-4000-8000-000000000001", "name": "f",
+                                 "published_version": null,
+                                 "versions": [{"id": "40000000-0000-4000-8000-000000000001",
+                                               "version": "2", "flow_schema": {}}]}],
+                      "placements": [{"key": "p", "rules": [{"experiment": {
+                          "id": "50000000-0000-4000-8000-000000000001", "name": "e",
+                          "status": "live", "variants": [], "namespace": ["n", 0]}}]}]}]}]}"#;
+        assert_eq!(
+            pointers(json),
+            vec![
+                "/workspaces/0/id",
+                "/workspaces/0/name",
+                "/workspaces/0/apps/0/cache_ttl_seconds",
+                "/workspaces/0/apps/0/flows/0/versions/0/version",
+                "/workspaces/0/apps/0/flows/0/versions/0",
+                "/workspaces/0/apps/0/placements/0/rules/0/experiment/status",
+                "/workspaces/0/apps/0/placements/0/rules/0/experiment/namespace",
+                "/workspaces/0/extra",
+            ]
+        );
+    }
+
+    #[test]
+    fn syntax_errors_and_duplicate_fields_are_reported() {
+        assert_eq!(pointers("{"), vec![""]);
+        assert_eq!(pointers("{}"), vec![""]);
+        let twice = r#"{"workspaces": [{"id": "10000000-0000-4000-8000-000000000001",
+            "name": "a", "name": "b"}]}"#;
+        // The generic value keeps the last `name`; the typed parse notices, at the object.
+        let problems = CatalogFile::parse(twice).expect_err("duplicate field");
+        assert_eq!(problems[0].pointer, "/workspaces/0");
+        assert!(
+            problems[0].message.contains("duplicate field `name`"),
+            "{problems:?}"
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! Settings of the HTTP adapter. The binary fills them from its configuration (D14); the
+//! defaults are the decisions' values.
+
+use flowgate_domain::events::ValidationLimits;
+use flowgate_domain::keys::KeyEnvironment;
+use ipnet::IpNet;
+
+/// Largest single or batch resolve body (a few identity fields and targeting attributes).
+pub const DEFAULT_RESOLVE_BODY_LIMIT: usize = 64 * 1024;
+/// Largest events body, decoded (D7: 256 KiB).
+pub const DEFAULT_EVENTS_BODY_LIMIT: usize = 256 * 1024;
+/// Most events in one request (D7).
+pub const MAX_EVENTS_PER_REQUEST: usize = 100;
+/// Most entries in the `errors` list of an events response (D7).
+pub const MAX_EVENT_ERRORS: usize = 100;
+
+/// HTTP adapter settings.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// The key environment this deployment accepts (D1): `live` in production.
+    pub key_environment: KeyEnvironment,
+    /// `cache_ttl_seconds` for apps without their own (D3.9).
+    pub default_cache_ttl_seconds: u32,
+    /// Body limit of resolve and batch resolve requests, in bytes.
+    pub resolve_body_limit: usize,
+    /// Body limit of events requests, in decoded bytes (D7).
+    pub events_body_limit: usize,
+    /// Rate limits (D10).
+    pub rate_limit: RateLimitConfig,
+    /// Record `resolve_no_flow` server events (D8).
+    pub record_resolve_no_flow: bool,
+    /// Event timestamp window (D7).
+    pub event_limits: ValidationLimits,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            key_environment: KeyEnvironment::Test,
+            default_cache_ttl_seconds: 300,
+            resolve_body_limit: DEFAULT_RESOLVE_BODY_LIMIT,
+            events_body_limit: DEFAULT_EVENTS_BODY_LIMIT,
+            rate_limit: RateLimitConfig::default(),
+            record_resolve_no_flow: true,
+            event_limits: ValidationLimits::default(),
+        }
+    }
+}
+
+/// Rate limits (D10): GCRA per API key and per client IP.
+#[derive(Clone, Debug)]
+pub struct RateLimitConfig {
+    /// Sustained requests per second per key (default 2,000).
+    pub per_key_rps: u32,
+    /// Burst per key (default 4,000).
+    pub per_key_burst: u32,
+    /// Sustained requests per second per client IP (default 200).
+    pub per_ip_rps: u32,
+    /// Burst per client IP (default 400).
+    pub per_ip_burst: u32,
+    /// Peers whose `X-Forwarded-For` is believed (addresses or CIDR ranges).
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            per_key_rps: 2_000,
+            per_key_burst: 4_000,
+            per_ip_rps: 200,
+            per_ip_burst: 400,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}

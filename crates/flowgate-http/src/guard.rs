@@ -1,0 +1,114 @@
+//! The checks every `/v1` request passes, in the order D9 fixes: the client's rate limit, the
+//! key (401), the key's rate limit (429), then path parameters and the app (400, 404, 403).
+//! Bodies come last, in the handlers.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use actix_web::http::header;
+use actix_web::{HttpMessage, HttpRequest};
+use flowgate_domain::catalog::{App, AppAccessError};
+use flowgate_domain::ids::{AppId, WorkspaceId};
+use flowgate_domain::placement::validate_placement_key;
+use flowgate_domain::Catalog;
+
+use crate::client_ip::client_ip;
+use crate::problem::ApiError;
+use crate::ratelimit::Decision;
+use crate::state::ApiState;
+
+/// The rate-limit state reported in `RateLimit-*` headers, left in the request's extensions for
+/// the middleware that writes them on every response of a limited route (D10).
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimitInfo(pub Decision);
+
+/// An authenticated caller.
+#[derive(Debug)]
+pub struct Caller {
+    /// The snapshot the whole request uses (one request never sees two catalogs).
+    pub catalog: Arc<Catalog>,
+    /// The key's workspace (D1: derived from the key, never sent).
+    pub workspace: WorkspaceId,
+}
+
+fn remember(req: &HttpRequest, decision: Decision) {
+    let mut ext = req.extensions_mut();
+    // Report the limit closest to refusing: it is the one the client should pace itself by.
+    let keep = match ext.get::<RateLimitInfo>() {
+        Some(RateLimitInfo(previous))
+            if previous.remaining <= decision.remaining && decision.allowed =>
+        {
+            *previous
+        }
+        _ => decision,
+    };
+    ext.insert(RateLimitInfo(keep));
+}
+
+/// The client IP used for per-IP limits.
+pub fn client_address(req: &HttpRequest, state: &ApiState) -> Option<IpAddr> {
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    client_ip(
+        req.peer_addr().map(|a| a.ip()),
+        &forwarded,
+        &state.config.rate_limit.trusted_proxies,
+    )
+}
+
+/// Per-client limit, key, per-key limit.
+pub fn authenticate(req: &HttpRequest, state: &ApiState) -> Result<Caller, ApiError> {
+    let ip = client_address(req, state).map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+    let decision = state.ip_limiter.check(&ip);
+    remember(req, decision);
+    if !decision.allowed {
+        state.metrics.rate_limited("ip");
+        return Err(ApiError::rate_limited(decision.retry_after_secs));
+    }
+    let catalog = state.catalog.load_full();
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    let record = catalog
+        .authenticate(authorization, state.config.key_environment)
+        .map_err(ApiError::unauthorized)?;
+    let workspace = record.workspace_id;
+    let decision = state.key_limiter.check(&record.id.to_string());
+    remember(req, decision);
+    if !decision.allowed {
+        state.metrics.rate_limited("key");
+        return Err(ApiError::rate_limited(decision.retry_after_secs));
+    }
+    Ok(Caller { catalog, workspace })
+}
+
+/// Parses the `appId` path parameter (400 when it is not a UUID).
+pub fn app_id_param(req: &HttpRequest) -> Result<AppId, ApiError> {
+    let raw = req.match_info().get("appId").unwrap_or("");
+    raw.parse::<AppId>()
+        .map_err(|_| ApiError::invalid_request("appId must be a UUID in its hyphenated form"))
+}
+
+/// The `placementId` path parameter, checked against D2's key format (400).
+pub fn placement_param(req: &HttpRequest) -> Result<&str, ApiError> {
+    let key = req.match_info().get("placementId").unwrap_or("");
+    validate_placement_key(key)
+        .map_err(|e| ApiError::invalid_request(format!("placementId: {e}")))?;
+    Ok(key)
+}
+
+/// The app as the caller may see it: 404 when it does not exist, 403 when it is another
+/// workspace's (D9).
+pub fn app(caller: &Caller, app: AppId) -> Result<&App, ApiError> {
+    caller
+        .catalog
+        .app_for(caller.workspace, app)
+        .map_err(|e| match e {
+            AppAccessError::NotFound => ApiError::app_not_found(),
+            AppAccessError::Forbidden => ApiError::forbidden_app(),
+        })
+}

@@ -1,0 +1,394 @@
+//! The OpenAPI 3.1 description of the public API, built from the code's own tables (problem
+//! codes, recognized event types, limits), served at `/openapi.json` and committed as
+//! `docs/openapi.json`; a test fails when the committed file differs from [`document`].
+
+use std::sync::OnceLock;
+
+use actix_web::http::header;
+use actix_web::HttpResponse;
+use flowgate_domain::events::EventType;
+use flowgate_domain::placement::MAX_PLACEMENT_KEY_LEN;
+use flowgate_domain::resolve::MAX_BATCH_KEYS;
+use serde_json::{json, Map, Value};
+
+use crate::config::{DEFAULT_EVENTS_BODY_LIMIT, MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
+use crate::problem::PROBLEM_CODES;
+
+fn schema_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn problem_response(description: &str, extra_headers: &[&str]) -> Value {
+    let mut headers = Map::new();
+    headers.insert(
+        "X-Request-Id".into(),
+        json!({"$ref": "#/components/headers/X-Request-Id"}),
+    );
+    for h in extra_headers {
+        headers.insert(
+            (*h).into(),
+            json!({"$ref": format!("#/components/headers/{h}")}),
+        );
+    }
+    json!({
+        "description": description,
+        "headers": headers,
+        "content": {"application/problem+json": {"schema": schema_ref("Problem")}}
+    })
+}
+
+fn limited_headers() -> Map<String, Value> {
+    let mut headers = Map::new();
+    for h in [
+        "X-Request-Id",
+        "RateLimit-Limit",
+        "RateLimit-Remaining",
+        "RateLimit-Reset",
+    ] {
+        headers.insert(
+            h.into(),
+            json!({"$ref": format!("#/components/headers/{h}")}),
+        );
+    }
+    headers
+}
+
+/// Responses every `/v1` route shares.
+fn common_errors(responses: &mut Map<String, Value>) {
+    responses.insert(
+        "400".into(),
+        json!({"$ref": "#/components/responses/BadRequest"}),
+    );
+    responses.insert(
+        "401".into(),
+        json!({"$ref": "#/components/responses/Unauthorized"}),
+    );
+    responses.insert(
+        "403".into(),
+        json!({"$ref": "#/components/responses/Forbidden"}),
+    );
+    responses.insert(
+        "404".into(),
+        json!({"$ref": "#/components/responses/NotFound"}),
+    );
+    responses.insert(
+        "405".into(),
+        json!({"$ref": "#/components/responses/MethodNotAllowed"}),
+    );
+    responses.insert(
+        "413".into(),
+        json!({"$ref": "#/components/responses/PayloadTooLarge"}),
+    );
+    responses.insert(
+        "415".into(),
+        json!({"$ref": "#/components/responses/UnsupportedMediaType"}),
+    );
+    responses.insert(
+        "429".into(),
+        json!({"$ref": "#/components/responses/RateLimited"}),
+    );
+}
+
+/// One POST operation; `ok` is the success status and its response.
+fn operation(
+    id: &str,
+    summary: &str,
+    description: &str,
+    params: Vec<Value>,
+    body: Value,
+    ok: (&str, Value),
+) -> Value {
+    let mut responses = Map::new();
+    responses.insert(ok.0.into(), ok.1);
+    common_errors(&mut responses);
+    json!({
+        "operationId": id,
+        "summary": summary,
+        "description": description,
+        "security": [{"sdkKey": []}],
+        "parameters": params,
+        "requestBody": {"required": true, "content": {"application/json": {"schema": body}}},
+        "responses": responses,
+    })
+}
+
+fn deprecated(mut op: Value) -> Value {
+    op["deprecated"] = json!(true);
+    op
+}
+
+fn path_param(name: &str, description: &str, schema: Value) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
+}
+
+fn app_id_param() -> Value {
+    path_param(
+        "appId",
+        "App UUID.",
+        json!({"type": "string", "format": "uuid"}),
+    )
+}
+
+fn placement_param() -> Value {
+    path_param(
+        "placementId",
+        "Human-readable placement key (D2).",
+        json!({"type": "string", "minLength": 1, "maxLength": MAX_PLACEMENT_KEY_LEN, "pattern": "^[A-Za-z0-9_.:-]+$"}),
+    )
+}
+
+fn ok_json(description: &str, schema: Value, deprecated: bool) -> Value {
+    let mut headers = limited_headers();
+    if deprecated {
+        headers.insert(
+            "Deprecation".into(),
+            json!({"$ref": "#/components/headers/Deprecation"}),
+        );
+        headers.insert("Link".into(), json!({"$ref": "#/components/headers/Link"}));
+    }
+    json!({"description": description, "headers": headers, "content": {"application/json": {"schema": schema}}})
+}
+
+fn paths() -> Value {
+    let resolve_desc = "Resolves the published flow version for a placement and a user (D3). No match is also 200 with `flow_id: null`; a `resolve_no_flow` event is then recorded (D8). `?export=true` skips audiences and experiments and serves the placement's default flow (D3.5).";
+    let export = json!({"name": "export", "in": "query", "required": false, "description": "`true` serves the default flow deterministically and records nothing; any value other than true or false is a 400.", "schema": {"type": "string", "enum": ["true", "false"]}});
+    let events_desc = format!(
+        "Accepts one event or an array of 1 to {MAX_EVENTS_PER_REQUEST} (at most {DEFAULT_EVENTS_BODY_LIMIT} bytes, decoded when `Content-Encoding: gzip`). Each event is validated (D7); valid ones are buffered for asynchronous storage, idempotent on `event_id`. When the buffer is full the whole request gets 503 and nothing is accepted."
+    );
+    let events_ok = ok_json(
+        "Accepted for storage; invalid events are counted in `rejected`.",
+        schema_ref("EventsAccepted"),
+        false,
+    );
+    let mut events_op = operation(
+        "sendEvents",
+        "Send analytics events",
+        &events_desc,
+        vec![
+            app_id_param(),
+            json!({"$ref": "#/components/parameters/ContentEncoding"}),
+        ],
+        schema_ref("EventBody"),
+        ("202", events_ok),
+    );
+    events_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
+    let mut legacy_events = deprecated(operation(
+        "sendEventsLegacy",
+        "Send analytics events (deprecated)",
+        "Deprecated: use `/v1/apps/{appId}/events`. Each event's `app_id` names its app; an event whose app is not in the key's workspace is rejected.",
+        vec![json!({"$ref": "#/components/parameters/ContentEncoding"})],
+        schema_ref("EventBody"),
+        ("202", ok_json("Accepted for storage.", schema_ref("EventsAccepted"), true)),
+    ));
+    legacy_events["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
+    json!({
+        "/v1/apps/{appId}/placements/{placementId}/resolve": {"post": operation(
+            "resolve", "Resolve a placement", resolve_desc,
+            vec![app_id_param(), placement_param(), export.clone()],
+            schema_ref("ResolveRequest"), ("200", ok_json("The resolve result.", schema_ref("ResolveResult"), false)))},
+        "/v1/apps/{appId}/placements/resolve-batch": {"post": operation(
+            "resolveBatch", "Resolve up to 50 placements",
+            "Resolves each distinct placement key (duplicates removed, at most 50 after de-duplication, D6). A placement that fails to resolve gets an `error` entry; the status stays 200. Entries may come in any order: correlate by `placement_key`.",
+            vec![app_id_param()], schema_ref("BatchRequest"), ("200", ok_json("One entry per distinct key.", schema_ref("BatchResponse"), false)))},
+        "/v1/apps/{appId}/events": {"post": events_op},
+        "/v1/placements/{placementId}/resolve": {"post": deprecated(operation(
+            "resolveLegacy", "Resolve a placement (deprecated)",
+            "Deprecated: use `/v1/apps/{appId}/placements/{placementId}/resolve`. The app comes from the body's `app_id`, or from the key's workspace when it has exactly one app; otherwise 400.",
+            vec![placement_param(), export],
+            schema_ref("LegacyResolveRequest"), ("200", ok_json("The resolve result.", schema_ref("ResolveResult"), true))))},
+        "/v1/events": {"post": legacy_events},
+        "/openapi.json": {"get": {
+            "operationId": "openapi", "summary": "This document", "security": [],
+            "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}
+        }}
+    })
+}
+
+fn identity_properties() -> Map<String, Value> {
+    let mut p = Map::new();
+    p.insert("user_id".into(), json!({"type": "string", "minLength": 1, "maxLength": 256, "description": "Stable user identifier."}));
+    p.insert(
+        "session_id".into(),
+        json!({"type": "string", "minLength": 1, "maxLength": 256}),
+    );
+    p.insert(
+        "device_platform".into(),
+        json!({"type": "string", "enum": ["ios", "android", "web"]}),
+    );
+    p.insert(
+        "attributes".into(),
+        json!({"type": ["object", "null"], "description": "Targeting attributes for audience conditions (D4). Keys such as `country` and `app.version` are looked up literally first, then as nested paths. `user_id`, `session_id` and `device_platform` are visible to conditions too and win over attributes of the same name."}),
+    );
+    p
+}
+
+fn result_properties() -> Map<String, Value> {
+    let mut p = Map::new();
+    p.insert("flow_id".into(), json!({"type": ["string", "null"], "format": "uuid", "description": "`null` when no flow matched."}));
+    p.insert(
+        "flow_version_id".into(),
+        json!({"type": "string", "format": "uuid"}),
+    );
+    p.insert(
+        "flow_version".into(),
+        json!({"type": "integer", "minimum": 1}),
+    );
+    p.insert(
+        "schema_version".into(),
+        json!({"type": "integer", "minimum": 1}),
+    );
+    p.insert(
+        "flow_schema".into(),
+        json!({"type": "object", "description": "The flow definition, exactly as published."}),
+    );
+    p.insert("media_base_url".into(), json!({"type": "string"}));
+    p.insert("icon_base_url".into(), json!({"type": "string"}));
+    p.insert(
+        "fonts".into(),
+        json!({"type": "array", "items": schema_ref("Font")}),
+    );
+    p.insert("cache_ttl_seconds".into(), json!({"type": "integer", "minimum": 0, "description": "Freshness period; always present (D3.9)."}));
+    p.insert("renderer_mode".into(), json!({"type": "string", "const": "web", "description": "Renderer compatibility field for SDK 1.x; omitted when no flow matched."}));
+    p.insert("experiment_id".into(), json!({"type": "string", "format": "uuid", "description": "Set only when an experiment decided (also for a holdout)."}));
+    p.insert(
+        "variant_id".into(),
+        json!({"type": "string", "format": "uuid"}),
+    );
+    p.insert("variant_name".into(), json!({"type": "string"}));
+    p
+}
+
+fn event_input() -> Value {
+    let types: Vec<&str> = EventType::SDK_TYPES.iter().map(|t| t.as_str()).collect();
+    let short = json!({"type": ["string", "null"], "maxLength": 256});
+    let count = json!({"type": ["integer", "null"], "minimum": 0});
+    json!({
+        "type": "object",
+        "description": "One analytics event (D7). Unknown members are ignored; optional members sent as null count as absent.",
+        "required": ["event_id", "app_id", "flow_id", "flow_version_id", "user_id", "session_id", "device_platform", "event_type", "timestamp", "sdk_version"],
+        "properties": {
+            "event_id": {"type": "string", "format": "uuid", "description": "Unique; an id already stored is accepted and not stored again."},
+            "app_id": {"type": "string", "format": "uuid", "description": "Must equal the URL's app."},
+            "flow_id": {"type": "string", "format": "uuid"},
+            "flow_version_id": {"type": "string", "format": "uuid", "description": "A version (published or not) of `flow_id` in the app."},
+            "user_id": {"type": "string", "minLength": 1, "maxLength": 256},
+            "session_id": {"type": "string", "minLength": 1, "maxLength": 256},
+            "device_platform": {"type": "string", "enum": ["ios", "android", "web"]},
+            "event_type": {"type": "string", "enum": types},
+            "timestamp": {"type": "string", "format": "date-time", "description": "RFC 3339 with an offset; at most 24 h ahead of and 31 days behind the server clock."},
+            "sdk_version": {"type": "string", "minLength": 1, "maxLength": 64},
+            "placement_id": short, "experiment_id": short, "variant_id": short, "variant_name": short,
+            "screen_id": short, "screen_name": short, "element_id": short, "element_type": short,
+            "interaction_type": short, "app_version": short, "country": short, "runtime_version": short,
+            "flow_version": {"type": ["integer", "null"], "minimum": 1},
+            "screen_index": count, "time_since_flow_start_ms": count, "time_on_screen_ms": count, "first_paint_ms": count,
+            "revenue": {"type": ["number", "null"], "description": "When present, `currency` is required."},
+            "currency": {"type": ["string", "null"], "pattern": "^[A-Z]{3}$"},
+            "renderer_mode": {"type": ["string", "null"], "enum": ["native", "web", null]},
+            "properties": {"type": ["object", "null"], "description": "Free-form; at most 8 KiB serialised."}
+        }
+    })
+}
+
+fn components() -> Value {
+    let codes: Vec<&str> = PROBLEM_CODES.iter().map(|(c, _, _)| *c).collect();
+    let mut resolve_request = json!({"type": "object", "required": ["user_id", "session_id", "device_platform"], "properties": identity_properties()});
+    let mut legacy = resolve_request.clone();
+    legacy["properties"]["app_id"] = json!({"type": "string", "format": "uuid", "description": "The app; optional when the key's workspace has exactly one app."});
+    let mut batch = json!({"type": "object", "required": ["placement_keys", "user_id", "session_id", "device_platform"], "properties": identity_properties()});
+    batch["properties"]["placement_keys"] = json!({
+        "type": "array", "minItems": 1,
+        "description": format!("Duplicates are removed; at most {MAX_BATCH_KEYS} distinct keys."),
+        "items": {"type": "string", "minLength": 1, "maxLength": MAX_PLACEMENT_KEY_LEN, "pattern": "^[A-Za-z0-9_.:-]+$"}
+    });
+    let mut entry = json!({"type": "object", "required": ["placement_key", "flow_id", "cache_ttl_seconds"], "properties": result_properties()});
+    entry["properties"]["placement_key"] = json!({"type": "string"});
+    entry["properties"]["error"] = json!({"type": "string", "description": "Present only when the placement failed to resolve (e.g. `flow_unpublished`); then `flow_id` is null."});
+    resolve_request["additionalProperties"] = json!(true);
+    let header =
+        |description: &str, schema: Value| json!({"description": description, "schema": schema});
+    json!({
+        "securitySchemes": {"sdkKey": {"type": "http", "scheme": "bearer", "description": "An SDK key `fg_live_…` (production) or `fg_test_…` (staging, development), D1."}},
+        "parameters": {"ContentEncoding": {"name": "Content-Encoding", "in": "header", "required": false, "description": "`gzip` to send a compressed body; the size limit applies to the decoded body.", "schema": {"type": "string", "enum": ["gzip", "identity"]}}},
+        "headers": {
+            "X-Request-Id": header("Echoes a valid incoming id, else a new UUIDv7.", json!({"type": "string"})),
+            "RateLimit-Limit": header("Burst size of the limit closest to refusing (D10).", json!({"type": "integer"})),
+            "RateLimit-Remaining": header("Requests left now.", json!({"type": "integer"})),
+            "RateLimit-Reset": header("Seconds until the limit is fully replenished.", json!({"type": "integer"})),
+            "Retry-After": header("Seconds to wait before retrying.", json!({"type": "integer"})),
+            "Deprecation": header("`true` on deprecated routes.", json!({"type": "string"})),
+            "Link": header("The successor route, `rel=\"successor-version\"`.", json!({"type": "string"}))
+        },
+        "responses": {
+            "BadRequest": problem_response("Invalid path parameter, query or body (`invalid_request`, `validation_failed`, `too_many_events`, `too_many_placements`).", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
+            "Unauthorized": problem_response("Missing, invalid or revoked key; a key of another type or environment.", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
+            "Forbidden": problem_response("The app belongs to another workspace.", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
+            "NotFound": problem_response("No such app (`app_not_found`) or route (`not_found`).", &[]),
+            "MethodNotAllowed": problem_response("Only POST is allowed.", &[]),
+            "PayloadTooLarge": problem_response("The body exceeds the limit.", &[]),
+            "UnsupportedMediaType": problem_response("The body is not application/json, or its encoding is not accepted.", &[]),
+            "RateLimited": problem_response("Rate limited (D10).", &["Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
+            "Overloaded": problem_response("The event buffer is full: nothing of the request was accepted (D7).", &["Retry-After"])
+        },
+        "schemas": {
+            "ResolveRequest": resolve_request,
+            "LegacyResolveRequest": legacy,
+            "BatchRequest": batch,
+            "ResolveResult": {"type": "object", "required": ["flow_id", "cache_ttl_seconds"], "properties": result_properties()},
+            "BatchEntry": entry,
+            "BatchResponse": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": schema_ref("BatchEntry")}}},
+            "Font": {"type": "object", "required": ["family", "weight", "style", "url"], "properties": {
+                "family": {"type": "string"}, "weight": {"type": "integer", "minimum": 100, "maximum": 900},
+                "style": {"type": "string", "enum": ["normal", "italic"]}, "url": {"type": "string"}}},
+            "EventInput": event_input(),
+            "EventBody": {"oneOf": [
+                {"type": "object", "description": "One event (validated as EventInput; an invalid one is counted in `rejected`)."},
+                {"type": "array", "minItems": 1, "maxItems": MAX_EVENTS_PER_REQUEST, "items": {"description": "EventInput; invalid items are counted in `rejected`."}}
+            ], "description": "One EventInput or an array of them; see the EventInput schema for each event's rules."},
+            "EventsAccepted": {"type": "object", "required": ["accepted", "rejected"], "properties": {
+                "accepted": {"type": "integer", "minimum": 0},
+                "rejected": {"type": "integer", "minimum": 0},
+                "errors": {"type": "array", "maxItems": MAX_EVENT_ERRORS, "items": schema_ref("EventError"), "description": "Present when `rejected > 0`."}}},
+            "EventError": {"type": "object", "required": ["index", "code", "message"], "properties": {
+                "index": {"type": "integer", "minimum": 0}, "event_id": {"type": "string"},
+                "code": {"type": "string", "enum": flowgate_domain::events::EventErrorCode::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>()},
+                "message": {"type": "string"}}},
+            "Problem": {"type": "object", "required": ["type", "title", "status", "detail", "code", "request_id"], "properties": {
+                "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
+                "detail": {"type": "string"}, "code": {"type": "string", "enum": codes}, "request_id": {"type": "string"},
+                "errors": {"type": "array", "items": {"type": "object", "required": ["field", "message"], "properties": {"field": {"type": "string"}, "message": {"type": "string"}}}}}}
+        }
+    })
+}
+
+/// The OpenAPI document.
+pub fn document() -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "flowgate",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Resolves which onboarding or paywall flow an app shows and ingests analytics events. Every non-2xx response is RFC 9457 problem+json with a stable `code` (D9). Responses are compressed (gzip, br, zstd) when asked; every response carries `X-Request-Id`."
+        },
+        "servers": [{"url": "/", "description": "Paths include the /v1 prefix."}],
+        "paths": paths(),
+        "components": components()
+    })
+}
+
+/// The document as served and committed: pretty-printed, with a trailing newline.
+pub fn document_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let mut s = serde_json::to_string_pretty(&document()).unwrap_or_default();
+        s.push('\n');
+        s
+    })
+}
+
+/// `GET /openapi.json`
+pub async fn serve() -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "application/json"))
+        .body(document_text())
+}

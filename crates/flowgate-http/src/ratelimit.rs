@@ -1,0 +1,187 @@
+//! Rate limiting (D10): GCRA (the generic cell rate algorithm, a token bucket kept as one
+//! timestamp per key) in a sharded map, so checking costs one short lock.
+//!
+//! With rate `r` and burst `b`, a fresh key may send `b` requests at once and then `r` per
+//! second. Keys whose bucket is full again are indistinguishable from absent keys and are swept,
+//! which bounds memory by the number of clients active within the last `b / r` seconds.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+const SHARDS: usize = 16;
+/// Sweep a shard when it grows past this many keys.
+const SWEEP_AT: usize = 4_096;
+
+/// The outcome of one check, with what the `RateLimit-*` headers report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// The burst size (`RateLimit-Limit`).
+    pub limit: u32,
+    /// Requests left right now (`RateLimit-Remaining`).
+    pub remaining: u32,
+    /// Seconds until the bucket is full again (`RateLimit-Reset`).
+    pub reset_secs: u32,
+    /// Seconds to wait before a retry can succeed (`Retry-After`, on refusal; at least 1).
+    pub retry_after_secs: u32,
+}
+
+/// A keyed GCRA limiter.
+#[derive(Debug)]
+pub struct RateLimiter {
+    /// Nanoseconds between two requests at the sustained rate.
+    interval: u64,
+    /// `interval * burst`: how far ahead of now the theoretical arrival time may run.
+    tolerance: u64,
+    burst: u32,
+    epoch: Instant,
+    shards: Vec<Mutex<HashMap<String, u64>>>,
+}
+
+fn ceil_secs(nanos: u64) -> u32 {
+    u32::try_from(nanos.div_ceil(1_000_000_000)).unwrap_or(u32::MAX)
+}
+
+impl RateLimiter {
+    /// A limiter of `rate` requests per second with bursts of `burst` (both at least 1).
+    pub fn new(rate: u32, burst: u32) -> Self {
+        let rate = u64::from(rate.max(1));
+        let burst = burst.max(1);
+        let interval = 1_000_000_000 / rate;
+        Self {
+            interval,
+            tolerance: interval * u64::from(burst),
+            burst,
+            epoch: Instant::now(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Counts one request of `key` now.
+    pub fn check(&self, key: &str) -> Decision {
+        self.check_at(key, self.now())
+    }
+
+    /// Counts one request of `key` at `now` nanoseconds since the limiter was made.
+    pub fn check_at(&self, key: &str, now: u64) -> Decision {
+        let mut hasher = DefaultHasher::new();
+        key.hash(&mut hasher);
+        let shard = &self.shards[(hasher.finish() as usize) % SHARDS];
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        let tat = map.get(key).copied().unwrap_or(now).max(now);
+        let new_tat = tat + self.interval;
+        let allow_at = new_tat.saturating_sub(self.tolerance);
+        if now < allow_at {
+            let remaining_time = tat - now;
+            return Decision {
+                allowed: false,
+                limit: self.burst,
+                remaining: 0,
+                reset_secs: ceil_secs(remaining_time),
+                retry_after_secs: ceil_secs(allow_at - now).max(1),
+            };
+        }
+        if map.len() >= SWEEP_AT && !map.contains_key(key) {
+            map.retain(|_, t| *t > now);
+        }
+        map.insert(key.to_owned(), new_tat);
+        let used = new_tat - now;
+        let remaining = (self.tolerance - used.min(self.tolerance)) / self.interval;
+        Decision {
+            allowed: true,
+            limit: self.burst,
+            remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+            reset_secs: ceil_secs(used),
+            retry_after_secs: 0,
+        }
+    }
+
+    /// Keys currently tracked (for tests and metrics).
+    pub fn tracked_keys(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn burst_then_sustained_rate() {
+        let limiter = RateLimiter::new(10, 5);
+        for i in 0..5 {
+            let d = limiter.check_at("k", 0);
+            assert!(d.allowed, "request {i} of the burst");
+            assert_eq!(d.remaining, 4 - i);
+        }
+        let refused = limiter.check_at("k", 0);
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after_secs, 1);
+        assert_eq!(refused.remaining, 0);
+        // One interval later exactly one more request is allowed.
+        assert!(limiter.check_at("k", SEC / 10).allowed);
+        assert!(!limiter.check_at("k", SEC / 10).allowed);
+        // After burst/rate seconds the bucket is full again.
+        let d = limiter.check_at("k", SEC);
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 4);
+    }
+
+    #[test]
+    fn keys_are_independent() {
+        let limiter = RateLimiter::new(1, 1);
+        assert!(limiter.check_at("a", 0).allowed);
+        assert!(!limiter.check_at("a", 0).allowed);
+        assert!(limiter.check_at("b", 0).allowed);
+    }
+
+    #[test]
+    fn refusals_do_not_consume() {
+        let limiter = RateLimiter::new(1, 1);
+        assert!(limiter.check_at("a", 0).allowed);
+        for _ in 0..100 {
+            assert!(!limiter.check_at("a", SEC / 2).allowed);
+        }
+        assert!(
+            limiter.check_at("a", SEC).allowed,
+            "hammering while refused does not push the key back"
+        );
+    }
+
+    #[test]
+    fn full_buckets_are_swept() {
+        let limiter = RateLimiter::new(1000, 1);
+        for i in 0..(SWEEP_AT * SHARDS * 2) {
+            limiter.check_at(&format!("ip-{i}"), (i as u64) * SEC);
+        }
+        assert!(
+            limiter.tracked_keys() <= SWEEP_AT * SHARDS,
+            "{}",
+            limiter.tracked_keys()
+        );
+    }
+
+    #[test]
+    fn reset_reports_time_to_full() {
+        let limiter = RateLimiter::new(2, 4);
+        let d = limiter.check_at("k", 0);
+        assert_eq!(d.reset_secs, 1, "half a second of debt rounds up");
+        limiter.check_at("k", 0);
+        limiter.check_at("k", 0);
+        let d = limiter.check_at("k", 0);
+        assert_eq!((d.remaining, d.reset_secs), (0, 2));
+    }
+}

@@ -1,0 +1,559 @@
+//! The `/v1` handlers. Each one runs the D9 checks in order, then reads and validates its body,
+//! and answers either its result or a problem (the only error path, so every error carries the
+//! request id).
+
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use flowgate_domain::catalog::App;
+use flowgate_domain::events::{validate_event, AnalyticsEvent, EventError, EventErrorCode};
+use flowgate_domain::ids::{AppId, EventId};
+use flowgate_domain::resolve::{dedup_keys, BatchError};
+use flowgate_domain::{Platform, Resolution, ResolveMode, ResolveRequest};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::body::{read_json, Encoding};
+use crate::config::{MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
+use crate::guard::{self, Caller};
+use crate::middleware::request_id_of;
+use crate::problem::{ApiError, FieldError};
+use crate::render::write_result;
+use crate::state::ApiState;
+
+type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+fn answer(req: &HttpRequest, result: Result<HttpResponse>) -> HttpResponse {
+    result.unwrap_or_else(|e| e.to_response(&request_id_of(req)))
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ))
+        .body(body)
+}
+
+/// Identity fields of resolve and batch bodies (contract: identity fields).
+struct Identity {
+    user_id: String,
+    session_id: String,
+    platform: Platform,
+    attributes: Map<String, Value>,
+}
+
+fn string_field(body: &Map<String, Value>, name: &str, errors: &mut Vec<FieldError>) -> String {
+    match body.get(name) {
+        None | Some(Value::Null) => {
+            errors.push(FieldError::new(name, "is required"));
+            String::new()
+        }
+        Some(Value::String(s)) if (1..=256).contains(&s.chars().count()) => s.clone(),
+        Some(Value::String(_)) => {
+            errors.push(FieldError::new(name, "must be 1 to 256 characters"));
+            String::new()
+        }
+        Some(_) => {
+            errors.push(FieldError::new(name, "must be a string"));
+            String::new()
+        }
+    }
+}
+
+fn identity(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Identity {
+    let user_id = string_field(body, "user_id", errors);
+    let session_id = string_field(body, "session_id", errors);
+    let platform = match body.get("device_platform") {
+        None | Some(Value::Null) => {
+            errors.push(FieldError::new("device_platform", "is required"));
+            Platform::Web
+        }
+        Some(Value::String(s)) => Platform::parse(s).unwrap_or_else(|| {
+            errors.push(FieldError::new(
+                "device_platform",
+                "must be one of ios, android, web",
+            ));
+            Platform::Web
+        }),
+        Some(_) => {
+            errors.push(FieldError::new(
+                "device_platform",
+                "must be a string: ios, android or web",
+            ));
+            Platform::Web
+        }
+    };
+    let attributes = match body.get("attributes") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => {
+            errors.push(FieldError::new("attributes", "must be an object"));
+            Map::new()
+        }
+    };
+    Identity {
+        user_id,
+        session_id,
+        platform,
+        attributes,
+    }
+}
+
+fn object(value: Value) -> Result<Map<String, Value>> {
+    match value {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::invalid_request("the body must be a JSON object")),
+    }
+}
+
+/// `?export=true|false` (D3.5): any other value is a 400.
+fn export_mode(req: &HttpRequest) -> Result<ResolveMode> {
+    let mut mode = ResolveMode::Normal;
+    for pair in req.query_string().split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if name == "export" {
+            mode = match value {
+                "true" => ResolveMode::Export,
+                "false" => ResolveMode::Normal,
+                _ => return Err(ApiError::invalid_request("export must be true or false")),
+            };
+        }
+    }
+    Ok(mode)
+}
+
+/// Records `resolve_no_flow` (D8) for a no-flow outcome; best effort under overload.
+fn record_no_flow(
+    state: &ApiState,
+    app: &App,
+    key: &str,
+    request: &ResolveRequest<'_>,
+    resolution: &Resolution<'_>,
+    events: &mut Vec<AnalyticsEvent>,
+) {
+    if !state.config.record_resolve_no_flow {
+        return;
+    }
+    let now = state.clock.now();
+    if let Some(event) = resolution.no_flow_event(app, key, request, EventId::new_v7(now), now) {
+        events.push(event);
+    }
+}
+
+fn enqueue_server_events(state: &ApiState, events: Vec<AnalyticsEvent>) {
+    if events.is_empty() {
+        return;
+    }
+    let count = events.len();
+    // Server events are the service's own records, not events a client was told were accepted:
+    // under overload they are dropped (and counted) rather than failing the resolve.
+    if state.sink.try_enqueue(events).is_err() {
+        state.metrics.server_events_dropped(count);
+        tracing::warn!(
+            count,
+            "resolve_no_flow events dropped: the event buffer is full"
+        );
+    }
+}
+
+/// Resolves one placement for a parsed body and renders the result (single and legacy routes).
+fn resolve_one(
+    state: &ApiState,
+    app: &App,
+    key: &str,
+    body: &Map<String, Value>,
+    mode: ResolveMode,
+) -> Result<HttpResponse> {
+    let mut errors = Vec::new();
+    let id = identity(body, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
+    let resolution = app.resolve(key, &request, mode);
+    let mut buf = Vec::with_capacity(
+        resolution
+            .version()
+            .map_or(64, |v| v.flow_schema.get().len() + 512),
+    );
+    write_result(
+        &mut buf,
+        app,
+        &resolution,
+        state.config.default_cache_ttl_seconds,
+        None,
+        None,
+    );
+    // D3.5: export never records events.
+    if mode == ResolveMode::Normal {
+        let mut events = Vec::new();
+        record_no_flow(state, app, key, &request, &resolution, &mut events);
+        enqueue_server_events(state, events);
+    }
+    Ok(json_response(StatusCode::OK, buf))
+}
+
+async fn resolve_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &ApiState,
+) -> Result<Map<String, Value>> {
+    object(
+        read_json(
+            req,
+            payload,
+            state.config.resolve_body_limit,
+            Encoding::IdentityOnly,
+        )
+        .await?,
+    )
+}
+
+/// `POST /v1/apps/{appId}/placements/{placementId}/resolve`
+pub async fn resolve(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<ApiState>,
+) -> HttpResponse {
+    let result = async {
+        let caller = guard::authenticate(&req, &state)?;
+        let app_id = guard::app_id_param(&req)?;
+        let key = guard::placement_param(&req)?;
+        let app = guard::app(&caller, app_id)?;
+        let mode = export_mode(&req)?;
+        let body = resolve_body(&req, payload, &state).await?;
+        resolve_one(&state, app, key, &body, mode)
+    }
+    .await;
+    answer(&req, result)
+}
+
+/// `POST /v1/apps/{appId}/placements/resolve-batch`
+pub async fn resolve_batch(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<ApiState>,
+) -> HttpResponse {
+    let result = async {
+        let caller = guard::authenticate(&req, &state)?;
+        let app_id = guard::app_id_param(&req)?;
+        let app = guard::app(&caller, app_id)?;
+        let body = object(
+            read_json(
+                &req,
+                payload,
+                state.config.resolve_body_limit,
+                Encoding::IdentityOnly,
+            )
+            .await?,
+        )?;
+        let mut errors = Vec::new();
+        let keys: Vec<String> = match body.get("placement_keys") {
+            None | Some(Value::Null) => {
+                errors.push(FieldError::new("placement_keys", "is required"));
+                Vec::new()
+            }
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| match v {
+                    Value::String(s) => Some(s.clone()),
+                    _ => {
+                        errors.push(FieldError::new(
+                            format!("placement_keys[{i}]"),
+                            "must be a string",
+                        ));
+                        None
+                    }
+                })
+                .collect(),
+            Some(_) => {
+                errors.push(FieldError::new(
+                    "placement_keys",
+                    "must be an array of strings",
+                ));
+                Vec::new()
+            }
+        };
+        let id = identity(&body, &mut errors);
+        if !errors.is_empty() {
+            return Err(ApiError::validation(errors));
+        }
+        let keys = dedup_keys(&keys).map_err(|e| match e {
+            BatchError::Empty => {
+                ApiError::validation(vec![FieldError::new("placement_keys", "must not be empty")])
+            }
+            BatchError::TooManyPlacements { distinct } => ApiError::too_many_placements(distinct),
+            BatchError::InvalidKey { index, error } => ApiError::validation(vec![FieldError::new(
+                format!("placement_keys[{index}]"),
+                error.to_string(),
+            )]),
+        })?;
+        let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
+        let mut buf = Vec::with_capacity(4096);
+        buf.extend_from_slice(b"{\"results\":[");
+        let mut events = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            let resolution = app.resolve(key, &request, ResolveMode::Normal);
+            let error = resolution
+                .no_flow_reason()
+                .filter(|r| *r == flowgate_domain::events::NoFlowReason::FlowUnpublished)
+                .map(|r| r.as_str());
+            write_result(
+                &mut buf,
+                app,
+                &resolution,
+                state.config.default_cache_ttl_seconds,
+                Some(key),
+                error,
+            );
+            record_no_flow(&state, app, key, &request, &resolution, &mut events);
+        }
+        buf.extend_from_slice(b"]}");
+        enqueue_server_events(&state, events);
+        Ok(json_response(StatusCode::OK, buf))
+    }
+    .await;
+    answer(&req, result)
+}
+
+/// One entry of the events response's `errors` (D7).
+#[derive(Serialize)]
+struct EventErrorItem {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<String>,
+    code: &'static str,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct EventsAccepted {
+    accepted: usize,
+    rejected: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    errors: Vec<EventErrorItem>,
+}
+
+/// The events of a body: one object or an array of 1..=100 (D7).
+fn event_list(body: Value) -> Result<Vec<Value>> {
+    match body {
+        Value::Object(_) => Ok(vec![body]),
+        Value::Array(items) if items.is_empty() => {
+            Err(ApiError::invalid_request("the array of events is empty"))
+        }
+        Value::Array(items) if items.len() > MAX_EVENTS_PER_REQUEST => Err(
+            ApiError::too_many_events(items.len(), MAX_EVENTS_PER_REQUEST),
+        ),
+        Value::Array(items) => Ok(items),
+        _ => Err(ApiError::invalid_request(
+            "the body must be an event object or an array of events",
+        )),
+    }
+}
+
+/// Validates each event with `app_of` choosing the app it is checked against, enqueues the
+/// accepted ones all at once, and answers 202, or 503 when the sink refuses (D7).
+fn ingest(
+    state: &ApiState,
+    caller: &Caller,
+    items: Vec<Value>,
+    app_of: impl Fn(&Value) -> std::result::Result<AppId, EventError>,
+) -> Result<HttpResponse> {
+    let now = state.clock.now();
+    let mut accepted = Vec::with_capacity(items.len());
+    let mut errors = Vec::new();
+    let mut rejected = 0;
+    for (index, raw) in items.iter().enumerate() {
+        let outcome = app_of(raw).and_then(|app| {
+            validate_event(
+                raw,
+                app,
+                caller.catalog.as_ref(),
+                now,
+                &state.config.event_limits,
+            )
+        });
+        match outcome {
+            Ok(event) => accepted.push(event),
+            Err(e) => {
+                rejected += 1;
+                state.metrics.event_rejected(e.code.as_str());
+                if errors.len() < MAX_EVENT_ERRORS {
+                    errors.push(EventErrorItem {
+                        index,
+                        event_id: e.event_id.clone(),
+                        code: e.code.as_str(),
+                        message: e.message.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let count = accepted.len();
+    if count > 0 {
+        state.sink.try_enqueue(accepted).map_err(|o| {
+            state.metrics.events_refused(count);
+            ApiError::overloaded(o.retry_after_secs)
+        })?;
+    }
+    state.metrics.events_accepted(count);
+    let body = serde_json::to_vec(&EventsAccepted {
+        accepted: count,
+        rejected,
+        errors,
+    })
+    .map_err(|_| ApiError::internal())?;
+    Ok(json_response(StatusCode::ACCEPTED, body))
+}
+
+/// `POST /v1/apps/{appId}/events`
+pub async fn events(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<ApiState>,
+) -> HttpResponse {
+    let result = async {
+        let caller = guard::authenticate(&req, &state)?;
+        let app_id = guard::app_id_param(&req)?;
+        guard::app(&caller, app_id)?;
+        let items = event_list(
+            read_json(
+                &req,
+                payload,
+                state.config.events_body_limit,
+                Encoding::AllowGzip,
+            )
+            .await?,
+        )?;
+        ingest(&state, &caller, items, |_| Ok(app_id))
+    }
+    .await;
+    answer(&req, result)
+}
+
+fn deprecated(mut response: HttpResponse, successor: &str) -> HttpResponse {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::HeaderName::from_static("deprecation"),
+        HeaderValue::from_static("true"),
+    );
+    if let Ok(link) = HeaderValue::from_str(&format!("<{successor}>; rel=\"successor-version\"")) {
+        headers.insert(header::LINK, link);
+    }
+    response
+}
+
+/// `POST /v1/placements/{placementId}/resolve` (deprecated, D11): the app comes from the body's
+/// `app_id`, or from the key's workspace when it has exactly one app.
+pub async fn legacy_resolve(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<ApiState>,
+) -> HttpResponse {
+    let placement = req.match_info().get("placementId").unwrap_or("").to_owned();
+    let mut successor = format!("/v1/apps/{{appId}}/placements/{placement}/resolve");
+    let result = async {
+        let caller = guard::authenticate(&req, &state)?;
+        let key = guard::placement_param(&req)?;
+        let mode = export_mode(&req)?;
+        let body = resolve_body(&req, payload, &state).await?;
+        let app_id = match body.get("app_id") {
+            Some(Value::String(s)) => s.parse::<AppId>().map_err(|_| {
+                ApiError::validation(vec![FieldError::new(
+                    "app_id",
+                    "must be a UUID in its hyphenated form",
+                )])
+            })?,
+            None | Some(Value::Null) => {
+                let apps = caller
+                    .catalog
+                    .workspace(caller.workspace)
+                    .map(|w| w.app_ids.as_slice())
+                    .unwrap_or_default();
+                match apps {
+                    [only] => *only,
+                    _ => {
+                        return Err(ApiError::validation(vec![FieldError::new(
+                            "app_id",
+                            "is required: this key's workspace does not have exactly one app",
+                        )]))
+                    }
+                }
+            }
+            Some(_) => {
+                return Err(ApiError::validation(vec![FieldError::new(
+                    "app_id",
+                    "must be a string",
+                )]))
+            }
+        };
+        successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
+        let app = guard::app(&caller, app_id)?;
+        resolve_one(&state, app, key, &body, mode)
+    }
+    .await;
+    deprecated(answer(&req, result), &successor)
+}
+
+/// `POST /v1/events` (deprecated, D11): each event's `app_id` names its app; an event whose app
+/// is not in the key's workspace is rejected.
+pub async fn legacy_events(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<ApiState>,
+) -> HttpResponse {
+    let result = async {
+        let caller = guard::authenticate(&req, &state)?;
+        let items = event_list(
+            read_json(
+                &req,
+                payload,
+                state.config.events_body_limit,
+                Encoding::AllowGzip,
+            )
+            .await?,
+        )?;
+        let workspace = caller.workspace;
+        let catalog = caller.catalog.clone();
+        ingest(&state, &caller, items, |raw| {
+            let parsed = raw
+                .get("app_id")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse::<AppId>().ok());
+            match parsed {
+                Some(app) if catalog.app_for(workspace, app).is_ok() => Ok(app),
+                Some(_) => Err(EventError {
+                    code: EventErrorCode::AppMismatch,
+                    field: Some("app_id"),
+                    message: "app_id is not an app of this key's workspace".to_owned(),
+                    event_id: raw
+                        .get("event_id")
+                        .and_then(Value::as_str)
+                        .filter(|s| s.len() <= 256)
+                        .map(str::to_owned),
+                }),
+                // Missing or malformed: validating against the nil app reports exactly what is
+                // wrong with the field (missing, type, UUID form) before any app comparison.
+                None => Ok(AppId::from_uuid(uuid::Uuid::nil())),
+            }
+        })
+    }
+    .await;
+    deprecated(answer(&req, result), "/v1/apps/{appId}/events")
+}
+
+/// Unknown route: 404 `not_found`.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    ApiError::not_found().to_response(&request_id_of(&req))
+}
+
+/// Known route, wrong method: 405 `method_not_allowed` with `Allow: POST`.
+pub async fn post_only(req: HttpRequest) -> HttpResponse {
+    ApiError::method_not_allowed("POST").to_response(&request_id_of(&req))
+}

@@ -1,0 +1,64 @@
+//! What every request handler shares.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use flowgate_domain::ports::{Clock, EventSink};
+use flowgate_domain::Catalog;
+
+use crate::config::HttpConfig;
+use crate::metrics::HttpMetrics;
+use crate::ratelimit::RateLimiter;
+
+/// The live catalog snapshot: swapped atomically by the refresher (D12), read lock-free by
+/// every request.
+pub type CatalogHandle = Arc<ArcSwap<Catalog>>;
+
+/// Shared state of the public API.
+pub struct ApiState {
+    pub(crate) config: HttpConfig,
+    pub(crate) catalog: CatalogHandle,
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ip_limiter: RateLimiter,
+    pub(crate) key_limiter: RateLimiter,
+    pub(crate) metrics: HttpMetrics,
+}
+
+impl ApiState {
+    /// State for the API: configuration, the catalog handle, the analytics sink (D7, D8), the
+    /// clock and the metrics to record into.
+    pub fn new(
+        config: HttpConfig,
+        catalog: CatalogHandle,
+        sink: Arc<dyn EventSink>,
+        clock: Arc<dyn Clock>,
+        metrics: HttpMetrics,
+    ) -> Self {
+        let rl = &config.rate_limit;
+        let ip_limiter = RateLimiter::new(rl.per_ip_rps, rl.per_ip_burst);
+        let key_limiter = RateLimiter::new(rl.per_key_rps, rl.per_key_burst);
+        Self {
+            config,
+            catalog,
+            sink,
+            clock,
+            ip_limiter,
+            key_limiter,
+            metrics,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,233 @@
+//! HTTP conventions (D9, D10, D11): unknown routes, wrong methods, request ids, CORS,
+//! compression, rate limits.
+
+use std::io::Read;
+
+use awc::http::Method;
+use flowgate_http::{HttpConfig, RateLimitConfig};
+use serde_json::json;
+
+use crate::fixtures::*;
+use crate::support::{on_both_stores, server, Backend};
+
+on_both_stores!(
+    routes_and_methods,
+    request_ids,
+    cors,
+    compressed_responses,
+    rate_limits_with_headers,
+    rate_limit_by_forwarded_address
+);
+
+async fn routes_and_methods(backend: Backend) {
+    let s = server!(backend);
+    s.request(Method::GET, "/nope", &[])
+        .await
+        .problem(404, "not_found");
+    s.request(Method::POST, "/v1/apps", &[])
+        .await
+        .problem(404, "not_found");
+    let r = s
+        .request(Method::GET, &format!("/v1/apps/{APP1}/events"), &[])
+        .await;
+    r.problem(405, "method_not_allowed");
+    assert_eq!(r.header("allow"), Some("POST"));
+    s.request(
+        Method::PUT,
+        &format!("/v1/apps/{APP1}/placements/x/resolve"),
+        &[],
+    )
+    .await
+    .problem(405, "method_not_allowed");
+    s.request(Method::DELETE, "/v1/events", &[])
+        .await
+        .problem(405, "method_not_allowed");
+}
+
+async fn request_ids(backend: Backend) {
+    let s = server!(backend);
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios"})
+        .to_string()
+        .into_bytes();
+    let path = format!("/v1/apps/{APP1}/placements/onboarding/resolve");
+    let r = s
+        .post_with(
+            &path,
+            Some(&s.keys.sdk),
+            body.clone(),
+            &[("x-request-id", "trace-42.a_b")],
+        )
+        .await;
+    assert_eq!(r.header("x-request-id"), Some("trace-42.a_b"));
+    let r = s
+        .post_with(
+            &path,
+            Some(&s.keys.sdk),
+            body,
+            &[("x-request-id", "bad id with spaces")],
+        )
+        .await;
+    let id = r.header("x-request-id").unwrap();
+    assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
+    let p = s
+        .post_with(&path, None, Vec::new(), &[("x-request-id", "err-1")])
+        .await
+        .problem(401, "missing_api_key");
+    assert_eq!(p["request_id"], "err-1");
+}
+
+async fn cors(backend: Backend) {
+    let s = server!(backend);
+    let path = format!("/v1/apps/{APP1}/events");
+    let r = s
+        .request(
+            Method::OPTIONS,
+            &path,
+            &[
+                ("origin", "https://app.example"),
+                ("access-control-request-method", "POST"),
+                (
+                    "access-control-request-headers",
+                    "authorization, content-type",
+                ),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("access-control-allow-methods"), Some("POST"));
+    let allowed = r
+        .header("access-control-allow-headers")
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in ["authorization", "content-type", "content-encoding"] {
+        assert!(allowed.contains(h), "{allowed}");
+    }
+    assert_eq!(r.header("access-control-max-age"), Some("86400"));
+    // Actual requests from a browser get the origin header and can read ours.
+    let r = s
+        .post_with(
+            &path,
+            Some(&s.keys.sdk),
+            b"[]".to_vec(),
+            &[("origin", "https://app.example")],
+        )
+        .await;
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert!(r
+        .header("access-control-expose-headers")
+        .unwrap()
+        .contains("X-Request-Id"));
+}
+
+async fn compressed_responses(backend: Backend) {
+    let s = server!(backend);
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios", "attributes": {"country": "US"}}).to_string().into_bytes();
+    let path = format!("/v1/apps/{APP1}/placements/onboarding/resolve");
+    let plain = s
+        .post_with(
+            &path,
+            Some(&s.keys.sdk),
+            body.clone(),
+            &[("accept-encoding", "identity")],
+        )
+        .await;
+    assert!(plain.header("content-encoding").is_none());
+    for encoding in ["gzip", "br", "zstd"] {
+        let r = s
+            .post_with(
+                &path,
+                Some(&s.keys.sdk),
+                body.clone(),
+                &[("accept-encoding", encoding)],
+            )
+            .await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding"), Some(encoding));
+        if encoding == "gzip" {
+            let mut decoded = Vec::new();
+            flate2::read::GzDecoder::new(r.body.as_slice())
+                .read_to_end(&mut decoded)
+                .unwrap();
+            assert_eq!(decoded, plain.body, "same bytes once decoded");
+        }
+    }
+}
+
+async fn rate_limits_with_headers(backend: Backend) {
+    let config = HttpConfig {
+        rate_limit: RateLimitConfig {
+            per_ip_rps: 1,
+            per_ip_burst: 3,
+            ..RateLimitConfig::default()
+        },
+        ..HttpConfig::default()
+    };
+    let s = server!(backend, config);
+    let path = format!("/v1/apps/{APP1}/placements/onboarding/resolve");
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios"});
+    let first = s.post(&path, &body).await;
+    assert_eq!(first.status, 200);
+    assert_eq!(
+        (
+            first.header("ratelimit-limit"),
+            first.header("ratelimit-remaining")
+        ),
+        (Some("3"), Some("2"))
+    );
+    assert!(first.header("ratelimit-reset").is_some());
+    s.post(&path, &body).await;
+    // An unknown key counts against the client IP too (D10).
+    s.post_with(&path, None, Vec::new(), &[])
+        .await
+        .problem(401, "missing_api_key");
+    let limited = s.post(&path, &body).await;
+    limited.problem(429, "rate_limited");
+    let retry: u32 = limited.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    assert_eq!(limited.header("ratelimit-remaining"), Some("0"));
+}
+
+async fn rate_limit_by_forwarded_address(backend: Backend) {
+    let config = HttpConfig {
+        rate_limit: RateLimitConfig {
+            per_ip_rps: 1,
+            per_ip_burst: 1,
+            trusted_proxies: vec!["127.0.0.1/32".parse().unwrap()],
+            ..RateLimitConfig::default()
+        },
+        ..HttpConfig::default()
+    };
+    let s = server!(backend, config);
+    let path = format!("/v1/apps/{APP1}/placements/onboarding/resolve");
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios"})
+        .to_string()
+        .into_bytes();
+    let as_client = |ip: &'static str| vec![("x-forwarded-for", ip)];
+    assert_eq!(
+        s.post_with(
+            &path,
+            Some(&s.keys.sdk),
+            body.clone(),
+            &as_client("198.51.100.1")
+        )
+        .await
+        .status,
+        200
+    );
+    s.post_with(
+        &path,
+        Some(&s.keys.sdk),
+        body.clone(),
+        &as_client("198.51.100.1"),
+    )
+    .await
+    .problem(429, "rate_limited");
+    // Behind the trusted proxy, another device is another client.
+    assert_eq!(
+        s.post_with(&path, Some(&s.keys.sdk), body, &as_client("198.51.100.2"))
+            .await
+            .status,
+        200
+    );
+}

@@ -1,0 +1,366 @@
+//! Events (D7): one test per validation rule (each rejects exactly that event), idempotency,
+//! limits, gzip, overload.
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+
+use crate::fixtures::*;
+use crate::support::{on_both_stores, server, Backend};
+
+fn path() -> String {
+    format!("/v1/apps/{APP1}/events")
+}
+
+/// A valid event of app 1 with a fresh id.
+pub fn event() -> Value {
+    json!({
+        "event_id": uuid::Uuid::new_v4().to_string(),
+        "app_id": APP1,
+        "flow_id": FLOW_US,
+        "flow_version_id": V_US_1,
+        "user_id": "user-1",
+        "session_id": "sess-1",
+        "device_platform": "ios",
+        "event_type": "flow_complete",
+        "timestamp": time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap(),
+        "sdk_version": "2.1.0",
+        "screen_index": 3,
+        "properties": {"close_reason": "done"}
+    })
+}
+
+/// Posts a valid event and the mutated one: exactly the mutated one is rejected, with `code`.
+async fn rejects(backend: Backend, code: &str, mutate: impl Fn(&mut Value)) {
+    let s = server!(backend);
+    let mut bad = event();
+    mutate(&mut bad);
+    let r = s.post(&path(), &json!([event(), bad])).await;
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    let body = r.json();
+    assert_eq!(
+        (body["accepted"].as_u64(), body["rejected"].as_u64()),
+        (Some(1), Some(1)),
+        "{body}"
+    );
+    let errors = body["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0]["index"], 1);
+    assert_eq!(errors[0]["code"], code, "{body}");
+    assert!(errors[0]["message"].is_string());
+    assert_eq!(
+        s.sink.events().len(),
+        1,
+        "only the valid event reaches the sink"
+    );
+}
+
+fn set(field: &'static str, value: Value) -> impl Fn(&mut Value) {
+    move |e| e[field] = value.clone()
+}
+
+fn remove(field: &'static str) -> impl Fn(&mut Value) {
+    move |e| {
+        e.as_object_mut().unwrap().remove(field);
+    }
+}
+
+fn ts(offset: time::Duration) -> Value {
+    json!((time::OffsetDateTime::now_utc() + offset)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap())
+}
+
+async fn rule_not_an_object(b: Backend) {
+    rejects(b, "not_an_object", |e| *e = json!("just a string")).await
+}
+async fn rule_missing_field(b: Backend) {
+    rejects(b, "missing_field", remove("session_id")).await
+}
+async fn rule_null_required_field(b: Backend) {
+    rejects(b, "missing_field", set("sdk_version", Value::Null)).await
+}
+async fn rule_invalid_type(b: Backend) {
+    rejects(b, "invalid_type", set("user_id", json!(42))).await
+}
+async fn rule_invalid_uuid(b: Backend) {
+    rejects(b, "invalid_uuid", set("event_id", json!("not-a-uuid"))).await
+}
+async fn rule_app_mismatch(b: Backend) {
+    rejects(b, "app_mismatch", set("app_id", json!(APP2))).await
+}
+async fn rule_unknown_flow_version(b: Backend) {
+    rejects(
+        b,
+        "unknown_flow_version",
+        set("flow_version_id", json!(V_APP2_1)),
+    )
+    .await
+}
+async fn rule_flow_mismatch(b: Backend) {
+    rejects(b, "flow_mismatch", set("flow_id", json!(FLOW_NEW))).await
+}
+async fn rule_invalid_length(b: Backend) {
+    rejects(b, "invalid_length", set("user_id", json!("u".repeat(257)))).await
+}
+async fn rule_invalid_platform(b: Backend) {
+    rejects(
+        b,
+        "invalid_platform",
+        set("device_platform", json!("windows")),
+    )
+    .await
+}
+async fn rule_invalid_renderer_mode(b: Backend) {
+    rejects(
+        b,
+        "invalid_renderer_mode",
+        set("renderer_mode", json!("canvas")),
+    )
+    .await
+}
+async fn rule_unknown_event_type(b: Backend) {
+    rejects(
+        b,
+        "unknown_event_type",
+        set("event_type", json!("flow_teleport")),
+    )
+    .await
+}
+async fn rule_server_only_event_type(b: Backend) {
+    rejects(
+        b,
+        "server_only_event_type",
+        set("event_type", json!("resolve_no_flow")),
+    )
+    .await
+}
+async fn rule_invalid_timestamp(b: Backend) {
+    rejects(
+        b,
+        "invalid_timestamp",
+        set("timestamp", json!("2026-11-21 10:00:00")),
+    )
+    .await
+}
+async fn rule_timestamp_in_future(b: Backend) {
+    rejects(b, "timestamp_in_future", move |e| {
+        e["timestamp"] = ts(time::Duration::hours(25))
+    })
+    .await
+}
+async fn rule_timestamp_too_old(b: Backend) {
+    rejects(b, "timestamp_too_old", move |e| {
+        e["timestamp"] = ts(-time::Duration::days(32))
+    })
+    .await
+}
+async fn rule_invalid_number(b: Backend) {
+    rejects(b, "invalid_number", set("screen_index", json!(-1))).await
+}
+async fn rule_currency_required(b: Backend) {
+    rejects(b, "currency_required", set("revenue", json!(9.99))).await
+}
+async fn rule_invalid_currency(b: Backend) {
+    rejects(b, "invalid_currency", |e| {
+        e["revenue"] = json!(9.99);
+        e["currency"] = json!("eur");
+    })
+    .await
+}
+async fn rule_properties_too_large(b: Backend) {
+    rejects(
+        b,
+        "properties_too_large",
+        set("properties", json!({"blob": "x".repeat(8 * 1024)})),
+    )
+    .await
+}
+
+on_both_stores!(
+    rule_not_an_object,
+    rule_missing_field,
+    rule_null_required_field,
+    rule_invalid_type,
+    rule_invalid_uuid,
+    rule_app_mismatch,
+    rule_unknown_flow_version,
+    rule_flow_mismatch,
+    rule_invalid_length,
+    rule_invalid_platform,
+    rule_invalid_renderer_mode,
+    rule_unknown_event_type,
+    rule_server_only_event_type,
+    rule_invalid_timestamp,
+    rule_timestamp_in_future,
+    rule_timestamp_too_old,
+    rule_invalid_number,
+    rule_currency_required,
+    rule_invalid_currency,
+    rule_properties_too_large,
+    single_object_and_unknown_fields_are_accepted,
+    duplicates_are_stored_once,
+    count_limits,
+    size_limits_and_gzip,
+    overload_accepts_nothing,
+    body_and_app_problems,
+);
+
+async fn single_object_and_unknown_fields_are_accepted(backend: Backend) {
+    let s = server!(backend);
+    let mut e = event();
+    e["from_a_newer_sdk"] = json!({"anything": true});
+    e["revenue"] = json!(4.99);
+    e["currency"] = json!("USD");
+    let r = s.post(&path(), &e).await;
+    assert_eq!(r.status, 202);
+    assert_eq!(
+        r.json(),
+        json!({"accepted": 1, "rejected": 0}),
+        "no errors member when nothing is rejected"
+    );
+    let stored = s.sink.events();
+    assert_eq!(stored[0].payload.get("revenue"), Some(&json!(4.99)));
+    assert!(!stored[0].payload.contains_key("from_a_newer_sdk"));
+}
+
+async fn duplicates_are_stored_once(backend: Backend) {
+    let s = server!(backend);
+    let e = event();
+    // Twice in one request, and again in a retry: all counted as accepted (SDKs retry).
+    let r = s.post(&path(), &json!([e, e])).await;
+    assert_eq!(r.json()["accepted"], 2);
+    let r = s.post(&path(), &e).await;
+    assert_eq!(r.json()["accepted"], 1);
+    let outcome = s.flush_sink_to_store().await;
+    assert_eq!((outcome.inserted, outcome.duplicates), (1, 2));
+    let n =
+        s.db.count("SELECT count(*) AS n FROM analytics_events WHERE event_type = 'flow_complete'")
+            .await;
+    assert_eq!(n, 1);
+}
+
+async fn count_limits(backend: Backend) {
+    let s = server!(backend);
+    let hundred: Vec<Value> = (0..100).map(|_| event()).collect();
+    let r = s.post(&path(), &json!(hundred)).await;
+    assert_eq!(r.json()["accepted"], 100);
+    let hundred_one: Vec<Value> = (0..101).map(|_| event()).collect();
+    s.post(&path(), &json!(hundred_one))
+        .await
+        .problem(400, "too_many_events");
+    s.post(&path(), &json!([]))
+        .await
+        .problem(400, "invalid_request");
+    s.post(&path(), &json!(17))
+        .await
+        .problem(400, "invalid_request");
+    // 101 invalid events: the limit applies before validation.
+    assert_eq!(s.sink.events().len(), 100);
+    // At most 100 error items, in order.
+    let bad: Vec<Value> = (0..100).map(|_| json!({"nope": 1})).collect();
+    let body = s.post(&path(), &json!(bad)).await.json();
+    assert_eq!(
+        (body["accepted"].as_u64(), body["rejected"].as_u64()),
+        (Some(0), Some(100))
+    );
+    assert_eq!(body["errors"].as_array().unwrap().len(), 100);
+    assert_eq!(body["errors"][99]["index"], 99);
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+async fn size_limits_and_gzip(backend: Backend) {
+    let s = server!(backend);
+    let batch: Vec<Value> = (0..50).map(|_| event()).collect();
+    let plain = json!(batch).to_string().into_bytes();
+    let r = s
+        .post_with(
+            &path(),
+            Some(&s.keys.sdk),
+            gzip(&plain),
+            &[("content-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["accepted"], 50);
+
+    // Over 256 KiB, plain: 413 while reading.
+    let mut big = event();
+    big["padding"] = json!("x".repeat(257 * 1024));
+    s.post(&path(), &big)
+        .await
+        .problem(413, "payload_too_large");
+    // Small on the wire but over 256 KiB decoded: 413 (the limit is on the decoded body).
+    let bomb = gzip(&vec![b' '; 20 * 1024 * 1024]);
+    assert!(bomb.len() < 64 * 1024);
+    s.post_with(
+        &path(),
+        Some(&s.keys.sdk),
+        bomb,
+        &[("content-encoding", "gzip")],
+    )
+    .await
+    .problem(413, "payload_too_large");
+    s.post_with(
+        &path(),
+        Some(&s.keys.sdk),
+        b"not gzip at all".to_vec(),
+        &[("content-encoding", "gzip")],
+    )
+    .await
+    .problem(400, "invalid_request");
+    s.post_with(
+        &path(),
+        Some(&s.keys.sdk),
+        plain,
+        &[("content-encoding", "br")],
+    )
+    .await
+    .problem(415, "unsupported_media_type");
+    assert_eq!(s.sink.events().len(), 50);
+}
+
+async fn overload_accepts_nothing(backend: Backend) {
+    let s = server!(backend);
+    s.sink.set_refusing(true);
+    let r = s
+        .post(&path(), &json!([event(), event(), {"bad": true}]))
+        .await;
+    r.problem(503, "overloaded");
+    assert_eq!(r.header("retry-after"), Some("7"));
+    assert!(s.sink.events().is_empty());
+    s.sink.set_refusing(false);
+    assert_eq!(s.post(&path(), &event()).await.json()["accepted"], 1);
+}
+
+async fn body_and_app_problems(backend: Backend) {
+    let s = server!(backend);
+    s.post_with(&path(), Some(&s.keys.sdk), b"[{]".to_vec(), &[])
+        .await
+        .problem(400, "invalid_request");
+    s.post_with(
+        &path(),
+        Some(&s.keys.sdk),
+        event().to_string().into_bytes(),
+        &[("content-type", "application/xml")],
+    )
+    .await
+    .problem(415, "unsupported_media_type");
+    s.post(&format!("/v1/apps/{APP2}/events"), &event())
+        .await
+        .problem(403, "forbidden_app");
+    s.post(
+        "/v1/apps/20000000-0000-4000-8000-0000000000ff/events",
+        &event(),
+    )
+    .await
+    .problem(404, "app_not_found");
+    s.post("/v1/apps/zzz/events", &event())
+        .await
+        .problem(400, "invalid_request");
+}

@@ -1,0 +1,298 @@
+//! Single resolve (D3, D8, D9): every status code the contract lists for the route.
+
+use flowgate_domain::events::{EventSource, EventType, NoFlowReason};
+use serde_json::{json, Value};
+
+use crate::fixtures::*;
+use crate::support::{on_both_stores, server, Backend};
+
+fn path(app: &str, key: &str) -> String {
+    format!("/v1/apps/{app}/placements/{key}/resolve")
+}
+
+fn identity(extra: Value) -> Value {
+    let mut body = json!({"user_id": "user-1", "session_id": "sess-1", "device_platform": "ios"});
+    if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
+        b.extend(e);
+    }
+    body
+}
+
+on_both_stores!(
+    matched_flow_has_every_field,
+    no_flow_body_is_exactly_flow_id_and_ttl,
+    holdout_carries_experiment_fields,
+    unknown_placement_is_200_no_flow_with_event,
+    export_is_deterministic_and_records_nothing,
+    path_and_body_problems_are_400,
+    app_problems_are_404_and_403,
+    media_type_and_size_problems,
+);
+
+async fn matched_flow_has_every_field(backend: Backend) {
+    let s = server!(backend);
+    let r = s
+        .post(
+            &path(APP1, "onboarding"),
+            &identity(json!({"attributes": {"country": "US"}})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    // flow_schema is spliced byte for byte: the integer beyond 2^53 survives.
+    assert!(
+        text.contains(r#""flow_schema":{"big":12345678901234567890,"screens":[{"id":"s1"}]}"#),
+        "{text}"
+    );
+    let body = r.json();
+    assert_eq!(body["flow_id"], FLOW_US);
+    assert_eq!(body["flow_version_id"], V_US_2);
+    assert_eq!(body["flow_version"], 2);
+    assert_eq!(body["schema_version"], 3);
+    assert_eq!(body["media_base_url"], "https://cdn.example.com/media/");
+    assert_eq!(body["icon_base_url"], "https://cdn.example.com/icons/");
+    assert_eq!(
+        body["fonts"],
+        json!([{"family": "Inter", "weight": 400, "style": "normal", "url": "https://cdn.example.com/inter.woff2"}])
+    );
+    assert_eq!(body["cache_ttl_seconds"], 120);
+    assert_eq!(body["renderer_mode"], "web");
+    assert!(body.get("experiment_id").is_none() && body.get("variant_id").is_none());
+    assert!(s.sink.events().is_empty(), "a served flow records nothing");
+}
+
+async fn no_flow_body_is_exactly_flow_id_and_ttl(backend: Backend) {
+    let s = server!(backend);
+    let r = s.post(&path(APP1, "empty"), &identity(json!({}))).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!({"flow_id": null, "cache_ttl_seconds": 120}));
+    let events = s.sink.events();
+    assert_eq!(events.len(), 1);
+    let e = &events[0];
+    assert_eq!(
+        (e.event_type, e.source, e.reason),
+        (
+            EventType::ResolveNoFlow,
+            EventSource::Server,
+            Some(NoFlowReason::NoRuleMatched)
+        )
+    );
+    assert_eq!(
+        (
+            e.user_id.as_str(),
+            e.session_id.as_str(),
+            e.placement_key.as_deref()
+        ),
+        ("user-1", "sess-1", Some("empty"))
+    );
+    // The app default TTL applies when the app has none (app 2 has none): D3.9.
+    let r = s
+        .post_with(
+            &path(APP2, "nope"),
+            Some(&s.keys.other_workspace),
+            identity(json!({})).to_string().into_bytes(),
+            &[],
+        )
+        .await;
+    assert_eq!(r.json(), json!({"flow_id": null, "cache_ttl_seconds": 300}));
+    // And the stored event round-trips through the real store.
+    assert_eq!(s.flush_sink_to_store().await.inserted, 2);
+}
+
+/// A user id the fixture experiment assigns to `variant` (GrowthBook formula, D5).
+fn user_in(variant: usize) -> String {
+    use flowgate_domain::bucketing::{bucket_ranges, choose_variation, hash_v2};
+    let ranges = bucket_ranges(2, 1.0, Some(&[0.5, 0.5]));
+    (0..10_000)
+        .map(|i| format!("user-{i}"))
+        .find(|u| choose_variation(hash_v2(EXP, u), &ranges) == Some(variant))
+        .unwrap()
+}
+
+async fn holdout_carries_experiment_fields(backend: Backend) {
+    let s = server!(backend);
+    let r = s
+        .post(
+            &path(APP1, "paywall"),
+            &json!({"user_id": user_in(0), "session_id": "s", "device_platform": "web"}),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        json!({"flow_id": null, "cache_ttl_seconds": 120, "experiment_id": EXP, "variant_id": VAR_CONTROL, "variant_name": "control"})
+    );
+    let events = s.sink.events();
+    assert_eq!(events[0].reason, Some(NoFlowReason::Holdout));
+    assert_eq!(events[0].variant_id.as_deref(), Some(VAR_CONTROL));
+
+    let r = s
+        .post(
+            &path(APP1, "paywall"),
+            &json!({"user_id": user_in(1), "session_id": "s", "device_platform": "web"}),
+        )
+        .await;
+    let body = r.json();
+    assert_eq!(
+        (body["flow_id"].as_str(), body["variant_name"].as_str()),
+        (Some(FLOW_NEW), Some("new"))
+    );
+    assert_eq!(body["experiment_id"], EXP);
+    assert_eq!(body["renderer_mode"], "web");
+}
+
+async fn unknown_placement_is_200_no_flow_with_event(backend: Backend) {
+    let s = server!(backend);
+    let r = s
+        .post(&path(APP1, "never-heard-of-it"), &identity(json!({})))
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["flow_id"], Value::Null);
+    assert_eq!(
+        s.sink.events()[0].reason,
+        Some(NoFlowReason::UnknownPlacement)
+    );
+}
+
+async fn export_is_deterministic_and_records_nothing(backend: Backend) {
+    let s = server!(backend);
+    let us = identity(json!({"attributes": {"country": "US"}}));
+    let a = s
+        .post(&format!("{}?export=true", path(APP1, "onboarding")), &us)
+        .await;
+    let b = s
+        .post(
+            &format!("{}?export=true", path(APP1, "onboarding")),
+            &json!({"user_id": "x", "session_id": "y", "device_platform": "web"}),
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.body, b.body,
+        "export output is the same for every identity"
+    );
+    assert_eq!(a.json()["flow_id"], FLOW_DEFAULT);
+    let none = s
+        .post(&format!("{}?export=true", path(APP1, "paywall")), &us)
+        .await;
+    assert_eq!(
+        none.json(),
+        json!({"flow_id": null, "cache_ttl_seconds": 120})
+    );
+    assert!(
+        s.sink.events().is_empty(),
+        "export never records events (D3.5)"
+    );
+    let normal = s
+        .post(&format!("{}?export=false", path(APP1, "onboarding")), &us)
+        .await;
+    assert_eq!(normal.json()["flow_id"], FLOW_US);
+    s.post(&format!("{}?export=yes", path(APP1, "onboarding")), &us)
+        .await
+        .problem(400, "invalid_request");
+}
+
+async fn path_and_body_problems_are_400(backend: Backend) {
+    let s = server!(backend);
+    s.post(&path("not-a-uuid", "onboarding"), &identity(json!({})))
+        .await
+        .problem(400, "invalid_request");
+    s.post(&path(APP1, "bad%20key"), &identity(json!({})))
+        .await
+        .problem(400, "invalid_request");
+    s.post(&path(APP1, &"k".repeat(129)), &identity(json!({})))
+        .await
+        .problem(400, "invalid_request");
+    let p = s
+        .post(
+            &path(APP1, "onboarding"),
+            &json!({"session_id": "s", "device_platform": "tv", "attributes": []}),
+        )
+        .await
+        .problem(400, "validation_failed");
+    let fields: Vec<&str> = p["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        vec!["user_id", "device_platform", "attributes"],
+        "every invalid field is listed"
+    );
+    s.post(
+        &path(APP1, "onboarding"),
+        &json!({"user_id": "", "session_id": "s", "device_platform": "ios"}),
+    )
+    .await
+    .problem(400, "validation_failed");
+    s.post(
+        &path(APP1, "onboarding"),
+        &json!({"user_id": 5, "session_id": "s", "device_platform": "ios"}),
+    )
+    .await
+    .problem(400, "validation_failed");
+    s.post(&path(APP1, "onboarding"), &json!([1, 2]))
+        .await
+        .problem(400, "invalid_request");
+    let r = s
+        .post_with(
+            &path(APP1, "onboarding"),
+            Some(&s.keys.sdk),
+            b"{\"user_id\": ".to_vec(),
+            &[],
+        )
+        .await;
+    r.problem(400, "invalid_request");
+    s.post_with(
+        &path(APP1, "onboarding"),
+        Some(&s.keys.sdk),
+        Vec::new(),
+        &[],
+    )
+    .await
+    .problem(400, "invalid_request");
+    assert!(s.sink.events().is_empty());
+}
+
+async fn app_problems_are_404_and_403(backend: Backend) {
+    let s = server!(backend);
+    s.post(
+        &path("20000000-0000-4000-8000-0000000000ff", "onboarding"),
+        &identity(json!({})),
+    )
+    .await
+    .problem(404, "app_not_found");
+    s.post(&path(APP2, "onboarding"), &identity(json!({})))
+        .await
+        .problem(403, "forbidden_app");
+}
+
+async fn media_type_and_size_problems(backend: Backend) {
+    let s = server!(backend);
+    let body = identity(json!({})).to_string().into_bytes();
+    let p = path(APP1, "onboarding");
+    s.post_with(
+        &p,
+        Some(&s.keys.sdk),
+        body.clone(),
+        &[("content-type", "text/plain")],
+    )
+    .await
+    .problem(415, "unsupported_media_type");
+    let ok = s
+        .post_with(
+            &p,
+            Some(&s.keys.sdk),
+            body.clone(),
+            &[("content-type", "application/json; charset=utf-8")],
+        )
+        .await;
+    assert_eq!(ok.status, 200, "charset is allowed");
+    s.post_with(&p, Some(&s.keys.sdk), body, &[("content-encoding", "gzip")])
+        .await
+        .problem(415, "unsupported_media_type");
+    let huge = json!({"user_id": "u", "session_id": "s", "device_platform": "ios", "attributes": {"blob": "x".repeat(70 * 1024)}});
+    s.post(&p, &huge).await.problem(413, "payload_too_large");
+}

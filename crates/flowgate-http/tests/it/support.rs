@@ -1,0 +1,341 @@
+//! A server under test: store, catalog, sink, config, a bound listener, and a client.
+
+use std::sync::{Arc, Mutex};
+
+use actix_web::{web, HttpServer};
+use arc_swap::ArcSwap;
+use awc::http::StatusCode;
+use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyType};
+use flowgate_domain::ports::{
+    CatalogSource, EventSink, EventStore, KeyStore, Overloaded, SystemClock,
+};
+use flowgate_domain::Catalog;
+use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
+use flowgate_testkit::TestDb;
+use serde_json::Value;
+
+use crate::fixtures::{self, WS1, WS2};
+
+/// Which store backs the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// An `EventSink` that keeps what it was given, and can be told to refuse (D7 overload).
+#[derive(Default)]
+pub struct CollectingSink {
+    events: Mutex<Vec<AnalyticsEvent>>,
+    refuse: Mutex<bool>,
+}
+
+impl CollectingSink {
+    pub fn events(&self) -> Vec<AnalyticsEvent> {
+        self.events.lock().unwrap().clone()
+    }
+    pub fn set_refusing(&self, refuse: bool) {
+        *self.refuse.lock().unwrap() = refuse;
+    }
+}
+
+impl EventSink for CollectingSink {
+    fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        if *self.refuse.lock().unwrap() {
+            return Err(Overloaded {
+                retry_after_secs: 7,
+            });
+        }
+        self.events.lock().unwrap().extend(events);
+        Ok(())
+    }
+}
+
+/// Keys of the fixture: an SDK test key of workspace 1 (the one tests use), a secret key, a
+/// live key, a revoked key, and an SDK key of workspace 2.
+pub struct Keys {
+    pub sdk: ApiKey,
+    pub secret: ApiKey,
+    pub live: ApiKey,
+    pub revoked: ApiKey,
+    pub other_workspace: ApiKey,
+}
+
+pub struct TestServer {
+    pub base: String,
+    pub db: TestDb,
+    pub sink: Arc<CollectingSink>,
+    pub keys: Keys,
+    pub client: awc::Client,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl TestServer {
+    /// Starts a server over `backend` with the fixture catalog, or `None` when PostgreSQL is
+    /// not available outside CI.
+    pub async fn start(backend: Backend) -> Option<TestServer> {
+        Self::start_with(backend, HttpConfig::default()).await
+    }
+
+    pub async fn start_with(backend: Backend, config: HttpConfig) -> Option<TestServer> {
+        let db = match backend {
+            Backend::Sqlite => TestDb::sqlite().await,
+            Backend::Postgres => TestDb::postgres().await?,
+        };
+        db.store
+            .replace_catalog(&fixtures::data_from(&fixtures::catalog_json()))
+            .await
+            .expect("catalog written");
+        let keys = Keys {
+            sdk: fixtures::key(KeyEnvironment::Test, 'a'),
+            secret: fixtures::key(KeyEnvironment::Test, 'b'),
+            live: fixtures::key(KeyEnvironment::Live, 'c'),
+            revoked: fixtures::key(KeyEnvironment::Test, 'd'),
+            other_workspace: fixtures::key(KeyEnvironment::Test, 'e'),
+        };
+        for (i, (ws, key, kind)) in [
+            (WS1, &keys.sdk, KeyType::Sdk),
+            (WS1, &keys.secret, KeyType::Secret),
+            (WS1, &keys.live, KeyType::Sdk),
+            (WS1, &keys.revoked, KeyType::Sdk),
+            (WS2, &keys.other_workspace, KeyType::Sdk),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let record = fixtures::record(ws, key, kind, 100 + i as u128);
+            let id = record.id;
+            db.store.insert_key(record).await.expect("key stored");
+            if key == &keys.revoked {
+                db.store
+                    .revoke_key(id, time::OffsetDateTime::now_utc())
+                    .await
+                    .expect("revoked");
+            }
+        }
+        let catalog = Catalog::build(db.store.load_catalog().await.expect("catalog loads"))
+            .expect("catalog builds");
+        let handle = Arc::new(ArcSwap::from_pointee(catalog));
+        let sink = Arc::new(CollectingSink::default());
+        let state = web::Data::new(ApiState::new(
+            config,
+            handle,
+            sink.clone(),
+            Arc::new(SystemClock),
+            HttpMetrics::default(),
+        ));
+        let bound = HttpServer::new(move || api_app(state.clone()))
+            .workers(1)
+            .disable_signals()
+            .bind(("127.0.0.1", 0))
+            .expect("bind");
+        let addr = *bound.addrs().first().expect("bound");
+        let server = bound.run();
+        let handle_srv = server.handle();
+        actix_web::rt::spawn(server);
+        Some(TestServer {
+            base: format!("http://{addr}"),
+            db,
+            sink,
+            keys,
+            client: awc::Client::builder().disable_redirects().finish(),
+            handle: handle_srv,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn bearer(key: &ApiKey) -> String {
+        format!("Bearer {}", key.expose())
+    }
+
+    /// POSTs JSON with the SDK key.
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.post_with(
+            path,
+            Some(&self.keys.sdk),
+            body.to_string().into_bytes(),
+            &[],
+        )
+        .await
+    }
+
+    /// POSTs raw bytes with a key (or none) and extra headers; `Content-Type: application/json`
+    /// unless a header overrides it.
+    pub async fn post_with(
+        &self,
+        path: &str,
+        key: Option<&ApiKey>,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = self.client.post(self.url(path)).no_decompress();
+        if !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
+            req = req.insert_header(("content-type", "application/json"));
+        }
+        if let Some(key) = key {
+            req = req.insert_header(("authorization", Self::bearer(key)));
+        }
+        for (name, value) in headers {
+            req = req.insert_header((*name, *value));
+        }
+        Reply::from(req.send_body(body).await.expect("request sent")).await
+    }
+
+    pub async fn request(
+        &self,
+        method: awc::http::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut req = self.client.request(method, self.url(path)).no_decompress();
+        for (name, value) in headers {
+            req = req.insert_header((*name, *value));
+        }
+        Reply::from(req.send().await.expect("request sent")).await
+    }
+
+    /// Writes what the sink collected to the store (as the analytics sink would).
+    pub async fn flush_sink_to_store(&self) -> flowgate_domain::ports::AppendOutcome {
+        self.db
+            .store
+            .append_events(&self.sink.events())
+            .await
+            .expect("events written")
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let handle = self.handle.clone();
+        actix_web::rt::spawn(async move { handle.stop(false).await });
+    }
+}
+
+/// A received response.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: awc::http::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    async fn from<S>(mut res: awc::ClientResponse<S>) -> Reply
+    where
+        S: futures_util::Stream<Item = Result<actix_web::web::Bytes, awc::error::PayloadError>>
+            + Unpin,
+    {
+        let body = res
+            .body()
+            .limit(64 * 1024 * 1024)
+            .await
+            .expect("body read")
+            .to_vec();
+        Reply {
+            status: res.status(),
+            headers: res.headers().clone(),
+            body,
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a problem+json response with `status` and `code` (D9), and returns the body.
+    #[track_caller]
+    pub fn problem(&self, status: u16, code: &str) -> Value {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "status; body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let body = self.json();
+        assert_problem_shape(&body);
+        assert_eq!(body["code"], code, "{body}");
+        assert_eq!(body["status"], status);
+        assert_eq!(
+            body["request_id"].as_str(),
+            self.header("x-request-id"),
+            "request id in body and header"
+        );
+        body
+    }
+}
+
+/// D9's shape: type, title, status, detail, code, request_id; `errors` items have field and
+/// message.
+#[track_caller]
+pub fn assert_problem_shape(body: &Value) {
+    let code = body["code"].as_str().expect("code is a string");
+    assert_eq!(
+        body["type"],
+        format!("https://flowgate.dev/problems/{code}")
+    );
+    assert!(
+        body["title"].is_string() && body["detail"].is_string(),
+        "{body}"
+    );
+    assert!(
+        body["status"].is_u64() && body["request_id"].is_string(),
+        "{body}"
+    );
+    if let Some(errors) = body.get("errors") {
+        for e in errors.as_array().expect("errors is an array") {
+            assert!(e["field"].is_string() && e["message"].is_string(), "{e}");
+        }
+    }
+}
+
+/// Runs an async test body on the SQLite store and on the PostgreSQL store.
+macro_rules! on_both_stores {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                #[actix_web::test]
+                async fn sqlite() {
+                    super::$name($crate::support::Backend::Sqlite).await
+                }
+                #[actix_web::test]
+                async fn postgres() {
+                    super::$name($crate::support::Backend::Postgres).await
+                }
+            }
+        )+
+    };
+}
+pub(crate) use on_both_stores;
+
+/// Starts the server or skips (PostgreSQL unavailable outside CI).
+macro_rules! server {
+    ($backend:expr) => {
+        match $crate::support::TestServer::start($backend).await {
+            Some(s) => s,
+            None => return,
+        }
+    };
+    ($backend:expr, $config:expr) => {
+        match $crate::support::TestServer::start_with($backend, $config).await {
+            Some(s) => s,
+            None => return,
+        }
+    };
+}
+pub(crate) use server;

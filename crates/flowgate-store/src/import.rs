@@ -1,0 +1,272 @@
+//! Catalog import (D13): `flowgate import FILE`.
+//!
+//! [`import_file`] reads a JSON file (YAML when the name ends in `.yaml` or `.yml`), checks its
+//! structure ([`CatalogFile::parse`]), then, in ONE transaction holding the catalog write lock,
+//! loads the stored catalog, validates the file against it ([`plan_import`]: keys, immutable
+//! published versions, and [`flowgate_domain::Catalog::build`] on the catalog the store would
+//! hold afterwards) and applies it with [`Store::replace_catalog`]'s upsert. Any problem
+//! rejects the whole file: every problem is returned with the file path and a JSON pointer,
+//! and nothing is written. A file the store already holds writes nothing, so the revision
+//! stays and no server reloads (D12).
+//!
+//! YAML is converted to JSON text first (key order kept), so both formats take the same path
+//! and the pointers of YAML problems name the same nodes.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use flowgate_domain::catalog::{plan_import, CatalogFile, ImportSummary, Problem};
+use flowgate_domain::ports::StoreError;
+use time::OffsetDateTime;
+
+use crate::store::Store;
+
+/// How a catalog file is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    /// JSON (the default).
+    Json,
+    /// YAML, converted to JSON before anything else.
+    Yaml,
+}
+
+impl FileFormat {
+    /// YAML for `.yaml` and `.yml` (any case), JSON otherwise (D13).
+    pub fn of(path: &Path) -> FileFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("yaml") || ext.eq_ignore_ascii_case("yml") => {
+                FileFormat::Yaml
+            }
+            _ => FileFormat::Json,
+        }
+    }
+}
+
+/// One problem (or warning) in a catalog file: where and what. Displays as
+/// `path#/json/pointer: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileProblem {
+    /// The file.
+    pub path: PathBuf,
+    /// RFC 6901 JSON pointer of the offending value (empty for the whole file).
+    pub pointer: String,
+    /// What is wrong, in a sentence.
+    pub message: String,
+}
+
+impl FileProblem {
+    fn new(path: &Path, problem: Problem) -> Self {
+        FileProblem {
+            path: path.to_owned(),
+            pointer: problem.pointer,
+            message: problem.message,
+        }
+    }
+}
+
+impl fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}#{}: {}",
+            self.path.display(),
+            self.pointer,
+            self.message
+        )
+    }
+}
+
+/// What an import did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Workspaces in the file.
+    pub workspaces: usize,
+    /// Apps in the file.
+    pub apps: usize,
+    /// Flows in the file.
+    pub flows: usize,
+    /// Flow versions in the file.
+    pub versions: usize,
+    /// Placements in the file.
+    pub placements: usize,
+    /// API keys in the file.
+    pub keys: usize,
+    /// False when the store already held everything in the file (nothing was written).
+    pub changed: bool,
+    /// The catalog revision after the import.
+    pub revision: u64,
+    /// Allowed but noteworthy changes (D5: a running experiment's weights or variant order).
+    pub warnings: Vec<FileProblem>,
+}
+
+impl ImportReport {
+    fn new(
+        summary: ImportSummary,
+        changed: bool,
+        revision: u64,
+        warnings: Vec<FileProblem>,
+    ) -> Self {
+        ImportReport {
+            workspaces: summary.workspaces,
+            apps: summary.apps,
+            flows: summary.flows,
+            versions: summary.versions,
+            placements: summary.placements,
+            keys: summary.keys,
+            changed,
+            revision,
+            warnings,
+        }
+    }
+}
+
+/// Why an import wrote nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The file is invalid: every problem found, in document order.
+    #[error("invalid catalog file, {} problem(s):\n{}", .0.len(), list(.0))]
+    Invalid(Vec<FileProblem>),
+    /// The file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store failed (the transaction rolled back).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn list(problems: &[FileProblem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn invalid(path: &Path, problems: Vec<Problem>) -> ImportError {
+    ImportError::Invalid(
+        problems
+            .into_iter()
+            .map(|p| FileProblem::new(path, p))
+            .collect(),
+    )
+}
+
+/// Imports the catalog file at `path` (D13); `now` is the creation time of new keys.
+pub async fn import_file(
+    store: &Store,
+    path: &Path,
+    now: OffsetDateTime,
+) -> Result<ImportReport, ImportError> {
+    let owned = path.to_owned();
+    let io = |source| ImportError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = tokio::task::spawn_blocking(move || std::fs::read(owned))
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?
+        .map_err(io)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        invalid(
+            path,
+            vec![Problem {
+                pointer: String::new(),
+                message: "the file is not UTF-8 text".to_owned(),
+            }],
+        )
+    })?;
+    import_text(store, path, FileFormat::of(path), &text, now).await
+}
+
+/// Imports catalog text read elsewhere; `path` only labels the problems.
+pub async fn import_text(
+    store: &Store,
+    path: &Path,
+    format: FileFormat,
+    text: &str,
+    now: OffsetDateTime,
+) -> Result<ImportReport, ImportError> {
+    let json = match format {
+        FileFormat::Json => Cow::Borrowed(text),
+        FileFormat::Yaml => Cow::Owned(yaml_to_json(text).map_err(|p| invalid(path, vec![p]))?),
+    };
+    let file = CatalogFile::parse(&json).map_err(|problems| invalid(path, problems))?;
+    drop(json);
+    let outcome = store
+        .update_catalog(move |stored| {
+            let plan = plan_import(file, &stored, now)?;
+            let write = plan.changed.then_some(plan.write);
+            Ok((write, (plan.summary, plan.changed, plan.warnings)))
+        })
+        .await?;
+    match outcome {
+        Err(problems) => Err(invalid(path, problems)),
+        Ok(((summary, changed, warnings), revision)) => Ok(ImportReport::new(
+            summary,
+            changed,
+            revision,
+            warnings
+                .into_iter()
+                .map(|w| FileProblem::new(path, w))
+                .collect(),
+        )),
+    }
+}
+
+/// YAML text to JSON text, mapping order kept (serde_norway's mappings are ordered), so a
+/// `flow_schema` written in YAML is stored with its keys in the order written.
+fn yaml_to_json(text: &str) -> Result<String, Problem> {
+    let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| Problem {
+        pointer: String::new(),
+        message: format!("not valid YAML: {e}"),
+    })?;
+    serde_json::to_string(&value).map_err(|e| Problem {
+        pointer: String::new(),
+        message: format!("the YAML has no JSON equivalent: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_follows_the_extension() {
+        assert_eq!(
+            FileFormat::of(Path::new("a/catalog.json")),
+            FileFormat::Json
+        );
+        assert_eq!(FileFormat::of(Path::new("catalog")), FileFormat::Json);
+        assert_eq!(FileFormat::of(Path::new("catalog.YML")), FileFormat::Yaml);
+        assert_eq!(FileFormat::of(Path::new("catalog.yaml")), FileFormat::Yaml);
+    }
+
+    #[test]
+    fn yaml_becomes_json_in_written_order() {
+        let json = yaml_to_json("b: 1\na:\n  - x\n  - 2.5\nc: null\n").expect("converts");
+        assert_eq!(json, r#"{"b":1,"a":["x",2.5],"c":null}"#);
+        let problem = yaml_to_json("a: [").expect_err("invalid");
+        assert!(problem.message.starts_with("not valid YAML"), "{problem:?}");
+    }
+
+    #[test]
+    fn problems_display_with_path_and_pointer() {
+        let p = FileProblem {
+            path: PathBuf::from("catalog.json"),
+            pointer: "/workspaces/0/name".to_owned(),
+            message: "must be a string".to_owned(),
+        };
+        assert_eq!(
+            p.to_string(),
+            "catalog.json#/workspaces/0/name: must be a string"
+        );
+    }
+}

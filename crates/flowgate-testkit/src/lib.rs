@@ -1,0 +1,286 @@
+//! Test support shared by flowgate's crates (never used by the service itself).
+//!
+//! [`TestDb`] gives each test a fresh, migrated database of one backend with a store on it:
+//!
+//! - PostgreSQL: its own database `flowgate_test_<unix seconds>_<random>` on the server at
+//!   `FLOWGATE_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), dropped
+//!   when the `TestDb` is dropped, also when the test panics. Databases of crashed runs (older
+//!   than an hour, by the time in their name) are swept before each test. A server that cannot
+//!   be reached skips the PostgreSQL variant with a message, except in CI (`CI=true`), where it
+//!   fails the test.
+//! - SQLite: a file in a fresh temporary folder, removed on drop.
+//!
+//! [`Proxy`] is a TCP proxy on 127.0.0.1 that a test cuts and restores, to take a store away
+//! mid-test (fault tests of the sink and of resolve during a store outage).
+//!
+//! Setup failures panic on purpose: this is test code, and a broken setup must stop the test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod proxy;
+
+pub use proxy::Proxy;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use diesel::sql_types::{BigInt, Text};
+use diesel::QueryableByName;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use flowgate_store::{Backend, Store, StoreOptions};
+
+const DB_PREFIX: &str = "flowgate_test_";
+const STALE_AFTER_SECS: u64 = 3600;
+
+fn admin_url() -> String {
+    std::env::var("FLOWGATE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// `admin_url` with its database replaced by `db`.
+fn url_for(db: &str) -> String {
+    let admin = admin_url();
+    match admin.rfind('/') {
+        Some(i) if i > "postgres://".len() => format!("{}/{db}", &admin[..i]),
+        _ => format!("{admin}/{db}"),
+    }
+}
+
+/// Splits `postgres://user@host:port/db` into (`postgres://user@`, `host:port`, `/db...`).
+fn split_url(url: &str) -> (String, String, String) {
+    let scheme_end = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[scheme_end..];
+    let path_start = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..path_start];
+    let host_start = authority.rfind('@').map_or(0, |i| i + 1);
+    (
+        format!("{}{}", &url[..scheme_end], &authority[..host_start]),
+        authority[host_start..].to_owned(),
+        rest[path_start..].to_owned(),
+    )
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Short timeouts: a broken setup fails fast instead of hanging the suite.
+pub fn test_options() -> StoreOptions {
+    StoreOptions {
+        max_connections: Some(4),
+        connect_timeout: Duration::from_secs(5),
+        acquire_timeout: Duration::from_secs(5),
+        sqlite_busy_timeout: Duration::from_secs(5),
+        poll_interval: Duration::from_millis(50),
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[derive(QueryableByName)]
+struct DbName {
+    #[diesel(sql_type = Text)]
+    datname: String,
+}
+
+/// The result of a `SELECT count(*) AS n` query.
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+}
+
+async fn admin_connection() -> Result<AsyncPgConnection, String> {
+    match tokio::time::timeout(
+        Duration::from_secs(5),
+        AsyncPgConnection::establish(&admin_url()),
+    )
+    .await
+    {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".to_owned()),
+    }
+}
+
+/// Drops test databases left by crashed runs. Databases of tests running right now are
+/// younger than the cut-off, so concurrent test processes are never disturbed.
+async fn sweep(conn: &mut AsyncPgConnection) {
+    let names: Vec<DbName> = diesel::sql_query("SELECT datname FROM pg_database")
+        .load(conn)
+        .await
+        .expect("list databases");
+    let cutoff = now_secs().saturating_sub(STALE_AFTER_SECS);
+    for DbName { datname } in names {
+        let Some(rest) = datname.strip_prefix(DB_PREFIX) else {
+            continue;
+        };
+        let created = rest.split('_').next().and_then(|s| s.parse::<u64>().ok());
+        if created.is_some_and(|t| t < cutoff) {
+            let _ = diesel::sql_query(format!(
+                "DROP DATABASE IF EXISTS \"{datname}\" WITH (FORCE)"
+            ))
+            .execute(conn)
+            .await;
+        }
+    }
+}
+
+enum Cleanup {
+    Postgres { name: String },
+    Sqlite { dir: std::path::PathBuf },
+}
+
+/// A fresh database of one backend, with a store on it; removed on drop.
+pub struct TestDb {
+    /// The store on the database.
+    pub store: Store,
+    /// Its URL (for a second store, or a raw connection).
+    pub url: String,
+    cleanup: Cleanup,
+}
+
+impl TestDb {
+    /// A migrated PostgreSQL database, or `None` (outside CI) when the server is down.
+    pub async fn postgres() -> Option<TestDb> {
+        let db = Self::postgres_unmigrated().await?;
+        db.store.migrate().await.expect("migrations apply");
+        Some(db)
+    }
+
+    /// A migrated SQLite file.
+    pub async fn sqlite() -> TestDb {
+        let db = Self::sqlite_unmigrated();
+        db.store.migrate().await.expect("migrations apply");
+        db
+    }
+
+    /// An empty PostgreSQL database, or `None` (outside CI) when the server is down.
+    pub async fn postgres_unmigrated() -> Option<TestDb> {
+        let mut admin = match admin_connection().await {
+            Ok(conn) => conn,
+            Err(e) if in_ci() => panic!("PostgreSQL is required in CI ({}): {e}", admin_url()),
+            Err(e) => {
+                eprintln!(
+                    "SKIPPED: PostgreSQL at {} is not reachable ({e}); start it with `make pg-up`",
+                    admin_url()
+                );
+                return None;
+            }
+        };
+        sweep(&mut admin).await;
+        let name = format!(
+            "{DB_PREFIX}{}_{}",
+            now_secs(),
+            uuid::Uuid::new_v4().simple()
+        );
+        diesel::sql_query(format!("CREATE DATABASE \"{name}\""))
+            .execute(&mut admin)
+            .await
+            .expect("create the test database");
+        let url = url_for(&name);
+        let store = Store::connect(&url, test_options()).expect("store");
+        Some(TestDb {
+            store,
+            url,
+            cleanup: Cleanup::Postgres { name },
+        })
+    }
+
+    /// An empty SQLite file in a fresh temporary folder.
+    pub fn sqlite_unmigrated() -> TestDb {
+        let dir = std::env::temp_dir().join(format!(
+            "flowgate-store-test-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        // The store creates the folder itself (D14's default path must work on a fresh machine).
+        let url = format!("sqlite://{}", dir.join("flowgate.db").display());
+        let store = Store::connect(&url, test_options()).expect("store");
+        TestDb {
+            store,
+            url,
+            cleanup: Cleanup::Sqlite { dir },
+        }
+    }
+
+    /// The PostgreSQL server's `host:port` (for a [`Proxy`] in front of it).
+    pub fn server_authority(&self) -> String {
+        split_url(&self.url).1
+    }
+
+    /// This database's URL with the server replaced by `authority` (a [`Proxy`]).
+    pub fn url_via(&self, authority: &str) -> String {
+        let (prefix, _, path) = split_url(&self.url);
+        format!("{prefix}{authority}{path}")
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.store.backend()
+    }
+
+    /// A second store on the same database: its own pool, as another replica would have.
+    pub fn open_another(&self) -> Store {
+        Store::connect(&self.url, test_options()).expect("second store")
+    }
+
+    /// Runs a `SELECT count(*) AS n ...` query.
+    pub async fn count(&self, sql: &str) -> i64 {
+        let query = diesel::sql_query(sql);
+        let rows: Vec<Count> = match self.backend() {
+            Backend::Postgres => {
+                let mut conn = AsyncPgConnection::establish(&self.url)
+                    .await
+                    .expect("connect");
+                query.load(&mut conn).await.expect("count")
+            }
+            Backend::Sqlite => {
+                let path = self.url.trim_start_matches("sqlite://");
+                let mut conn = diesel_async::sync_connection_wrapper::SyncConnectionWrapper::<
+                    diesel::SqliteConnection,
+                >::establish(path)
+                .await
+                .expect("connect");
+                query.load(&mut conn).await.expect("count")
+            }
+        };
+        <[Count]>::first(&rows).map(|c| c.n).expect("one row")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::Postgres { name } => {
+                // Drop runs inside the test's runtime, which cannot block on a future: the drop
+                // gets a thread and a runtime of its own. FORCE ends the store's connections.
+                let name = name.clone();
+                let dropped = std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    runtime.block_on(async {
+                        let mut admin = admin_connection().await?;
+                        diesel::sql_query(format!(
+                            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                        ))
+                        .execute(&mut admin)
+                        .await
+                        .map_err(|e| e.to_string())
+                    })
+                })
+                .join();
+                if !matches!(dropped, Ok(Ok(_))) {
+                    eprintln!("could not drop a test database; the next run sweeps it");
+                }
+            }
+            Cleanup::Sqlite { dir } => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+}
