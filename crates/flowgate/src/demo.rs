@@ -1,0 +1,171 @@
+//! The demo workspace (D13 `flowgate demo`, and the embedded default's first start): an app
+//! with an onboarding flow and a paywall experiment, imported through the same validated path
+//! as any catalog file, plus a fresh SDK key and copy-paste curl commands.
+
+use std::path::Path;
+
+use flowgate_domain::ids::WorkspaceId;
+use flowgate_domain::keys::{KeyEnvironment, KeyType};
+use flowgate_store::import::import_text;
+use flowgate_store::import::FileFormat;
+use flowgate_store::{ImportError, Store};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+/// The demo workspace.
+pub const WORKSPACE: &str = "d0000000-0000-4000-8000-000000000001";
+/// The demo app.
+pub const APP: &str = "d0000000-0000-4000-8000-0000000000a1";
+const FLOW_WELCOME: &str = "d0000000-0000-4000-8000-0000000000f1";
+const VERSION_WELCOME: &str = "d0000000-0000-4000-8000-0000000000e1";
+
+fn catalog() -> String {
+    let text = r#"{
+  "workspaces": [{
+    "id": "WS", "name": "Demo workspace",
+    "apps": [{
+      "id": "APP", "name": "Demo app",
+      "media_base_url": "https://cdn.example.com/demo/media/",
+      "icon_base_url": "https://cdn.example.com/demo/icons/",
+      "cache_ttl_seconds": 300,
+      "saved_groups": {"beta_testers": ["demo-beta-1", "demo-beta-2"]},
+      "flows": [
+        {"id": "FW", "name": "Welcome onboarding", "published_version": 1, "versions": [
+          {"id": "VW", "version": 1, "schema_version": 1, "fonts": [
+             {"family": "Inter", "weight": 400, "style": "normal", "url": "https://cdn.example.com/demo/fonts/inter-400.woff2"}],
+           "flow_schema": {"screens": [
+             {"id": "welcome", "type": "hero", "title": "Welcome to the demo", "image": "welcome.png"},
+             {"id": "goals", "type": "choice", "title": "What brings you here?", "options": ["Learn", "Build", "Explore"]},
+             {"id": "done", "type": "finish", "title": "You're all set"}]}}]},
+        {"id": "FA", "name": "Paywall A", "published_version": 1, "versions": [
+          {"id": "VA", "version": 1, "schema_version": 1, "fonts": [],
+           "flow_schema": {"screens": [{"id": "paywall", "type": "paywall", "plans": ["monthly", "annual"]}]}}]},
+        {"id": "FB", "name": "Paywall B", "published_version": 1, "versions": [
+          {"id": "VB", "version": 1, "schema_version": 1, "fonts": [],
+           "flow_schema": {"screens": [{"id": "paywall", "type": "paywall", "plans": ["annual"], "trial_days": 7}]}}]}
+      ],
+      "placements": [
+        {"key": "onboarding", "default_flow_id": "FW", "rules": [
+          {"audience": {"user_id": {"$inGroup": "beta_testers"}}, "flow_id": "FW"}]},
+        {"key": "paywall", "default_flow_id": "FA", "rules": [
+          {"audience": {"country": {"$in": ["US", "CA", "GB"]}}, "experiment": {
+            "id": "EXP", "name": "paywall-price-test", "status": "running", "coverage": 1.0,
+            "variants": [
+              {"id": "VARA", "name": "control", "weight": 1, "flow_id": "FA"},
+              {"id": "VARB", "name": "trial", "weight": 1, "flow_id": "FB"}]}}]}
+      ]
+    }]
+  }]
+}"#;
+    text.replace("\"WS\"", &format!("\"{WORKSPACE}\""))
+        .replace("\"APP\"", &format!("\"{APP}\""))
+        .replace("\"FW\"", &format!("\"{FLOW_WELCOME}\""))
+        .replace("\"VW\"", &format!("\"{VERSION_WELCOME}\""))
+        .replace("\"FA\"", "\"d0000000-0000-4000-8000-0000000000f2\"")
+        .replace("\"VA\"", "\"d0000000-0000-4000-8000-0000000000e2\"")
+        .replace("\"FB\"", "\"d0000000-0000-4000-8000-0000000000f3\"")
+        .replace("\"VB\"", "\"d0000000-0000-4000-8000-0000000000e3\"")
+        .replace("\"EXP\"", "\"d0000000-0000-4000-8000-0000000000c1\"")
+        .replace("\"VARA\"", "\"d0000000-0000-4000-8000-0000000000b1\"")
+        .replace("\"VARB\"", "\"d0000000-0000-4000-8000-0000000000b2\"")
+}
+
+/// What `flowgate demo` prints.
+#[derive(Debug, Serialize)]
+pub struct Demo {
+    /// The SDK key (shown once).
+    pub key: String,
+    /// The demo workspace id.
+    pub workspace_id: String,
+    /// The demo app id.
+    pub app_id: String,
+    /// The API base URL the commands use.
+    pub base_url: String,
+    /// Resolve, batch resolve and event commands.
+    pub commands: Vec<String>,
+}
+
+/// Why the demo could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The demo catalog did not import.
+    #[error("the demo catalog did not import: {0}")]
+    Import(#[from] ImportError),
+    /// The key could not be stored.
+    #[error("the demo key could not be created: {0}")]
+    Key(#[from] flowgate_domain::ports::StoreError),
+}
+
+/// Imports the demo catalog (idempotent) and creates a fresh SDK key of `environment`.
+pub async fn create(
+    store: &Store,
+    environment: KeyEnvironment,
+    base_url: &str,
+) -> Result<Demo, DemoError> {
+    let now = OffsetDateTime::now_utc();
+    import_text(
+        store,
+        Path::new("demo-catalog.json"),
+        FileFormat::Json,
+        &catalog(),
+        now,
+    )
+    .await?;
+    let workspace: WorkspaceId = WORKSPACE.parse().map_err(|_| {
+        DemoError::Key(flowgate_domain::ports::StoreError::Other(
+            "demo workspace id".into(),
+        ))
+    })?;
+    let created = store
+        .create_key(workspace, environment, KeyType::Sdk, "demo", now)
+        .await?;
+    let key = created.key.expose().to_owned();
+    Ok(Demo {
+        commands: commands(base_url, &key, now),
+        key,
+        workspace_id: WORKSPACE.to_owned(),
+        app_id: APP.to_owned(),
+        base_url: base_url.to_owned(),
+    })
+}
+
+fn commands(base: &str, key: &str, now: OffsetDateTime) -> Vec<String> {
+    let app = APP;
+    let auth = format!("-H 'Authorization: Bearer {key}' -H 'Content-Type: application/json'");
+    let timestamp = now
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    vec![
+        format!(
+            "curl -s -X POST {base}/v1/apps/{app}/placements/onboarding/resolve {auth} -d '{{\"user_id\": \"demo-user\", \"session_id\": \"demo-session\", \"device_platform\": \"ios\", \"attributes\": {{\"country\": \"US\"}}}}'"
+        ),
+        format!(
+            "curl -s -X POST {base}/v1/apps/{app}/placements/resolve-batch {auth} -d '{{\"placement_keys\": [\"onboarding\", \"paywall\"], \"user_id\": \"demo-user\", \"session_id\": \"demo-session\", \"device_platform\": \"web\", \"attributes\": {{\"country\": \"US\"}}}}'"
+        ),
+        format!(
+            "curl -s -X POST {base}/v1/apps/{app}/events {auth} -d '{{\"event_id\": \"{event}\", \"app_id\": \"{app}\", \"flow_id\": \"{flow}\", \"flow_version_id\": \"{version}\", \"user_id\": \"demo-user\", \"session_id\": \"demo-session\", \"device_platform\": \"ios\", \"event_type\": \"flow_open\", \"timestamp\": \"{timestamp}\", \"sdk_version\": \"demo\"}}'",
+            event = uuid::Uuid::new_v4(),
+            flow = FLOW_WELCOME,
+            version = VERSION_WELCOME,
+        ),
+    ]
+}
+
+impl Demo {
+    /// The human-readable banner.
+    pub fn banner(&self) -> String {
+        let mut out = String::new();
+        out.push_str("\nflowgate demo workspace is ready.\n\n");
+        out.push_str(&format!("  SDK key (shown once): {}\n", self.key));
+        out.push_str(&format!(
+            "  workspace: {}\n  app:       {}\n\n",
+            self.workspace_id, self.app_id
+        ));
+        out.push_str("Try it:\n\n");
+        for c in &self.commands {
+            out.push_str(c);
+            out.push_str("\n\n");
+        }
+        out
+    }
+}

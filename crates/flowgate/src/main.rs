@@ -1,0 +1,102 @@
+//! The `flowgate` binary: configuration, command line and wiring; everything else lives in the
+//! library crates (docs/architecture.md).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod cli;
+mod commands;
+mod config;
+mod demo;
+mod runtime;
+mod serve;
+mod telemetry;
+
+use std::time::Duration;
+
+use clap::Parser;
+use flowgate_store::{Backend, Store, StoreOptions};
+
+use crate::cli::{Cli, Command, ExitCode};
+use crate::config::{Config, Sources};
+
+/// Connects to the configured store and applies migrations when `database.auto_migrate` says
+/// so (by default on SQLite only).
+pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
+    let options = StoreOptions {
+        max_connections: (config.database.max_connections > 0)
+            .then_some(config.database.max_connections),
+        connect_timeout: Duration::from_millis(config.database.connect_timeout_ms),
+        ..StoreOptions::default()
+    };
+    let store = Store::connect(&config.database.url, options).map_err(|e| {
+        eprintln!(
+            "flowgate: cannot use database {}: {e}",
+            config.database.redacted_url()
+        );
+        ExitCode::Failure
+    })?;
+    let auto = config
+        .database
+        .auto_migrate
+        .unwrap_or(store.backend() == Backend::Sqlite);
+    if auto {
+        match store.migrate().await {
+            Ok(applied) if !applied.is_empty() => {
+                tracing::info!(count = applied.len(), "migrations applied")
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!(
+                    "flowgate: migrations failed on {}: {e}",
+                    config.database.redacted_url()
+                );
+                return Err(ExitCode::Failure);
+            }
+        }
+    }
+    Ok(store)
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let sources = Sources {
+        dir: config::default_dir(),
+        extra: cli.config.clone(),
+    };
+    let config = match Config::load(cli.environment, &sources) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("flowgate: {e}");
+            return std::process::ExitCode::from(ExitCode::Config as u8);
+        }
+    };
+    telemetry::init(&config.log);
+    // A multi-thread runtime: diesel-async's migration harness blocks in place, which a
+    // current-thread runtime forbids (TECH-NOTES); actix-web runs inside it.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flowgate: cannot start the async runtime: {e}");
+            return std::process::ExitCode::from(ExitCode::Failure as u8);
+        }
+    };
+    let code = runtime.block_on(async move {
+        if let Command::Serve = cli.command {
+            return serve::serve(config, cli.environment).await;
+        }
+        let store = match open_store(&config).await {
+            Ok(store) => store,
+            Err(code) => return code,
+        };
+        match cli.command {
+            Command::Serve => ExitCode::Success,
+            Command::Migrate { json } => commands::migrate(&store, json).await,
+            Command::Import { file, json } => commands::import(&store, &file, json).await,
+            Command::Keys { command } => commands::keys(&store, command).await,
+            Command::Demo { json } => commands::demo(&store, &config, json).await,
+        }
+    });
+    std::process::ExitCode::from(code as u8)
+}

@@ -1,0 +1,281 @@
+//! `flowgate serve`: wires the store, the catalog refresher, the analytics sink and the two
+//! listeners, then waits for SIGTERM or Ctrl-C and shuts down gracefully: new event requests
+//! are refused (503), in-flight requests finish, the sink drains within
+//! `events.drain_deadline_ms`, and the exit code says whether everything accepted was stored.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::{web, HttpServer};
+use arc_swap::ArcSwap;
+use flowgate_analytics::Sink;
+use flowgate_domain::ports::{CatalogSource, EventStore, SystemClock};
+use flowgate_domain::Catalog;
+use flowgate_http::{admin_app, api_app, AdminState, ApiState, CatalogHandle, HttpMetrics};
+use flowgate_store::{Backend, Store};
+use tokio::sync::watch;
+
+use crate::cli::ExitCode;
+use crate::config::{Config, Environment};
+use crate::runtime::{Admin, Runtime};
+use crate::{demo, open_store};
+
+/// Runs the service until a shutdown signal.
+pub async fn serve(config: Config, env: Environment) -> ExitCode {
+    let store = match open_store(&config).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    if store.backend() == Backend::Sqlite {
+        seed_demo_if_empty(&store, &config).await;
+    }
+    let runtime = Arc::new(Runtime::default());
+    let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+    if let Err(e) = reload(&store, &catalog, &runtime).await {
+        // Not fatal: the listeners start, /readyz says not_ready, the refresher retries.
+        tracing::error!(error = %e, "the first catalog load failed; retrying in the background");
+    }
+
+    let sink = match Sink::start(
+        config.sink(),
+        Arc::new(store.clone()) as Arc<dyn EventStore>,
+    ) {
+        Ok(sink) => Arc::new(sink),
+        Err(e) => {
+            tracing::error!(error = %e, "the analytics sink did not start");
+            return ExitCode::Failure;
+        }
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let refresher = tokio::spawn(refresh_loop(
+        store.clone(),
+        catalog.clone(),
+        runtime.clone(),
+        Duration::from_millis(config.catalog.refresh_interval_ms),
+        stop_rx,
+    ));
+
+    let http = match config.http() {
+        Ok(http) => http,
+        Err(e) => {
+            eprintln!("flowgate: {e}");
+            return ExitCode::Config;
+        }
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = HttpMetrics::new(&mut registry);
+    let api_state = web::Data::new(ApiState::new(
+        http,
+        catalog.clone(),
+        sink.clone(),
+        Arc::new(SystemClock),
+        metrics,
+    ));
+    let admin_state = AdminState::new(
+        Arc::new(registry),
+        Arc::new(Admin {
+            runtime: runtime.clone(),
+            catalog: catalog.clone(),
+            sink: sink.clone(),
+        }),
+    );
+
+    let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
+        return ExitCode::Config;
+    };
+    let mut api = HttpServer::new(move || api_app(api_state.clone()))
+        .disable_signals()
+        .shutdown_timeout(5);
+    if config.server.workers > 0 {
+        api = api.workers(config.server.workers);
+    }
+    let api = match api.bind(api_addr) {
+        Ok(server) => server.run(),
+        Err(e) => {
+            tracing::error!(address = %api_addr, error = %e, "cannot listen for the API");
+            return ExitCode::Failure;
+        }
+    };
+    let admin = match HttpServer::new(move || admin_app(admin_state.clone()))
+        .workers(1)
+        .disable_signals()
+        .bind(admin_addr)
+    {
+        Ok(server) => server.run(),
+        Err(e) => {
+            tracing::error!(address = %admin_addr, error = %e, "cannot listen for the admin endpoints");
+            return ExitCode::Failure;
+        }
+    };
+    let (api_handle, admin_handle) = (api.handle(), admin.handle());
+    let api_task = tokio::spawn(api);
+    let admin_task = tokio::spawn(admin);
+    tracing::info!(
+        environment = env.as_str(),
+        api = %api_addr,
+        admin = %admin_addr,
+        database = %config.database.redacted_url(),
+        key_environment = %config.auth.key_environment,
+        "flowgate is serving"
+    );
+
+    shutdown_signal().await;
+    tracing::info!("shutdown: refusing new events, finishing requests, draining the event buffer");
+    let deadline = Duration::from_millis(config.events.drain_deadline_ms);
+    // The sink refuses new events from here on (requests get 503 overloaded, nothing accepted
+    // is lost); the API stops accepting connections and finishes the requests in flight.
+    let (report, ()) = tokio::join!(sink.shutdown(deadline), api_handle.stop(true));
+    let _ = stop_tx.send(true);
+    admin_handle.stop(true).await;
+    let _ = tokio::join!(api_task, admin_task, refresher);
+    if report.completed {
+        tracing::info!(
+            written = report.written,
+            elapsed_ms = report.elapsed.as_millis() as u64,
+            "shutdown complete: every accepted event is stored"
+        );
+        ExitCode::Success
+    } else {
+        tracing::error!(
+            remaining = report.remaining,
+            "shutdown deadline passed with events not stored: they are lost"
+        );
+        ExitCode::Failure
+    }
+}
+
+async fn seed_demo_if_empty(store: &Store, config: &Config) {
+    match store.load_catalog().await {
+        Ok(data) if data.workspaces.is_empty() => {
+            let base = base_url(&config.server.listen);
+            match demo::create(store, config.auth.key_environment, &base).await {
+                Ok(d) => println!("{}", d.banner()),
+                Err(e) => tracing::error!(error = %e, "could not seed the demo workspace"),
+            }
+        }
+        Ok(_) => {
+            tracing::info!("the store holds a catalog; create a key with `flowgate keys create` or run `flowgate demo`");
+        }
+        Err(e) => tracing::warn!(error = %e, "could not check whether the store is empty"),
+    }
+}
+
+/// The URL clients use for a listen address (`0.0.0.0` means this host).
+pub fn base_url(listen: &str) -> String {
+    let listen = listen
+        .replace("0.0.0.0", "127.0.0.1")
+        .replace("[::]", "[::1]");
+    format!("http://{listen}")
+}
+
+/// Loads the catalog and swaps it in; building (CPU-bound for large catalogs) runs off the
+/// async workers. A catalog that does not build is logged and the last good one keeps serving.
+async fn reload(store: &Store, catalog: &CatalogHandle, runtime: &Runtime) -> Result<u64, String> {
+    let started = Instant::now();
+    let data = match store.load_catalog().await {
+        Ok(data) => data,
+        Err(e) => {
+            runtime.store_failed();
+            return Err(e.to_string());
+        }
+    };
+    runtime.store_ok();
+    let revision = data.revision;
+    let built = tokio::task::spawn_blocking(move || Catalog::build(data))
+        .await
+        .map_err(|e| e.to_string())?;
+    match built {
+        Ok(snapshot) => {
+            catalog.store(Arc::new(snapshot));
+            runtime.catalog_reloaded();
+            tracing::info!(
+                revision,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "catalog loaded"
+            );
+            Ok(revision)
+        }
+        Err(e) => {
+            runtime.catalog_build_failed();
+            tracing::error!(revision, problems = e.problems.len(), first = %e.problems.first().map(ToString::to_string).unwrap_or_default(), "the stored catalog does not build; keeping the last good snapshot");
+            Err(e.to_string())
+        }
+    }
+}
+
+/// Waits for store changes and reloads (D12). While the store fails, the last snapshot keeps
+/// serving and the loop retries with a growing pause.
+async fn refresh_loop(
+    store: Store,
+    catalog: CatalogHandle,
+    runtime: Arc<Runtime>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut known = catalog.load().revision();
+    let mut failures: u32 = 0;
+    loop {
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            result = store.wait_for_change(known, interval) => result,
+            _ = stop.changed() => return,
+        };
+        match outcome {
+            Ok(revision) => {
+                runtime.store_ok();
+                failures = 0;
+                if revision != known || !runtime.catalog_loaded() {
+                    // A failed build keeps `known` at the broken revision so it is not rebuilt in a
+                    // loop; the next change is picked up.
+                    known = reload(&store, &catalog, &runtime).await.unwrap_or(revision);
+                } else {
+                    runtime.catalog_fresh();
+                    if started.elapsed() < interval / 4 {
+                        // A source that cannot wait answered at once: pace the polling.
+                        pause(interval, &mut stop).await;
+                    }
+                }
+            }
+            Err(e) => {
+                runtime.store_failed();
+                failures = failures.saturating_add(1);
+                tracing::warn!(error = %e, failures, "the store is failing; serving the last catalog snapshot");
+                let backoff = interval.saturating_mul(failures.min(5));
+                pause(backoff, &mut stop).await;
+            }
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+async fn pause(duration: Duration, stop: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        _ = tokio::time::sleep(duration) => {}
+        _ = stop.changed() => {}
+    }
+}
+
+/// SIGTERM (orchestrators) or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
