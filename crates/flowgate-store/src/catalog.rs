@@ -24,7 +24,7 @@ use crate::schema::{
     api_keys, apps, catalog_revision, experiments, flow_versions, flows, placements, rules,
     variants, workspaces,
 };
-use crate::store::{establish_pg, Backend, Store};
+use crate::store::{Backend, Store, Target};
 use crate::types::{sql, DbUuid};
 use crate::Failure;
 
@@ -414,8 +414,10 @@ impl Store {
         }
     }
 
-    /// PostgreSQL: waits for a notification on [`CATALOG_CHANNEL`] on a dedicated connection
-    /// made with `establish` (pooled connections cannot receive notifications, TECH-NOTES).
+    /// PostgreSQL: waits for a notification on [`CATALOG_CHANNEL`] on a dedicated connection,
+    /// made from a tokio-postgres client and its connection (with the store's TLS), so it
+    /// receives notifications (TECH-NOTES: not with `try_from`); it is not pooled, so it keeps
+    /// listening between calls.
     ///
     /// The connection is kept between calls, so notifications sent while nobody waits are
     /// buffered; `LISTEN` is issued before the revision is read, so a change committed between
@@ -433,7 +435,11 @@ impl Store {
         let mut conn = match slot.take() {
             Some(conn) => conn,
             None => {
-                let mut conn = establish_pg(&self.inner.target, self.inner.options.connect_timeout)
+                let Target::Pg(target) = &self.inner.target else {
+                    return Err(StoreError::Other("LISTEN needs PostgreSQL".to_owned()));
+                };
+                let mut conn = target
+                    .connect(self.inner.options.connect_timeout)
                     .await
                     .map_err(connection_error)?;
                 diesel::sql_query(format!("LISTEN {CATALOG_CHANNEL}"))

@@ -37,6 +37,7 @@ pub mod import;
 mod keys;
 pub mod schema;
 mod store;
+mod tls;
 pub mod types;
 
 pub use catalog::CATALOG_CHANNEL;
@@ -44,6 +45,7 @@ pub use events::SQLITE_CHUNK;
 pub use import::{import_file, FileProblem, ImportError, ImportReport};
 pub use keys::CreatedKey;
 pub use store::{Backend, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+pub use tls::TlsMode;
 
 /// The error type inside transactions: diesel's errors (so `?` works on queries and diesel can
 /// roll back) and the store's own (a decode failure aborts the transaction too).

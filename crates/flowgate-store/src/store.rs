@@ -15,6 +15,7 @@ use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use flowgate_domain::ports::StoreError;
 
 use crate::error::{connection_error, query_error};
+use crate::tls::{PgTarget, TlsMode};
 
 /// The PostgreSQL migrations (`migrations/postgres`), embedded in the binary.
 pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
@@ -84,6 +85,13 @@ impl Default for StoreOptions {
     }
 }
 
+/// What a store connects to: PostgreSQL (the parsed URL and its TLS connector; never logged:
+/// it may hold a password) or a SQLite file path.
+pub(crate) enum Target {
+    Pg(Arc<PgTarget>),
+    Sqlite(String),
+}
+
 /// The pools, one variant per backend. Queries are written once and expanded for each variant
 /// by the crate's `with_conn!` macro.
 pub(crate) enum Pools {
@@ -93,9 +101,9 @@ pub(crate) enum Pools {
 
 pub(crate) struct Inner {
     pub(crate) pools: Pools,
-    /// What the pools connect to: a PostgreSQL URL or a SQLite file path. Kept for dedicated
-    /// connections (migrations, the `LISTEN` connection). Never logged: it may hold a password.
-    pub(crate) target: String,
+    /// What the pools connect to. Kept for dedicated connections (migrations, the `LISTEN`
+    /// connection).
+    pub(crate) target: Target,
     pub(crate) options: StoreOptions,
     /// PostgreSQL: the connection that `LISTEN`s for catalog changes, made on first use and kept
     /// while it works (see `catalog::wait_for_change_pg`).
@@ -124,21 +132,33 @@ impl fmt::Debug for Store {
 
 impl Store {
     /// A store for `url`:
-    /// - `postgres://user@host:port/db` (or `postgresql://`): PostgreSQL, without TLS;
+    /// - `postgres://user:password@host:port/db` (or `postgresql://`): PostgreSQL. TLS follows
+    ///   libpq's `sslmode` URL parameter (`disable`, `prefer` (the default), `require`,
+    ///   `verify-ca`, `verify-full`; see [`TlsMode`]), with the trusted roots of the two
+    ///   `verify-*` modes from `sslrootcert=PATH` (PEM), else Mozilla's roots built into the
+    ///   binary. Other parameters are tokio-postgres's (`application_name`, `connect_timeout`,
+    ///   `options`, ...);
     /// - `sqlite://path/to/file.db` (relative to the working directory), `sqlite:///abs/path.db`
     ///   or `sqlite:path`: a SQLite file, created with its folder when missing.
     ///
     /// In-memory SQLite is refused: every pooled connection would see its own empty database.
+    ///
+    /// A malformed URL, an unknown `sslmode` or an unreadable `sslrootcert` fails here with
+    /// [`StoreError::Other`] (a configuration error); the database itself is reached only by
+    /// the first operation. No error message contains the URL's password.
     pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let (pools, target) = if url.starts_with("postgres://") || url.starts_with("postgresql://")
         {
+            let target = Arc::new(PgTarget::parse(url)?);
             let mut config = ManagerConfig::<AsyncPgConnection>::default();
             let connect_timeout = options.connect_timeout;
-            config.custom_setup = Box::new(move |url| {
-                let url = url.to_owned();
-                Box::pin(async move { establish_pg(&url, connect_timeout).await })
+            let for_pool = Arc::clone(&target);
+            config.custom_setup = Box::new(move |_url| {
+                let target = Arc::clone(&for_pool);
+                Box::pin(async move { target.connect(connect_timeout).await })
             });
-            let manager = AsyncDieselConnectionManager::new_with_config(url, config);
+            // The manager's URL is unused (the setup above connects): keep the password out of it.
+            let manager = AsyncDieselConnectionManager::new_with_config("postgres://", config);
             let pool = Pool::builder(manager)
                 .max_size(options.max_connections.unwrap_or(10))
                 .wait_timeout(Some(options.acquire_timeout))
@@ -147,7 +167,7 @@ impl Store {
                 .runtime(deadpool::Runtime::Tokio1)
                 .build()
                 .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
-            (Pools::Pg(pool), url.to_owned())
+            (Pools::Pg(pool), Target::Pg(target))
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() || path.contains(":memory:") || path.starts_with("file:") {
@@ -180,7 +200,7 @@ impl Store {
                 .runtime(deadpool::Runtime::Tokio1)
                 .build()
                 .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
-            (Pools::Sqlite(pool), path.to_owned())
+            (Pools::Sqlite(pool), Target::Sqlite(path.to_owned()))
         } else {
             return Err(StoreError::Other(
                 "unsupported database URL: expected postgres://... or sqlite://PATH".to_owned(),
@@ -201,6 +221,38 @@ impl Store {
         match self.inner.pools {
             Pools::Pg(_) => Backend::Postgres,
             Pools::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The TLS mode of a PostgreSQL store (`require` with `sslrootcert` reads as
+    /// `verify-ca`); `None` on SQLite. For a start-up log line.
+    pub fn tls_mode(&self) -> Option<TlsMode> {
+        match &self.inner.target {
+            Target::Pg(target) => Some(target.mode()),
+            Target::Sqlite(_) => None,
+        }
+    }
+
+    /// Whether a pooled connection is encrypted (PostgreSQL's `pg_stat_ssl` for its own
+    /// backend); always `false` on SQLite (a local file). With the default `sslmode=prefer`
+    /// this tells whether the server took up TLS: worth a start-up log line.
+    pub async fn uses_tls(&self) -> Result<bool, StoreError> {
+        #[derive(diesel::QueryableByName)]
+        struct Ssl {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            ssl: bool,
+        }
+        match &self.inner.pools {
+            Pools::Pg(pool) => {
+                let mut conn = pool.get().await.map_err(crate::error::pool_error)?;
+                let row: Ssl =
+                    diesel::sql_query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                        .get_result(&mut *conn)
+                        .await
+                        .map_err(query_error)?;
+                Ok(row.ssl)
+            }
+            Pools::Sqlite(_) => Ok(false),
         }
     }
 
@@ -239,11 +291,9 @@ impl Store {
     /// current-thread runtime, TECH-NOTES).
     async fn run_migrations(&self, direction: Direction) -> Result<Vec<String>, StoreError> {
         let timeout = self.inner.options.connect_timeout;
-        let outcome = match &self.inner.pools {
-            Pools::Pg(_) => {
-                let mut conn = establish_pg(&self.inner.target, timeout)
-                    .await
-                    .map_err(connection_error)?;
+        let outcome = match &self.inner.target {
+            Target::Pg(target) => {
+                let mut conn = target.connect(timeout).await.map_err(connection_error)?;
                 if direction != Direction::List {
                     // Released when the dedicated connection closes, whatever happens below.
                     diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_ID})"))
@@ -258,9 +308,9 @@ impl Store {
                 .await
                 .map_err(|e| StoreError::Other(format!("migration task failed: {e}")))?
             }
-            Pools::Sqlite(_) => {
+            Target::Sqlite(path) => {
                 let busy_timeout = self.inner.options.sqlite_busy_timeout;
-                let mut conn = establish_sqlite(&self.inner.target, busy_timeout)
+                let mut conn = establish_sqlite(path, busy_timeout)
                     .await
                     .map_err(connection_error)?;
                 // The wrapper runs this on the blocking pool with the synchronous connection.
@@ -299,21 +349,6 @@ impl Direction {
         }
         .map_err(|e| e.to_string())?;
         Ok(versions.iter().map(ToString::to_string).collect())
-    }
-}
-
-/// A PostgreSQL connection made with `establish` (so it receives notifications), within
-/// `timeout`.
-pub(crate) async fn establish_pg(
-    url: &str,
-    timeout: Duration,
-) -> ConnectionResult<AsyncPgConnection> {
-    match tokio::time::timeout(timeout, AsyncPgConnection::establish(url)).await {
-        Ok(result) => result,
-        Err(_) => Err(ConnectionError::BadConnection(format!(
-            "no connection within {} ms",
-            timeout.as_millis()
-        ))),
     }
 }
 

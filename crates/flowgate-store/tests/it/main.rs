@@ -32,4 +32,5 @@ mod import;
 mod keys;
 mod migrations;
 mod support;
+mod tls;
 mod unavailable;

@@ -1,5 +1,10 @@
 //! The binary end to end: what the README promises a newcomer, and the start-up rules.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+#[path = "../../../flowgate-domain/tests/it/fixtures.rs"]
+mod fixtures;
+
+mod faults;
 mod quickstart;
 mod startup;
+mod support;
