@@ -133,6 +133,21 @@ async fn make_run_serves_the_demo_and_the_printed_commands_work() {
         1
     );
 
+    // Metrics on the admin port: request latency by route and status, catalog, sink.
+    let (status, metrics) = sh(&format!("curl -s http://127.0.0.1:{admin}/metrics"));
+    assert_eq!(status, 200);
+    for needle in [
+        "flowgate_http_request_duration_seconds_count{route=\"/v1/apps/{appId}/placements/{placementId}/resolve\",status=\"200\"} 1",
+        "flowgate_http_events_accepted_total 1",
+        "flowgate_catalog_revision ",
+        "flowgate_catalog_age_seconds ",
+        "flowgate_store_errors_total 0",
+        "flowgate_sink_queue_depth ",
+        "flowgate_sink_events_enqueued_total ",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
+    }
+
     // SIGTERM: a clean exit with the event stored.
     let pid = server.child.id().to_string();
     assert!(Command::new("kill")
