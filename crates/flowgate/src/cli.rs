@@ -13,7 +13,7 @@ use crate::config::Environment;
 #[derive(Debug, Parser)]
 #[command(name = "flowgate", version, about, long_about = None)]
 pub struct Cli {
-    /// Deployment environment: selects config/<ENV>.toml and its rules.
+    /// Deployment environment: selects `config/<ENV>.toml` and its rules.
     #[arg(
         long = "env",
         value_enum,
@@ -21,7 +21,7 @@ pub struct Cli {
         default_value = "development"
     )]
     pub environment: Environment,
-    /// An extra configuration file, applied after config/<ENV>.toml.
+    /// An extra configuration file, applied after `config/<ENV>.toml`.
     #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// What to do.
