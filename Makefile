@@ -75,3 +75,21 @@ ci: lint test
 .PHONY: deploy-check
 deploy-check:
 	bash deploy/validate.sh
+
+## Robustness (issue 8; docs/reliability.md). Not part of `test`/`ci`: each takes minutes.
+## fuzz: every cargo-fuzz target in fuzz/ for FUZZ_SECONDS (default 60) each; installs
+## cargo-fuzz when missing and runs it on stable with RUSTC_BOOTSTRAP=1.
+## api-fuzz: schemathesis (PyPI, into target/api-fuzz-venv) against a live debug server and
+## its own /openapi.json. soak: SOAK_SECONDS (default 600) of mixed load on a release build
+## over a throwaway PostgreSQL database; CSV and summary in target/soak/.
+.PHONY: fuzz api-fuzz soak
+FUZZ_SECONDS ?= 60
+SOAK_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash reliability/fuzz.sh
+
+api-fuzz:
+	bash reliability/api-fuzz.sh
+
+soak: pg-up
+	SOAK_SECONDS=$(SOAK_SECONDS) bash reliability/soak.sh
