@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: run test lint fmt doc openapi bench bench-domain bench-store ci check-domain-deps pg-up
+.PHONY: run test lint fmt doc openapi bench bench-domain bench-store bench-http ci check-domain-deps pg-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -65,7 +65,15 @@ bench-store: pg-up
 	$(CARGO) bench -p flowgate-store --bench events
 	$(CARGO) bench -p flowgate-store --bench catalog
 
-bench: bench-domain bench-store
+## HTTP load benchmark (issue 7): release build, the catalog at scale on PostgreSQL, wrk at 64
+## connections against flowgate and against a no-logic actix-web baseline in the same run;
+## prints one table (single resolve, batch 10/50, events vs raw COPY, start-up, RSS, time for
+## a published change to be served). Installs wrk when missing. About 5 minutes once built.
+bench-http: pg-up
+	bash bench/run.sh
+
+## Every benchmark; the HTTP table comes last.
+bench: bench-domain bench-store bench-http
 
 ci: lint test
 

@@ -62,7 +62,8 @@ fn string_field(body: &Map<String, Value>, name: &str, errors: &mut Vec<FieldErr
     }
 }
 
-fn identity(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Identity {
+/// Takes `attributes` out of the body (moved, not copied: the body is not used afterwards).
+fn identity(body: &mut Map<String, Value>, errors: &mut Vec<FieldError>) -> Identity {
     let user_id = string_field(body, "user_id", errors);
     let session_id = string_field(body, "session_id", errors);
     let platform = match body.get("device_platform") {
@@ -85,9 +86,9 @@ fn identity(body: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Identity
             Platform::Web
         }
     };
-    let attributes = match body.get("attributes") {
+    let attributes = match body.remove("attributes") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
+        Some(Value::Object(m)) => m,
         Some(_) => {
             errors.push(FieldError::new("attributes", "must be an object"));
             Map::new()
@@ -163,11 +164,11 @@ fn resolve_one(
     state: &ApiState,
     app: &App,
     key: &str,
-    body: &Map<String, Value>,
+    mut body: Map<String, Value>,
     mode: ResolveMode,
 ) -> Result<HttpResponse> {
     let mut errors = Vec::new();
-    let id = identity(body, &mut errors);
+    let id = identity(&mut body, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
@@ -224,7 +225,7 @@ pub async fn resolve(
         let app = guard::app(&caller, app_id)?;
         let mode = export_mode(&req)?;
         let body = resolve_body(&req, payload, &state).await?;
-        resolve_one(&state, app, key, &body, mode)
+        resolve_one(&state, app, key, body, mode)
     }
     .await;
     answer(&req, result)
@@ -240,7 +241,7 @@ pub async fn resolve_batch(
         let caller = guard::authenticate(&req, &state)?;
         let app_id = guard::app_id_param(&req)?;
         let app = guard::app(&caller, app_id)?;
-        let body = object(
+        let mut body = object(
             read_json(
                 &req,
                 payload,
@@ -277,7 +278,7 @@ pub async fn resolve_batch(
                 Vec::new()
             }
         };
-        let id = identity(&body, &mut errors);
+        let id = identity(&mut body, &mut errors);
         if !errors.is_empty() {
             return Err(ApiError::validation(errors));
         }
@@ -357,6 +358,23 @@ fn event_list(body: Value) -> Result<Vec<Value>> {
     }
 }
 
+/// Reads an events body (gzip allowed, limit on the decoded size) into its list of events.
+async fn events_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &ApiState,
+) -> Result<Vec<Value>> {
+    event_list(
+        read_json(
+            req,
+            payload,
+            state.config.events_body_limit,
+            Encoding::AllowGzip,
+        )
+        .await?,
+    )
+}
+
 /// Validates each event with `app_of` choosing the app it is checked against, enqueues the
 /// accepted ones all at once, and answers 202, or 503 when the sink refuses (D7).
 fn ingest(
@@ -422,15 +440,7 @@ pub async fn events(
         let caller = guard::authenticate(&req, &state)?;
         let app_id = guard::app_id_param(&req)?;
         guard::app(&caller, app_id)?;
-        let items = event_list(
-            read_json(
-                &req,
-                payload,
-                state.config.events_body_limit,
-                Encoding::AllowGzip,
-            )
-            .await?,
-        )?;
+        let items = events_body(&req, payload, &state).await?;
         ingest(&state, &caller, items, |_| Ok(app_id))
     }
     .await;
@@ -495,7 +505,7 @@ pub async fn legacy_resolve(
         };
         successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
         let app = guard::app(&caller, app_id)?;
-        resolve_one(&state, app, key, &body, mode)
+        resolve_one(&state, app, key, body, mode)
     }
     .await;
     deprecated(answer(&req, result), &successor)
@@ -510,15 +520,7 @@ pub async fn legacy_events(
 ) -> HttpResponse {
     let result = async {
         let caller = guard::authenticate(&req, &state)?;
-        let items = event_list(
-            read_json(
-                &req,
-                payload,
-                state.config.events_body_limit,
-                Encoding::AllowGzip,
-            )
-            .await?,
-        )?;
+        let items = events_body(&req, payload, &state).await?;
         let workspace = caller.workspace;
         let catalog = caller.catalog.clone();
         ingest(&state, &caller, items, |raw| {

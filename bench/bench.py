@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""HTTP load benchmark of flowgate (issue 7), run by `bench/run.sh` (`make bench-http`).
+
+Generates the catalog at scale (bench/gen_catalog.py), imports it into a fresh PostgreSQL
+database, starts `flowgate serve` on it and drives it with wrk (bench/lua/*.lua): single
+resolve, batch resolve of 10 and 50 keys, events of 100 per request. Each HTTP scenario is
+also run against `flowgate-bench-baseline` (actix-web answering the same bytes with no logic)
+in the same run, and the events against a raw `COPY` of the same rows through psql. Then the
+catalog-at-scale figures: start-up time to ready, RSS after load, time for a published change
+to be served. Prints one Markdown table (also written to target/bench-http/results.md).
+
+Only the standard library; needs wrk, psql and a PostgreSQL server on 127.0.0.1:5432.
+Environment: BENCH_DURATION (seconds per measured run, default 15), BENCH_WARMUP (default 3),
+BENCH_CONNECTIONS (default 64), BENCH_ONLY (comma-separated scenario names: resolve, batch10,
+batch50, events, change), BENCH_PERF=1 (`perf record` of the server during the measured
+single-resolve run, into target/bench-http/perf-resolve.data).
+"""
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+OUT = os.path.join(ROOT, "target", "bench-http")
+BIN = os.path.join(ROOT, "target", "release", "flowgate")
+BASELINE = os.path.join(ROOT, "target", "release", "flowgate-bench-baseline")
+DURATION = int(os.environ.get("BENCH_DURATION", "15"))
+WARMUP = int(os.environ.get("BENCH_WARMUP", "3"))
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
+ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s]
+WORKERS = 2
+API, ADMIN, BASE = 18480, 18490, 18481
+DB = "flowgate_bench_http_%d" % os.getpid()
+PG = "postgres://postgres@127.0.0.1:5432/" + DB
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MIB = 1024 * 1024
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def psql(sql, db=DB):
+    out = subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", db, "-v", "ON_ERROR_STOP=1", "-qAtc", sql],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        raise RuntimeError("psql %s: %s" % (sql, out.stderr))
+    return out.stdout.strip()
+
+
+def flowgate_env(level="warn"):
+    env = dict(os.environ)
+    env.update(
+        {
+            "FLOWGATE__DATABASE__URL": PG,
+            "FLOWGATE__DATABASE__AUTO_MIGRATE": "true",
+            "FLOWGATE__SERVER__LISTEN": "127.0.0.1:%d" % API,
+            "FLOWGATE__ADMIN__LISTEN": "127.0.0.1:%d" % ADMIN,
+            "FLOWGATE__SERVER__WORKERS": str(WORKERS),
+            # Raised for the load test: one key and one client IP send everything.
+            "FLOWGATE__RATE_LIMIT__PER_IP_RPS": "1000000",
+            "FLOWGATE__RATE_LIMIT__PER_IP_BURST": "1000000",
+            "FLOWGATE__RATE_LIMIT__PER_KEY_RPS": "1000000",
+            "FLOWGATE__RATE_LIMIT__PER_KEY_BURST": "1000000",
+            "FLOWGATE__LOG__LEVEL": level,
+            "FLOWGATE__LOG__FORMAT": "json",
+        }
+    )
+    return env
+
+
+def run_flowgate(*args):
+    start = time.monotonic()
+    out = subprocess.run([BIN, *args], env=flowgate_env(), capture_output=True, text=True, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError("flowgate %s: %s %s" % (" ".join(args), out.stdout, out.stderr))
+    return out.stdout, time.monotonic() - start
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def rss_bytes(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def call(port, method, path, body=None, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        res = conn.getresponse()
+        return res.status, res.read()
+    finally:
+        conn.close()
+
+
+def start_flowgate(level="warn", logfile=os.devnull):
+    """Starts the server; returns (process, seconds from spawn to a 200 from /readyz)."""
+    out = open(logfile, "ab")
+    start = time.monotonic()
+    proc = subprocess.Popen([BIN, "serve"], env=flowgate_env(level), stdout=out, stderr=out, cwd=ROOT)
+    while time.monotonic() - start < 120:
+        if proc.poll() is not None:
+            raise RuntimeError("flowgate serve exited with %s (log: %s)" % (proc.returncode, logfile))
+        try:
+            if call(ADMIN, "GET", "/readyz")[0] == 200:
+                return proc, time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise RuntimeError("flowgate was not ready within 120 s")
+
+
+def start_baseline(status, body_file):
+    proc = subprocess.Popen(
+        [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file],
+        stdout=subprocess.DEVNULL,
+    )
+    for _ in range(500):
+        try:
+            call(BASE, "GET", "/")
+            return proc
+        except OSError:
+            time.sleep(0.01)
+    raise RuntimeError("the baseline did not start")
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wrk(port, script, env, duration):
+    cmd = [
+        "wrk", "-t2", "-c%d" % CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
+        "-s", os.path.join(BENCH, "lua", script), "http://127.0.0.1:%d" % port,
+    ]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    m = re.search(r"WRKJSON (\{.*\})", out.stdout)
+    if out.returncode != 0 or not m:
+        raise RuntimeError("wrk failed: %s %s" % (out.stdout, out.stderr))
+    return json.loads(m.group(1))
+
+
+def measure(pid, port, script, env, before_run=None, perf=None):
+    """A warm-up run, then the measured run with the server's CPU time and RSS around it;
+    with `perf` (a file name), `perf record` samples the server during the measured run."""
+    wrk(port, script, dict(env, BENCH_RUN="1"), WARMUP)
+    if before_run:
+        before_run()
+    profiler = None
+    if perf:
+        profiler = subprocess.Popen(
+            ["perf", "record", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,16384", "-p", str(pid),
+             "-o", os.path.join(OUT, perf), "--", "sleep", str(DURATION)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    r = wrk(port, script, dict(env, BENCH_RUN="2"), DURATION)
+    cpu1, t1 = cpu_seconds(pid), time.monotonic()
+    if profiler:
+        profiler.wait()
+    secs = r["duration_us"] / 1e6
+    r.update(
+        # Answered with 2xx: a refused request (e.g. 503 overloaded) is not throughput.
+        rps=(r["requests"] - r["status_errors"]) / secs,
+        bytes_per_s=r["bytes"] / secs,
+        cpu=100 * (cpu1 - cpu0) / (t1 - t0),
+        # Server CPU time per answered request: steadier than requests/s on a shared machine.
+        cpu_us=1e6 * (cpu1 - cpu0) / max(1, r["requests"]),
+        rss=rss_bytes(pid),
+        start=t0,
+    )
+    return r
+
+
+def count_events():
+    return int(psql("SELECT count(*) FROM analytics_events"))
+
+
+def wait_stored(quiet=1.0):
+    """Polls the row count until it has not changed for `quiet` seconds; returns (count,
+    monotonic time of the last change)."""
+    last, changed = count_events(), time.monotonic()
+    while time.monotonic() - changed < quiet:
+        time.sleep(0.1)
+        n = count_events()
+        if n != last:
+            last, changed = n, time.monotonic()
+    return last, changed
+
+
+def ms(us):
+    return "%.2f ms" % (us / 1000)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    log("generating the catalog")
+    subprocess.run([sys.executable, os.path.join(BENCH, "gen_catalog.py"), OUT], check=True)
+    meta = json.load(open(os.path.join(OUT, "meta.json")))
+    psql("CREATE DATABASE " + DB, db="postgres")
+    procs = []
+    try:
+        return run(meta, procs)
+    finally:
+        for p in procs:
+            stop(p)
+        psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % DB, db="postgres")
+
+
+def run(meta, procs):
+    rows, notes = [], []
+    run_flowgate("migrate")
+    log("importing the catalog into PostgreSQL")
+    _, import_secs = run_flowgate("import", os.path.join(OUT, "catalog.json"))
+    out, _ = run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
+    key = json.loads(out)["key"]
+    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+
+    log("starting flowgate on PostgreSQL")
+    server, startup = start_flowgate()
+    procs.append(server)
+    rss_loaded = rss_bytes(server.pid)
+
+    # The exact bytes the baseline answers: one real response per scenario.
+    app = meta["apps"][0]
+    attrs = {"country": "US", "app.version": "2.4.1", "locale": "en-US", "plan": "free", "sessions": 12,
+             "email": "someone@example.com", "age": 31, "tags": ["new", "organic"]}
+    ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
+    samples = {}
+    status, body = call(API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % app, json.dumps(ident), headers)
+    assert status == 200, body
+    samples["resolve"] = (200, body)
+    for n in (10, 50):
+        req = dict(ident, placement_keys=meta["placement_keys"][:n])
+        status, body = call(API, "POST", "/v1/apps/%s/placements/resolve-batch" % app, json.dumps(req), headers)
+        assert status == 200, body
+        samples["batch%d" % n] = (200, body)
+    samples["events"] = (202, json.dumps({"accepted": 100, "rejected": 0}, separators=(",", ":")).encode())
+    for name, (status, body) in samples.items():
+        with open(os.path.join(OUT, "baseline-%s.json" % name), "wb") as f:
+            f.write(body)
+
+    env = dict(
+        os.environ,
+        BENCH_DIR=BENCH,
+        BENCH_KEY=key,
+        BENCH_APPS=",".join(meta["apps"]),
+        BENCH_FLOW=meta["event_flow"],
+        BENCH_FLOW_VERSION=meta["event_flow_version"],
+    )
+    scenarios = [
+        ("resolve", "single resolve (typical placement)", "resolve.lua", {}),
+        ("batch10", "batch resolve, 10 keys", "batch.lua", {"BENCH_BATCH": "10"}),
+        ("batch50", "batch resolve, 50 keys", "batch.lua", {"BENCH_BATCH": "50"}),
+        ("events", "events, 100 per request", "events.lua", {}),
+    ]
+    results = {}
+    for name, label, script, extra in scenarios:
+        if ONLY and name not in ONLY:
+            continue
+        log("%s: flowgate" % label)
+        senv = dict(env, **extra)
+        if name == "events":
+            stored = {}
+
+            def mark():
+                stored["n0"], _ = wait_stored()
+
+            r = measure(server.pid, API, script, senv, before_run=mark)
+            n1, last = wait_stored()
+            r["events_per_s"] = (n1 - stored["n0"]) / (last - r["start"])
+            r["stored"] = n1 - stored["n0"]
+        else:
+            perf = "perf-%s.data" % name if os.environ.get("BENCH_PERF") and name == "resolve" else None
+            r = measure(server.pid, API, script, senv, perf=perf)
+        log("%s: baseline" % label)
+        status, _ = samples[name]
+        base = start_baseline(status, os.path.join(OUT, "baseline-%s.json" % name))
+        procs.append(base)
+        b = measure(base.pid, BASE, script, dict(senv, BENCH_PATH="/"))
+        stop(base)
+        results[name] = (label, r, b)
+
+    copy = None
+    if "events" in results:
+        log("events: raw COPY of the same rows through psql")
+        csv = os.path.join(OUT, "events.csv")
+        psql("\\copy (SELECT * FROM analytics_events WHERE event_id::text LIKE '00000002-%%') TO '%s' WITH (FORMAT csv)" % csv)
+        psql("CREATE TABLE copy_target (LIKE analytics_events INCLUDING ALL)")
+        start = time.monotonic()
+        psql("\\copy copy_target FROM '%s' WITH (FORMAT csv)" % csv)
+        secs = time.monotonic() - start
+        n = int(psql("SELECT count(*) FROM copy_target"))
+        copy = (n, secs)
+        os.remove(csv)
+
+    change = None
+    if not ONLY or "change" in ONLY:
+        log("catalog: a published change")
+        change = published_change(meta, headers)
+        rss_after_change = rss_bytes(server.pid)
+
+    info = None
+    if not ONLY or "resolve" in ONLY:
+        log("single resolve with log.level=info (JSON lines to a file)")
+        stop(server)
+        logfile = os.path.join(OUT, "server-info.log")
+        if os.path.exists(logfile):
+            os.remove(logfile)
+        server, startup2 = start_flowgate("info", logfile)
+        procs.append(server)
+        info = measure(server.pid, API, "resolve.lua", env)
+        stop(server)
+
+    # The table.
+    def row(label, r, base=None, bytes_col=False, events=None, note=""):
+        ratio = ""
+        if base:
+            key = "bytes_per_s" if bytes_col else "rps"
+            ratio = "%.2fx%s" % (r[key] / base[key], " (bytes/s)" if bytes_col else "")
+        errs = r["status_errors"] + r["socket_errors"]
+        if errs:
+            note = (note + "; " if note else "") + "%d non-2xx or socket errors (not counted in requests/s)" % errs
+        rows.append([
+            label, "%.0f" % r["rps"], ms(r["p50_us"]), ms(r["p99_us"]), ratio,
+            "%.1f" % (r["bytes_per_s"] / 1e6), events or "", "%.0f MiB" % (r["rss"] / MIB),
+            "%.0f%%" % r["cpu"], "%.1f" % r["cpu_us"], note,
+        ])
+
+    for name, (label, r, b) in results.items():
+        bytes_col = name.startswith("batch")
+        if name == "events":
+            row(label, r, b, events="%.0f stored/s" % r["events_per_s"],
+                note="%d events stored end to end; %.0f accepted/s while wrk ran" % (r["stored"], r["rps"] * 100))
+        else:
+            row(label, r, b, bytes_col=bytes_col)
+        if name == "resolve" and info:
+            row(label + ", log.level=info", info, b, note="JSON log lines to a file; the other rows use warn")
+        row("baseline: " + label, b)
+        if name == "events" and copy:
+            n, secs = copy
+            rows.append(["raw COPY of the same rows (psql \\copy)", "", "", "", "%.2fx (events/s)" % (r["events_per_s"] / (n / secs)),
+                         "", "%.0f rows/s" % (n / secs), "", "", "", "%d rows in %.3f s, psql start included" % (n, secs)])
+    limit = 1.5 * meta["catalog_bytes"] + 64 * MIB
+    rows.append(["catalog at scale: start-up to ready", "", "", "", "", "", "", "%.0f MiB" % (rss_loaded / MIB), "", "",
+                 "%.2f s to /readyz 200; RSS after load (catalog JSON %.1f MB, limit %.0f MiB); import %.1f s"
+                 % (startup, meta["catalog_bytes"] / 1e6, limit / MIB, import_secs)])
+    if change:
+        rows.append(["catalog at scale: published change served", "", "", "", "", "", "",
+                     "%.0f MiB" % (rss_after_change / MIB), "", "",
+                     "%.3f s after `flowgate import` returned (import itself %.2f s; %.2f s from its start)" % change])
+
+    head = ["scenario", "requests/s", "p50", "p99", "vs baseline", "MB/s", "events/s", "RSS", "CPU", "CPU µs/req", "notes"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+
+    # The targets of issue 7, as measured.
+    checks = []
+    if "resolve" in results:
+        _, r, b = results["resolve"]
+        checks.append(("single resolve >= 0.8x baseline requests/s", "%.2fx" % (r["rps"] / b["rps"]), r["rps"] >= 0.8 * b["rps"]))
+        checks.append(("single resolve p99 < 2 ms at %d connections" % CONNECTIONS, ms(r["p99_us"]), r["p99_us"] < 2000))
+    if "batch50" in results:
+        _, r, b = results["batch50"]
+        checks.append(("batch of 50 >= 0.5x baseline bytes/s", "%.2fx" % (r["bytes_per_s"] / b["bytes_per_s"]), r["bytes_per_s"] >= 0.5 * b["bytes_per_s"]))
+    if copy:
+        _, r, _ = results["events"]
+        ratio = r["events_per_s"] / (copy[0] / copy[1])
+        checks.append(("events >= 0.5x raw COPY rows/s", "%.2fx" % ratio, ratio >= 0.5))
+    checks.append(("RSS at catalog scale <= 1.5x JSON + 64 MiB", "%.0f of %.0f MiB" % (rss_loaded / MIB, limit / MIB), rss_loaded <= limit))
+    if change:
+        checks.append(("published change served within 1 s (after the import committed)", "%.3f s" % change[0], change[0] <= 1.0))
+    lines += ["", "| target | measured | holds |", "|---|---|---|"]
+    lines += ["| %s | %s | %s |" % (t, m, "yes" if ok else "**no**") for t, m, ok in checks]
+    lines += ["", "wrk -t2 -c%d, %d s per run after a %d s warm-up; server workers %d; flowgate on PostgreSQL (%s)."
+              % (CONNECTIONS, DURATION, WARMUP, WORKERS, "resolve reads the in-memory snapshot")]
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(OUT, "results.md"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump({k: {"flowgate": v[1], "baseline": v[2]} for k, v in results.items()}, f, indent=1)
+    return 0
+
+
+def published_change(meta, headers):
+    """Imports change.json and polls resolve of the probe placement until the newly published
+    version is served. Returns (seconds after the import command returned, import seconds,
+    seconds from the import's start)."""
+    path = "/v1/apps/%s/placements/%s/resolve" % (meta["apps"][0], meta["probe_placement"])
+    body = json.dumps({"user_id": "probe", "session_id": "probe", "device_platform": "ios"})
+    status, res = call(API, "POST", path, body, headers)
+    assert status == 200 and meta["probe_before"].encode() in res, res[:300]
+    seen = {}
+    stop_flag = threading.Event()
+
+    def poll():
+        conn = http.client.HTTPConnection("127.0.0.1", API, timeout=10)
+        while not stop_flag.is_set():
+            conn.request("POST", path, body=body, headers=headers)
+            res = conn.getresponse().read()
+            if meta["probe_after"].encode() in res[:200]:
+                seen["t"] = time.monotonic()
+                return
+            time.sleep(0.002)
+
+    t = threading.Thread(target=poll)
+    start = time.monotonic()
+    t.start()
+    _, import_secs = run_flowgate("import", os.path.join(OUT, "change.json"))
+    returned = time.monotonic()
+    t.join(60)
+    stop_flag.set()
+    if "t" not in seen:
+        raise RuntimeError("the published change was not served within 60 s")
+    return (seen["t"] - returned, import_secs, seen["t"] - start)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+//! The baseline of `make bench-http` (issue 7): an actix-web server with the service's actix
+//! settings (same crate, features and worker count) that answers every request with the same
+//! status and bytes, read once from a file, after reading the request body. No routing, no
+//! middleware, no logic: what this stack can do on this machine.
+//!
+//! `flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE`
+
+use actix_web::http::StatusCode;
+use actix_web::{web, App, HttpResponse, HttpServer};
+
+struct Fixed {
+    status: StatusCode,
+    body: web::Bytes,
+}
+
+async fn answer(fixed: web::Data<Fixed>, _body: web::Bytes) -> HttpResponse {
+    HttpResponse::build(fixed.status)
+        .content_type("application/json")
+        .body(fixed.body.clone())
+}
+
+fn usage() -> std::io::Error {
+    std::io::Error::other("usage: flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE")
+}
+
+#[actix_web::main]
+async fn main() -> std::io::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [listen, workers, status, file] = args.as_slice() else {
+        return Err(usage());
+    };
+    let workers: usize = workers.parse().map_err(|_| usage())?;
+    let status = status
+        .parse::<u16>()
+        .ok()
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .ok_or_else(usage)?;
+    let fixed = web::Data::new(Fixed {
+        status,
+        body: web::Bytes::from(std::fs::read(file)?),
+    });
+    HttpServer::new(move || {
+        App::new()
+            .app_data(fixed.clone())
+            .app_data(web::PayloadConfig::new(1 << 20))
+            .default_service(web::to(answer))
+    })
+    .workers(workers)
+    .bind(listen.as_str())?
+    .run()
+    .await
+}
