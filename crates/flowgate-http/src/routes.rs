@@ -241,15 +241,7 @@ pub async fn resolve_batch(
         let caller = guard::authenticate(&req, &state)?;
         let app_id = guard::app_id_param(&req)?;
         let app = guard::app(&caller, app_id)?;
-        let mut body = object(
-            read_json(
-                &req,
-                payload,
-                state.config.resolve_body_limit,
-                Encoding::IdentityOnly,
-            )
-            .await?,
-        )?;
+        let mut body = resolve_body(&req, payload, &state).await?;
         let mut errors = Vec::new();
         let keys: Vec<String> = match body.get("placement_keys") {
             None | Some(Value::Null) => {
