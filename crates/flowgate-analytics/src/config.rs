@@ -39,6 +39,11 @@ pub struct SinkConfig {
     /// writer for as long as TCP keeps the connection). Retrying is safe: writes are
     /// idempotent on `event_id`. Default 30 s.
     pub write_timeout: Duration,
+    /// `events.admission_wait_ms`: how long an events request that finds the queue full
+    /// waits for the writers to make room before it is refused with 503 `overloaded` (D7).
+    /// The request waits before its body is read, holding nothing but its connection; waiting
+    /// requests are admitted in arrival order. 0 refuses at once. Default 250 ms.
+    pub admission_wait: Duration,
     /// Delays between attempts at a batch that failed.
     pub backoff: Backoff,
 }
@@ -88,6 +93,7 @@ impl Default for SinkConfig {
             writers: 2,
             record_resolve_no_flow: true,
             write_timeout: Duration::from_secs(30),
+            admission_wait: Duration::from_millis(250),
             backoff: Backoff::default(),
         }
     }
@@ -130,8 +136,8 @@ impl SinkConfig {
     ///
     /// Ranges: `queue_capacity` 100..=10,000,000 (a request of 100 events must fit, D7);
     /// `batch_size` 1..=10,000; `flush_interval_ms` 1..=60,000; `drain_deadline_ms`
-    /// 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `retry_base_ms` 1..=60,000; `retry_max_ms` from
-    /// `retry_base_ms` to 600,000.
+    /// 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `admission_wait_ms`
+    /// 0..=60,000; `retry_base_ms` 1..=60,000; `retry_max_ms` from `retry_base_ms` to 600,000.
     pub fn validate(&self) -> Result<(), ConfigError> {
         range_u64(
             "events.queue_capacity",
@@ -158,6 +164,12 @@ impl SinkConfig {
             millis(self.write_timeout),
             1,
             600_000,
+        )?;
+        range_u64(
+            "events.admission_wait_ms",
+            millis(self.admission_wait),
+            0,
+            60_000,
         )?;
         range_u64("events.retry_base_ms", millis(self.backoff.base), 1, 60_000)?;
         range_u64(
@@ -186,6 +198,7 @@ mod tests {
         assert_eq!(c.writers, 2);
         assert!(c.record_resolve_no_flow);
         assert_eq!(c.write_timeout, Duration::from_secs(30));
+        assert_eq!(c.admission_wait, Duration::from_millis(250));
         assert_eq!(c.backoff.base, Duration::from_millis(100));
         assert_eq!(c.backoff.max, Duration::from_secs(10));
     }
@@ -216,6 +229,10 @@ mod tests {
         assert_eq!(
             bad(|c| c.write_timeout = Duration::ZERO).key,
             "events.write_timeout_ms"
+        );
+        assert_eq!(
+            bad(|c| c.admission_wait = Duration::from_secs(61)).key,
+            "events.admission_wait_ms"
         );
         assert_eq!(
             bad(|c| c.backoff.base = Duration::ZERO).key,

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use flowgate_domain::events::{AnalyticsEvent, EventType};
-use flowgate_domain::ports::{EventSink, EventStore, Overloaded};
-use tokio::sync::Notify;
+use flowgate_domain::ports::{Admission, BoxFuture, EventSink, EventStore, Overloaded};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::config::{ConfigError, SinkConfig};
@@ -50,6 +50,11 @@ pub(crate) struct Inner {
     pub(crate) wake: Notify,
     /// Writers signal every stored batch (the drain waits on it).
     pub(crate) progress: Notify,
+    /// Free capacity, in events: `queue_capacity` minus what is queued, in flight or held by
+    /// an admission. Every enqueue takes its events' permits under the queue lock; writers
+    /// give them back when a batch is stored. Waiting admissions are served in arrival order.
+    /// Closed when shutdown begins, which refuses waiting admissions at once.
+    pub(crate) room: Semaphore,
     pub(crate) counters: Counters,
 }
 
@@ -128,6 +133,7 @@ impl Sink {
     pub fn start(config: SinkConfig, store: Arc<dyn EventStore>) -> Result<Sink, StartError> {
         config.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let capacity = config.queue_capacity;
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
@@ -140,6 +146,7 @@ impl Sink {
             store,
             wake: Notify::new(),
             progress: Notify::new(),
+            room: Semaphore::new(capacity),
             counters: Counters::new(),
         });
         let writers = (0..inner.config.writers)
@@ -231,6 +238,7 @@ impl Sink {
         let end = tokio::time::Instant::now() + deadline;
         let written_before = self.inner.counters.written.load(Ordering::Relaxed);
         self.inner.lock().accepting = false;
+        self.inner.room.close();
         // Writers waiting for a flush time or for events re-check the state: while shutting
         // down they flush partial batches at once and exit when nothing is left.
         self.inner.wake.notify_waiters();
@@ -315,6 +323,55 @@ impl Sink {
     }
 }
 
+/// Permits for `n` events (`n` is at most the queue capacity, at most 10,000,000).
+fn permits(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl Sink {
+    /// Puts a request's events in the queue; the caller took their permits.
+    fn push(&self, s: &mut MutexGuard<'_, State>, events: Vec<AnalyticsEvent>) {
+        let n = events.len();
+        let before = s.queued;
+        s.queue.push_back(Chunk {
+            at: Instant::now(),
+            events,
+        });
+        s.queued += n;
+        // Wake a writer when it has something new to do: start the flush timer of a queue
+        // that was empty, or write a batch that just became full.
+        let batch = self.inner.config.batch_size;
+        let wake = before == 0 || (before < batch && before + n >= batch);
+        let c = &self.inner.counters;
+        c.enqueued.fetch_add(n as u64, Ordering::Relaxed);
+        c.requests_accepted.fetch_add(1, Ordering::Relaxed);
+        if wake {
+            self.inner.wake.notify_one();
+        }
+    }
+
+    fn occupancy(&self) -> usize {
+        let s = self.inner.lock();
+        s.queued + s.in_flight
+    }
+
+    /// Drops `resolve_no_flow` events when they are not recorded (counted).
+    fn skip_unrecorded(&self, events: &mut Vec<AnalyticsEvent>) {
+        if self.inner.config.record_resolve_no_flow {
+            return;
+        }
+        let before = events.len();
+        events.retain(|e| e.event_type != EventType::ResolveNoFlow);
+        let skipped = before - events.len();
+        if skipped > 0 {
+            self.inner
+                .counters
+                .server_events_skipped
+                .fetch_add(skipped as u64, Ordering::Relaxed);
+        }
+    }
+}
+
 impl EventSink for Sink {
     /// Takes every event or none (D7), without blocking: one short lock for the capacity check
     /// and the insertion. Refused when the events do not fit in the remaining capacity, and
@@ -324,47 +381,125 @@ impl EventSink for Sink {
     /// HTTP adapter enqueues them after answering the resolve and ignores a refusal: a resolve
     /// never fails because of analytics (the refusal is counted in the stats).
     fn try_enqueue(&self, mut events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        let config = &self.inner.config;
-        if !config.record_resolve_no_flow {
-            let before = events.len();
-            events.retain(|e| e.event_type != EventType::ResolveNoFlow);
-            let skipped = before - events.len();
-            if skipped > 0 {
-                self.inner
-                    .counters
-                    .server_events_skipped
-                    .fetch_add(skipped as u64, Ordering::Relaxed);
-            }
-        }
+        self.skip_unrecorded(&mut events);
         let n = events.len();
         if n == 0 {
             return Ok(());
         }
-        let now = Instant::now();
-        let wake = {
-            let mut s = self.inner.lock();
-            if !s.accepting {
-                drop(s);
-                return Err(self.refuse(n, RETRY_AFTER_MIN_SECS));
-            }
-            let occupancy = s.queued + s.in_flight;
-            if occupancy + n > config.queue_capacity {
+        let mut s = self.inner.lock();
+        if !s.accepting {
+            drop(s);
+            return Err(self.refuse(n, RETRY_AFTER_MIN_SECS));
+        }
+        match self.inner.room.try_acquire_many(permits(n)) {
+            Ok(p) => p.forget(),
+            Err(_) => {
+                let occupancy = s.queued + s.in_flight;
                 drop(s);
                 return Err(self.refuse(n, self.retry_after(occupancy)));
             }
-            let before = s.queued;
-            s.queue.push_back(Chunk { at: now, events });
-            s.queued += n;
-            // Wake a writer when it has something new to do: start the flush timer of a
-            // queue that was empty, or write a batch that just became full.
-            before == 0 || (before < config.batch_size && before + n >= config.batch_size)
-        };
-        let c = &self.inner.counters;
-        c.enqueued.fetch_add(n as u64, Ordering::Relaxed);
-        c.requests_accepted.fetch_add(1, Ordering::Relaxed);
-        if wake {
-            self.inner.wake.notify_one();
         }
+        self.push(&mut s, events);
         Ok(())
+    }
+
+    /// Takes room for `max_events` at once when it is free; otherwise waits for it, behind
+    /// earlier waiters, for at most `admission_wait`, and then takes what is free (a request
+    /// with fewer events may still fit; [`Admission::enqueue`] refuses it when it does not).
+    /// Refused after shutdown began (`Retry-After` 1 s) and when nothing at all is free after
+    /// the wait (the usual `Retry-After`). A refused admission counts as one refused request;
+    /// its events were never read, so they are not in `events_refused`.
+    fn admit(
+        &self,
+        max_events: usize,
+    ) -> BoxFuture<'_, Result<Box<dyn Admission + '_>, Overloaded>> {
+        Box::pin(async move {
+            let n = permits(max_events.min(self.inner.config.queue_capacity));
+            let wait = self.inner.config.admission_wait;
+            let acquired = match self.inner.room.try_acquire_many(n) {
+                Ok(p) => Ok(p),
+                Err(tokio::sync::TryAcquireError::Closed) => {
+                    return Err(self.refuse(0, RETRY_AFTER_MIN_SECS))
+                }
+                Err(tokio::sync::TryAcquireError::NoPermits) if wait.is_zero() => Err(()),
+                Err(tokio::sync::TryAcquireError::NoPermits) => {
+                    match tokio::time::timeout(wait, self.inner.room.acquire_many(n)).await {
+                        Ok(Ok(p)) => Ok(p),
+                        Ok(Err(_closed)) => return Err(self.refuse(0, RETRY_AFTER_MIN_SECS)),
+                        Err(_elapsed) => Err(()),
+                    }
+                }
+            };
+            let held = match acquired {
+                Ok(p) => {
+                    p.forget();
+                    n
+                }
+                Err(()) => {
+                    // No room for a full request in time: take what is free, so a smaller
+                    // request that fits is still taken (refused only when its events do not
+                    // fit, D7). Nothing free: refused unread.
+                    let free = permits(self.inner.room.available_permits()).min(n);
+                    match self.inner.room.try_acquire_many(free) {
+                        Ok(p) if free > 0 => {
+                            p.forget();
+                            free
+                        }
+                        _ => return Err(self.refuse(0, self.retry_after(self.occupancy()))),
+                    }
+                }
+            };
+            let admission: Box<dyn Admission + '_> = Box::new(Held { sink: self, held });
+            Ok(admission)
+        })
+    }
+}
+
+/// Permits taken by [`Sink::admit`]; what the request does not use goes back on drop.
+struct Held<'a> {
+    sink: &'a Sink,
+    held: u32,
+}
+
+impl Admission for Held<'_> {
+    fn enqueue(mut self: Box<Self>, mut events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        let sink = self.sink;
+        sink.skip_unrecorded(&mut events);
+        let n = events.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let need = permits(n);
+        let mut s = sink.inner.lock();
+        if !s.accepting {
+            drop(s);
+            return Err(sink.refuse(n, RETRY_AFTER_MIN_SECS));
+        }
+        if need > self.held {
+            // More events than the room held: the rest must be free now.
+            match sink.inner.room.try_acquire_many(need - self.held) {
+                Ok(p) => {
+                    p.forget();
+                    self.held = need;
+                }
+                Err(_) => {
+                    let occupancy = s.queued + s.in_flight;
+                    drop(s);
+                    return Err(sink.refuse(n, sink.retry_after(occupancy)));
+                }
+            }
+        }
+        // The used permits now stand for queued events; the rest go back on drop.
+        self.held -= need;
+        sink.push(&mut s, events);
+        Ok(())
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if self.held > 0 {
+            self.sink.inner.room.add_permits(self.held as usize);
+        }
     }
 }

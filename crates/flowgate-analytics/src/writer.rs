@@ -169,6 +169,8 @@ async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mu
             *slot = None;
         }
     }
+    // The stored events' room is free again (waiting admissions take it in arrival order).
+    inner.room.add_permits(batch.len());
     inner.progress.notify_waiters();
 }
 

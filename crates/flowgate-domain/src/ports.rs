@@ -114,6 +114,40 @@ pub trait EventStore: Send + Sync {
 pub trait EventSink: Send + Sync {
     /// Enqueues every event or refuses them all; never blocks.
     fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded>;
+
+    /// Holds room for up to `max_events` events of one request before its body is read, so
+    /// an overloaded sink refuses for the price of the bytes instead of parsing and validating
+    /// events it would then refuse, and a request that arrives while the queue is full can
+    /// wait (bounded by the sink's own setting) for the writers to make room instead of being
+    /// refused at once. Refused with [`Overloaded`] when no room came in time.
+    ///
+    /// The default holds nothing and hands the events to [`EventSink::try_enqueue`].
+    fn admit(
+        &self,
+        max_events: usize,
+    ) -> BoxFuture<'_, Result<Box<dyn Admission + '_>, Overloaded>> {
+        let _ = max_events;
+        let direct: Box<dyn Admission + '_> = Box::new(Direct(self));
+        Box::pin(std::future::ready(Ok(direct)))
+    }
+}
+
+/// Room held in a sink for one request's events ([`EventSink::admit`]); dropping it unused
+/// gives the room back.
+pub trait Admission: Send {
+    /// Enqueues the events, all or none. Within the admitted count this is never refused
+    /// unless the sink began shutting down; beyond it the sink decides as
+    /// [`EventSink::try_enqueue`] does.
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded>;
+}
+
+/// The default [`Admission`]: nothing held, the sink's `try_enqueue` decides.
+struct Direct<'a, S: ?Sized>(&'a S);
+
+impl<S: EventSink + ?Sized> Admission for Direct<'_, S> {
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        self.0.try_enqueue(events)
+    }
 }
 
 /// The sink refused: the whole request gets 503 `overloaded` with `Retry-After` (D7).

@@ -105,6 +105,19 @@ pub async fn read_json(
         .map_err(|e| ApiError::invalid_request(format!("the body is not valid JSON: {e}")))
 }
 
+/// Reads and drops a body the handler refuses without looking at it, so the connection stays
+/// usable for the client's next request (actix closes a connection whose request body was
+/// left unread). Stops after `limit` bytes or on a read error; the connection then closes.
+pub async fn discard(mut payload: web::Payload, limit: usize) {
+    let mut read = 0usize;
+    while let Some(Ok(chunk)) = payload.next().await {
+        read = read.saturating_add(chunk.len());
+        if read > limit {
+            return;
+        }
+    }
+}
+
 /// Decodes gzip, refusing output beyond `limit` bytes.
 fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
     let mut out = Vec::with_capacity(raw.len().saturating_mul(4).min(limit));

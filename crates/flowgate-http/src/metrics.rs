@@ -40,6 +40,7 @@ pub struct HttpMetrics {
     events_accepted: Counter,
     events_rejected: Family<CodeLabels, Counter>,
     events_refused: Counter,
+    event_requests_refused_unread: Counter,
     server_events_dropped: Counter,
 }
 
@@ -51,6 +52,7 @@ impl Default for HttpMetrics {
             events_accepted: Counter::default(),
             events_rejected: Family::default(),
             events_refused: Counter::default(),
+            event_requests_refused_unread: Counter::default(),
             server_events_dropped: Counter::default(),
         }
     }
@@ -87,6 +89,11 @@ impl HttpMetrics {
             m.events_refused.clone(),
         );
         r.register(
+            "event_requests_refused_unread",
+            "Event requests refused with 503 overloaded before their body was parsed (the sink had no room for a full request)",
+            m.event_requests_refused_unread.clone(),
+        );
+        r.register(
             "server_events_dropped",
             "resolve_no_flow events not recorded because the sink was full",
             m.server_events_dropped.clone(),
@@ -121,6 +128,10 @@ impl HttpMetrics {
 
     pub(crate) fn events_refused(&self, n: usize) {
         self.events_refused.inc_by(n as u64);
+    }
+
+    pub(crate) fn events_requests_refused_unread(&self) {
+        self.event_requests_refused_unread.inc();
     }
 
     pub(crate) fn server_events_dropped(&self, n: usize) {

@@ -8,12 +8,13 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use flowgate_domain::catalog::App;
 use flowgate_domain::events::{validate_event, AnalyticsEvent, EventError, EventErrorCode};
 use flowgate_domain::ids::{AppId, EventId};
+use flowgate_domain::ports::Admission;
 use flowgate_domain::resolve::{dedup_keys, BatchError};
 use flowgate_domain::{Platform, Resolution, ResolveMode, ResolveRequest};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::body::{read_json, Encoding};
+use crate::body::{self, read_json, Encoding};
 use crate::config::{MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
 use crate::guard::{self, Caller};
 use crate::middleware::request_id_of;
@@ -350,6 +351,25 @@ fn event_list(body: Value) -> Result<Vec<Value>> {
     }
 }
 
+/// Holds room in the sink for a full request ([`MAX_EVENTS_PER_REQUEST`] events) before the
+/// body is read (D7). The sink may make the request wait, in arrival order, for its writers
+/// to free room. When it refuses, the body is read and dropped unparsed (which keeps the
+/// connection usable) and the request gets 503 `overloaded`: nothing of it was accepted, and
+/// an overloaded server spends no CPU parsing events it cannot take.
+async fn admit<'s>(
+    state: &'s ApiState,
+    payload: web::Payload,
+) -> Result<(Box<dyn Admission + 's>, web::Payload)> {
+    match state.sink.admit(MAX_EVENTS_PER_REQUEST).await {
+        Ok(admission) => Ok((admission, payload)),
+        Err(o) => {
+            body::discard(payload, state.config.events_body_limit).await;
+            state.metrics.events_requests_refused_unread();
+            Err(ApiError::overloaded(o.retry_after_secs))
+        }
+    }
+}
+
 /// Reads an events body (gzip allowed, limit on the decoded size) into its list of events.
 async fn events_body(
     req: &HttpRequest,
@@ -372,6 +392,7 @@ async fn events_body(
 fn ingest(
     state: &ApiState,
     caller: &Caller,
+    admission: Box<dyn Admission + '_>,
     items: Vec<Value>,
     app_of: impl Fn(&Value) -> std::result::Result<AppId, EventError>,
 ) -> Result<HttpResponse> {
@@ -407,7 +428,7 @@ fn ingest(
     }
     let count = accepted.len();
     if count > 0 {
-        state.sink.try_enqueue(accepted).map_err(|o| {
+        admission.enqueue(accepted).map_err(|o| {
             state.metrics.events_refused(count);
             ApiError::overloaded(o.retry_after_secs)
         })?;
@@ -432,8 +453,9 @@ pub async fn events(
         let caller = guard::authenticate(&req, &state)?;
         let app_id = guard::app_id_param(&req)?;
         guard::app(&caller, app_id)?;
+        let (admission, payload) = admit(&state, payload).await?;
         let items = events_body(&req, payload, &state).await?;
-        ingest(&state, &caller, items, |_| Ok(app_id))
+        ingest(&state, &caller, admission, items, |_| Ok(app_id))
     }
     .await;
     answer(&req, result)
@@ -512,10 +534,11 @@ pub async fn legacy_events(
 ) -> HttpResponse {
     let result = async {
         let caller = guard::authenticate(&req, &state)?;
+        let (admission, payload) = admit(&state, payload).await?;
         let items = events_body(&req, payload, &state).await?;
         let workspace = caller.workspace;
         let catalog = caller.catalog.clone();
-        ingest(&state, &caller, items, |raw| {
+        ingest(&state, &caller, admission, items, |raw| {
             let parsed = raw
                 .get("app_id")
                 .and_then(Value::as_str)

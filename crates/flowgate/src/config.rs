@@ -264,6 +264,8 @@ pub struct EventsConfig {
     pub writers: usize,
     /// Longest one store write may take before it is retried.
     pub write_timeout_ms: u64,
+    /// How long an events request waits for room in a full buffer before 503.
+    pub admission_wait_ms: u64,
     /// First retry delay ceiling.
     pub retry_base_ms: u64,
     /// Largest retry delay.
@@ -285,6 +287,7 @@ impl Default for EventsConfig {
             record_resolve_no_flow: sink.record_resolve_no_flow,
             writers: sink.writers,
             write_timeout_ms: millis(sink.write_timeout),
+            admission_wait_ms: millis(sink.admission_wait),
             retry_base_ms: millis(sink.backoff.base),
             retry_max_ms: millis(sink.backoff.max),
             max_future_secs: 24 * 3600,
@@ -518,6 +521,7 @@ impl Config {
             writers: e.writers,
             record_resolve_no_flow: e.record_resolve_no_flow,
             write_timeout: Duration::from_millis(e.write_timeout_ms),
+            admission_wait: Duration::from_millis(e.admission_wait_ms),
             backoff: Backoff {
                 base: Duration::from_millis(e.retry_base_ms),
                 max: Duration::from_millis(e.retry_max_ms),

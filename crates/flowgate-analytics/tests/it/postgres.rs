@@ -105,6 +105,7 @@ async fn no_accepted_event_is_lost_when_the_database_is_cut_off_mid_load() {
             writers: 2,
             record_resolve_no_flow: true,
             write_timeout: Duration::from_secs(5),
+            admission_wait: Duration::ZERO,
             backoff: Backoff {
                 base: Duration::from_millis(50),
                 max: Duration::from_secs(1),

@@ -528,3 +528,234 @@ async fn a_request_larger_than_a_batch_is_split_across_batches() {
     // Stored in acceptance order.
     assert_eq!(ids(&store.events()), accepted);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Admission: room held before a request's body is read (D7).
+
+/// A sink with room for 200 events whose store is down: 200 queued events fill it.
+async fn full_sink(store: &Arc<FaultStore>, admission_wait: Duration) -> (Sink, Vec<EventId>) {
+    store.down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 200,
+            batch_size: 100,
+            writers: 1,
+            admission_wait,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let first = request(200);
+    let accepted = ids(&first);
+    sink.try_enqueue(first).unwrap();
+    (sink, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_enqueues_what_it_was_admitted_for_and_gives_back_the_rest() {
+    let store = FaultStore::new();
+    store.down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 200,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let admission = sink.admit(100).await.unwrap();
+    // The 100 held events of room are taken: 101 more do not fit, 100 do.
+    assert!(sink.try_enqueue(request(101)).is_err());
+    let a = request(30);
+    let mut accepted = ids(&a);
+    admission.enqueue(a).unwrap();
+    // 30 used, 70 given back: 170 fit now, one more does not.
+    let b = request(170);
+    accepted.extend(ids(&b));
+    sink.try_enqueue(b).unwrap();
+    assert!(sink.try_enqueue(request(1)).is_err());
+    store.down.store(false, Ordering::SeqCst);
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report:?}");
+    assert_stored_exactly_once(&store.events(), &accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_admission_gives_its_room_back() {
+    let store = FaultStore::new();
+    store.down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 100,
+            admission_wait: Duration::ZERO,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let held = sink.admit(100).await.unwrap();
+    assert!(sink.try_enqueue(request(1)).is_err(), "the room is held");
+    assert!(sink.admit(100).await.is_err());
+    drop(held);
+    sink.try_enqueue(request(100)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_refuses_an_admission_after_the_wait() {
+    let store = FaultStore::new();
+    let wait = Duration::from_millis(300);
+    let (sink, _) = full_sink(&store, wait).await;
+    assert!(eventually(Duration::from_secs(5), || !sink.is_healthy()).await);
+    let before = sink.stats();
+    let started = Instant::now();
+    let refused = sink.admit(100).await.err();
+    let waited = started.elapsed();
+    assert_eq!(
+        refused,
+        Some(Overloaded {
+            retry_after_secs: RETRY_AFTER_MAX_SECS
+        }),
+        "store down: the longest Retry-After"
+    );
+    assert!(waited >= wait, "refused after {waited:?}");
+    assert!(waited < wait * 4, "refused only after {waited:?}");
+    let after = sink.stats();
+    assert_eq!(after.requests_refused, before.requests_refused + 1);
+    assert_eq!(
+        after.events_refused, before.events_refused,
+        "no event was read"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_wait_an_admission_takes_the_room_left_and_a_request_that_fits_is_taken() {
+    let store = FaultStore::new();
+    store.down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            queue_capacity: 200,
+            admission_wait: Duration::from_millis(100),
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let first = request(150);
+    let mut accepted = ids(&first);
+    sink.try_enqueue(first).unwrap();
+    // 50 free: no room for a full request (100) in time, but 40 events fit.
+    let fits = request(40);
+    accepted.extend(ids(&fits));
+    sink.admit(100).await.unwrap().enqueue(fits).unwrap();
+    // 10 free: 20 events do not fit, so the request is refused whole (after parsing).
+    let before = sink.stats();
+    assert!(sink.admit(100).await.unwrap().enqueue(request(20)).is_err());
+    let after = sink.stats();
+    assert_eq!(after.events_refused, before.events_refused + 20);
+    // The refused request gave its room back: exactly 10 still fit.
+    let last = request(10);
+    accepted.extend(ids(&last));
+    sink.try_enqueue(last).unwrap();
+    assert!(
+        sink.admit(100).await.is_err(),
+        "nothing free: refused unread"
+    );
+    store.down.store(false, Ordering::SeqCst);
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report:?}");
+    assert_stored_exactly_once(&store.events(), &accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_wait_refuses_at_once() {
+    let store = FaultStore::new();
+    let (sink, _) = full_sink(&store, Duration::ZERO).await;
+    let started = Instant::now();
+    assert!(sink.admit(1).await.is_err());
+    assert!(started.elapsed() < Duration::from_millis(100));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_admission_gets_the_room_the_writers_free() {
+    let store = FaultStore::new();
+    let (sink, mut accepted) = full_sink(&store, Duration::from_secs(20)).await;
+    let waiter = {
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            let admission = sink.admit(100).await?;
+            let events = request(100);
+            let ids = ids(&events);
+            admission.enqueue(events).map(|()| ids)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "no room yet: the request waits");
+    store.down.store(false, Ordering::SeqCst);
+    let admitted = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("admitted once the writers stored a batch")
+        .unwrap()
+        .expect("admitted, not refused");
+    accepted.extend(admitted);
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report:?}");
+    assert_stored_exactly_once(&store.events(), &accepted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_admissions_are_served_in_arrival_order() {
+    let store = FaultStore::new();
+    let (sink, _) = full_sink(&store, Duration::from_secs(20)).await;
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for n in 0..3 {
+        let (sink, order) = (sink.clone(), order.clone());
+        waiters.push(tokio::spawn(async move {
+            let admission = sink.admit(100).await.unwrap();
+            order.lock().unwrap().push(n);
+            admission.enqueue(request(100)).unwrap();
+        }));
+        // Each waiter is queued before the next one arrives.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // One writer storing a batch of 100 every 150 ms frees room for one waiter at a time, so
+    // each admitted task records itself long before the next is admitted.
+    store.delay_ms.store(150, Ordering::SeqCst);
+    store.down.store(false, Ordering::SeqCst);
+    for w in waiters {
+        tokio::time::timeout(Duration::from_secs(10), w)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_refuses_waiting_admissions_at_once() {
+    let store = FaultStore::new();
+    let (sink, _) = full_sink(&store, Duration::from_secs(30)).await;
+    let waiter = {
+        let sink = sink.clone();
+        tokio::spawn(async move { sink.admit(100).await.map(|_| ()) })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let shutdown = {
+        let sink = sink.clone();
+        tokio::spawn(async move { sink.shutdown(Duration::from_millis(200)).await })
+    };
+    let refused = tokio::time::timeout(Duration::from_secs(2), waiter)
+        .await
+        .expect("refused well before its 30 s wait")
+        .unwrap();
+    assert_eq!(
+        refused,
+        Err(Overloaded {
+            retry_after_secs: 1
+        })
+    );
+    let _ = shutdown.await;
+    // And a new admission after shutdown began is refused too.
+    assert!(sink.admit(1).await.is_err());
+}

@@ -87,6 +87,7 @@ pub fn config() -> SinkConfig {
         writers: 2,
         record_resolve_no_flow: true,
         write_timeout: Duration::from_secs(5),
+        admission_wait: Duration::from_millis(250),
         backoff: flowgate_analytics::Backoff {
             base: Duration::from_millis(20),
             max: Duration::from_millis(200),

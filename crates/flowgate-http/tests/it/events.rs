@@ -6,7 +6,7 @@ use std::io::Write;
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend};
+use crate::support::{on_both_stores, server, Backend, TestServer};
 
 fn path() -> String {
     format!("/v1/apps/{APP1}/events")
@@ -203,6 +203,7 @@ on_both_stores!(
     count_limits,
     size_limits_and_gzip,
     overload_accepts_nothing,
+    refused_admission_reads_no_event_and_keeps_the_connection,
     body_and_app_problems,
 );
 
@@ -336,6 +337,65 @@ async fn overload_accepts_nothing(backend: Backend) {
     assert!(s.sink.events().is_empty());
     s.sink.set_refusing(false);
     assert_eq!(s.post(&path(), &event()).await.json()["accepted"], 1);
+}
+
+/// One raw HTTP/1.1 exchange on an open connection: the status line's code.
+async fn exchange(conn: &mut tokio::net::TcpStream, request: &[u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    conn.write_all(request).await.unwrap();
+    let mut buf = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        let n = conn.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "the server closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .expect("content-length");
+            if buf.len() >= end + 4 + length {
+                return text[9..12].parse().unwrap();
+            }
+        }
+    }
+}
+
+async fn refused_admission_reads_no_event_and_keeps_the_connection(backend: Backend) {
+    let s = server!(backend);
+    s.sink.set_refusing_admission(true);
+    // Not even valid JSON: refused before the body is parsed, so 503, not 400.
+    let r = s
+        .post_with(&path(), Some(&s.keys.sdk), b"[{]".to_vec(), &[])
+        .await;
+    r.problem(503, "overloaded");
+    assert_eq!(r.header("retry-after"), Some("9"));
+
+    // The refused body is read and dropped: the same connection serves the next request.
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let body = serde_json::to_vec(&json!([event(), event()])).unwrap();
+    let request = |body: &[u8]| {
+        let mut r = format!(
+            "POST {} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            path(),
+            TestServer::bearer(&s.keys.sdk),
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(body);
+        r
+    };
+    assert_eq!(exchange(&mut conn, &request(&body)).await, 503);
+    s.sink.set_refusing_admission(false);
+    assert_eq!(exchange(&mut conn, &request(&body)).await, 202);
+    assert_eq!(s.sink.events().len(), 2, "only the second request's events");
 }
 
 async fn body_and_app_problems(backend: Backend) {

@@ -8,7 +8,7 @@ use awc::http::StatusCode;
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyType};
 use flowgate_domain::ports::{
-    CatalogSource, EventSink, EventStore, KeyStore, Overloaded, SystemClock,
+    Admission, BoxFuture, CatalogSource, EventSink, EventStore, KeyStore, Overloaded, SystemClock,
 };
 use flowgate_domain::Catalog;
 use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
@@ -29,6 +29,7 @@ pub enum Backend {
 pub struct CollectingSink {
     events: Mutex<Vec<AnalyticsEvent>>,
     refuse: Mutex<bool>,
+    refuse_admission: Mutex<bool>,
 }
 
 impl CollectingSink {
@@ -37,6 +38,18 @@ impl CollectingSink {
     }
     pub fn set_refusing(&self, refuse: bool) {
         *self.refuse.lock().unwrap() = refuse;
+    }
+    /// Refuse admissions (`Retry-After: 9`): the request is refused before its body is read.
+    pub fn set_refusing_admission(&self, refuse: bool) {
+        *self.refuse_admission.lock().unwrap() = refuse;
+    }
+}
+
+struct Admitted<'a>(&'a CollectingSink);
+
+impl Admission for Admitted<'_> {
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        self.0.try_enqueue(events)
     }
 }
 
@@ -49,6 +62,19 @@ impl EventSink for CollectingSink {
         }
         self.events.lock().unwrap().extend(events);
         Ok(())
+    }
+
+    fn admit(&self, _max: usize) -> BoxFuture<'_, Result<Box<dyn Admission + '_>, Overloaded>> {
+        let refuse = *self.refuse_admission.lock().unwrap();
+        Box::pin(async move {
+            if refuse {
+                return Err(Overloaded {
+                    retry_after_secs: 9,
+                });
+            }
+            let admitted: Box<dyn Admission + '_> = Box::new(Admitted(self));
+            Ok(admitted)
+        })
     }
 }
 
