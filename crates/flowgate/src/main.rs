@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod config;
 mod demo;
+mod heap;
 mod runtime;
 mod serve;
 mod telemetry;

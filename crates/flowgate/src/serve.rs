@@ -188,6 +188,9 @@ async fn reload(store: &Store, catalog: &CatalogHandle, runtime: &Runtime) -> Re
         Ok(snapshot) => {
             catalog.store(Arc::new(snapshot));
             runtime.catalog_reloaded();
+            // The load's intermediate data and (once in-flight requests let go of it) the
+            // previous snapshot are free now: give the pages back (src/heap.rs).
+            let _ = tokio::task::spawn_blocking(crate::heap::release_free_memory).await;
             tracing::info!(
                 revision,
                 elapsed_ms = started.elapsed().as_millis() as u64,

@@ -11,7 +11,7 @@ use super::{
     VersionRef, Workspace,
 };
 use crate::bucketing::{bucket_ranges, Namespace};
-use crate::conditions::{Condition, SavedGroups};
+use crate::conditions::{Condition, Patterns, SavedGroups};
 use crate::ids::{FlowId, WorkspaceId};
 use crate::placement::validate_placement_key;
 
@@ -84,6 +84,8 @@ impl Catalog {
     pub fn build(data: CatalogData) -> Result<Catalog, CatalogError> {
         let mut p = Problems(Vec::new());
         let mut seen_ids: HashSet<uuid::Uuid> = HashSet::new();
+        // One set for the whole build: a pattern repeated across rules compiles once.
+        let mut patterns = Patterns::new();
         let mut catalog = Catalog {
             revision: data.revision,
             ..Catalog::empty()
@@ -102,8 +104,15 @@ impl Catalog {
             for (ai, app) in ws.apps.into_iter().enumerate() {
                 let ap = format!("{wp}/apps/{ai}");
                 app_ids.push(app.id);
-                if let Some(built) = build_app(&mut p, &mut seen_ids, &mut catalog, ws.id, &ap, app)
-                {
+                if let Some(built) = build_app(
+                    &mut p,
+                    &mut seen_ids,
+                    &mut catalog,
+                    &mut patterns,
+                    ws.id,
+                    &ap,
+                    app,
+                ) {
                     catalog.apps.insert(built.id, built);
                 }
             }
@@ -149,6 +158,7 @@ fn build_app(
     p: &mut Problems,
     seen_ids: &mut HashSet<uuid::Uuid>,
     catalog: &mut Catalog,
+    patterns: &mut Patterns,
     workspace_id: WorkspaceId,
     ap: &str,
     app: AppData,
@@ -295,7 +305,7 @@ fn build_app(
             let rp = format!("{pp}/rules/{ri}");
             let audience = match &rule.audience {
                 None => Condition::compile_lenient(&serde_json::Value::Object(Default::default())),
-                Some(doc) => match Condition::compile(doc) {
+                Some(doc) => match Condition::compile_with(doc, patterns) {
                     Ok(c) => c,
                     Err(errors) => {
                         for e in errors {

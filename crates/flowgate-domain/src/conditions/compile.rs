@@ -6,6 +6,8 @@
 //! check refuses (D4). `Condition::compile` fails when any error was recorded;
 //! `Condition::compile_lenient` ignores them.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use crate::conditions::js::{self, Primitive};
@@ -287,17 +289,55 @@ impl InSet {
     }
 }
 
-/// Compiles documents while collecting strict-mode errors with their JSON pointers.
-pub(crate) struct Compiler {
-    pointer: Vec<String>,
-    pub(crate) errors: Vec<ConditionError>,
+/// Compiled `$regex` / `$regexi` patterns, shared by every condition compiled with the same
+/// `Patterns`: a pattern that appears in many rules compiles once and its clones share one
+/// program. A compiled pattern holds about 8 KB, so a catalog of thousands of rules that
+/// repeat a few patterns would otherwise spend tens of megabytes on copies.
+#[derive(Debug, Default)]
+pub struct Patterns {
+    compiled: HashMap<(String, bool), JsRegex>,
 }
 
-impl Compiler {
-    pub(crate) fn new() -> Self {
+impl Patterns {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Distinct patterns compiled so far.
+    pub fn len(&self) -> usize {
+        self.compiled.len()
+    }
+
+    /// True when no pattern was compiled.
+    pub fn is_empty(&self) -> bool {
+        self.compiled.is_empty()
+    }
+
+    fn get(&mut self, pattern: &str, ignore_case: bool) -> Result<JsRegex, PatternError> {
+        if let Some(found) = self.compiled.get(&(pattern.to_owned(), ignore_case)) {
+            return Ok(found.clone());
+        }
+        let regex = JsRegex::new(pattern, ignore_case)?;
+        self.compiled
+            .insert((pattern.to_owned(), ignore_case), regex.clone());
+        Ok(regex)
+    }
+}
+
+/// Compiles documents while collecting strict-mode errors with their JSON pointers.
+pub(crate) struct Compiler<'p> {
+    pointer: Vec<String>,
+    pub(crate) errors: Vec<ConditionError>,
+    patterns: &'p mut Patterns,
+}
+
+impl<'p> Compiler<'p> {
+    pub(crate) fn new(patterns: &'p mut Patterns) -> Self {
         Compiler {
             pointer: Vec::new(),
             errors: Vec::new(),
+            patterns,
         }
     }
 
@@ -647,7 +687,7 @@ impl Compiler {
                         pattern.len()
                     ));
                 }
-                match JsRegex::new(pattern, op == "$regexi") {
+                match self.patterns.get(pattern, op == "$regexi") {
                     Ok(regex) => Op::Regex(Some(regex)),
                     Err(PatternError::Invalid(why)) => {
                         self.error(format!("invalid regular expression: {why}"));

@@ -23,6 +23,9 @@
 
 use std::sync::OnceLock;
 
+use regex_automata::meta;
+use regex_automata::nfa::thompson::WhichCaptures;
+
 /// Why a pattern cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PatternError {
@@ -33,10 +36,21 @@ pub(crate) enum PatternError {
     Unsupported(String),
 }
 
-/// A compiled `$regex` / `$regexi` pattern.
+/// A compiled `$regex` / `$regexi` pattern. Clones share the compiled program.
 #[derive(Clone, Debug)]
 pub(crate) struct JsRegex {
-    regex: regex::Regex,
+    regex: meta::Regex,
+}
+
+/// The engine configuration: conditions only ask whether a pattern matches, so no capture
+/// states are compiled, and no fully compiled DFA is built ahead of time (it cost ~7 KB per
+/// pattern, and the lazy DFA, built while matching, is as fast on attribute-sized
+/// haystacks). Whatever else enables `regex-automata`'s `dfa-build` feature in the build
+/// (feature unification), patterns stay this size.
+fn engine() -> meta::Config {
+    meta::Config::new()
+        .which_captures(WhichCaptures::None)
+        .dfa(false)
 }
 
 /// Deepest group nesting accepted, far beyond what an audience rule needs; it keeps the
@@ -50,8 +64,9 @@ impl JsRegex {
     /// Translates and compiles a JavaScript pattern (`ignore_case` is the `i` flag).
     pub(crate) fn new(pattern: &str, ignore_case: bool) -> Result<Self, PatternError> {
         let translated = translate(pattern, ignore_case)?;
-        regex::RegexBuilder::new(&translated)
-            .build()
+        meta::Regex::builder()
+            .configure(engine())
+            .build(&translated)
             .map(|regex| JsRegex { regex })
             .map_err(|e| {
                 PatternError::Unsupported(format!(

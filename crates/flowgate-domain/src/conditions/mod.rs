@@ -32,6 +32,7 @@ use std::hash::BuildHasher;
 
 use serde_json::{Map, Value};
 
+pub use crate::conditions::compile::Patterns;
 use crate::conditions::compile::{Compiler, Doc, InSet};
 
 /// Attribute source: the evaluator looks keys up through this trait so callers need not build
@@ -166,7 +167,16 @@ impl Condition {
     /// boolean, `$eq` with an array, ...), documents that are not objects, and nesting deeper
     /// than 64 levels. Every problem is returned, each with its JSON pointer.
     pub fn compile(doc: &Value) -> Result<Condition, Vec<ConditionError>> {
-        let mut compiler = Compiler::new();
+        Self::compile_with(doc, &mut Patterns::new())
+    }
+
+    /// [`Condition::compile`] sharing compiled patterns with every other condition compiled
+    /// with `patterns` (a catalog build compiles all its rules with one set).
+    pub fn compile_with(
+        doc: &Value,
+        patterns: &mut Patterns,
+    ) -> Result<Condition, Vec<ConditionError>> {
+        let mut compiler = Compiler::new(patterns);
         let root = compiler.doc(doc, 0);
         if compiler.errors.is_empty() {
             Ok(Condition { root })
@@ -183,7 +193,7 @@ impl Condition {
     /// deeper than 64 levels evaluate as false.
     pub fn compile_lenient(doc: &Value) -> Condition {
         Condition {
-            root: Compiler::new().doc(doc, 0),
+            root: Compiler::new(&mut Patterns::new()).doc(doc, 0),
         }
     }
 

@@ -590,3 +590,30 @@ fn odd_documents_never_panic() {
         let _ = Condition::compile(doc);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shared patterns
+
+#[test]
+fn conditions_compiled_with_one_pattern_set_share_each_distinct_pattern() {
+    let mut patterns = crate::conditions::Patterns::new();
+    let groups = SavedGroups::empty();
+    let exact = json!({"email": {"$regex": "^ann@"}});
+    let folded = json!({"email": {"$regexi": "^ann@"}});
+    let a = Condition::compile_with(&exact, &mut patterns).unwrap();
+    let b = Condition::compile_with(&exact, &mut patterns).unwrap();
+    assert_eq!(patterns.len(), 1, "the repeated pattern compiled once");
+    // The `i` flag is part of the key: same text, another pattern.
+    let c = Condition::compile_with(&folded, &mut patterns).unwrap();
+    assert_eq!(patterns.len(), 2);
+    let upper = json!({"email": "ANN@example.org"});
+    let lower = json!({"email": "ann@example.org"});
+    assert!(a.eval(&lower, &groups) && b.eval(&lower, &groups));
+    assert!(!a.eval(&upper, &groups) && !b.eval(&upper, &groups));
+    assert!(c.eval(&upper, &groups) && c.eval(&lower, &groups));
+    // An invalid pattern is still reported, each time it appears.
+    let bad = json!({"email": {"$regex": "(?<=x)y"}});
+    assert!(Condition::compile_with(&bad, &mut patterns).is_err());
+    assert!(Condition::compile_with(&bad, &mut patterns).is_err());
+    assert_eq!(patterns.len(), 2);
+}
