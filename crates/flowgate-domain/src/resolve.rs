@@ -5,6 +5,7 @@
 //! pre-rendered [`PublishedVersion`] from the snapshot.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -103,7 +104,9 @@ pub enum Resolution<'c> {
     /// A published version is served (D3.7).
     Flow {
         /// The version, pre-rendered.
-        version: &'c PublishedVersion,
+        /// (The snapshot's `Arc`, so an adapter can hold on to the pre-rendered bytes beyond
+        /// the borrow, e.g. to send them without copying.)
+        version: &'c Arc<PublishedVersion>,
         /// Set when an experiment decided.
         assignment: Option<Assignment<'c>>,
     },
@@ -118,7 +121,7 @@ pub enum Resolution<'c> {
 
 impl<'c> Resolution<'c> {
     /// The served version, if any.
-    pub fn version(&self) -> Option<&'c PublishedVersion> {
+    pub fn version(&self) -> Option<&'c Arc<PublishedVersion>> {
         match self {
             Resolution::Flow { version, .. } => Some(version),
             Resolution::NoFlow { .. } => None,

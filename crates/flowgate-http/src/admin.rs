@@ -141,6 +141,11 @@ async fn metrics(state: web::Data<AdminState>) -> HttpResponse {
         .body(out)
 }
 
+/// A resource that reports its path as its route label (`middleware::Route`).
+fn labelled(path: &'static str) -> actix_web::Resource {
+    web::resource(path).app_data(crate::middleware::Route(path))
+}
+
 /// The admin application.
 pub fn admin_app(
     state: AdminState,
@@ -155,9 +160,9 @@ pub fn admin_app(
 > {
     App::new()
         .app_data(web::Data::new(state))
-        .route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz))
-        .route("/metrics", web::get().to(metrics))
+        .service(labelled("/healthz").route(web::get().to(healthz)))
+        .service(labelled("/readyz").route(web::get().to(readyz)))
+        .service(labelled("/metrics").route(web::get().to(metrics)))
         .default_service(web::to(crate::routes::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

@@ -19,6 +19,8 @@ mod state;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::{from_fn, Compress};
+
+use crate::middleware::Route;
 use actix_web::{web, App};
 
 pub use admin::{admin_app, AdminSource, AdminState, Check, Readiness, ReadinessReport};
@@ -48,32 +50,41 @@ pub fn api_app(
                 .wrap(from_fn(middleware::v1_headers))
                 .service(
                     web::resource("/apps/{appId}/placements/resolve-batch")
+                        .app_data(Route("/v1/apps/{appId}/placements/resolve-batch"))
                         .route(web::post().to(routes::resolve_batch))
                         .default_service(web::to(routes::post_only)),
                 )
                 .service(
                     web::resource("/apps/{appId}/placements/{placementId}/resolve")
+                        .app_data(Route("/v1/apps/{appId}/placements/{placementId}/resolve"))
                         .route(web::post().to(routes::resolve))
                         .default_service(web::to(routes::post_only)),
                 )
                 .service(
                     web::resource("/apps/{appId}/events")
+                        .app_data(Route("/v1/apps/{appId}/events"))
                         .route(web::post().to(routes::events))
                         .default_service(web::to(routes::post_only)),
                 )
                 .service(
                     web::resource("/placements/{placementId}/resolve")
+                        .app_data(Route("/v1/placements/{placementId}/resolve"))
                         .route(web::post().to(routes::legacy_resolve))
                         .default_service(web::to(routes::post_only)),
                 )
                 .service(
                     web::resource("/events")
+                        .app_data(Route("/v1/events"))
                         .route(web::post().to(routes::legacy_events))
                         .default_service(web::to(routes::post_only)),
                 )
                 .default_service(web::to(routes::not_found)),
         )
-        .service(web::resource("/openapi.json").route(web::get().to(openapi::serve)))
+        .service(
+            web::resource("/openapi.json")
+                .app_data(Route("/openapi.json"))
+                .route(web::get().to(openapi::serve)),
+        )
         .default_service(web::to(routes::not_found))
         .wrap(Compress::default())
         .wrap(from_fn(middleware::observe))

@@ -11,8 +11,8 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    route: String,
-    status: String,
+    route: &'static str,
+    status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -101,12 +101,9 @@ impl HttpMetrics {
         m
     }
 
-    pub(crate) fn observe_request(&self, route: &str, status: u16, elapsed: Duration) {
+    pub(crate) fn observe_request(&self, route: &'static str, status: u16, elapsed: Duration) {
         self.requests
-            .get_or_create(&RequestLabels {
-                route: route.to_owned(),
-                status: status.to_string(),
-            })
+            .get_or_create(&RequestLabels { route, status })
             .observe(elapsed.as_secs_f64());
     }
 

@@ -14,6 +14,11 @@ use crate::guard::RateLimitInfo;
 use crate::metrics::HttpMetrics;
 use crate::request_id::{self, RequestId};
 
+/// The route pattern of a resource, for metrics and logs: set as the resource's app data, so
+/// the middleware reads it after the call instead of matching the path a second time.
+#[derive(Clone, Copy, Debug)]
+pub struct Route(pub &'static str);
+
 /// Request id, then one log line and one metrics observation per request.
 pub async fn observe(
     req: ServiceRequest,
@@ -35,24 +40,18 @@ pub async fn observe(
     let elapsed = start.elapsed();
     let route = res
         .request()
-        .match_pattern()
-        .unwrap_or_else(|| "unmatched".to_owned());
+        .app_data::<Route>()
+        .map_or("unmatched", |r| r.0);
     let status = res.status().as_u16();
     if let Some(metrics) = metrics {
-        metrics.observe_request(&route, status, elapsed);
+        metrics.observe_request(route, status, elapsed);
     }
     // One line per request (issue 6 §5): no key, no user id, no body.
-    let app_id = res
-        .request()
-        .match_info()
-        .get("appId")
-        .unwrap_or("-")
-        .to_owned();
     tracing::info!(
         request_id = %id.0,
         method = %res.request().method(),
-        route = %route,
-        app_id = %app_id,
+        route,
+        app_id = res.request().match_info().get("appId").unwrap_or("-"),
         status,
         latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
         "request"

@@ -30,23 +30,24 @@ pub struct Decision {
     pub retry_after_secs: u32,
 }
 
-/// A keyed GCRA limiter.
+/// A keyed GCRA limiter. Keys are small values (an IP address, a key id), so a check
+/// allocates nothing.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub struct RateLimiter<K> {
     /// Nanoseconds between two requests at the sustained rate.
     interval: u64,
     /// `interval * burst`: how far ahead of now the theoretical arrival time may run.
     tolerance: u64,
     burst: u32,
     epoch: Instant,
-    shards: Vec<Mutex<HashMap<String, u64>>>,
+    shards: Vec<Mutex<HashMap<K, u64>>>,
 }
 
 fn ceil_secs(nanos: u64) -> u32 {
     u32::try_from(nanos.div_ceil(1_000_000_000)).unwrap_or(u32::MAX)
 }
 
-impl RateLimiter {
+impl<K: Hash + Eq + Clone> RateLimiter<K> {
     /// A limiter of `rate` requests per second with bursts of `burst` (both at least 1).
     pub fn new(rate: u32, burst: u32) -> Self {
         let rate = u64::from(rate.max(1));
@@ -66,12 +67,12 @@ impl RateLimiter {
     }
 
     /// Counts one request of `key` now.
-    pub fn check(&self, key: &str) -> Decision {
+    pub fn check(&self, key: &K) -> Decision {
         self.check_at(key, self.now())
     }
 
     /// Counts one request of `key` at `now` nanoseconds since the limiter was made.
-    pub fn check_at(&self, key: &str, now: u64) -> Decision {
+    pub fn check_at(&self, key: &K, now: u64) -> Decision {
         let mut hasher = DefaultHasher::new();
         key.hash(&mut hasher);
         let shard = &self.shards[(hasher.finish() as usize) % SHARDS];
@@ -92,7 +93,12 @@ impl RateLimiter {
         if map.len() >= SWEEP_AT && !map.contains_key(key) {
             map.retain(|_, t| *t > now);
         }
-        map.insert(key.to_owned(), new_tat);
+        match map.get_mut(key) {
+            Some(t) => *t = new_tat,
+            None => {
+                map.insert(key.clone(), new_tat);
+            }
+        }
         let used = new_tat - now;
         let remaining = (self.tolerance - used.min(self.tolerance)) / self.interval;
         Decision {
@@ -123,19 +129,19 @@ mod tests {
     fn burst_then_sustained_rate() {
         let limiter = RateLimiter::new(10, 5);
         for i in 0..5 {
-            let d = limiter.check_at("k", 0);
+            let d = limiter.check_at(&"k", 0);
             assert!(d.allowed, "request {i} of the burst");
             assert_eq!(d.remaining, 4 - i);
         }
-        let refused = limiter.check_at("k", 0);
+        let refused = limiter.check_at(&"k", 0);
         assert!(!refused.allowed);
         assert_eq!(refused.retry_after_secs, 1);
         assert_eq!(refused.remaining, 0);
         // One interval later exactly one more request is allowed.
-        assert!(limiter.check_at("k", SEC / 10).allowed);
-        assert!(!limiter.check_at("k", SEC / 10).allowed);
+        assert!(limiter.check_at(&"k", SEC / 10).allowed);
+        assert!(!limiter.check_at(&"k", SEC / 10).allowed);
         // After burst/rate seconds the bucket is full again.
-        let d = limiter.check_at("k", SEC);
+        let d = limiter.check_at(&"k", SEC);
         assert!(d.allowed);
         assert_eq!(d.remaining, 4);
     }
@@ -143,20 +149,20 @@ mod tests {
     #[test]
     fn keys_are_independent() {
         let limiter = RateLimiter::new(1, 1);
-        assert!(limiter.check_at("a", 0).allowed);
-        assert!(!limiter.check_at("a", 0).allowed);
-        assert!(limiter.check_at("b", 0).allowed);
+        assert!(limiter.check_at(&"a", 0).allowed);
+        assert!(!limiter.check_at(&"a", 0).allowed);
+        assert!(limiter.check_at(&"b", 0).allowed);
     }
 
     #[test]
     fn refusals_do_not_consume() {
         let limiter = RateLimiter::new(1, 1);
-        assert!(limiter.check_at("a", 0).allowed);
+        assert!(limiter.check_at(&"a", 0).allowed);
         for _ in 0..100 {
-            assert!(!limiter.check_at("a", SEC / 2).allowed);
+            assert!(!limiter.check_at(&"a", SEC / 2).allowed);
         }
         assert!(
-            limiter.check_at("a", SEC).allowed,
+            limiter.check_at(&"a", SEC).allowed,
             "hammering while refused does not push the key back"
         );
     }
@@ -177,11 +183,11 @@ mod tests {
     #[test]
     fn reset_reports_time_to_full() {
         let limiter = RateLimiter::new(2, 4);
-        let d = limiter.check_at("k", 0);
+        let d = limiter.check_at(&"k", 0);
         assert_eq!(d.reset_secs, 1, "half a second of debt rounds up");
-        limiter.check_at("k", 0);
-        limiter.check_at("k", 0);
-        let d = limiter.check_at("k", 0);
+        limiter.check_at(&"k", 0);
+        limiter.check_at(&"k", 0);
+        let d = limiter.check_at(&"k", 0);
         assert_eq!((d.remaining, d.reset_secs), (0, 2));
     }
 }

@@ -2,6 +2,7 @@
 //! and answers either its result or a problem (the only error path, so every error carries the
 //! request id).
 
+use actix_web::body::MessageBody;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -19,7 +20,7 @@ use crate::config::{MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
 use crate::guard::{self, Caller};
 use crate::middleware::request_id_of;
 use crate::problem::{ApiError, FieldError};
-use crate::render::write_result;
+use crate::render::{write_result, Spliced};
 use crate::state::ApiState;
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -28,7 +29,7 @@ fn answer(req: &HttpRequest, result: Result<HttpResponse>) -> HttpResponse {
     result.unwrap_or_else(|e| e.to_response(&request_id_of(req)))
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> HttpResponse {
+fn json_response(status: StatusCode, body: impl MessageBody + 'static) -> HttpResponse {
     HttpResponse::build(status)
         .insert_header((
             header::CONTENT_TYPE,
@@ -175,13 +176,9 @@ fn resolve_one(
     }
     let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
     let resolution = app.resolve(key, &request, mode);
-    let mut buf = Vec::with_capacity(
-        resolution
-            .version()
-            .map_or(64, |v| v.flow_schema.get().len() + 512),
-    );
+    let mut body = Spliced::with_capacity(512);
     write_result(
-        &mut buf,
+        &mut body,
         app,
         &resolution,
         state.config.default_cache_ttl_seconds,
@@ -194,7 +191,7 @@ fn resolve_one(
         record_no_flow(state, app, key, &request, &resolution, &mut events);
         enqueue_server_events(state, events);
     }
-    Ok(json_response(StatusCode::OK, buf))
+    Ok(json_response(StatusCode::OK, body.finish()))
 }
 
 async fn resolve_body(
@@ -286,12 +283,12 @@ pub async fn resolve_batch(
             )]),
         })?;
         let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
-        let mut buf = Vec::with_capacity(4096);
-        buf.extend_from_slice(b"{\"results\":[");
+        let mut body = Spliced::with_capacity(1024);
+        body.buf().extend_from_slice(b"{\"results\":[");
         let mut events = Vec::new();
         for (i, key) in keys.iter().enumerate() {
             if i > 0 {
-                buf.push(b',');
+                body.buf().push(b',');
             }
             let resolution = app.resolve(key, &request, ResolveMode::Normal);
             let error = resolution
@@ -299,7 +296,7 @@ pub async fn resolve_batch(
                 .filter(|r| *r == flowgate_domain::events::NoFlowReason::FlowUnpublished)
                 .map(|r| r.as_str());
             write_result(
-                &mut buf,
+                &mut body,
                 app,
                 &resolution,
                 state.config.default_cache_ttl_seconds,
@@ -308,9 +305,9 @@ pub async fn resolve_batch(
             );
             record_no_flow(&state, app, key, &request, &resolution, &mut events);
         }
-        buf.extend_from_slice(b"]}");
+        body.buf().extend_from_slice(b"]}");
         enqueue_server_events(&state, events);
-        Ok(json_response(StatusCode::OK, buf))
+        Ok(json_response(StatusCode::OK, body.finish()))
     }
     .await;
     answer(&req, result)

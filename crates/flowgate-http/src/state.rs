@@ -1,5 +1,8 @@
 //! What every request handler shares.
 
+use std::net::IpAddr;
+
+use flowgate_domain::ids::KeyId;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -20,8 +23,8 @@ pub struct ApiState {
     pub(crate) catalog: CatalogHandle,
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) ip_limiter: RateLimiter,
-    pub(crate) key_limiter: RateLimiter,
+    pub(crate) ip_limiter: RateLimiter<Option<IpAddr>>,
+    pub(crate) key_limiter: RateLimiter<KeyId>,
     pub(crate) metrics: HttpMetrics,
 }
 

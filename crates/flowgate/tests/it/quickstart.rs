@@ -138,6 +138,8 @@ async fn make_run_serves_the_demo_and_the_printed_commands_work() {
     assert_eq!(status, 200);
     for needle in [
         "flowgate_http_request_duration_seconds_count{route=\"/v1/apps/{appId}/placements/{placementId}/resolve\",status=\"200\"} 1",
+        "flowgate_http_request_duration_seconds_count{route=\"/v1/apps/{appId}/placements/resolve-batch\",status=\"200\"} 1",
+        "flowgate_http_request_duration_seconds_count{route=\"/v1/apps/{appId}/events\",status=\"202\"} 1",
         "flowgate_http_events_accepted_total 1",
         "flowgate_catalog_revision ",
         "flowgate_catalog_age_seconds ",
