@@ -70,7 +70,8 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(ExitCode::Config as u8);
         }
     };
-    telemetry::init(&config.log);
+    // Held until `main` returns, so the log lines still queued are written.
+    let _log_guard = telemetry::init(&config.log);
     // A multi-thread runtime: diesel-async's migration harness blocks in place, which a
     // current-thread runtime forbids (TECH-NOTES); actix-web runs inside it.
     let runtime = match tokio::runtime::Builder::new_multi_thread()

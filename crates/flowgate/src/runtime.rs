@@ -194,6 +194,13 @@ impl AdminSource for Admin {
         );
         metric(
             out,
+            "flowgate_log_lines_dropped",
+            "counter",
+            "Log lines dropped because the log writer fell behind (more than 128,000 waiting).",
+            crate::telemetry::dropped_lines(),
+        );
+        metric(
+            out,
             "flowgate_store_errors",
             "counter",
             "Failed store checks and catalog loads.",

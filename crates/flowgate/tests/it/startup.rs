@@ -111,3 +111,66 @@ fn import_problems_exit_4_and_unknown_keys_exit_5() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Request log lines are written by a background thread; the lines still queued when the
+/// process shuts down (down to the last one, the drain report) reach stderr before it exits.
+#[test]
+fn request_lines_and_the_last_shutdown_line_are_logged() {
+    let dir = std::env::temp_dir().join(format!("flowgate-logs-{}", uuid::Uuid::new_v4().simple()));
+    let db = format!("sqlite://{}/flowgate.db", dir.display());
+    let api = crate::support::free_port();
+    let admin = crate::support::free_port();
+    let child = flowgate()
+        .arg("serve")
+        .env("FLOWGATE__DATABASE__URL", &db)
+        .env("FLOWGATE__SERVER__LISTEN", format!("127.0.0.1:{api}"))
+        .env("FLOWGATE__ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
+        .env("FLOWGATE__LOG__LEVEL", "info")
+        .env("FLOWGATE__LOG__FORMAT", "json")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let admin_addr: std::net::SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while crate::support::http(admin_addr, "GET", "/readyz", None, b"")
+        .map(|(s, _)| s)
+        .unwrap_or(0)
+        != 200
+    {
+        assert!(std::time::Instant::now() < deadline, "not ready in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let api_addr: std::net::SocketAddr = format!("127.0.0.1:{api}").parse().unwrap();
+    for _ in 0..20 {
+        let (status, _) =
+            crate::support::http(api_addr, "GET", "/no-such-route", None, b"").unwrap();
+        assert_eq!(status, 404);
+    }
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let requests = lines
+        .iter()
+        .filter(|l| l["message"] == "request" && l["status"] == 404 && l["route"] == "unmatched")
+        .count();
+    assert_eq!(requests, 20, "one line per request:\n{stderr}");
+    assert_eq!(
+        lines.last().map(|l| l["message"].clone()),
+        Some(serde_json::json!(
+            "shutdown complete: every accepted event is stored"
+        )),
+        "the last line before exit is written:\n{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
