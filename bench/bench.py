@@ -12,8 +12,8 @@ to be served. Prints one Markdown table (also written to target/bench-http/resul
 Only the standard library; needs wrk, psql and a PostgreSQL server on 127.0.0.1:5432.
 Environment: BENCH_DURATION (seconds per measured run, default 15), BENCH_WARMUP (default 3),
 BENCH_CONNECTIONS (default 64), BENCH_ONLY (comma-separated scenario names: resolve, batch10,
-batch50, events, change), BENCH_PERF=1 (`perf record` of the server during the measured
-single-resolve run, into target/bench-http/perf-resolve.data).
+batch50, events, change), BENCH_PERF=1 or =<scenario> (`perf record` of the server during the
+measured single-resolve run, or that scenario's, into target/bench-http/perf-<scenario>.data).
 """
 
 import http.client
@@ -284,18 +284,20 @@ def run(meta, procs):
             continue
         log("%s: flowgate" % label)
         senv = dict(env, **extra)
+        # BENCH_PERF=1 profiles single resolve; BENCH_PERF=<scenario> profiles that one.
+        profiled = os.environ.get("BENCH_PERF") in (name, "1" if name == "resolve" else None)
+        perf = "perf-%s.data" % name if profiled else None
         if name == "events":
             stored = {}
 
             def mark():
                 stored["n0"], _ = wait_stored()
 
-            r = measure(server.pid, API, script, senv, before_run=mark)
+            r = measure(server.pid, API, script, senv, before_run=mark, perf=perf)
             n1, last = wait_stored()
             r["events_per_s"] = (n1 - stored["n0"]) / (last - r["start"])
             r["stored"] = n1 - stored["n0"]
         else:
-            perf = "perf-%s.data" % name if os.environ.get("BENCH_PERF") and name == "resolve" else None
             r = measure(server.pid, API, script, senv, perf=perf)
         log("%s: baseline" % label)
         status, _ = samples[name]
@@ -322,6 +324,8 @@ def run(meta, procs):
     if not ONLY or "change" in ONLY:
         log("catalog: a published change")
         change = published_change(meta, headers)
+        # After the swap the refresher returns freed heap to the OS; read RSS once settled.
+        time.sleep(2)
         rss_after_change = rss_bytes(server.pid)
 
     info = None
