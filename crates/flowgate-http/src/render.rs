@@ -19,11 +19,17 @@ const SPLICE_MIN: usize = 1024;
 
 /// A response body under construction: owned bytes written in place, with shared parts of the
 /// snapshot spliced in between them as reference-counted chunks.
+///
+/// Sharing saves copying a flow into the body, but actix writes a body of several chunks to
+/// the socket about every 32 KiB, while a single chunk goes out in one write: a response with
+/// one flow (resolve) shares it; a response with many (batch) is written contiguously
+/// ([`Spliced::contiguous`]), which measured faster for batches of 10.
 #[derive(Debug, Default)]
 pub struct Spliced {
     parts: Vec<Bytes>,
     buf: Vec<u8>,
     len: usize,
+    share: bool,
 }
 
 /// A published version's `flow_schema` bytes, kept alive by the version's `Arc`.
@@ -36,12 +42,22 @@ impl AsRef<[u8]> for FlowSchema {
 }
 
 impl Spliced {
-    /// An empty body whose owned pieces start with room for `capacity` bytes.
+    /// An empty body that sends large flows as shared chunks; its owned pieces start with
+    /// room for `capacity` bytes.
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             parts: Vec::new(),
             buf: Vec::with_capacity(capacity),
             len: 0,
+            share: true,
+        }
+    }
+
+    /// An empty body written as one contiguous chunk (flows are copied into it).
+    pub fn contiguous(capacity: usize) -> Self {
+        Self {
+            share: false,
+            ..Self::with_capacity(capacity)
         }
     }
 
@@ -54,7 +70,7 @@ impl Spliced {
     /// large, copied when small.
     fn splice_schema(&mut self, version: &Arc<PublishedVersion>) {
         let schema = version.flow_schema.get().as_bytes();
-        if schema.len() < SPLICE_MIN {
+        if !self.share || schema.len() < SPLICE_MIN {
             self.buf.extend_from_slice(schema);
             return;
         }

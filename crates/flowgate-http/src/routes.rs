@@ -283,14 +283,26 @@ pub async fn resolve_batch(
             )]),
         })?;
         let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
-        let mut body = Spliced::with_capacity(1024);
+        let resolutions: Vec<_> = keys
+            .iter()
+            .map(|key| (key, app.resolve(key, &request, ResolveMode::Normal)))
+            .collect();
+        // One contiguous chunk (see `Spliced`: batches carry many flows), sized up front.
+        let size: usize = resolutions
+            .iter()
+            .map(|(_, r)| {
+                r.version().map_or(256, |v| {
+                    v.flow_schema.get().len() + v.fonts_json.get().len() + 512
+                })
+            })
+            .sum();
+        let mut body = Spliced::contiguous(size + 64);
         body.buf().extend_from_slice(b"{\"results\":[");
         let mut events = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
+        for (i, (key, resolution)) in resolutions.iter().enumerate() {
             if i > 0 {
                 body.buf().push(b',');
             }
-            let resolution = app.resolve(key, &request, ResolveMode::Normal);
             let error = resolution
                 .no_flow_reason()
                 .filter(|r| *r == flowgate_domain::events::NoFlowReason::FlowUnpublished)
@@ -298,12 +310,12 @@ pub async fn resolve_batch(
             write_result(
                 &mut body,
                 app,
-                &resolution,
+                resolution,
                 state.config.default_cache_ttl_seconds,
                 Some(key),
                 error,
             );
-            record_no_flow(&state, app, key, &request, &resolution, &mut events);
+            record_no_flow(&state, app, key, &request, resolution, &mut events);
         }
         body.buf().extend_from_slice(b"]}");
         enqueue_server_events(&state, events);
