@@ -35,6 +35,12 @@ pub const VAR_PAUSED: &str = "60000000-0000-4000-8000-000000000003";
 ///   (control = holdout, new = FLOW_NEW), no default;
 /// - `broken`: a rule targeting a flow with no published version;
 /// - `empty`: no rules, no default.
+/// A long string in the default flow, so its `flow_schema` is larger than what a response
+/// copies instead of sharing (the HTTP adapter sends large flows as shared chunks).
+pub fn default_flow_text() -> String {
+    "Welcome to Acme! ".repeat(256)
+}
+
 pub fn catalog_json() -> Value {
     json!({
       "workspaces": [
@@ -52,7 +58,7 @@ pub fn catalog_json() -> Value {
                "flow_schema": {"screens": [{"id": "s1"}], "big": 12345678901234567890u64}}
             ]},
             {"id": FLOW_DEFAULT, "name": "Default", "published_version": 1, "versions": [
-              {"id": V_DEFAULT_1, "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {"screens": ["default"]}}
+              {"id": V_DEFAULT_1, "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {"screens": ["default"], "text": default_flow_text()}}
             ]},
             {"id": FLOW_NEW, "name": "New", "published_version": 1, "versions": [
               {"id": V_NEW_1, "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {"screens": ["new"]}}

@@ -27,7 +27,50 @@ on_both_stores!(
     path_and_body_problems_are_400,
     app_problems_are_404_and_403,
     media_type_and_size_problems,
+    large_flows_are_sent_whole_in_single_and_batch_responses,
 );
+
+/// The default flow's schema (4 KB) is sent as a shared chunk by single resolve and copied
+/// into batch bodies: both arrive byte for byte, with an exact `Content-Length`.
+async fn large_flows_are_sent_whole_in_single_and_batch_responses(backend: Backend) {
+    let s = server!(backend);
+    let schema = format!(
+        r#""flow_schema":{{"screens":["default"],"text":"{}"}}"#,
+        default_flow_text()
+    );
+    assert!(schema.len() > 4000);
+    let r = s
+        .post(&path(APP1, "onboarding"), &identity(json!({})))
+        .await;
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    assert!(text.contains(&schema), "{text}");
+    assert_eq!(
+        r.header("content-length").map(str::to_owned),
+        Some(r.body.len().to_string())
+    );
+    assert_eq!(r.json()["flow_id"], FLOW_DEFAULT);
+    assert_eq!(r.json()["cache_ttl_seconds"], 120);
+
+    let r = s
+        .post(
+            &format!("/v1/apps/{APP1}/placements/resolve-batch"),
+            &identity(json!({"placement_keys": ["onboarding", "broken", "onboarding"]})),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    assert_eq!(text.matches(&schema).count(), 1, "{text}");
+    assert_eq!(
+        r.header("content-length").map(str::to_owned),
+        Some(r.body.len().to_string())
+    );
+    let results = r.json()["results"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 2, "duplicates are resolved once");
+    assert_eq!(results[0]["placement_key"], "onboarding");
+    assert_eq!(results[0]["flow_id"], FLOW_DEFAULT);
+    assert_eq!(results[1]["error"], "flow_unpublished");
+}
 
 async fn matched_flow_has_every_field(backend: Backend) {
     let s = server!(backend);
