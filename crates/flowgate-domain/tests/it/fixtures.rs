@@ -29,18 +29,18 @@ pub const VAR_CONTROL: &str = "60000000-0000-4000-8000-000000000001";
 pub const VAR_NEW: &str = "60000000-0000-4000-8000-000000000002";
 pub const VAR_PAUSED: &str = "60000000-0000-4000-8000-000000000003";
 
-/// A small but complete catalog: two workspaces; app 1 has
-/// - `onboarding`: US/CA → FLOW_US; beta group → FLOW_NEW; else default FLOW_DEFAULT;
-/// - `paywall`: a paused experiment (skipped), then a running 50/50 experiment
-///   (control = holdout, new = FLOW_NEW), no default;
-/// - `broken`: a rule targeting a flow with no published version;
-/// - `empty`: no rules, no default.
 /// A long string in the default flow, so its `flow_schema` is larger than what a response
 /// copies instead of sharing (the HTTP adapter sends large flows as shared chunks).
 pub fn default_flow_text() -> String {
     "Welcome to Acme! ".repeat(256)
 }
 
+/// A small but complete catalog: two workspaces; app 1 has
+/// - `onboarding`: US/CA → FLOW_US; beta group → FLOW_NEW; else default FLOW_DEFAULT;
+/// - `paywall`: a paused experiment (skipped), then a running 50/50 experiment
+///   (control = holdout, new = FLOW_NEW), no default;
+/// - `broken`: a rule targeting a flow with no published version;
+/// - `empty`: no rules, no default.
 pub fn catalog_json() -> Value {
     json!({
       "workspaces": [
