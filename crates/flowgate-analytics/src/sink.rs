@@ -350,6 +350,46 @@ impl Sink {
         }
     }
 
+    /// The one enqueue path (`try_enqueue` holds nothing, an admission holds room): all or
+    /// none under one short lock (D7). The events use the `held` permits first and take the
+    /// rest from the free room; refused when the rest is not free, or after shutdown began
+    /// (`Retry-After` 1 s: another replica can take the request). Permits still held
+    /// afterwards stay in `held` (an admission gives them back when dropped).
+    fn enqueue_holding(
+        &self,
+        held: &mut u32,
+        mut events: Vec<AnalyticsEvent>,
+    ) -> Result<(), Overloaded> {
+        self.skip_unrecorded(&mut events);
+        let n = events.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let need = permits(n);
+        let mut s = self.inner.lock();
+        if !s.accepting {
+            drop(s);
+            return Err(self.refuse(n, RETRY_AFTER_MIN_SECS));
+        }
+        if need > *held {
+            match self.inner.room.try_acquire_many(need - *held) {
+                Ok(p) => {
+                    p.forget();
+                    *held = need;
+                }
+                Err(_) => {
+                    let occupancy = s.queued + s.in_flight;
+                    drop(s);
+                    return Err(self.refuse(n, self.retry_after(occupancy)));
+                }
+            }
+        }
+        // The used permits now stand for queued events.
+        *held -= need;
+        self.push(&mut s, events);
+        Ok(())
+    }
+
     fn occupancy(&self) -> usize {
         let s = self.inner.lock();
         s.queued + s.in_flight
@@ -380,27 +420,8 @@ impl EventSink for Sink {
     /// `resolve_no_flow` events (D8) are dropped here when `record_resolve_no_flow` is off. The
     /// HTTP adapter enqueues them after answering the resolve and ignores a refusal: a resolve
     /// never fails because of analytics (the refusal is counted in the stats).
-    fn try_enqueue(&self, mut events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        self.skip_unrecorded(&mut events);
-        let n = events.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let mut s = self.inner.lock();
-        if !s.accepting {
-            drop(s);
-            return Err(self.refuse(n, RETRY_AFTER_MIN_SECS));
-        }
-        match self.inner.room.try_acquire_many(permits(n)) {
-            Ok(p) => p.forget(),
-            Err(_) => {
-                let occupancy = s.queued + s.in_flight;
-                drop(s);
-                return Err(self.refuse(n, self.retry_after(occupancy)));
-            }
-        }
-        self.push(&mut s, events);
-        Ok(())
+    fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        self.enqueue_holding(&mut 0, events)
     }
 
     /// Takes room for `max_events` at once when it is free; otherwise waits for it, behind
@@ -462,37 +483,8 @@ struct Held<'a> {
 }
 
 impl Admission for Held<'_> {
-    fn enqueue(mut self: Box<Self>, mut events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        let sink = self.sink;
-        sink.skip_unrecorded(&mut events);
-        let n = events.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let need = permits(n);
-        let mut s = sink.inner.lock();
-        if !s.accepting {
-            drop(s);
-            return Err(sink.refuse(n, RETRY_AFTER_MIN_SECS));
-        }
-        if need > self.held {
-            // More events than the room held: the rest must be free now.
-            match sink.inner.room.try_acquire_many(need - self.held) {
-                Ok(p) => {
-                    p.forget();
-                    self.held = need;
-                }
-                Err(_) => {
-                    let occupancy = s.queued + s.in_flight;
-                    drop(s);
-                    return Err(sink.refuse(n, sink.retry_after(occupancy)));
-                }
-            }
-        }
-        // The used permits now stand for queued events; the rest go back on drop.
-        self.held -= need;
-        sink.push(&mut s, events);
-        Ok(())
+    fn enqueue(mut self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        self.sink.enqueue_holding(&mut self.held, events)
     }
 }
 

@@ -110,7 +110,7 @@ pub async fn read_json(
 /// Reads and drops a body the handler refuses without looking at it, so the connection stays
 /// usable for the client's next request (actix closes a connection whose request body was
 /// left unread). Stops after `limit` bytes or on a read error; the connection then closes.
-pub async fn discard(mut payload: web::Payload, limit: usize) {
+pub async fn discard(payload: &mut web::Payload, limit: usize) {
     let mut read = 0usize;
     while let Some(Ok(chunk)) = payload.next().await {
         read = read.saturating_add(chunk.len());

@@ -127,7 +127,7 @@ impl HttpMetrics {
         self.events_refused.inc_by(n as u64);
     }
 
-    pub(crate) fn events_requests_refused_unread(&self) {
+    pub(crate) fn event_request_refused_unread(&self) {
         self.event_requests_refused_unread.inc();
     }
 

@@ -93,12 +93,7 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
         if map.len() >= SWEEP_AT && !map.contains_key(key) {
             map.retain(|_, t| *t > now);
         }
-        match map.get_mut(key) {
-            Some(t) => *t = new_tat,
-            None => {
-                map.insert(key.clone(), new_tat);
-            }
-        }
+        map.insert(key.clone(), new_tat);
         let used = new_tat - now;
         let remaining = (self.tolerance - used.min(self.tolerance)) / self.interval;
         Decision {

@@ -367,13 +367,13 @@ fn event_list(body: Value) -> Result<Vec<Value>> {
 /// an overloaded server spends no CPU parsing events it cannot take.
 async fn admit<'s>(
     state: &'s ApiState,
-    payload: web::Payload,
-) -> Result<(Box<dyn Admission + 's>, web::Payload)> {
+    payload: &mut web::Payload,
+) -> Result<Box<dyn Admission + 's>> {
     match state.sink.admit(MAX_EVENTS_PER_REQUEST).await {
-        Ok(admission) => Ok((admission, payload)),
+        Ok(admission) => Ok(admission),
         Err(o) => {
             body::discard(payload, state.config.events_body_limit).await;
-            state.metrics.events_requests_refused_unread();
+            state.metrics.event_request_refused_unread();
             Err(ApiError::overloaded(o.retry_after_secs))
         }
     }
@@ -455,14 +455,14 @@ fn ingest(
 /// `POST /v1/apps/{appId}/events`
 pub async fn events(
     req: HttpRequest,
-    payload: web::Payload,
+    mut payload: web::Payload,
     state: web::Data<ApiState>,
 ) -> HttpResponse {
     let result = async {
         let caller = guard::authenticate(&req, &state)?;
         let app_id = guard::app_id_param(&req)?;
         guard::app(&caller, app_id)?;
-        let (admission, payload) = admit(&state, payload).await?;
+        let admission = admit(&state, &mut payload).await?;
         let items = events_body(&req, payload, &state).await?;
         ingest(&state, &caller, admission, items, |_| Ok(app_id))
     }
@@ -538,12 +538,12 @@ pub async fn legacy_resolve(
 /// is not in the key's workspace is rejected.
 pub async fn legacy_events(
     req: HttpRequest,
-    payload: web::Payload,
+    mut payload: web::Payload,
     state: web::Data<ApiState>,
 ) -> HttpResponse {
     let result = async {
         let caller = guard::authenticate(&req, &state)?;
-        let (admission, payload) = admit(&state, payload).await?;
+        let admission = admit(&state, &mut payload).await?;
         let items = events_body(&req, payload, &state).await?;
         let workspace = caller.workspace;
         let catalog = caller.catalog.clone();

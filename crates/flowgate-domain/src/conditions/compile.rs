@@ -295,7 +295,8 @@ impl InSet {
 /// repeat a few patterns would otherwise spend tens of megabytes on copies.
 #[derive(Debug, Default)]
 pub struct Patterns {
-    compiled: HashMap<(String, bool), JsRegex>,
+    /// By pattern text; index 0 for `$regex`, 1 for `$regexi`.
+    compiled: [HashMap<String, JsRegex>; 2],
 }
 
 impl Patterns {
@@ -306,21 +307,21 @@ impl Patterns {
 
     /// Distinct patterns compiled so far.
     pub fn len(&self) -> usize {
-        self.compiled.len()
+        self.compiled.iter().map(HashMap::len).sum()
     }
 
     /// True when no pattern was compiled.
     pub fn is_empty(&self) -> bool {
-        self.compiled.is_empty()
+        self.len() == 0
     }
 
     fn get(&mut self, pattern: &str, ignore_case: bool) -> Result<JsRegex, PatternError> {
-        if let Some(found) = self.compiled.get(&(pattern.to_owned(), ignore_case)) {
+        let compiled = &mut self.compiled[usize::from(ignore_case)];
+        if let Some(found) = compiled.get(pattern) {
             return Ok(found.clone());
         }
         let regex = JsRegex::new(pattern, ignore_case)?;
-        self.compiled
-            .insert((pattern.to_owned(), ignore_case), regex.clone());
+        compiled.insert(pattern.to_owned(), regex.clone());
         Ok(regex)
     }
 }

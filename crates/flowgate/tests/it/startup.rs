@@ -165,6 +165,13 @@ fn request_lines_and_the_last_shutdown_line_are_logged() {
         .filter(|l| l["message"] == "request" && l["status"] == 404 && l["route"] == "unmatched")
         .count();
     assert_eq!(requests, 20, "one line per request:\n{stderr}");
+    // The admin listener's routes carry their own label.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "request" && l["route"] == "/readyz" && l["status"] == 200),
+        "a /readyz line:\n{stderr}"
+    );
     assert_eq!(
         lines.last().map(|l| l["message"].clone()),
         Some(serde_json::json!(
