@@ -108,6 +108,9 @@ pub(crate) struct Inner {
     /// PostgreSQL: the connection that `LISTEN`s for catalog changes, made on first use and kept
     /// while it works (see `catalog::wait_for_change_pg`).
     pub(crate) listener: tokio::sync::Mutex<Option<AsyncPgConnection>>,
+    /// PostgreSQL: event batches that met an already stored `event_id` on the plain insert and
+    /// were written again with `ON CONFLICT` (see `events::insert_pg`).
+    pub(crate) event_conflict_retries: std::sync::atomic::AtomicU64,
 }
 
 /// The persistence adapter: implements [`CatalogSource`](flowgate_domain::ports::CatalogSource),
@@ -212,8 +215,20 @@ impl Store {
                 target,
                 options,
                 listener: tokio::sync::Mutex::new(None),
+                event_conflict_retries: std::sync::atomic::AtomicU64::new(0),
             }),
         })
+    }
+
+    /// How many event batches, since this store was opened, held an `event_id` that was
+    /// already stored, so that their plain insert was refused and they were written again with
+    /// `ON CONFLICT DO NOTHING` (PostgreSQL only; SQLite always uses `ON CONFLICT`). A steady
+    /// rise means clients resend events the store already holds.
+    pub fn event_conflict_retries(&self) -> u64 {
+        std::sync::atomic::AtomicU64::load(
+            &self.inner.event_conflict_retries,
+            std::sync::atomic::Ordering::Relaxed,
+        )
     }
 
     /// The backend this store talks to.

@@ -171,6 +171,21 @@ impl FromSql<sql::Json, Sqlite> for DbJson {
     }
 }
 
+/// A borrowed JSON object written as a [`sql::Json`] value on PostgreSQL: the event payload,
+/// serialised straight from the event instead of from a copy of it.
+#[derive(Debug, Clone, Copy, AsExpression)]
+#[diesel(sql_type = sql::Json)]
+pub struct DbJsonObject<'a>(pub &'a serde_json::Map<String, serde_json::Value>);
+
+impl ToSql<sql::Json, Pg> for DbJsonObject<'_> {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
+        // jsonb's binary input: a version byte (1), then the document as text.
+        out.write_all(&[1])?;
+        serde_json::to_writer(out, self.0)?;
+        Ok(IsNull::No)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

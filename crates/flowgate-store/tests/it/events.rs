@@ -1,6 +1,7 @@
 //! `EventStore`: idempotent batches (D7), server events (D8), large batches.
 
 use flowgate_domain::ports::{AppendOutcome, EventStore};
+use flowgate_store::Backend;
 
 use crate::support::{sdk_event, server_event};
 
@@ -47,5 +48,76 @@ backend_tests! {
         assert_eq!(outcome, AppendOutcome { inserted: 1000, duplicates: 0 });
         assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 1000);
         assert_eq!(db.store.append_events(&[]).await.expect("empty"), AppendOutcome::default());
+    }
+
+    async fn a_stored_event_id_sends_the_batch_again_with_on_conflict_only_on_postgres(db) {
+        // New events go through the plain insert: no retry.
+        let batch: Vec<_> = (0..5).map(sdk_event).collect();
+        let outcome = db.store.append_events(&batch).await.expect("append");
+        assert_eq!(outcome, AppendOutcome { inserted: 5, duplicates: 0 });
+        assert_eq!(db.store.event_conflict_retries(), 0);
+        // A batch holding one stored event_id: refused by the key, then written with
+        // ON CONFLICT; the new events are stored, the stored one is not repeated.
+        let mixed: Vec<_> = [batch[4].clone()].into_iter().chain((5..8).map(sdk_event)).collect();
+        let outcome = db.store.append_events(&mixed).await.expect("append mixed");
+        assert_eq!(outcome, AppendOutcome { inserted: 3, duplicates: 1 });
+        assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 8);
+        let expected = match db.store.backend() {
+            Backend::Postgres => 1,
+            Backend::Sqlite => 0,
+        };
+        assert_eq!(db.store.event_conflict_retries(), expected);
+    }
+
+    async fn every_column_is_stored_as_sent(db) {
+        let sdk = sdk_event(7);
+        let server = server_event();
+        let outcome = db.store.append_events(&[sdk.clone(), server]).await.expect("append");
+        assert_eq!(outcome, AppendOutcome { inserted: 2, duplicates: 0 });
+        assert_eq!(
+            db.count(
+                "SELECT count(*) AS n FROM analytics_events WHERE source = 'sdk' \
+                 AND event_type = 'screen_view' AND placement_key = 'onboarding' \
+                 AND user_id = 'user-7' AND session_id = 'session-1' \
+                 AND device_platform = 'ios' AND sdk_version = '1.2.3' \
+                 AND experiment_id IS NULL AND variant_id IS NULL AND reason IS NULL \
+                 AND flow_id IS NOT NULL AND flow_version_id IS NOT NULL"
+            )
+            .await,
+            1
+        );
+        assert_eq!(
+            db.count(
+                "SELECT count(*) AS n FROM analytics_events WHERE source = 'server' \
+                 AND device_platform = 'web' AND sdk_version IS NULL \
+                 AND experiment_id = '50000000-0000-4000-8000-000000000001' \
+                 AND variant_id = '60000000-0000-4000-8000-000000000001'"
+            )
+            .await,
+            1
+        );
+        // The payload is the event's object, nested values included; the server event's is {}.
+        let payload_matches = match db.store.backend() {
+            Backend::Postgres => {
+                "SELECT count(*) AS n FROM analytics_events WHERE user_id = 'user-7' AND \
+                 payload = '{\"screen_index\": 7, \"properties\": {\"a\": [true, null], \"b\": 1}}'::jsonb"
+            }
+            Backend::Sqlite => {
+                "SELECT count(*) AS n FROM analytics_events WHERE user_id = 'user-7' AND \
+                 json(payload) = json('{\"properties\":{\"a\":[true,null],\"b\":1},\"screen_index\":7}')"
+            }
+        };
+        assert_eq!(db.count(payload_matches).await, 1);
+        let empty_payload = match db.store.backend() {
+            Backend::Postgres => "payload = '{}'::jsonb",
+            Backend::Sqlite => "json(payload) = json('{}')",
+        };
+        assert_eq!(
+            db.count(&format!(
+                "SELECT count(*) AS n FROM analytics_events WHERE source = 'server' AND {empty_payload}"
+            ))
+            .await,
+            1
+        );
     }
 }
