@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use flowgate_analytics::Sink;
 use flowgate_http::{AdminSource, CatalogHandle, Check, ReadinessReport};
+use flowgate_store::Store;
 
 /// How long without a successful store check before the store counts as failing.
 const STORE_STALE_AFTER: Duration = Duration::from_secs(15);
@@ -106,6 +107,8 @@ pub struct Admin {
     pub catalog: CatalogHandle,
     /// The analytics sink.
     pub sink: Arc<Sink>,
+    /// The store, for its own counters.
+    pub store: Store,
 }
 
 fn check(ok: bool, good: &str, bad: String) -> Check {
@@ -205,6 +208,14 @@ impl AdminSource for Admin {
             "counter",
             "Failed store checks and catalog loads.",
             r.store_errors.load(Ordering::Relaxed),
+        );
+        metric(
+            out,
+            "flowgate_store_event_conflict_retries",
+            "counter",
+            "Event batches that held an already stored event_id and were written again with \
+             ON CONFLICT (PostgreSQL; a steady rise means clients resend stored events).",
+            self.store.event_conflict_retries(),
         );
         metric(
             out,

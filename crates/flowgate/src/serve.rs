@@ -77,6 +77,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             runtime: runtime.clone(),
             catalog: catalog.clone(),
             sink: sink.clone(),
+            store: store.clone(),
         }),
     );
 

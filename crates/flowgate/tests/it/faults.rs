@@ -182,6 +182,54 @@ async fn full_buffer_answers_503_and_keeps_what_it_accepted() {
     assert_eq!(stored.len(), 100, "refused events were not stored");
 }
 
+/// The counter a metrics page reports for `name`.
+fn counter(s: &Served, name: &str) -> Option<u64> {
+    let (status, page) = http(s.admin, "GET", "/metrics", None, b"").unwrap();
+    assert_eq!(status, 200);
+    page.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_sent_again_after_it_was_stored_is_stored_once() {
+    let Some(mut s) = Served::start(&[("FLOWGATE__EVENTS__FLUSH_INTERVAL_MS", "20")]).await else {
+        return;
+    };
+    let path = format!("/v1/apps/{}/events", fixtures::APP1);
+    let metric = "flowgate_store_event_conflict_retries_total";
+    let first = uuid::Uuid::new_v4().to_string();
+    let body = Value::Array(vec![event(&first)]).to_string();
+    let (status, _) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+    assert_eq!(status, 202);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.stored_sdk_event_ids().is_empty() {
+        assert!(Instant::now() < deadline, "the first event was not stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        counter(&s, metric),
+        Some(0),
+        "a new event takes the plain insert"
+    );
+    // An SDK retry: the stored event again, with a new one in the same request.
+    let second = uuid::Uuid::new_v4().to_string();
+    let body = Value::Array(vec![event(&first), event(&second)]).to_string();
+    let (status, reply) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+    assert_eq!(status, 202, "{reply}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counter(&s, metric) != Some(1) {
+        assert!(
+            Instant::now() < deadline,
+            "the batch was not written again with ON CONFLICT"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.terminate().await, Some(0));
+    let stored = s.stored_sdk_event_ids();
+    assert_exactly_once(&stored, &[first, second]);
+    assert_eq!(stored.len(), 2);
+}
+
 fn resolve(s: &Served) -> (u16, Value) {
     let body = json!({"user_id": "u1", "session_id": "s1", "device_platform": "ios", "attributes": {"country": "US"}}).to_string();
     let path = format!("/v1/apps/{}/placements/onboarding/resolve", fixtures::APP1);

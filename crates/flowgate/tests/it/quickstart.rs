@@ -144,6 +144,7 @@ async fn make_run_serves_the_demo_and_the_printed_commands_work() {
         "flowgate_catalog_revision ",
         "flowgate_catalog_age_seconds ",
         "flowgate_store_errors_total 0",
+        "flowgate_store_event_conflict_retries_total 0",
         "flowgate_log_lines_dropped_total 0",
         "flowgate_sink_queue_depth ",
         "flowgate_sink_events_enqueued_total ",
