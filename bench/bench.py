@@ -13,7 +13,9 @@ Only the standard library; needs wrk, psql and a PostgreSQL server on 127.0.0.1:
 Environment: BENCH_DURATION (seconds per measured run, default 15), BENCH_WARMUP (default 3),
 BENCH_CONNECTIONS (default 64), BENCH_ONLY (comma-separated scenario names: resolve, batch10,
 batch50, events, change), BENCH_PERF=1 or =<scenario> (`perf record` of the server during the
-measured single-resolve run, or that scenario's, into target/bench-http/perf-<scenario>.data).
+measured single-resolve run, or that scenario's, into target/bench-http/perf-<scenario>.data),
+BENCH_GLIBC_TUNABLES (when set, passed to the server alone as GLIBC_TUNABLES, e.g.
+glibc.malloc.tcache_count=4000; docs/benchmarks.md, 2026-11-21 evening).
 """
 
 import http.client
@@ -76,6 +78,8 @@ def flowgate_env(level="warn"):
             "FLOWGATE__LOG__FORMAT": "json",
         }
     )
+    if os.environ.get("BENCH_GLIBC_TUNABLES") is not None:
+        env["GLIBC_TUNABLES"] = os.environ["BENCH_GLIBC_TUNABLES"]
     return env
 
 
