@@ -1,6 +1,7 @@
 -- Shared by the wrk scripts of bench/run.sh: the key, the apps and a machine-readable report.
 -- Environment: BENCH_KEY (an SDK key), BENCH_APPS (app ids, comma-separated), BENCH_PATH
--- (set for the baseline: every request goes there and the app rotation is moot).
+-- (set for the baseline: every request goes there and the app rotation is moot),
+-- BENCH_ACCEPT_ENCODING (when set, sent as Accept-Encoding, e.g. "gzip, deflate, br").
 
 local M = {}
 
@@ -13,6 +14,9 @@ M.headers = {
   ["Authorization"] = "Bearer " .. M.key,
   ["Content-Type"] = "application/json",
 }
+if os.getenv("BENCH_ACCEPT_ENCODING") then
+  M.headers["Accept-Encoding"] = os.getenv("BENCH_ACCEPT_ENCODING")
+end
 
 -- One line the harness parses: totals, percentiles in microseconds, errors.
 function M.done(summary, latency, requests)

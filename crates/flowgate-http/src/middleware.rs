@@ -19,9 +19,50 @@ use crate::request_id::{self, RequestId};
 #[derive(Clone, Copy, Debug)]
 pub struct Route(pub &'static str);
 
+/// When a client accepts both gzip and brotli (every mobile HTTP stack does), drops `br` from its
+/// `Accept-Encoding` so that `Compress` answers gzip. actix's brotli encoder sets up a 4 MiB
+/// window for every response: on the benchmark's 20 KB flow it cost 2.4 ms of CPU per request
+/// and 430 MiB of memory at 64 connections, against 0.18 ms for gzip. A client that accepts
+/// only brotli still gets brotli (D11: compressed when the client asks).
+fn prefer_gzip_over_brotli(req: &mut ServiceRequest) {
+    let Some(value) = req.headers().get(header::ACCEPT_ENCODING) else {
+        return;
+    };
+    let Ok(text) = value.to_str() else { return };
+    let coding = |item: &str| {
+        let mut parts = item.split(';');
+        let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            let p = p.trim();
+            p.strip_prefix("q=")
+                .or_else(|| p.strip_prefix("Q="))
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                == Some(0.0)
+        });
+        (name, refused)
+    };
+    let accepts = |want: &str| {
+        text.split(',').any(|item| {
+            let (name, refused) = coding(item);
+            name == want && !refused
+        })
+    };
+    if !(accepts("gzip") && accepts("br")) {
+        return;
+    }
+    let kept: Vec<&str> = text
+        .split(',')
+        .filter(|item| coding(item).0 != "br")
+        .map(str::trim)
+        .collect();
+    if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
+        req.headers_mut().insert(header::ACCEPT_ENCODING, value);
+    }
+}
+
 /// Request id, then one log line and one metrics observation per request.
 pub async fn observe(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let start = Instant::now();
@@ -31,6 +72,7 @@ pub async fn observe(
             .and_then(|v| v.to_str().ok()),
     );
     req.extensions_mut().insert(id.clone());
+    prefer_gzip_over_brotli(&mut req);
     let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
     let mut res = next.call(req).await?.map_into_boxed_body();
     if let Ok(value) = HeaderValue::from_str(&id.0) {

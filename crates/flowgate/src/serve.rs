@@ -84,8 +84,12 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
         return ExitCode::Config;
     };
+    // TCP_NODELAY: a compressed response leaves in several writes (chunked); with Nagle on, the
+    // later ones waited for the client's delayed ACK, about 40 ms per request
+    // (docs/benchmarks.md, 2026-11-21 evening).
     let mut api = HttpServer::new(move || api_app(api_state.clone()))
         .disable_signals()
+        .tcp_nodelay(true)
         .shutdown_timeout(5);
     if config.server.workers > 0 {
         api = api.workers(config.server.workers);
