@@ -25,29 +25,14 @@ pub struct Route(pub &'static str);
 /// and 430 MiB of memory at 64 connections, against 0.18 ms for gzip. A client that accepts
 /// only brotli still gets brotli (D11: compressed when the client asks).
 fn prefer_gzip_over_brotli(req: &mut ServiceRequest) {
-    let Some(value) = req.headers().get(header::ACCEPT_ENCODING) else {
+    let Some(text) = req
+        .headers()
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    else {
         return;
     };
-    let Ok(text) = value.to_str() else { return };
-    let coding = |item: &str| {
-        let mut parts = item.split(';');
-        let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let refused = parts.any(|p| {
-            let p = p.trim();
-            p.strip_prefix("q=")
-                .or_else(|| p.strip_prefix("Q="))
-                .and_then(|q| q.trim().parse::<f32>().ok())
-                == Some(0.0)
-        });
-        (name, refused)
-    };
-    let accepts = |want: &str| {
-        text.split(',').any(|item| {
-            let (name, refused) = coding(item);
-            name == want && !refused
-        })
-    };
-    if !(accepts("gzip") && accepts("br")) {
+    if !(accepts_coding(text, "gzip") && accepts_coding(text, "br")) {
         return;
     }
     let kept: Vec<&str> = text
@@ -58,6 +43,28 @@ fn prefer_gzip_over_brotli(req: &mut ServiceRequest) {
     if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
         req.headers_mut().insert(header::ACCEPT_ENCODING, value);
     }
+}
+
+/// One `Accept-Encoding` item: its coding, lower-cased, and whether it is refused (`q=0`).
+fn coding(item: &str) -> (String, bool) {
+    let mut parts = item.split(';');
+    let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    let refused = parts.any(|p| {
+        let p = p.trim();
+        p.strip_prefix("q=")
+            .or_else(|| p.strip_prefix("Q="))
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            == Some(0.0)
+    });
+    (name, refused)
+}
+
+/// Whether an `Accept-Encoding` value names `want` without refusing it.
+pub(crate) fn accepts_coding(accept_encoding: &str, want: &str) -> bool {
+    accept_encoding.split(',').any(|item| {
+        let (name, refused) = coding(item);
+        name == want && !refused
+    })
 }
 
 /// Request id, then one log line and one metrics observation per request.

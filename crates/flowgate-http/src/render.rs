@@ -26,10 +26,17 @@ const SPLICE_MIN: usize = 1024;
 /// ([`Spliced::contiguous`]), which measured faster for batches of 10.
 #[derive(Debug, Default)]
 pub struct Spliced {
-    parts: Vec<Bytes>,
+    parts: Vec<Part>,
     buf: Vec<u8>,
     len: usize,
     share: bool,
+}
+
+/// A piece of a body: bytes written for this response, or a version's shared `flow_schema`.
+#[derive(Debug)]
+enum Part {
+    Owned(Bytes),
+    Flow(Bytes, Arc<PublishedVersion>),
 }
 
 /// A published version's `flow_schema` bytes, kept alive by the version's `Arc`.
@@ -77,7 +84,7 @@ impl Spliced {
         let shared = Bytes::from_owner(FlowSchema(Arc::clone(version)));
         self.flush();
         self.len += shared.len();
-        self.parts.push(shared);
+        self.parts.push(Part::Flow(shared, Arc::clone(version)));
     }
 
     fn flush(&mut self) {
@@ -85,17 +92,138 @@ impl Spliced {
             let capacity = self.buf.capacity().clamp(64, 1024);
             let done = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
             self.len += done.len();
-            self.parts.push(Bytes::from(done));
+            self.parts.push(Part::Owned(Bytes::from(done)));
         }
     }
 
     /// The finished body.
     pub fn finish(mut self) -> SplicedBody {
         self.flush();
+        let parts: Vec<Bytes> = self
+            .parts
+            .into_iter()
+            .map(|part| match part {
+                Part::Owned(bytes) | Part::Flow(bytes, _) => bytes,
+            })
+            .collect();
         SplicedBody {
-            parts: self.parts.into_iter(),
+            parts: parts.into_iter(),
             len: self.len as u64,
         }
+    }
+
+    /// The finished body as one gzip member, when it holds a shared flow: the flow goes out
+    /// compressed once per version (`flows`), the bytes written for this response as stored
+    /// (uncompressed) deflate blocks around it, so no compressor runs per request. `None`
+    /// when the body has no shared flow (the `Compress` middleware handles it then).
+    pub fn finish_gzip(mut self, flows: &DeflatedFlows) -> Result<SplicedBody, Self> {
+        if !self.parts.iter().any(|p| matches!(p, Part::Flow(..))) {
+            return Err(self);
+        }
+        self.flush();
+        // RFC 1952 header: magic, deflate, no flags, no mtime, no extra flags, OS unknown.
+        const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+        let mut crc = flate2::Crc::new();
+        let mut out = Vec::with_capacity(self.parts.len() + 2);
+        let mut pending = GZIP_HEADER.to_vec();
+        for part in self.parts {
+            match part {
+                Part::Owned(bytes) => {
+                    crc.update(&bytes);
+                    stored_blocks(&mut pending, &bytes, false);
+                }
+                Part::Flow(_, version) => {
+                    let deflated = flows.get(&version);
+                    crc.combine(&deflated.crc);
+                    out.push(Bytes::from(std::mem::take(&mut pending)));
+                    out.push(deflated.data.clone());
+                }
+            }
+        }
+        // The final block (empty, stored), then CRC-32 and the input length, little-endian.
+        stored_blocks(&mut pending, &[], true);
+        pending.extend_from_slice(&crc.sum().to_le_bytes());
+        pending.extend_from_slice(&crc.amount().to_le_bytes());
+        out.push(Bytes::from(pending));
+        let len = out.iter().map(Bytes::len).sum::<usize>() as u64;
+        Ok(SplicedBody {
+            parts: out.into_iter(),
+            len,
+        })
+    }
+}
+
+/// Appends `data` as stored deflate blocks (RFC 1951 §3.2.4: at most 65,535 bytes each, byte
+/// aligned); `last` marks the final block of the stream.
+fn stored_blocks(out: &mut Vec<u8>, data: &[u8], last: bool) {
+    if data.is_empty() {
+        out.push(u8::from(last));
+        out.extend_from_slice(&[0, 0, 0xff, 0xff]);
+        return;
+    }
+    let mut chunks = data.chunks(usize::from(u16::MAX)).peekable();
+    while let Some(chunk) = chunks.next() {
+        let len = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
+        out.push(u8::from(last && chunks.peek().is_none()));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+}
+
+/// A `flow_schema` compressed once: raw deflate that ends on a sync flush (byte aligned, not
+/// final, referring to nothing before it), so it can sit between other blocks of a stream.
+#[derive(Debug)]
+pub struct Deflated {
+    data: Bytes,
+    crc: flate2::Crc,
+}
+
+impl Deflated {
+    fn new(schema: &[u8]) -> Self {
+        use std::io::Write as _;
+        let mut encoder =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        // Writing to a Vec cannot fail; flush() ends the data with a sync flush.
+        let _ = encoder.write_all(schema);
+        let _ = encoder.flush();
+        let data = Bytes::from(std::mem::take(encoder.get_mut()));
+        let mut crc = flate2::Crc::new();
+        crc.update(schema);
+        Self { data, crc }
+    }
+}
+
+/// The compressed `flow_schema` of each published version, made on first use and kept while
+/// the version is in the served snapshot. Entries are keyed by version id and checked against
+/// the version object, so a new snapshot's versions are compressed afresh.
+#[derive(Debug, Default)]
+pub struct DeflatedFlows {
+    entries: std::sync::RwLock<std::collections::HashMap<uuid::Uuid, DeflatedEntry>>,
+}
+
+/// The version a compressed schema was made from (to tell a new snapshot's apart), and it.
+type DeflatedEntry = (std::sync::Weak<PublishedVersion>, Arc<Deflated>);
+
+impl DeflatedFlows {
+    /// The compressed schema of `version`.
+    pub fn get(&self, version: &Arc<PublishedVersion>) -> Arc<Deflated> {
+        let key = version.id.0;
+        let current = |(weak, _): &DeflatedEntry| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(version));
+        if let Ok(entries) = self.entries.read() {
+            if let Some(entry) = entries.get(&key).filter(|e| current(e)) {
+                return Arc::clone(&entry.1);
+            }
+        }
+        let deflated = Arc::new(Deflated::new(version.flow_schema.get().as_bytes()));
+        if let Ok(mut entries) = self.entries.write() {
+            // Versions of replaced snapshots are dropped once they outnumber the live ones.
+            if entries.len() >= 64 && entries.len().is_power_of_two() {
+                entries.retain(|_, (weak, _)| weak.strong_count() > 0);
+            }
+            entries.insert(key, (Arc::downgrade(version), Arc::clone(&deflated)));
+        }
+        deflated
     }
 }
 
@@ -212,4 +340,36 @@ pub fn write_result(
         string(buf, "error", code);
     }
     buf.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read as _;
+
+    use super::*;
+
+    /// Stored blocks followed by a compressed flow and a final empty block decode as one raw
+    /// deflate stream, for pieces of 0 bytes, a few bytes and more than one block (65,535).
+    #[test]
+    fn stored_blocks_and_a_deflated_part_form_one_stream() {
+        let flow =
+            br#"{"screens":["a","b"],"text":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#;
+        let deflated = Deflated::new(flow);
+        for size in [0, 10, 70_000] {
+            let head: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+            let mut stream = Vec::new();
+            stored_blocks(&mut stream, &head, false);
+            stream.extend_from_slice(&deflated.data);
+            stored_blocks(&mut stream, b"}", false);
+            stored_blocks(&mut stream, &[], true);
+            let mut decoded = Vec::new();
+            flate2::read::DeflateDecoder::new(stream.as_slice())
+                .read_to_end(&mut decoded)
+                .expect("a valid deflate stream");
+            let mut expected = head.clone();
+            expected.extend_from_slice(flow);
+            expected.push(b'}');
+            assert_eq!(decoded, expected, "head of {size} bytes");
+        }
+    }
 }

@@ -164,6 +164,7 @@ fn enqueue_server_events(state: &ApiState, events: Vec<AnalyticsEvent>) {
 /// Resolves one placement for a parsed body and renders the result (single and legacy routes).
 fn resolve_one(
     state: &ApiState,
+    req: &HttpRequest,
     app: &App,
     key: &str,
     mut body: Map<String, Value>,
@@ -191,7 +192,26 @@ fn resolve_one(
         record_no_flow(state, app, key, &request, &resolution, &mut events);
         enqueue_server_events(state, events);
     }
-    Ok(json_response(StatusCode::OK, body.finish()))
+    let gzip = req
+        .headers()
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| crate::middleware::accepts_coding(v, "gzip"));
+    if !gzip {
+        return Ok(json_response(StatusCode::OK, body.finish()));
+    }
+    // The flow compressed once per version: no compressor runs for this response. A body
+    // without a shared flow is left to the Compress middleware.
+    match body.finish_gzip(&state.deflated_flows) {
+        Ok(compressed) => {
+            let mut res = json_response(StatusCode::OK, compressed);
+            let headers = res.headers_mut();
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+            Ok(res)
+        }
+        Err(body) => Ok(json_response(StatusCode::OK, body.finish())),
+    }
 }
 
 async fn resolve_body(
@@ -223,7 +243,7 @@ pub async fn resolve(
         let app = guard::app(&caller, app_id)?;
         let mode = export_mode(&req)?;
         let body = resolve_body(&req, payload, &state).await?;
-        resolve_one(&state, app, key, body, mode)
+        resolve_one(&state, &req, app, key, body, mode)
     }
     .await;
     answer(&req, result)
@@ -528,7 +548,7 @@ pub async fn legacy_resolve(
         };
         successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
         let app = guard::app(&caller, app_id)?;
-        resolve_one(&state, app, key, body, mode)
+        resolve_one(&state, &req, app, key, body, mode)
     }
     .await;
     deprecated(answer(&req, result), &successor)

@@ -26,6 +26,8 @@ pub struct ApiState {
     pub(crate) ip_limiter: RateLimiter<Option<IpAddr>>,
     pub(crate) key_limiter: RateLimiter<KeyId>,
     pub(crate) metrics: HttpMetrics,
+    /// Flow schemas compressed once, for gzip resolve responses.
+    pub(crate) deflated_flows: crate::render::DeflatedFlows,
 }
 
 impl ApiState {
@@ -49,6 +51,7 @@ impl ApiState {
             ip_limiter,
             key_limiter,
             metrics,
+            deflated_flows: crate::render::DeflatedFlows::default(),
         }
     }
 

@@ -28,6 +28,7 @@ on_both_stores!(
     app_problems_are_404_and_403,
     media_type_and_size_problems,
     large_flows_are_sent_whole_in_single_and_batch_responses,
+    gzip_resolve_sends_the_flow_compressed_once_per_version,
 );
 
 /// The default flow's schema (4 KB) is sent as a shared chunk by single resolve and copied
@@ -338,4 +339,70 @@ async fn media_type_and_size_problems(backend: Backend) {
         .problem(415, "unsupported_media_type");
     let huge = json!({"user_id": "u", "session_id": "s", "device_platform": "ios", "attributes": {"blob": "x".repeat(70 * 1024)}});
     s.post(&p, &huge).await.problem(413, "payload_too_large");
+}
+
+/// A client accepting gzip gets the 4 KB flow compressed (once per version, spliced between
+/// stored blocks): one valid gzip member (CRC and length checked by the decoder) whose bytes
+/// decode to the identity response, with `Content-Length`, `Content-Encoding` and `Vary`.
+async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backend) {
+    use std::io::Read as _;
+    let s = server!(backend);
+    let body = identity(json!({})).to_string().into_bytes();
+    let onboarding = path(APP1, "onboarding");
+    let plain = s
+        .post_with(
+            &onboarding,
+            Some(&s.keys.sdk),
+            body.clone(),
+            &[("accept-encoding", "identity")],
+        )
+        .await;
+    assert_eq!(plain.status, 200);
+    assert!(plain.header("content-encoding").is_none());
+    assert_eq!(plain.json()["flow_id"], FLOW_DEFAULT);
+    // Twice per header: the first compresses the version, the second reuses it.
+    for accept in ["gzip", "gzip", "gzip, deflate, br", "br;q=0.5, gzip;q=0.9"] {
+        let r = s
+            .post_with(
+                &onboarding,
+                Some(&s.keys.sdk),
+                body.clone(),
+                &[("accept-encoding", accept)],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{accept}");
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
+        assert_eq!(r.header("vary"), Some("accept-encoding"), "{accept}");
+        assert_eq!(
+            r.header("content-length").map(str::to_owned),
+            Some(r.body.len().to_string())
+        );
+        let mut decoder = flate2::read::GzDecoder::new(r.body.as_slice());
+        let mut decoded = Vec::new();
+        decoder
+            .read_to_end(&mut decoded)
+            .expect("one valid gzip member");
+        assert_eq!(decoded, plain.body, "{accept}: same bytes once decoded");
+        assert!(
+            r.body.len() * 2 < plain.body.len(),
+            "the flow is compressed, not stored: {} of {} bytes",
+            r.body.len(),
+            plain.body.len()
+        );
+    }
+    // A response without a large flow (no flow at all) is left to the middleware.
+    let r = s
+        .post_with(
+            &path(APP1, "no-such-placement"),
+            Some(&s.keys.sdk),
+            body,
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let mut decoded = String::new();
+    flate2::read::GzDecoder::new(r.body.as_slice())
+        .read_to_string(&mut decoded)
+        .expect("gzip from the middleware");
+    assert!(decoded.contains("\"flow_id\":null"), "{decoded}");
 }
