@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll};
 
 use actix_web::body::{BodySize, MessageBody};
@@ -184,10 +184,10 @@ impl Deflated {
         use std::io::Write as _;
         let mut encoder =
             flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-        // Writing to a Vec cannot fail; flush() ends the data with a sync flush.
+        // Writing to a Vec cannot fail. flush_finish() ends the data with a sync flush and
+        // hands the Vec back without writing a final block.
         let _ = encoder.write_all(schema);
-        let _ = encoder.flush();
-        let data = Bytes::from(std::mem::take(encoder.get_mut()));
+        let data = Bytes::from(encoder.flush_finish().unwrap_or_default());
         let mut crc = flate2::Crc::new();
         crc.update(schema);
         Self { data, crc }
@@ -210,19 +210,19 @@ impl DeflatedFlows {
     pub fn get(&self, version: &Arc<PublishedVersion>) -> Arc<Deflated> {
         let key = version.id.0;
         let current = |(weak, _): &DeflatedEntry| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(version));
-        if let Ok(entries) = self.entries.read() {
+        {
+            let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(entry) = entries.get(&key).filter(|e| current(e)) {
                 return Arc::clone(&entry.1);
             }
         }
         let deflated = Arc::new(Deflated::new(version.flow_schema.get().as_bytes()));
-        if let Ok(mut entries) = self.entries.write() {
-            // Versions of replaced snapshots are dropped once they outnumber the live ones.
-            if entries.len() >= 64 && entries.len().is_power_of_two() {
-                entries.retain(|_, (weak, _)| weak.strong_count() > 0);
-            }
-            entries.insert(key, (Arc::downgrade(version), Arc::clone(&deflated)));
+        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
+        // Versions of replaced snapshots are dropped once they outnumber the live ones.
+        if entries.len() >= 64 && entries.len().is_power_of_two() {
+            entries.retain(|_, (weak, _)| weak.strong_count() > 0);
         }
+        entries.insert(key, (Arc::downgrade(version), Arc::clone(&deflated)));
         deflated
     }
 }
