@@ -15,7 +15,8 @@ BENCH_CONNECTIONS (default 64), BENCH_ONLY (comma-separated scenario names: reso
 batch50, events, change), BENCH_PERF=1 or =<scenario> (`perf record` of the server during the
 measured single-resolve run, or that scenario's, into target/bench-http/perf-<scenario>.data),
 BENCH_GLIBC_TUNABLES (when set, passed to the server alone as GLIBC_TUNABLES, e.g.
-glibc.malloc.tcache_count=4000; docs/benchmarks.md, 2026-11-21 evening).
+glibc.malloc.tcache_count=4000; docs/benchmarks.md, 2026-11-21 evening), BENCH_ACCEPT_ENCODING
+(sent by wrk as Accept-Encoding, e.g. "gzip, deflate, br" as mobile HTTP stacks do).
 """
 
 import http.client
