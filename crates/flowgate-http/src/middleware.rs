@@ -37,7 +37,7 @@ fn prefer_gzip_over_brotli(req: &mut ServiceRequest) {
     }
     let kept: Vec<&str> = text
         .split(',')
-        .filter(|item| coding(item).0 != "br")
+        .filter(|item| !coding(item).0.eq_ignore_ascii_case("br"))
         .map(str::trim)
         .collect();
     if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
@@ -45,10 +45,10 @@ fn prefer_gzip_over_brotli(req: &mut ServiceRequest) {
     }
 }
 
-/// One `Accept-Encoding` item: its coding, lower-cased, and whether it is refused (`q=0`).
-fn coding(item: &str) -> (String, bool) {
+/// One `Accept-Encoding` item: its coding and whether it is refused (`q=0`).
+fn coding(item: &str) -> (&str, bool) {
     let mut parts = item.split(';');
-    let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    let name = parts.next().unwrap_or("").trim();
     let refused = parts.any(|p| {
         let p = p.trim();
         p.strip_prefix("q=")
@@ -63,7 +63,7 @@ fn coding(item: &str) -> (String, bool) {
 pub(crate) fn accepts_coding(accept_encoding: &str, want: &str) -> bool {
     accept_encoding.split(',').any(|item| {
         let (name, refused) = coding(item);
-        name == want && !refused
+        name.eq_ignore_ascii_case(want) && !refused
     })
 }
 

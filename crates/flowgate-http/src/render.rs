@@ -36,7 +36,24 @@ pub struct Spliced {
 #[derive(Debug)]
 enum Part {
     Owned(Bytes),
-    Flow(Bytes, Arc<PublishedVersion>),
+    Flow(Arc<PublishedVersion>),
+}
+
+impl Part {
+    fn len(&self) -> usize {
+        match self {
+            Part::Owned(bytes) => bytes.len(),
+            Part::Flow(version) => version.flow_schema.get().len(),
+        }
+    }
+
+    /// The bytes to send: a flow's schema is shared, not copied.
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Part::Owned(bytes) => bytes,
+            Part::Flow(version) => Bytes::from_owner(FlowSchema(version)),
+        }
+    }
 }
 
 /// A published version's `flow_schema` bytes, kept alive by the version's `Arc`.
@@ -81,10 +98,9 @@ impl Spliced {
             self.buf.extend_from_slice(schema);
             return;
         }
-        let shared = Bytes::from_owner(FlowSchema(Arc::clone(version)));
         self.flush();
-        self.len += shared.len();
-        self.parts.push(Part::Flow(shared, Arc::clone(version)));
+        self.len += schema.len();
+        self.parts.push(Part::Flow(Arc::clone(version)));
     }
 
     fn flush(&mut self) {
@@ -99,15 +115,8 @@ impl Spliced {
     /// The finished body.
     pub fn finish(mut self) -> SplicedBody {
         self.flush();
-        let parts: Vec<Bytes> = self
-            .parts
-            .into_iter()
-            .map(|part| match part {
-                Part::Owned(bytes) | Part::Flow(bytes, _) => bytes,
-            })
-            .collect();
         SplicedBody {
-            parts: parts.into_iter(),
+            parts: self.parts.into_iter(),
             len: self.len as u64,
         }
     }
@@ -132,11 +141,11 @@ impl Spliced {
                     crc.update(&bytes);
                     stored_blocks(&mut pending, &bytes, false);
                 }
-                Part::Flow(_, version) => {
+                Part::Flow(version) => {
                     let deflated = flows.get(&version);
                     crc.combine(&deflated.crc);
-                    out.push(Bytes::from(std::mem::take(&mut pending)));
-                    out.push(deflated.data.clone());
+                    out.push(Part::Owned(Bytes::from(std::mem::take(&mut pending))));
+                    out.push(Part::Owned(deflated.data.clone()));
                 }
             }
         }
@@ -144,8 +153,8 @@ impl Spliced {
         stored_blocks(&mut pending, &[], true);
         pending.extend_from_slice(&crc.sum().to_le_bytes());
         pending.extend_from_slice(&crc.amount().to_le_bytes());
-        out.push(Bytes::from(pending));
-        let len = out.iter().map(Bytes::len).sum::<usize>() as u64;
+        out.push(Part::Owned(Bytes::from(pending)));
+        let len = out.iter().map(Part::len).sum::<usize>() as u64;
         Ok(SplicedBody {
             parts: out.into_iter(),
             len,
@@ -230,7 +239,7 @@ impl DeflatedFlows {
 /// A body of chunks with a known total length (sent with `Content-Length`).
 #[derive(Debug)]
 pub struct SplicedBody {
-    parts: std::vec::IntoIter<Bytes>,
+    parts: std::vec::IntoIter<Part>,
     len: u64,
 }
 
@@ -245,13 +254,13 @@ impl MessageBody for SplicedBody {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Bytes, Self::Error>>> {
-        Poll::Ready(self.parts.next().map(Ok))
+        Poll::Ready(self.parts.next().map(|part| Ok(part.into_bytes())))
     }
 
     fn try_into_bytes(mut self) -> Result<Bytes, Self> {
         match self.parts.len() {
             0 => Ok(Bytes::new()),
-            1 => Ok(self.parts.next().unwrap_or_default()),
+            1 => Ok(self.parts.next().map(Part::into_bytes).unwrap_or_default()),
             _ => Err(self),
         }
     }
@@ -371,5 +380,40 @@ mod tests {
             expected.push(b'}');
             assert_eq!(decoded, expected, "head of {size} bytes");
         }
+    }
+
+    fn version(schema: &str) -> Arc<PublishedVersion> {
+        Arc::new(PublishedVersion {
+            id: flowgate_domain::ids::FlowVersionId(uuid::Uuid::nil()),
+            flow_id: flowgate_domain::ids::FlowId(uuid::Uuid::nil()),
+            version: 1,
+            schema_version: 1,
+            flow_schema: serde_json::value::RawValue::from_string(schema.to_owned()).unwrap(),
+            fonts: Vec::new(),
+            fonts_json: serde_json::value::RawValue::from_string("[]".to_owned()).unwrap(),
+        })
+    }
+
+    fn inflate(deflated: &Deflated) -> String {
+        let mut stream = deflated.data.to_vec();
+        stored_blocks(&mut stream, &[], true);
+        let mut text = String::new();
+        flate2::read::DeflateDecoder::new(stream.as_slice())
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    }
+
+    /// The same version object reuses its compressed schema; a new snapshot's version with
+    /// the same id (a re-import may change it) is compressed afresh.
+    #[test]
+    fn deflated_flows_follow_the_served_version_object() {
+        let flows = DeflatedFlows::default();
+        let old = version(r#"{"screens":["old"]}"#);
+        let first = flows.get(&old);
+        assert!(Arc::ptr_eq(&first, &flows.get(&old)), "reused");
+        assert_eq!(inflate(&first), r#"{"screens":["old"]}"#);
+        let new = version(r#"{"screens":["new"]}"#);
+        assert_eq!(inflate(&flows.get(&new)), r#"{"screens":["new"]}"#);
     }
 }
