@@ -4,6 +4,7 @@
 
 use std::io::Read;
 
+use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest};
 use futures_util::StreamExt;
@@ -64,7 +65,7 @@ fn is_gzip(req: &HttpRequest, encoding: Encoding) -> Result<bool, ApiError> {
 /// reading; malformed JSON is a 400 `invalid_request`.
 pub async fn read_json(
     req: &HttpRequest,
-    mut payload: web::Payload,
+    mut payload: Payload,
     limit: usize,
     encoding: Encoding,
 ) -> Result<Value, ApiError> {
@@ -110,7 +111,7 @@ pub async fn read_json(
 /// Reads and drops a body the handler refuses without looking at it, so the connection stays
 /// usable for the client's next request (actix closes a connection whose request body was
 /// left unread). Stops after `limit` bytes or on a read error; the connection then closes.
-pub async fn discard(payload: &mut web::Payload, limit: usize) {
+pub async fn discard(payload: &mut Payload, limit: usize) {
     let mut read = 0usize;
     while let Some(Ok(chunk)) = payload.next().await {
         read = read.saturating_add(chunk.len());

@@ -87,15 +87,13 @@ pub fn authenticate(req: &HttpRequest, state: &ApiState) -> Result<Caller, ApiEr
 }
 
 /// Parses the `appId` path parameter (400 when it is not a UUID).
-pub fn app_id_param(req: &HttpRequest) -> Result<AppId, ApiError> {
-    let raw = req.match_info().get("appId").unwrap_or("");
+pub fn app_id_param(raw: &str) -> Result<AppId, ApiError> {
     raw.parse::<AppId>()
         .map_err(|_| ApiError::invalid_request("appId must be a UUID in its hyphenated form"))
 }
 
 /// The `placementId` path parameter, checked against D2's key format (400).
-pub fn placement_param(req: &HttpRequest) -> Result<&str, ApiError> {
-    let key = req.match_info().get("placementId").unwrap_or("");
+pub fn placement_param(key: &str) -> Result<&str, ApiError> {
     validate_placement_key(key)
         .map_err(|e| ApiError::invalid_request(format!("placementId: {e}")))?;
     Ok(key)

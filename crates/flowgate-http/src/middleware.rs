@@ -1,48 +1,75 @@
-//! Middleware: request id, per-request log line and metrics (every listener route), and on
-//! `/v1` the `RateLimit-*` headers (D10) and CORS for browser SDKs (D11).
+//! What every response passes through: request id, per-request log line and metrics (both
+//! listeners), response compression, and on `/v1` the `RateLimit-*` headers (D10) and CORS for
+//! browser SDKs (D11). The API's dispatcher (`dispatch::serve`) calls these functions inline;
+//! the admin listener runs them as the [`observe`] middleware.
 
 use std::time::Instant;
 
+use actix_http::encoding::Encoder;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::header::{
+    self, AcceptEncoding, ContentEncoding, Encoding, HeaderName, HeaderValue,
+};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
-use actix_web::{web, Error, HttpMessage, HttpResponse};
+use actix_web::{web, Error, HttpMessage, HttpRequest, HttpResponse};
 
 use crate::guard::RateLimitInfo;
 use crate::metrics::HttpMetrics;
 use crate::request_id::{self, RequestId};
 
-/// The route pattern of a resource, for metrics and logs: set as the resource's app data, so
-/// the middleware reads it after the call instead of matching the path a second time.
+/// The route pattern of an admin resource, for metrics and logs: set as the resource's app
+/// data, so the middleware reads it after the call instead of matching the path again.
 #[derive(Clone, Copy, Debug)]
 pub struct Route(pub &'static str);
 
-/// When a client accepts both gzip and brotli (every mobile HTTP stack does), drops `br` from its
-/// `Accept-Encoding` so that `Compress` answers gzip. actix's brotli encoder sets up a 4 MiB
-/// window for every response: on the benchmark's 20 KB flow it cost 2.4 ms of CPU per request
-/// and 430 MiB of memory at 64 connections, against 0.18 ms for gzip. A client that accepts
-/// only brotli still gets brotli (D11: compressed when the client asks).
-fn prefer_gzip_over_brotli(req: &mut ServiceRequest) {
+/// The content coding of a response (D11: compressed when the client asks).
+///
+/// gzip whenever the client accepts it, whatever its q-values say: single resolve sends the
+/// flow compressed once per version (`render::Spliced::finish_gzip`), and actix's brotli
+/// encoder sets up a 4 MiB window for every response (2.4 ms of CPU per 20 KB flow and 430 MiB
+/// at 64 connections, against 0.18 ms for gzip). Otherwise the best of brotli, zstd and deflate
+/// by the client's q-values, as actix negotiates them; identity when the header is absent or
+/// names nothing we have (RFC 9110 §12.5.3: send identity rather than refuse).
+pub(crate) fn response_coding(req: &HttpRequest) -> ContentEncoding {
     let Some(text) = req
         .headers()
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
     else {
-        return;
+        return ContentEncoding::Identity;
     };
-    if !(accepts_coding(text, "gzip") && accepts_coding(text, "br")) {
-        return;
+    if gzip_acceptable(text) {
+        return ContentEncoding::Gzip;
     }
-    let kept: Vec<&str> = text
-        .split(',')
-        .filter(|item| !coding(item).0.eq_ignore_ascii_case("br"))
-        .map(str::trim)
-        .collect();
-    if let Ok(value) = HeaderValue::from_str(&kept.join(", ")) {
-        req.headers_mut().insert(header::ACCEPT_ENCODING, value);
+    const OTHERS: [Encoding; 4] = [
+        Encoding::identity(),
+        Encoding::brotli(),
+        Encoding::deflate(),
+        Encoding::zstd(),
+    ];
+    match req
+        .get_header::<AcceptEncoding>()
+        .and_then(|accept| accept.negotiate(OTHERS.iter()))
+    {
+        Some(Encoding::Known(coding)) => coding,
+        _ => ContentEncoding::Identity,
     }
+}
+
+/// Whether an `Accept-Encoding` value accepts gzip: named without `q=0`, or not named and
+/// covered by a `*` without `q=0`.
+pub(crate) fn gzip_acceptable(accept_encoding: &str) -> bool {
+    let mut star = false;
+    for item in accept_encoding.split(',') {
+        let (name, refused) = coding(item);
+        if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+            return !refused;
+        }
+        star |= name == "*" && !refused;
+    }
+    star
 }
 
 /// One `Accept-Encoding` item: its coding and whether it is refused (`q=0`).
@@ -59,71 +86,98 @@ fn coding(item: &str) -> (&str, bool) {
     (name, refused)
 }
 
-/// Whether an `Accept-Encoding` value names `want` without refusing it.
-pub(crate) fn accepts_coding(accept_encoding: &str, want: &str) -> bool {
-    accept_encoding.split(',').any(|item| {
-        let (name, refused) = coding(item);
-        name.eq_ignore_ascii_case(want) && !refused
-    })
+/// Compresses a response body in the negotiated coding, unless the handler already encoded it
+/// (single resolve's gzip) or the coding is identity.
+pub(crate) fn compress(coding: ContentEncoding, res: HttpResponse) -> HttpResponse {
+    if coding == ContentEncoding::Identity || res.headers().contains_key(header::CONTENT_ENCODING) {
+        return res;
+    }
+    res.map_body(|head, body| BoxBody::new(Encoder::response(coding, head, body)))
 }
 
-/// Request id, then one log line and one metrics observation per request.
+/// Request id, then one log line and one metrics observation per request (the admin
+/// listener; the API's dispatcher does the same inline, `dispatch::serve`).
 pub async fn observe(
-    mut req: ServiceRequest,
+    req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let start = Instant::now();
+    let id = begin(req.request());
+    let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
+    let mut res = next.call(req).await?.map_into_boxed_body();
+    let route = res
+        .request()
+        .app_data::<Route>()
+        .map_or("unmatched", |r| r.0);
+    let (req, res_mut) = (res.request().clone(), res.response_mut());
+    finish(
+        metrics.as_ref().map(|m| m.get_ref()),
+        &req,
+        res_mut,
+        &id,
+        route,
+        None,
+        start,
+    );
+    Ok(res)
+}
+
+/// The request's id (D11), kept in its extensions for problem bodies; the header value to
+/// answer with (always valid: `accept_or_new` keeps only header-safe characters).
+pub(crate) fn begin(req: &HttpRequest) -> HeaderValue {
     let id = request_id::accept_or_new(
         req.headers()
             .get(request_id::HEADER)
             .and_then(|v| v.to_str().ok()),
     );
-    req.extensions_mut().insert(id.clone());
-    prefer_gzip_over_brotli(&mut req);
-    let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
-    let mut res = next.call(req).await?.map_into_boxed_body();
-    if let Ok(value) = HeaderValue::from_str(&id.0) {
-        res.headers_mut()
-            .insert(HeaderName::from_static(request_id::HEADER), value);
-    }
+    let value = HeaderValue::from_str(&id.0).unwrap_or(HeaderValue::from_static("-"));
+    req.extensions_mut().insert(id);
+    value
+}
+
+/// Answers with the request id, then records the request: one metrics observation and one log
+/// line (issue 6 §5: no key, no user id, no body).
+pub(crate) fn finish(
+    metrics: Option<&HttpMetrics>,
+    req: &HttpRequest,
+    res: &mut HttpResponse,
+    id: &HeaderValue,
+    route: &'static str,
+    app_id: Option<&str>,
+    start: Instant,
+) {
+    res.headers_mut()
+        .insert(HeaderName::from_static(request_id::HEADER), id.clone());
     let elapsed = start.elapsed();
-    let route = res
-        .request()
-        .app_data::<Route>()
-        .map_or("unmatched", |r| r.0);
     let status = res.status().as_u16();
     if let Some(metrics) = metrics {
         metrics.observe_request(route, status, elapsed);
     }
-    // One line per request (issue 6 §5): no key, no user id, no body.
     tracing::info!(
-        request_id = %id.0,
-        method = %res.request().method(),
+        request_id = id.to_str().unwrap_or("-"),
+        method = %req.method(),
         route,
-        app_id = res.request().match_info().get("appId").unwrap_or("-"),
+        app_id = app_id.unwrap_or("-"),
         status,
         latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
         "request"
     );
-    Ok(res)
 }
 
 const EXPOSED: &str = "X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, Deprecation, Link";
 
-/// CORS preflight and response headers (D11), and the `RateLimit-*` headers (D10).
-pub async fn v1_headers(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, Error> {
-    let has_origin = req.headers().contains_key(header::ORIGIN);
-    if req.method() == Method::OPTIONS
-        && has_origin
-        && req
-            .headers()
-            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+/// The answer to a CORS preflight on `/v1` (D11), when `req` is one.
+pub(crate) fn preflight(req: &HttpRequest) -> Option<HttpResponse> {
+    let headers = req.headers();
+    if req.method() != Method::OPTIONS
+        || !headers.contains_key(header::ORIGIN)
+        || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
-        // Any origin may call /v1: SDK keys are publishable (D11).
-        let response = HttpResponse::build(StatusCode::NO_CONTENT)
+        return None;
+    }
+    // Any origin may call /v1: SDK keys are publishable (D11).
+    Some(
+        HttpResponse::build(StatusCode::NO_CONTENT)
             .insert_header((header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"))
             .insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, "POST"))
             .insert_header((
@@ -131,11 +185,15 @@ pub async fn v1_headers(
                 "Authorization, Content-Type, Content-Encoding, X-Request-Id",
             ))
             .insert_header((header::ACCESS_CONTROL_MAX_AGE, "86400"))
-            .finish();
-        return Ok(req.into_response(response));
-    }
-    let mut res = next.call(req).await?.map_into_boxed_body();
-    let info = res.request().extensions().get::<RateLimitInfo>().copied();
+            .finish(),
+    )
+}
+
+/// The headers of every other `/v1` response: `RateLimit-*` (D10) when a limit was checked,
+/// CORS (D11) when the request has an `Origin`.
+pub(crate) fn v1_headers(req: &HttpRequest, res: &mut HttpResponse) {
+    let info = req.extensions().get::<RateLimitInfo>().copied();
+    let has_origin = req.headers().contains_key(header::ORIGIN);
     let headers = res.headers_mut();
     if let Some(RateLimitInfo(d)) = info {
         for (name, value) in [
@@ -156,7 +214,6 @@ pub async fn v1_headers(
             HeaderValue::from_static(EXPOSED),
         );
     }
-    Ok(res)
 }
 
 /// The request id of a request (empty when the middleware did not run).

@@ -3,9 +3,10 @@
 //! request id).
 
 use actix_web::body::MessageBody;
+use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{HttpRequest, HttpResponse};
 use flowgate_domain::catalog::App;
 use flowgate_domain::events::{validate_event, AnalyticsEvent, EventError, EventErrorCode};
 use flowgate_domain::ids::{AppId, EventId};
@@ -196,7 +197,7 @@ fn resolve_one(
         .headers()
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| crate::middleware::accepts_coding(v, "gzip"));
+        .is_some_and(crate::middleware::gzip_acceptable);
     if !gzip {
         return Ok(json_response(StatusCode::OK, body.finish()));
     }
@@ -216,7 +217,7 @@ fn resolve_one(
 
 async fn resolve_body(
     req: &HttpRequest,
-    payload: web::Payload,
+    payload: Payload,
     state: &ApiState,
 ) -> Result<Map<String, Value>> {
     object(
@@ -230,36 +231,39 @@ async fn resolve_body(
     )
 }
 
-/// `POST /v1/apps/{appId}/placements/{placementId}/resolve`
+/// `POST /v1/apps/{appId}/placements/{placementId}/resolve`, with the path's raw segments.
 pub async fn resolve(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<ApiState>,
+    req: &HttpRequest,
+    payload: Payload,
+    state: &ApiState,
+    app_id: &str,
+    key: &str,
 ) -> HttpResponse {
     let result = async {
-        let caller = guard::authenticate(&req, &state)?;
-        let app_id = guard::app_id_param(&req)?;
-        let key = guard::placement_param(&req)?;
+        let caller = guard::authenticate(req, state)?;
+        let app_id = guard::app_id_param(app_id)?;
+        let key = guard::placement_param(key)?;
         let app = guard::app(&caller, app_id)?;
-        let mode = export_mode(&req)?;
-        let body = resolve_body(&req, payload, &state).await?;
-        resolve_one(&state, &req, app, key, body, mode)
+        let mode = export_mode(req)?;
+        let body = resolve_body(req, payload, state).await?;
+        resolve_one(state, req, app, key, body, mode)
     }
     .await;
-    answer(&req, result)
+    answer(req, result)
 }
 
-/// `POST /v1/apps/{appId}/placements/resolve-batch`
+/// `POST /v1/apps/{appId}/placements/resolve-batch`, with the path's raw `appId`.
 pub async fn resolve_batch(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<ApiState>,
+    req: &HttpRequest,
+    payload: Payload,
+    state: &ApiState,
+    app_id: &str,
 ) -> HttpResponse {
     let result = async {
-        let caller = guard::authenticate(&req, &state)?;
-        let app_id = guard::app_id_param(&req)?;
+        let caller = guard::authenticate(req, state)?;
+        let app_id = guard::app_id_param(app_id)?;
         let app = guard::app(&caller, app_id)?;
-        let mut body = resolve_body(&req, payload, &state).await?;
+        let mut body = resolve_body(req, payload, state).await?;
         let mut errors = Vec::new();
         let keys: Vec<String> = match body.get("placement_keys") {
             None | Some(Value::Null) => {
@@ -335,14 +339,14 @@ pub async fn resolve_batch(
                 Some(key),
                 error,
             );
-            record_no_flow(&state, app, key, &request, resolution, &mut events);
+            record_no_flow(state, app, key, &request, resolution, &mut events);
         }
         body.buf().extend_from_slice(b"]}");
-        enqueue_server_events(&state, events);
+        enqueue_server_events(state, events);
         Ok(json_response(StatusCode::OK, body.finish()))
     }
     .await;
-    answer(&req, result)
+    answer(req, result)
 }
 
 /// One entry of the events response's `errors` (D7).
@@ -385,10 +389,7 @@ fn event_list(body: Value) -> Result<Vec<Value>> {
 /// to free room. When it refuses, the body is read and dropped unparsed (which keeps the
 /// connection usable) and the request gets 503 `overloaded`: nothing of it was accepted, and
 /// an overloaded server spends no CPU parsing events it cannot take.
-async fn admit<'s>(
-    state: &'s ApiState,
-    payload: &mut web::Payload,
-) -> Result<Box<dyn Admission + 's>> {
+async fn admit<'s>(state: &'s ApiState, payload: &mut Payload) -> Result<Box<dyn Admission + 's>> {
     match state.sink.admit(MAX_EVENTS_PER_REQUEST).await {
         Ok(admission) => Ok(admission),
         Err(o) => {
@@ -400,11 +401,7 @@ async fn admit<'s>(
 }
 
 /// Reads an events body (gzip allowed, limit on the decoded size) into its list of events.
-async fn events_body(
-    req: &HttpRequest,
-    payload: web::Payload,
-    state: &ApiState,
-) -> Result<Vec<Value>> {
+async fn events_body(req: &HttpRequest, payload: Payload, state: &ApiState) -> Result<Vec<Value>> {
     event_list(
         read_json(
             req,
@@ -472,22 +469,23 @@ fn ingest(
     Ok(json_response(StatusCode::ACCEPTED, body))
 }
 
-/// `POST /v1/apps/{appId}/events`
+/// `POST /v1/apps/{appId}/events`, with the path's raw `appId`.
 pub async fn events(
-    req: HttpRequest,
-    mut payload: web::Payload,
-    state: web::Data<ApiState>,
+    req: &HttpRequest,
+    mut payload: Payload,
+    state: &ApiState,
+    app_id: &str,
 ) -> HttpResponse {
     let result = async {
-        let caller = guard::authenticate(&req, &state)?;
-        let app_id = guard::app_id_param(&req)?;
+        let caller = guard::authenticate(req, state)?;
+        let app_id = guard::app_id_param(app_id)?;
         guard::app(&caller, app_id)?;
-        let admission = admit(&state, &mut payload).await?;
-        let items = events_body(&req, payload, &state).await?;
-        ingest(&state, &caller, admission, items, |_| Ok(app_id))
+        let admission = admit(state, &mut payload).await?;
+        let items = events_body(req, payload, state).await?;
+        ingest(state, &caller, admission, items, |_| Ok(app_id))
     }
     .await;
-    answer(&req, result)
+    answer(req, result)
 }
 
 fn deprecated(mut response: HttpResponse, successor: &str) -> HttpResponse {
@@ -502,20 +500,21 @@ fn deprecated(mut response: HttpResponse, successor: &str) -> HttpResponse {
     response
 }
 
-/// `POST /v1/placements/{placementId}/resolve` (deprecated, D11): the app comes from the body's
-/// `app_id`, or from the key's workspace when it has exactly one app.
+/// `POST /v1/placements/{placementId}/resolve` (deprecated, D11), with the path's raw
+/// `placementId`: the app comes from the body's `app_id`, or from the key's workspace when it
+/// has exactly one app.
 pub async fn legacy_resolve(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<ApiState>,
+    req: &HttpRequest,
+    payload: Payload,
+    state: &ApiState,
+    placement: &str,
 ) -> HttpResponse {
-    let placement = req.match_info().get("placementId").unwrap_or("").to_owned();
     let mut successor = format!("/v1/apps/{{appId}}/placements/{placement}/resolve");
     let result = async {
-        let caller = guard::authenticate(&req, &state)?;
-        let key = guard::placement_param(&req)?;
-        let mode = export_mode(&req)?;
-        let body = resolve_body(&req, payload, &state).await?;
+        let caller = guard::authenticate(req, state)?;
+        let key = guard::placement_param(placement)?;
+        let mode = export_mode(req)?;
+        let body = resolve_body(req, payload, state).await?;
         let app_id = match body.get("app_id") {
             Some(Value::String(s)) => s.parse::<AppId>().map_err(|_| {
                 ApiError::validation(vec![FieldError::new(
@@ -548,26 +547,26 @@ pub async fn legacy_resolve(
         };
         successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
         let app = guard::app(&caller, app_id)?;
-        resolve_one(&state, &req, app, key, body, mode)
+        resolve_one(state, req, app, key, body, mode)
     }
     .await;
-    deprecated(answer(&req, result), &successor)
+    deprecated(answer(req, result), &successor)
 }
 
 /// `POST /v1/events` (deprecated, D11): each event's `app_id` names its app; an event whose app
 /// is not in the key's workspace is rejected.
 pub async fn legacy_events(
-    req: HttpRequest,
-    mut payload: web::Payload,
-    state: web::Data<ApiState>,
+    req: &HttpRequest,
+    mut payload: Payload,
+    state: &ApiState,
 ) -> HttpResponse {
     let result = async {
-        let caller = guard::authenticate(&req, &state)?;
-        let admission = admit(&state, &mut payload).await?;
-        let items = events_body(&req, payload, &state).await?;
+        let caller = guard::authenticate(req, state)?;
+        let admission = admit(state, &mut payload).await?;
+        let items = events_body(req, payload, state).await?;
         let workspace = caller.workspace;
         let catalog = caller.catalog.clone();
-        ingest(&state, &caller, admission, items, |raw| {
+        ingest(state, &caller, admission, items, |raw| {
             let parsed = raw
                 .get("app_id")
                 .and_then(Value::as_str)
@@ -591,15 +590,20 @@ pub async fn legacy_events(
         })
     }
     .await;
-    deprecated(answer(&req, result), "/v1/apps/{appId}/events")
+    deprecated(answer(req, result), "/v1/apps/{appId}/events")
 }
 
 /// Unknown route: 404 `not_found`.
-pub async fn not_found(req: HttpRequest) -> HttpResponse {
-    ApiError::not_found().to_response(&request_id_of(&req))
+pub fn no_route(req: &HttpRequest) -> HttpResponse {
+    ApiError::not_found().to_response(&request_id_of(req))
 }
 
-/// Known route, wrong method: 405 `method_not_allowed` with `Allow: POST`.
-pub async fn post_only(req: HttpRequest) -> HttpResponse {
-    ApiError::method_not_allowed("POST").to_response(&request_id_of(&req))
+/// Unknown route (as an actix handler, for the admin listener): 404 `not_found`.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    no_route(&req)
+}
+
+/// Known route, wrong method: 405 `method_not_allowed` with `Allow: <allow>`.
+pub fn method_not_allowed(req: &HttpRequest, allow: &'static str) -> HttpResponse {
+    ApiError::method_not_allowed(allow).to_response(&request_id_of(req))
 }

@@ -12,6 +12,7 @@ use crate::support::{on_both_stores, server, Backend};
 
 on_both_stores!(
     routes_and_methods,
+    percent_encoded_paths,
     request_ids,
     cors,
     compressed_responses,
@@ -42,6 +43,50 @@ async fn routes_and_methods(backend: Backend) {
     s.request(Method::DELETE, "/v1/events", &[])
         .await
         .problem(405, "method_not_allowed");
+    let r = s.request(Method::POST, "/openapi.json", &[]).await;
+    r.problem(405, "method_not_allowed");
+    assert_eq!(r.header("allow"), Some("GET"));
+    // A parameter is one non-empty segment; no trailing-slash or case folding.
+    for path in [
+        format!("/v1/apps/{APP1}/placements/onboarding/resolve/"),
+        format!("/v1/apps/{APP1}/placements//resolve"),
+        format!("/v1/apps/{APP1}/Events"),
+        "/v1/apps//events".to_owned(),
+        "/v1".to_owned(),
+        "/v1x/events".to_owned(),
+    ] {
+        s.request(Method::POST, &path, &[])
+            .await
+            .problem(404, "not_found");
+    }
+}
+
+/// The path is routed as actix routes it: percent-encoded unreserved characters are decoded,
+/// an encoded `/` stays inside its segment (and is then not a valid placement key).
+async fn percent_encoded_paths(backend: Backend) {
+    let s = server!(backend);
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios", "attributes": {"country": "US"}});
+    let plain = s
+        .post(
+            &format!("/v1/apps/{APP1}/placements/onboarding/resolve"),
+            &body,
+        )
+        .await;
+    assert_eq!(plain.status, 200);
+    let encoded = s
+        .post(
+            &format!("/v1/apps/{APP1}/placements/onboard%69ng/resolve"),
+            &body,
+        )
+        .await;
+    assert_eq!(encoded.status, 200);
+    assert_eq!(encoded.json()["flow_id"], plain.json()["flow_id"]);
+    s.post(
+        &format!("/v1/apps/{APP1}/placements/onboarding%2Fx/resolve"),
+        &body,
+    )
+    .await
+    .problem(400, "invalid_request");
 }
 
 async fn request_ids(backend: Backend) {
@@ -154,11 +199,16 @@ async fn compressed_responses(backend: Backend) {
     }
     // Clients accepting gzip and brotli get gzip (actix's brotli costs 2.4 ms per response);
     // brotli stays for clients that refuse gzip.
+    // gzip whenever it is accepted (the flows are kept compressed for it); otherwise the
+    // client's best by q-value.
     for (accept, expected) in [
         ("gzip, deflate, br", "gzip"),
         ("br;q=1.0, gzip;q=0.8", "gzip"),
+        ("zstd;q=1.0, gzip;q=0.5", "gzip"),
+        ("*", "gzip"),
         ("br, gzip;q=0", "br"),
         ("br, deflate", "br"),
+        ("deflate;q=0.5, zstd", "zstd"),
     ] {
         let r = s
             .post_with(
@@ -170,6 +220,21 @@ async fn compressed_responses(backend: Backend) {
             .await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-encoding"), Some(expected), "{accept}");
+    }
+    // Nothing acceptable that we have: the response goes out uncompressed (RFC 9110 §12.5.3),
+    // never a 406 without a problem body.
+    for accept in ["compress", "identity;q=0, *;q=0", "gzip;q=0"] {
+        let r = s
+            .post_with(
+                &path,
+                Some(&s.keys.sdk),
+                body.clone(),
+                &[("accept-encoding", accept)],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{accept}");
+        assert!(r.header("content-encoding").is_none(), "{accept}");
+        assert_eq!(r.body, plain.body, "{accept}");
     }
 }
 
