@@ -6,7 +6,7 @@ use std::io::Read;
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::{web, HttpRequest};
+use actix_web::HttpRequest;
 use futures_util::StreamExt;
 use serde_json::Value;
 
@@ -65,10 +65,27 @@ fn is_gzip(req: &HttpRequest, encoding: Encoding) -> Result<bool, ApiError> {
 /// reading; malformed JSON is a 400 `invalid_request`.
 pub async fn read_json(
     req: &HttpRequest,
-    mut payload: Payload,
+    payload: Payload,
     limit: usize,
     encoding: Encoding,
 ) -> Result<Value, ApiError> {
+    let bytes = read_document(req, payload, limit, encoding).await?;
+    serde_json::from_slice(&bytes).map_err(not_json)
+}
+
+/// The 400 for a body that is not valid JSON.
+pub fn not_json(e: serde_json::Error) -> ApiError {
+    ApiError::invalid_request(format!("the body is not valid JSON: {e}"))
+}
+
+/// Reads the bytes of a JSON body, for a caller that parses them itself: content type,
+/// encoding and `limit` (bytes, decoded) enforced while reading; an empty body is a 400.
+pub async fn read_document(
+    req: &HttpRequest,
+    mut payload: Payload,
+    limit: usize,
+    encoding: Encoding,
+) -> Result<Vec<u8>, ApiError> {
     check_json_content_type(req)?;
     let gzip = is_gzip(req, encoding)?;
     // A declared length over the limit is refused before reading a byte. For gzip the raw
@@ -83,7 +100,7 @@ pub async fn read_json(
     }
     // Sized once from the declared length, up to 64 KiB (typical bodies), so a client that
     // declares a large body and sends nothing does not get memory reserved for it.
-    let mut raw = web::BytesMut::with_capacity(declared.unwrap_or(0).min(64 * 1024));
+    let mut raw = Vec::with_capacity(declared.unwrap_or(0).min(64 * 1024));
     while let Some(chunk) = payload.next().await {
         let chunk = chunk
             .map_err(|e| ApiError::invalid_request(format!("the body could not be read: {e}")))?;
@@ -92,20 +109,13 @@ pub async fn read_json(
         }
         raw.extend_from_slice(&chunk);
     }
-    let decoded;
-    let bytes: &[u8] = if gzip {
-        decoded = gunzip(&raw, limit)?;
-        &decoded
-    } else {
-        &raw
-    };
+    let bytes = if gzip { gunzip(&raw, limit)? } else { raw };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid_request(
             "the body is empty; send a JSON document",
         ));
     }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::invalid_request(format!("the body is not valid JSON: {e}")))
+    Ok(bytes)
 }
 
 /// Reads and drops a body the handler refuses without looking at it, so the connection stays

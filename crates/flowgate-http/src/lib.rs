@@ -14,6 +14,7 @@ pub mod problem;
 pub mod ratelimit;
 mod render;
 pub mod request_id;
+mod resolve_body;
 pub mod router;
 mod routes;
 mod state;

@@ -2,6 +2,8 @@
 //! and answers either its result or a problem (the only error path, so every error carries the
 //! request id).
 
+use std::borrow::Cow;
+
 use actix_web::body::MessageBody;
 use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderValue};
@@ -22,6 +24,7 @@ use crate::guard::{self, Caller};
 use crate::middleware::request_id_of;
 use crate::problem::{ApiError, FieldError};
 use crate::render::{write_result, Spliced};
+use crate::resolve_body::{Field, Parsed, ResolveBody};
 use crate::state::ApiState;
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -40,48 +43,48 @@ fn json_response(status: StatusCode, body: impl MessageBody + 'static) -> HttpRe
 }
 
 /// Identity fields of resolve and batch bodies (contract: identity fields).
-struct Identity {
-    user_id: String,
-    session_id: String,
+struct Identity<'a> {
+    user_id: Cow<'a, str>,
+    session_id: Cow<'a, str>,
     platform: Platform,
     attributes: Map<String, Value>,
 }
 
-fn string_field(body: &Map<String, Value>, name: &str, errors: &mut Vec<FieldError>) -> String {
-    match body.get(name) {
-        None | Some(Value::Null) => {
+fn string_field<'a>(field: Field<'a>, name: &str, errors: &mut Vec<FieldError>) -> Cow<'a, str> {
+    match field {
+        Field::Missing | Field::Null => {
             errors.push(FieldError::new(name, "is required"));
-            String::new()
+            Cow::Borrowed("")
         }
-        Some(Value::String(s)) if (1..=256).contains(&s.chars().count()) => s.clone(),
-        Some(Value::String(_)) => {
+        Field::Str(s) if (1..=256).contains(&s.chars().count()) => s,
+        Field::Str(_) => {
             errors.push(FieldError::new(name, "must be 1 to 256 characters"));
-            String::new()
+            Cow::Borrowed("")
         }
-        Some(_) => {
+        Field::NotString => {
             errors.push(FieldError::new(name, "must be a string"));
-            String::new()
+            Cow::Borrowed("")
         }
     }
 }
 
-/// Takes `attributes` out of the body (moved, not copied: the body is not used afterwards).
-fn identity(body: &mut Map<String, Value>, errors: &mut Vec<FieldError>) -> Identity {
-    let user_id = string_field(body, "user_id", errors);
-    let session_id = string_field(body, "session_id", errors);
-    let platform = match body.get("device_platform") {
-        None | Some(Value::Null) => {
+/// Takes the identity members out of the body (moved, not copied).
+fn identity<'a>(body: &mut ResolveBody<'a>, errors: &mut Vec<FieldError>) -> Identity<'a> {
+    let user_id = string_field(std::mem::take(&mut body.user_id), "user_id", errors);
+    let session_id = string_field(std::mem::take(&mut body.session_id), "session_id", errors);
+    let platform = match &body.device_platform {
+        Field::Missing | Field::Null => {
             errors.push(FieldError::new("device_platform", "is required"));
             Platform::Web
         }
-        Some(Value::String(s)) => Platform::parse(s).unwrap_or_else(|| {
+        Field::Str(s) => Platform::parse(s).unwrap_or_else(|| {
             errors.push(FieldError::new(
                 "device_platform",
                 "must be one of ios, android, web",
             ));
             Platform::Web
         }),
-        Some(_) => {
+        Field::NotString => {
             errors.push(FieldError::new(
                 "device_platform",
                 "must be a string: ios, android or web",
@@ -89,7 +92,7 @@ fn identity(body: &mut Map<String, Value>, errors: &mut Vec<FieldError>) -> Iden
             Platform::Web
         }
     };
-    let attributes = match body.remove("attributes") {
+    let attributes = match body.attributes.take() {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m,
         Some(_) => {
@@ -102,13 +105,6 @@ fn identity(body: &mut Map<String, Value>, errors: &mut Vec<FieldError>) -> Iden
         session_id,
         platform,
         attributes,
-    }
-}
-
-fn object(value: Value) -> Result<Map<String, Value>> {
-    match value {
-        Value::Object(m) => Ok(m),
-        _ => Err(ApiError::invalid_request("the body must be a JSON object")),
     }
 }
 
@@ -168,7 +164,7 @@ fn resolve_one(
     req: &HttpRequest,
     app: &App,
     key: &str,
-    mut body: Map<String, Value>,
+    mut body: ResolveBody<'_>,
     mode: ResolveMode,
 ) -> Result<HttpResponse> {
     let mut errors = Vec::new();
@@ -215,20 +211,25 @@ fn resolve_one(
     }
 }
 
-async fn resolve_body(
+/// Reads a resolve or batch body (uncompressed only) into `buf`, which the parsed body borrows
+/// from; 400 when it is not valid JSON or not an object.
+async fn resolve_body<'b>(
     req: &HttpRequest,
     payload: Payload,
     state: &ApiState,
-) -> Result<Map<String, Value>> {
-    object(
-        read_json(
-            req,
-            payload,
-            state.config.resolve_body_limit,
-            Encoding::IdentityOnly,
-        )
-        .await?,
+    buf: &'b mut Vec<u8>,
+) -> Result<ResolveBody<'b>> {
+    *buf = body::read_document(
+        req,
+        payload,
+        state.config.resolve_body_limit,
+        Encoding::IdentityOnly,
     )
+    .await?;
+    match Parsed::from_slice(buf).map_err(body::not_json)? {
+        Parsed::Object(body) => Ok(body),
+        Parsed::NotObject => Err(ApiError::invalid_request("the body must be a JSON object")),
+    }
 }
 
 /// `POST /v1/apps/{appId}/placements/{placementId}/resolve`, with the path's raw segments.
@@ -245,7 +246,8 @@ pub async fn resolve(
         let key = guard::placement_param(key)?;
         let app = guard::app(&caller, app_id)?;
         let mode = export_mode(req)?;
-        let body = resolve_body(req, payload, state).await?;
+        let mut buf = Vec::new();
+        let body = resolve_body(req, payload, state, &mut buf).await?;
         resolve_one(state, req, app, key, body, mode)
     }
     .await;
@@ -263,9 +265,10 @@ pub async fn resolve_batch(
         let caller = guard::authenticate(req, state)?;
         let app_id = guard::app_id_param(app_id)?;
         let app = guard::app(&caller, app_id)?;
-        let mut body = resolve_body(req, payload, state).await?;
+        let mut buf = Vec::new();
+        let mut body = resolve_body(req, payload, state, &mut buf).await?;
         let mut errors = Vec::new();
-        let keys: Vec<String> = match body.get("placement_keys") {
+        let keys: Vec<String> = match &body.placement_keys {
             None | Some(Value::Null) => {
                 errors.push(FieldError::new("placement_keys", "is required"));
                 Vec::new()
@@ -514,8 +517,9 @@ pub async fn legacy_resolve(
         let caller = guard::authenticate(req, state)?;
         let key = guard::placement_param(placement)?;
         let mode = export_mode(req)?;
-        let body = resolve_body(req, payload, state).await?;
-        let app_id = match body.get("app_id") {
+        let mut buf = Vec::new();
+        let body = resolve_body(req, payload, state, &mut buf).await?;
+        let app_id = match &body.app_id {
             Some(Value::String(s)) => s.parse::<AppId>().map_err(|_| {
                 ApiError::validation(vec![FieldError::new(
                     "app_id",

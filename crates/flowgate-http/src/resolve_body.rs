@@ -1,0 +1,295 @@
+//! Resolve and batch request bodies, read in one pass.
+//!
+//! Parsing a body into a `serde_json::Value` tree, then looking its members up, allocated every
+//! key and string of the document and cost about 10% of the server's CPU per single resolve
+//! (docs/benchmarks.md, 2026-11-21 night). [`ResolveBody`] reads the members the routes use as
+//! it meets them: identity strings are borrowed from the body when they hold no escapes,
+//! `attributes` (the only member conditions read as JSON) becomes a map, `placement_keys` and
+//! `app_id` a value, and every other member is skipped without being built. The document must
+//! still be valid JSON as a whole.
+//!
+//! The semantics are those of the `Value` reading it replaced: a member given twice keeps its
+//! last value, unknown members are ignored, and a valid document that is not an object is
+//! [`Parsed::NotObject`].
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+/// A member the routes read as a string: absent, `null`, a string, or anything else.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub enum Field<'a> {
+    /// Not in the body.
+    #[default]
+    Missing,
+    /// `null`.
+    Null,
+    /// A string, borrowed from the body unless it held escapes.
+    Str(Cow<'a, str>),
+    /// A number, boolean, array or object.
+    NotString,
+}
+
+/// The members of a resolve (or batch, or legacy resolve) body.
+#[derive(Debug, Default)]
+pub struct ResolveBody<'a> {
+    /// `user_id`.
+    pub user_id: Field<'a>,
+    /// `session_id`.
+    pub session_id: Field<'a>,
+    /// `device_platform`.
+    pub device_platform: Field<'a>,
+    /// `attributes`, as sent (`None` when absent).
+    pub attributes: Option<Value>,
+    /// `placement_keys` (batch), as sent.
+    pub placement_keys: Option<Value>,
+    /// `app_id` (legacy resolve), as sent.
+    pub app_id: Option<Value>,
+}
+
+/// A valid JSON document: an object's members, or the fact that it is not an object.
+#[derive(Debug)]
+pub enum Parsed<'a> {
+    /// The body was an object.
+    Object(ResolveBody<'a>),
+    /// The body was valid JSON of another type.
+    NotObject,
+}
+
+impl<'a> Parsed<'a> {
+    /// Parses a whole body (trailing characters are an error, as in `serde_json::from_slice`).
+    pub fn from_slice(bytes: &'a [u8]) -> serde_json::Result<Self> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+impl<'de> Deserialize<'de> for Field<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldVisitor)
+    }
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Field::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Field::Str(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Field::Str(Cow::Owned(v)))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Field::Null)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Field::Null)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Field::NotString)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Field::NotString)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Field::NotString)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Field::NotString)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Field::NotString)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Field::NotString)
+    }
+}
+
+/// The member names the routes read; any other is skipped.
+enum Member {
+    UserId,
+    SessionId,
+    DevicePlatform,
+    Attributes,
+    PlacementKeys,
+    AppId,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MemberVisitor;
+        impl Visitor<'_> for MemberVisitor {
+            type Value = Member;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            // Escaped names arrive here decoded, so `"user\u005fid"` is `user_id`.
+            fn visit_str<E>(self, v: &str) -> Result<Member, E> {
+                Ok(match v {
+                    "user_id" => Member::UserId,
+                    "session_id" => Member::SessionId,
+                    "device_platform" => Member::DevicePlatform,
+                    "attributes" => Member::Attributes,
+                    "placement_keys" => Member::PlacementKeys,
+                    "app_id" => Member::AppId,
+                    _ => Member::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(MemberVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Parsed<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(DocumentVisitor)
+    }
+}
+
+struct DocumentVisitor;
+
+impl<'de> Visitor<'de> for DocumentVisitor {
+    type Value = Parsed<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON document")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut body = ResolveBody::default();
+        while let Some(member) = map.next_key::<Member>()? {
+            match member {
+                Member::UserId => body.user_id = map.next_value()?,
+                Member::SessionId => body.session_id = map.next_value()?,
+                Member::DevicePlatform => body.device_platform = map.next_value()?,
+                Member::Attributes => body.attributes = Some(map.next_value()?),
+                Member::PlacementKeys => body.placement_keys = Some(map.next_value()?),
+                Member::AppId => body.app_id = Some(map.next_value()?),
+                Member::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Parsed::Object(body))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Parsed::NotObject)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Parsed::NotObject)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Parsed::NotObject)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Parsed::NotObject)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Parsed::NotObject)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Parsed::NotObject)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Parsed::NotObject)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(text: &str) -> ResolveBody<'_> {
+        match Parsed::from_slice(text.as_bytes()).unwrap() {
+            Parsed::Object(body) => body,
+            Parsed::NotObject => panic!("not an object: {text}"),
+        }
+    }
+
+    #[test]
+    fn members_are_read_and_others_skipped() {
+        let body = object(
+            r#"{"user_id":"u-1","skip":{"a":[1,{"b":null}]},"session_id":"s","device_platform":"ios",
+                "attributes":{"country":"US","n":2},"placement_keys":["a","b"],"app_id":"x"}"#,
+        );
+        assert_eq!(body.user_id, Field::Str(Cow::Borrowed("u-1")));
+        assert!(matches!(body.user_id, Field::Str(Cow::Borrowed(_))));
+        assert_eq!(body.session_id, Field::Str("s".into()));
+        assert_eq!(body.device_platform, Field::Str("ios".into()));
+        assert_eq!(body.attributes, Some(json!({"country": "US", "n": 2})));
+        assert_eq!(body.placement_keys, Some(json!(["a", "b"])));
+        assert_eq!(body.app_id, Some(json!("x")));
+    }
+
+    #[test]
+    fn kinds_of_field_values() {
+        let body = object(r#"{"user_id":null,"session_id":7,"device_platform":["ios"]}"#);
+        assert_eq!(body.user_id, Field::Null);
+        assert_eq!(body.session_id, Field::NotString);
+        assert_eq!(body.device_platform, Field::NotString);
+        assert_eq!(body.attributes, None);
+        for value in ["true", "1.5", "-3", "{}", "{\"a\":[]}", "[]"] {
+            let text = format!("{{\"user_id\":{value}}}");
+            assert_eq!(object(&text).user_id, Field::NotString, "{value}");
+        }
+        assert_eq!(object("{}").user_id, Field::Missing);
+    }
+
+    #[test]
+    fn escapes_are_decoded_in_values_and_names() {
+        let body = object(r#"{"user\u005fid":"a\"b\u00e9"}"#);
+        assert_eq!(
+            body.user_id,
+            Field::Str(Cow::Owned("a\"b\u{e9}".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_member_given_twice_keeps_its_last_value() {
+        let body = object(
+            r#"{"user_id":"first","user_id":"second","attributes":{"a":1},"attributes":null}"#,
+        );
+        assert_eq!(body.user_id, Field::Str("second".into()));
+        assert_eq!(body.attributes, Some(Value::Null));
+    }
+
+    #[test]
+    fn other_documents_are_not_objects_and_invalid_json_is_an_error() {
+        for text in [
+            "[1,{\"user_id\":\"u\"}]",
+            "\"s\"",
+            "null",
+            "true",
+            "12",
+            "-1.5e3",
+        ] {
+            assert!(
+                matches!(Parsed::from_slice(text.as_bytes()), Ok(Parsed::NotObject)),
+                "{text}"
+            );
+        }
+        for text in [
+            "{",
+            "{\"user_id\":}",
+            "{\"a\":1}x",
+            "[1,]",
+            "{\"skip\":[1,2}",
+            "{\"user_id\":\"\\x\"}",
+        ] {
+            assert!(Parsed::from_slice(text.as_bytes()).is_err(), "{text}");
+        }
+    }
+}
