@@ -189,30 +189,37 @@ fn resolve_one(
         record_no_flow(state, app, key, &request, &resolution, &mut events);
         enqueue_server_events(state, events);
     }
-    let gzip = req
-        .headers()
+    Ok(respond(state, req, body))
+}
+
+/// Whether the client accepts a gzip response (then it gets gzip: `middleware::response_coding`).
+fn wants_gzip(req: &HttpRequest) -> bool {
+    req.headers()
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(crate::middleware::gzip_acceptable);
-    if !gzip {
-        return Ok(json_response(StatusCode::OK, body.finish()));
+        .is_some_and(crate::middleware::gzip_acceptable)
+}
+
+/// A 200 with a resolve or batch body. For a client that accepts gzip, a body holding shared
+/// flows goes out as one gzip member in which each flow is compressed once per version
+/// (`Spliced::finish_gzip`), so no compressor runs for the response; any other body is left to
+/// the dispatcher's compression.
+fn respond(state: &ApiState, req: &HttpRequest, body: Spliced) -> HttpResponse {
+    if !wants_gzip(req) {
+        return json_response(StatusCode::OK, body.finish());
     }
-    // The flow compressed once per version: no compressor runs for this response. A body
-    // without a shared flow is left to the Compress middleware.
     match body.finish_gzip(&state.deflated_flows) {
         Ok(compressed) => {
             let mut res = json_response(StatusCode::OK, compressed);
             let headers = res.headers_mut();
             headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
             headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-            Ok(res)
+            res
         }
-        Err(body) => Ok(json_response(StatusCode::OK, body.finish())),
+        Err(body) => json_response(StatusCode::OK, body.finish()),
     }
 }
 
-/// Reads a resolve or batch body (uncompressed only) into `buf`, which the parsed body borrows
-/// from; 400 when it is not valid JSON or not an object.
 async fn resolve_body<'b>(
     req: &HttpRequest,
     payload: Payload,
@@ -314,16 +321,22 @@ pub async fn resolve_batch(
             .iter()
             .map(|key| (key, app.resolve(key, &request, ResolveMode::Normal)))
             .collect();
-        // One contiguous chunk (see `Spliced`: batches carry many flows), sized up front.
-        let size: usize = resolutions
-            .iter()
-            .map(|(_, r)| {
-                r.version().map_or(256, |v| {
-                    v.flow_schema.get().len() + v.fonts_json.get().len() + 512
+        // Uncompressed, one contiguous chunk sized up front (see `Spliced`: batches carry many
+        // flows). For gzip, the flows are spliced in, to be sent as compressed once per version:
+        // compressing a batch of 50 flows per request cost about 0.9 ms of CPU.
+        let mut body = if wants_gzip(req) {
+            Spliced::with_capacity(1024)
+        } else {
+            let size: usize = resolutions
+                .iter()
+                .map(|(_, r)| {
+                    r.version().map_or(256, |v| {
+                        v.flow_schema.get().len() + v.fonts_json.get().len() + 512
+                    })
                 })
-            })
-            .sum();
-        let mut body = Spliced::contiguous(size + 64);
+                .sum();
+            Spliced::contiguous(size + 64)
+        };
         body.buf().extend_from_slice(b"{\"results\":[");
         let mut events = Vec::new();
         for (i, (key, resolution)) in resolutions.iter().enumerate() {
@@ -346,7 +359,7 @@ pub async fn resolve_batch(
         }
         body.buf().extend_from_slice(b"]}");
         enqueue_server_events(state, events);
-        Ok(json_response(StatusCode::OK, body.finish()))
+        Ok(respond(state, req, body))
     }
     .await;
     answer(req, result)

@@ -29,6 +29,7 @@ on_both_stores!(
     media_type_and_size_problems,
     large_flows_are_sent_whole_in_single_and_batch_responses,
     gzip_resolve_sends_the_flow_compressed_once_per_version,
+    gzip_batch_sends_each_flow_compressed_once_per_version,
 );
 
 /// The default flow's schema (4 KB) is sent as a shared chunk by single resolve and copied
@@ -344,6 +345,50 @@ async fn media_type_and_size_problems(backend: Backend) {
 /// A client accepting gzip gets the 4 KB flow compressed (once per version, spliced between
 /// stored blocks): one valid gzip member (CRC and length checked by the decoder) whose bytes
 /// decode to the identity response, with `Content-Length`, `Content-Encoding` and `Vary`.
+/// A batch for a gzip client is sent like single resolve's: the flows compressed once per
+/// version, the bytes around them stored, no compressor running for the response.
+async fn gzip_batch_sends_each_flow_compressed_once_per_version(backend: Backend) {
+    use std::io::Read as _;
+    let s = server!(backend);
+    let batch = format!("/v1/apps/{APP1}/placements/resolve-batch");
+    let body = identity(json!({"placement_keys": ["onboarding", "broken", "no-such-placement"]}))
+        .to_string()
+        .into_bytes();
+    let plain = s
+        .post_with(&batch, Some(&s.keys.sdk), body.clone(), &[])
+        .await;
+    assert_eq!(plain.status, 200);
+    assert_eq!(plain.json()["results"][0]["flow_id"], FLOW_DEFAULT);
+    for accept in ["gzip", "gzip, deflate, br"] {
+        let r = s
+            .post_with(
+                &batch,
+                Some(&s.keys.sdk),
+                body.clone(),
+                &[("accept-encoding", accept)],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{accept}");
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
+        assert_eq!(r.header("vary"), Some("accept-encoding"), "{accept}");
+        assert_eq!(
+            r.header("content-length").map(str::to_owned),
+            Some(r.body.len().to_string())
+        );
+        let mut decoded = Vec::new();
+        flate2::read::GzDecoder::new(r.body.as_slice())
+            .read_to_end(&mut decoded)
+            .expect("one valid gzip member");
+        assert_eq!(decoded, plain.body, "{accept}: same bytes once decoded");
+        assert!(r.body.len() * 2 < plain.body.len(), "{accept}: compressed");
+        assert_eq!(
+            r.body[10] & 0b110,
+            0,
+            "{accept}: the response's own bytes open the stream as a stored block (no compressor ran)"
+        );
+    }
+}
+
 async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backend) {
     use std::io::Read as _;
     let s = server!(backend);
@@ -388,6 +433,11 @@ async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backen
             "the flow is compressed, not stored: {} of {} bytes",
             r.body.len(),
             plain.body.len()
+        );
+        assert_eq!(
+            r.body[10] & 0b110,
+            0,
+            "{accept}: the response's own bytes open the stream as a stored block (no compressor ran)"
         );
     }
     // A response without a large flow (no flow at all) is left to the middleware.
