@@ -30,7 +30,7 @@ pub use state::{ApiState, CatalogHandle};
 
 /// The public API application: every `/v1` route, `/openapi.json`, problem+json for unknown
 /// routes and wrong methods, response compression, request ids, logging and metrics, all in
-/// one service that routes by hand ([`dispatch`](crate::dispatch), [`router::Endpoint`]).
+/// one service that routes by hand (`dispatch::serve`, [`router::Endpoint`]).
 pub fn api_app(
     state: web::Data<ApiState>,
 ) -> App<
