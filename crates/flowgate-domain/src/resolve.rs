@@ -24,24 +24,34 @@ use crate::placement::{validate_placement_key, PlacementKeyError};
 pub const MAX_BATCH_KEYS: usize = 50;
 
 /// Who is asking: the identity fields and targeting attributes of a resolve request.
-#[derive(Debug)]
 pub struct ResolveRequest<'a> {
     user_id: Value,
     session_id: Value,
     device_platform: Value,
     platform: Platform,
-    attributes: &'a Map<String, Value>,
+    attributes: &'a (dyn Attributes + Sync),
+}
+
+impl std::fmt::Debug for ResolveRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolveRequest")
+            .field("user_id", &self.user_id)
+            .field("session_id", &self.session_id)
+            .field("platform", &self.platform)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> ResolveRequest<'a> {
     /// A request for one identity. The identity fields are visible to audience conditions as
     /// `user_id`, `session_id` and `device_platform`, and win over attributes of the same
-    /// name (D3.6).
+    /// name (D3.6). `attributes` is any [`Attributes`] source: a JSON `Map`, or the caller's
+    /// own (the HTTP adapter passes the members of the request body as it parsed them).
     pub fn new(
         user_id: &str,
         session_id: &str,
         platform: Platform,
-        attributes: &'a Map<String, Value>,
+        attributes: &'a (dyn Attributes + Sync),
     ) -> Self {
         Self {
             user_id: Value::String(user_id.to_owned()),

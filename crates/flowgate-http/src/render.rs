@@ -123,13 +123,29 @@ impl Spliced {
 
     /// The finished body as one gzip member, when it holds a shared flow: the flow goes out
     /// compressed once per version (`flows`), the bytes written for this response as stored
-    /// (uncompressed) deflate blocks around it, so no compressor runs per request. `None`
-    /// when the body has no shared flow (the `Compress` middleware handles it then).
+    /// (uncompressed) deflate blocks around it, so no compressor runs per request.
+    ///
+    /// `Err` (the caller compresses the whole body then) when that would send many more bytes
+    /// than compressing the body as one stream: when it has no shared flow, when a version
+    /// appears twice (a batch whose placements share a flow; one stream compresses the second
+    /// copy to almost nothing), or when the bytes written for the response (JSON around the
+    /// flows, small flows, fonts) are more than a quarter of the body, as they would go out
+    /// uncompressed.
     pub fn finish_gzip(mut self, flows: &DeflatedFlows) -> Result<SplicedBody, Self> {
-        if !self.parts.iter().any(|p| matches!(p, Part::Flow(..))) {
+        self.flush();
+        let mut shared = 0usize;
+        let mut versions = Vec::new();
+        for part in &self.parts {
+            if let Part::Flow(version) = part {
+                shared += version.flow_schema.get().len();
+                versions.push(version.id.0);
+            }
+        }
+        versions.sort_unstable();
+        let repeated = versions.windows(2).any(|w| w[0] == w[1]);
+        if versions.is_empty() || repeated || (self.len - shared) * 4 > self.len {
             return Err(self);
         }
-        self.flush();
         // RFC 1952 header: magic, deflate, no flags, no mtime, no extra flags, OS unknown.
         const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
         let mut crc = flate2::Crc::new();
@@ -383,8 +399,12 @@ mod tests {
     }
 
     fn version(schema: &str) -> Arc<PublishedVersion> {
+        version_with_id(schema, 0)
+    }
+
+    fn version_with_id(schema: &str, id: u128) -> Arc<PublishedVersion> {
         Arc::new(PublishedVersion {
-            id: flowgate_domain::ids::FlowVersionId(uuid::Uuid::nil()),
+            id: flowgate_domain::ids::FlowVersionId(uuid::Uuid::from_u128(id)),
             flow_id: flowgate_domain::ids::FlowId(uuid::Uuid::nil()),
             version: 1,
             schema_version: 1,
@@ -402,6 +422,61 @@ mod tests {
             .read_to_string(&mut text)
             .unwrap();
         text
+    }
+
+    fn large_schema(tag: &str) -> String {
+        format!(
+            r#"{{"tag":"{tag}","text":"{}"}}"#,
+            "lorem ipsum ".repeat(200)
+        )
+    }
+
+    fn gunzip(body: SplicedBody) -> Vec<u8> {
+        let bytes: Vec<u8> = body.parts.flat_map(|p| p.into_bytes().to_vec()).collect();
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .read_to_end(&mut out)
+            .expect("one gzip member");
+        out
+    }
+
+    /// Distinct large flows with little JSON around them are spliced; a repeated version or a
+    /// body mostly of the response's own bytes is left to a whole-body compressor.
+    #[test]
+    fn gzip_splices_only_when_it_does_not_cost_bytes() {
+        let flows = DeflatedFlows::default();
+        let (a, b) = (
+            version_with_id(&large_schema("a"), 1),
+            version_with_id(&large_schema("b"), 2),
+        );
+        let body = |versions: &[&Arc<PublishedVersion>], own: usize| {
+            let mut body = Spliced::with_capacity(64);
+            body.buf().extend_from_slice(&vec![b' '; own]);
+            for v in versions {
+                body.buf().push(b'[');
+                body.splice_schema(v);
+                body.buf().push(b']');
+            }
+            body
+        };
+        let spliced = body(&[&a, &b], 100).finish_gzip(&flows).expect("spliced");
+        let mut expected = vec![b' '; 100];
+        for v in [&a, &b] {
+            expected.push(b'[');
+            expected.extend_from_slice(v.flow_schema.get().as_bytes());
+            expected.push(b']');
+        }
+        assert_eq!(gunzip(spliced), expected);
+        assert!(
+            body(&[&a, &b, &a], 100).finish_gzip(&flows).is_err(),
+            "repeated"
+        );
+        let own = a.flow_schema.get().len() * 2;
+        assert!(
+            body(&[&a, &b], own).finish_gzip(&flows).is_err(),
+            "mostly own bytes"
+        );
+        assert!(body(&[], 100).finish_gzip(&flows).is_err(), "no flow");
     }
 
     /// The same version object reuses its compressed schema; a new snapshot's version with

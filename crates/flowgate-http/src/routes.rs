@@ -16,7 +16,7 @@ use flowgate_domain::ports::Admission;
 use flowgate_domain::resolve::{dedup_keys, BatchError};
 use flowgate_domain::{Platform, Resolution, ResolveMode, ResolveRequest};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::body::{self, read_json, Encoding};
 use crate::config::{MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
@@ -24,7 +24,7 @@ use crate::guard::{self, Caller};
 use crate::middleware::request_id_of;
 use crate::problem::{ApiError, FieldError};
 use crate::render::{write_result, Spliced};
-use crate::resolve_body::{Field, Parsed, ResolveBody};
+use crate::resolve_body::{Attrs, BodyAttributes, Field, Parsed, ResolveBody};
 use crate::state::ApiState;
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -47,7 +47,7 @@ struct Identity<'a> {
     user_id: Cow<'a, str>,
     session_id: Cow<'a, str>,
     platform: Platform,
-    attributes: Map<String, Value>,
+    attributes: BodyAttributes<'a>,
 }
 
 fn string_field<'a>(field: Field<'a>, name: &str, errors: &mut Vec<FieldError>) -> Cow<'a, str> {
@@ -92,12 +92,12 @@ fn identity<'a>(body: &mut ResolveBody<'a>, errors: &mut Vec<FieldError>) -> Ide
             Platform::Web
         }
     };
-    let attributes = match body.attributes.take() {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m,
-        Some(_) => {
+    let attributes = match std::mem::take(&mut body.attributes) {
+        Attrs::Missing | Attrs::Null => BodyAttributes::default(),
+        Attrs::Object(attributes) => attributes,
+        Attrs::NotObject => {
             errors.push(FieldError::new("attributes", "must be an object"));
-            Map::new()
+            BodyAttributes::default()
         }
     };
     Identity {
