@@ -127,23 +127,14 @@ impl Spliced {
     ///
     /// `Err` (the caller compresses the whole body then) when that would send many more bytes
     /// than compressing the body as one stream: when it has no shared flow, when a version
-    /// appears twice (a batch whose placements share a flow; one stream compresses the second
-    /// copy to almost nothing), or when the bytes written for the response (JSON around the
-    /// flows, small flows, fonts) are more than a quarter of the body, as they would go out
-    /// uncompressed.
+    /// appears again within a deflate window (32 KiB) of its previous copy (adjacent
+    /// placements of a batch that show the same flow: one stream compresses the second copy to
+    /// almost nothing; farther apart, a stream compressor cannot refer back to it either), or
+    /// when the bytes written for the response (JSON around the flows, small flows, fonts) are
+    /// more than a quarter of the body, as they would go out uncompressed.
     pub fn finish_gzip(mut self, flows: &DeflatedFlows) -> Result<SplicedBody, Self> {
         self.flush();
-        let mut shared = 0usize;
-        let mut versions = Vec::new();
-        for part in &self.parts {
-            if let Part::Flow(version) = part {
-                shared += version.flow_schema.get().len();
-                versions.push(version.id.0);
-            }
-        }
-        versions.sort_unstable();
-        let repeated = versions.windows(2).any(|w| w[0] == w[1]);
-        if versions.is_empty() || repeated || (self.len - shared) * 4 > self.len {
+        if !self.splices_without_loss() {
             return Err(self);
         }
         // RFC 1952 header: magic, deflate, no flags, no mtime, no extra flags, OS unknown.
@@ -175,6 +166,49 @@ impl Spliced {
             parts: out.into_iter(),
             len,
         })
+    }
+}
+
+impl Spliced {
+    /// Whether splicing precompressed flows costs no more than a stream compressor would
+    /// (see [`Spliced::finish_gzip`]). Call after `flush`.
+    fn splices_without_loss(&self) -> bool {
+        /// How far back deflate can refer (RFC 1951 §3.2.5).
+        const WINDOW: usize = 32 * 1024;
+        let (mut offset, mut shared) = (0usize, 0usize);
+        let mut seen: Vec<(uuid::Uuid, usize)> = Vec::new();
+        for part in &self.parts {
+            if let Part::Flow(version) = part {
+                let id = version.id.0;
+                // A copy can be referred to while its start is within the window.
+                match seen.iter_mut().find(|(seen, _)| *seen == id) {
+                    Some((_, start)) if offset - *start <= WINDOW => return false,
+                    Some((_, start)) => *start = offset,
+                    None => seen.push((id, offset)),
+                }
+                shared += part.len();
+            }
+            offset += part.len();
+        }
+        shared > 0 && (self.len - shared) * 4 <= self.len
+    }
+
+    /// The finished body as one chunk, for a compressor: actix's encoder hands every chunk
+    /// over 1 KiB to the blocking pool and flushes after each, so a body of many chunks costs
+    /// a thread hand-off per chunk and compresses worse.
+    pub fn finish_joined(mut self) -> Bytes {
+        self.flush();
+        if self.parts.len() == 1 {
+            return self.parts.pop().map(Part::into_bytes).unwrap_or_default();
+        }
+        let mut out = Vec::with_capacity(self.len);
+        for part in &self.parts {
+            match part {
+                Part::Owned(bytes) => out.extend_from_slice(bytes),
+                Part::Flow(version) => out.extend_from_slice(version.flow_schema.get().as_bytes()),
+            }
+        }
+        Bytes::from(out)
     }
 }
 
@@ -469,14 +503,54 @@ mod tests {
         assert_eq!(gunzip(spliced), expected);
         assert!(
             body(&[&a, &b, &a], 100).finish_gzip(&flows).is_err(),
-            "repeated"
+            "repeated within a deflate window"
         );
+        // Beyond the window a stream compressor cannot refer to the first copy either.
+        let others: Vec<_> = (3..20)
+            .map(|id| version_with_id(&large_schema(&id.to_string()), id))
+            .collect();
+        let mut far = vec![&a];
+        far.extend(others.iter());
+        far.push(&a);
+        let far_expected = String::from_utf8(body(&far, 100).finish_joined().to_vec()).unwrap();
+        assert!(far_expected.len() > 40 * 1024);
+        let spliced = body(&far, 100)
+            .finish_gzip(&flows)
+            .expect("repeated far apart");
+        assert_eq!(String::from_utf8(gunzip(spliced)).unwrap(), far_expected);
         let own = a.flow_schema.get().len() * 2;
         assert!(
             body(&[&a, &b], own).finish_gzip(&flows).is_err(),
             "mostly own bytes"
         );
         assert!(body(&[], 100).finish_gzip(&flows).is_err(), "no flow");
+    }
+
+    /// A body joined for a compressor holds the same bytes as the chunks it would have sent.
+    #[test]
+    fn joined_body_is_the_chunks_concatenated() {
+        let (a, b) = (
+            version_with_id(&large_schema("a"), 1),
+            version_with_id(&large_schema("b"), 2),
+        );
+        let build = || {
+            let mut body = Spliced::with_capacity(16);
+            body.buf().extend_from_slice(b"{\"a\":");
+            body.splice_schema(&a);
+            body.buf().extend_from_slice(b",\"b\":");
+            body.splice_schema(&b);
+            body.buf().push(b'}');
+            body
+        };
+        let chunks: Vec<u8> = build()
+            .finish()
+            .parts
+            .flat_map(|p| p.into_bytes().to_vec())
+            .collect();
+        let joined = build().finish_joined();
+        assert_eq!(joined.as_ref(), chunks.as_slice());
+        assert!(joined.starts_with(b"{\"a\":{\"tag\":\"a\""));
+        assert!(serde_json::from_slice::<serde_json::Value>(&joined).is_ok());
     }
 
     /// The same version object reuses its compressed schema; a new snapshot's version with

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::Payload;
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::header::{self, ContentEncoding, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use flowgate_domain::catalog::App;
@@ -202,11 +202,15 @@ fn wants_gzip(req: &HttpRequest) -> bool {
 
 /// A 200 with a resolve or batch body. For a client that accepts gzip, a body holding shared
 /// flows goes out as one gzip member in which each flow is compressed once per version
-/// (`Spliced::finish_gzip`), so no compressor runs for the response; any other body is left to
-/// the dispatcher's compression.
+/// (`Spliced::finish_gzip`), so no compressor runs for the response; any other body the
+/// client wants compressed is joined into one chunk for the dispatcher's compressor
+/// (`Spliced::finish_joined`).
 fn respond(state: &ApiState, req: &HttpRequest, body: Spliced) -> HttpResponse {
     if !wants_gzip(req) {
-        return json_response(StatusCode::OK, body.finish());
+        return match crate::middleware::response_coding(req) {
+            ContentEncoding::Identity => json_response(StatusCode::OK, body.finish()),
+            _ => json_response(StatusCode::OK, body.finish_joined()),
+        };
     }
     match body.finish_gzip(&state.deflated_flows) {
         Ok(compressed) => {
@@ -216,7 +220,7 @@ fn respond(state: &ApiState, req: &HttpRequest, body: Spliced) -> HttpResponse {
             headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
             res
         }
-        Err(body) => json_response(StatusCode::OK, body.finish()),
+        Err(body) => json_response(StatusCode::OK, body.finish_joined()),
     }
 }
 

@@ -40,7 +40,8 @@ pub fn default_flow_text() -> String {
 /// - `paywall`: a paused experiment (skipped), then a running 50/50 experiment
 ///   (control = holdout, new = FLOW_NEW), no default;
 /// - `broken`: a rule targeting a flow with no published version;
-/// - `empty`: no rules, no default.
+/// - `empty`: no rules, no default;
+/// - `welcome`: no rules, default FLOW_DEFAULT (the flow of `onboarding`'s default).
 pub fn catalog_json() -> Value {
     json!({
       "workspaces": [
@@ -84,7 +85,8 @@ pub fn catalog_json() -> Value {
             {"key": "broken", "default_flow_id": FLOW_DEFAULT, "rules": [
               {"audience": {}, "flow_id": FLOW_UNPUBLISHED}
             ]},
-            {"key": "empty"}
+            {"key": "empty"},
+            {"key": "welcome", "default_flow_id": FLOW_DEFAULT}
           ]
         }]},
         {"id": WS2, "name": "Other", "apps": [{

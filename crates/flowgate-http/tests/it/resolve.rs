@@ -30,6 +30,7 @@ on_both_stores!(
     large_flows_are_sent_whole_in_single_and_batch_responses,
     gzip_resolve_sends_the_flow_compressed_once_per_version,
     gzip_batch_sends_each_flow_compressed_once_per_version,
+    gzip_batch_with_a_repeated_flow_compresses_the_body_whole,
 );
 
 /// The default flow's schema (4 KB) is sent as a shared chunk by single resolve and copied
@@ -387,6 +388,51 @@ async fn gzip_batch_sends_each_flow_compressed_once_per_version(backend: Backend
             "{accept}: the response's own bytes open the stream as a stored block (no compressor ran)"
         );
     }
+}
+
+/// Two placements of a batch that show the same version, adjacent: a stream compressor
+/// sends the second copy almost for free, so the body is compressed whole (one chunk, so
+/// actix's encoder runs once) instead of spliced.
+async fn gzip_batch_with_a_repeated_flow_compresses_the_body_whole(backend: Backend) {
+    use std::io::Read as _;
+    let s = server!(backend);
+    let batch = format!("/v1/apps/{APP1}/placements/resolve-batch");
+    let body = identity(json!({"placement_keys": ["onboarding", "welcome"]}))
+        .to_string()
+        .into_bytes();
+    let plain = s
+        .post_with(&batch, Some(&s.keys.sdk), body.clone(), &[])
+        .await;
+    assert_eq!(plain.status, 200);
+    let results = &plain.json()["results"];
+    assert_eq!(results[0]["flow_id"], FLOW_DEFAULT);
+    assert_eq!(results[1]["flow_id"], FLOW_DEFAULT);
+    let r = s
+        .post_with(
+            &batch,
+            Some(&s.keys.sdk),
+            body,
+            &[("accept-encoding", "gzip, deflate, br")],
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut decoded = Vec::new();
+    flate2::read::GzDecoder::new(r.body.as_slice())
+        .read_to_end(&mut decoded)
+        .expect("one valid gzip member");
+    assert_eq!(decoded, plain.body, "same bytes once decoded");
+    assert_ne!(
+        r.body[10] & 0b110,
+        0,
+        "a compressor ran: the stream opens with a Huffman block, not the stored JSON"
+    );
+    let flow = default_flow_text().len();
+    assert!(
+        r.body.len() < flow / 4,
+        "the repeated flow costs almost nothing: {} bytes for two flows of {flow}",
+        r.body.len()
+    );
 }
 
 async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backend) {
