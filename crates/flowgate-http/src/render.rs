@@ -123,18 +123,24 @@ impl Spliced {
 
     /// The finished body as one gzip member, when it holds a shared flow: the flow goes out
     /// compressed once per version (`flows`), the bytes written for this response as stored
-    /// (uncompressed) deflate blocks around it, so no compressor runs per request.
+    /// (uncompressed) deflate blocks around it, so no compressor runs per request. A version
+    /// that appears again within a deflate window (32 KiB) of its previous copy (adjacent
+    /// placements of a batch that show the same flow) goes out as a copy of that copy
+    /// ([`copy_block`]: a few hundred bytes), as a stream compressor would send it.
     ///
     /// `Err` (the caller compresses the whole body then) when that would send many more bytes
-    /// than compressing the body as one stream: when it has no shared flow, when a version
-    /// appears again within a deflate window (32 KiB) of its previous copy (adjacent
-    /// placements of a batch that show the same flow: one stream compresses the second copy to
-    /// almost nothing; farther apart, a stream compressor cannot refer back to it either), or
-    /// when the bytes written for the response (JSON around the flows, small flows, fonts) are
-    /// more than a quarter of the body, as they would go out uncompressed.
+    /// than compressing the body as one stream: when it has no shared flow, or when the bytes
+    /// written for the response (JSON around the flows, small flows, fonts) are more than a
+    /// quarter of the body, as they would go out uncompressed.
     pub fn finish_gzip(mut self, flows: &DeflatedFlows) -> Result<SplicedBody, Self> {
         self.flush();
-        if !self.splices_without_loss() {
+        let shared: usize = self
+            .parts
+            .iter()
+            .filter(|p| matches!(p, Part::Flow(..)))
+            .map(Part::len)
+            .sum();
+        if shared == 0 || (self.len - shared) * 4 > self.len {
             return Err(self);
         }
         // RFC 1952 header: magic, deflate, no flags, no mtime, no extra flags, OS unknown.
@@ -142,7 +148,11 @@ impl Spliced {
         let mut crc = flate2::Crc::new();
         let mut out = Vec::with_capacity(self.parts.len() + 2);
         let mut pending = GZIP_HEADER.to_vec();
+        // Where each version's last copy starts in the uncompressed stream.
+        let mut starts: Vec<(uuid::Uuid, usize)> = Vec::new();
+        let mut offset = 0usize;
         for part in self.parts {
+            let len = part.len();
             match part {
                 Part::Owned(bytes) => {
                     crc.update(&bytes);
@@ -151,10 +161,25 @@ impl Spliced {
                 Part::Flow(version) => {
                     let deflated = flows.get(&version);
                     crc.combine(&deflated.crc);
-                    out.push(Part::Owned(Bytes::from(std::mem::take(&mut pending))));
-                    out.push(Part::Owned(deflated.data.clone()));
+                    let id = version.id.0;
+                    let last = starts.iter_mut().find(|(seen, _)| *seen == id);
+                    match last {
+                        Some((_, start)) if offset - *start <= WINDOW => {
+                            copy_block(&mut pending, len, offset - *start);
+                            *start = offset;
+                        }
+                        _ => {
+                            match last {
+                                Some((_, start)) => *start = offset,
+                                None => starts.push((id, offset)),
+                            }
+                            out.push(Part::Owned(Bytes::from(std::mem::take(&mut pending))));
+                            out.push(Part::Owned(deflated.data.clone()));
+                        }
+                    }
                 }
             }
+            offset += len;
         }
         // The final block (empty, stored), then CRC-32 and the input length, little-endian.
         stored_blocks(&mut pending, &[], true);
@@ -170,29 +195,6 @@ impl Spliced {
 }
 
 impl Spliced {
-    /// Whether splicing precompressed flows costs no more than a stream compressor would
-    /// (see [`Spliced::finish_gzip`]). Call after `flush`.
-    fn splices_without_loss(&self) -> bool {
-        /// How far back deflate can refer (RFC 1951 §3.2.5).
-        const WINDOW: usize = 32 * 1024;
-        let (mut offset, mut shared) = (0usize, 0usize);
-        let mut seen: Vec<(uuid::Uuid, usize)> = Vec::new();
-        for part in &self.parts {
-            if let Part::Flow(version) = part {
-                let id = version.id.0;
-                // A copy can be referred to while its start is within the window.
-                match seen.iter_mut().find(|(seen, _)| *seen == id) {
-                    Some((_, start)) if offset - *start <= WINDOW => return false,
-                    Some((_, start)) => *start = offset,
-                    None => seen.push((id, offset)),
-                }
-                shared += part.len();
-            }
-            offset += part.len();
-        }
-        shared > 0 && (self.len - shared) * 4 <= self.len
-    }
-
     /// The finished body as one chunk, for a compressor: actix's encoder hands every chunk
     /// over 1 KiB to the blocking pool and flushes after each, so a body of many chunks costs
     /// a thread hand-off per chunk and compresses worse.
@@ -209,6 +211,151 @@ impl Spliced {
             }
         }
         Bytes::from(out)
+    }
+}
+
+/// How far back deflate can refer (RFC 1951 §3.2.5).
+const WINDOW: usize = 32 * 1024;
+
+/// Appends a deflate block (fixed Huffman codes, RFC 1951 §3.2.6) that repeats the `len`
+/// bytes that start `distance` bytes back, then an empty stored block, so the stream is byte
+/// aligned again for what follows (as a sync flush leaves it). `3 <= len` and
+/// `1 <= distance <= 32,768`; a flow in a batch is repeated with a 20 KB flow in about 200
+/// bytes, where sending its compressed copy again would cost the whole compressed size.
+fn copy_block(out: &mut Vec<u8>, len: usize, distance: usize) {
+    // Length symbols 257..285 and distance symbols 0..29: base value and extra bits.
+    const LENGTHS: [(usize, u32); 29] = [
+        (3, 0),
+        (4, 0),
+        (5, 0),
+        (6, 0),
+        (7, 0),
+        (8, 0),
+        (9, 0),
+        (10, 0),
+        (11, 1),
+        (13, 1),
+        (15, 1),
+        (17, 1),
+        (19, 2),
+        (23, 2),
+        (27, 2),
+        (31, 2),
+        (35, 3),
+        (43, 3),
+        (51, 3),
+        (59, 3),
+        (67, 4),
+        (83, 4),
+        (99, 4),
+        (115, 4),
+        (131, 5),
+        (163, 5),
+        (195, 5),
+        (227, 5),
+        (258, 0),
+    ];
+    const DISTANCES: [(usize, u32); 30] = [
+        (1, 0),
+        (2, 0),
+        (3, 0),
+        (4, 0),
+        (5, 1),
+        (7, 1),
+        (9, 2),
+        (13, 2),
+        (17, 3),
+        (25, 3),
+        (33, 4),
+        (49, 4),
+        (65, 5),
+        (97, 5),
+        (129, 6),
+        (193, 6),
+        (257, 7),
+        (385, 7),
+        (513, 8),
+        (769, 8),
+        (1025, 9),
+        (1537, 9),
+        (2049, 10),
+        (3073, 10),
+        (4097, 11),
+        (6145, 11),
+        (8193, 12),
+        (12289, 12),
+        (16385, 13),
+        (24577, 13),
+    ];
+    debug_assert!(len >= 3 && (1..=WINDOW).contains(&distance));
+    let symbol = |table: &[(usize, u32)], value: usize| {
+        let i = table.partition_point(|&(base, _)| base <= value) - 1;
+        (i, table[i].0, table[i].1)
+    };
+    let (dist_code, dist_base, dist_extra) = symbol(&DISTANCES, distance);
+    let mut bits = BitWriter::new(out);
+    bits.put(0b010, 3); // not final; BTYPE 01 (fixed codes), least significant bit first
+    let mut left = len;
+    while left > 0 {
+        // Pieces of at most 258; never leave fewer than 3 for the last one.
+        let piece = match left {
+            0..=258 => left,
+            259..=260 => left - 3,
+            _ => 258,
+        };
+        let (i, base, extra) = symbol(&LENGTHS, piece);
+        // Fixed codes: symbols 257..279 have 7 bits (0..), 280..287 have 8 (0b1100_0000..).
+        let code = 257 + i;
+        if code < 280 {
+            bits.huffman(code - 256, 7);
+        } else {
+            bits.huffman(0b1100_0000 + code - 280, 8);
+        }
+        bits.put(piece - base, extra);
+        bits.huffman(dist_code, 5);
+        bits.put(distance - dist_base, dist_extra);
+        left -= piece;
+    }
+    bits.huffman(0, 7); // end of block (symbol 256)
+    bits.put(0, 3); // an empty stored block: not final, BTYPE 00, then to the byte boundary
+    bits.align();
+    out.extend_from_slice(&[0, 0, 0xff, 0xff]);
+}
+
+/// Deflate's bit order: values least significant bit first, Huffman codes most significant
+/// bit first, packed from the low bits of each byte.
+struct BitWriter<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u32,
+    n: u32,
+}
+
+impl<'a> BitWriter<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        Self { out, acc: 0, n: 0 }
+    }
+
+    fn put(&mut self, value: usize, bits: u32) {
+        // At most 13 extra bits at a time, so `acc` (under 8 bits between calls) never fills.
+        self.acc |= (value as u32) << self.n;
+        self.n += bits;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
+    }
+
+    fn huffman(&mut self, code: usize, bits: u32) {
+        self.put((code as u32).reverse_bits() as usize >> (32 - bits), bits);
+    }
+
+    fn align(&mut self) {
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+            self.acc = 0;
+            self.n = 0;
+        }
     }
 }
 
@@ -458,11 +605,22 @@ mod tests {
         text
     }
 
+    /// A flow of about 2.4 KB that compresses to about three quarters (a copy of it must cost
+    /// visibly less than compressing it again).
     fn large_schema(tag: &str) -> String {
-        format!(
-            r#"{{"tag":"{tag}","text":"{}"}}"#,
-            "lorem ipsum ".repeat(200)
-        )
+        let mut state = tag
+            .bytes()
+            .fold(0x9e37_79b9_u32, |h, b| h.rotate_left(5) ^ u32::from(b));
+        let text: String = (0..2400)
+            .map(|_| {
+                state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                char::from(
+                    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
+                        [(state >> 26) as usize],
+                )
+            })
+            .collect();
+        format!(r#"{{"tag":"{tag}","text":"{text}"}}"#)
     }
 
     fn gunzip(body: SplicedBody) -> Vec<u8> {
@@ -501,29 +659,77 @@ mod tests {
             expected.push(b']');
         }
         assert_eq!(gunzip(spliced), expected);
-        assert!(
-            body(&[&a, &b, &a], 100).finish_gzip(&flows).is_err(),
-            "repeated within a deflate window"
-        );
-        // Beyond the window a stream compressor cannot refer to the first copy either.
+        // A version repeated within the window is a copy of its previous copy; farther back
+        // (where a stream compressor cannot refer either) it is sent compressed again.
         let others: Vec<_> = (3..20)
             .map(|id| version_with_id(&large_schema(&id.to_string()), id))
             .collect();
-        let mut far = vec![&a];
+        let mut far = vec![&a, &a];
         far.extend(others.iter());
-        far.push(&a);
-        let far_expected = String::from_utf8(body(&far, 100).finish_joined().to_vec()).unwrap();
-        assert!(far_expected.len() > 40 * 1024);
-        let spliced = body(&far, 100)
-            .finish_gzip(&flows)
-            .expect("repeated far apart");
-        assert_eq!(String::from_utf8(gunzip(spliced)).unwrap(), far_expected);
+        far.extend([&a, &b, &a]);
+        let expected = body(&far, 100).finish_joined();
+        assert!(expected.len() > 40 * 1024);
+        let spliced = body(&far, 100).finish_gzip(&flows).expect("spliced");
+        let deflated = |v: &Arc<PublishedVersion>| flows.get(v).data.len();
+        assert!(deflated(&a) > 1500, "{} bytes", deflated(&a));
+        let once: usize = [&a, &b].into_iter().chain(&others).map(deflated).sum();
+        // a, its copy, the others, a again (beyond the window), b, a copy of a.
+        let sent = spliced.len as usize;
+        assert!(
+            sent > once + deflated(&a) + 100 && sent < once + deflated(&a) + 500,
+            "{sent} bytes for {once} + {} of compressed flows: each copy costs a few bytes",
+            deflated(&a)
+        );
+        assert_eq!(gunzip(spliced), expected.to_vec());
         let own = a.flow_schema.get().len() * 2;
         assert!(
             body(&[&a, &b], own).finish_gzip(&flows).is_err(),
             "mostly own bytes"
         );
         assert!(body(&[], 100).finish_gzip(&flows).is_err(), "no flow");
+    }
+
+    /// A copy block repeats what precedes it, at any length and distance deflate allows, and
+    /// leaves the stream byte aligned.
+    #[test]
+    fn copy_blocks_repeat_earlier_bytes() {
+        let source: Vec<u8> = (0..40_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        for (len, distance) in [
+            (3, 3),
+            (3, 1),
+            (10, 4),
+            (258, 258),
+            (259, 300),
+            (260, 260),
+            (261, 1000),
+            (516, 516),
+            (20_284, 20_500),
+            (32_768, 32_768),
+            (5, 32_768),
+        ] {
+            let prefix = &source[..distance.max(len)];
+            let mut stream = Vec::new();
+            stored_blocks(&mut stream, prefix, false);
+            let before = stream.len();
+            copy_block(&mut stream, len, distance);
+            let copy = stream.len() - before;
+            stored_blocks(&mut stream, b"end", true);
+            let mut decoded = Vec::new();
+            flate2::read::DeflateDecoder::new(stream.as_slice())
+                .read_to_end(&mut decoded)
+                .unwrap_or_else(|e| panic!("len {len} distance {distance}: {e}"));
+            let mut expected = prefix.to_vec();
+            for i in 0..len {
+                expected.push(expected[prefix.len() - distance + i]);
+            }
+            expected.extend_from_slice(b"end");
+            assert_eq!(decoded, expected, "len {len} distance {distance}");
+            // At most 31 bits per piece of up to 258 bytes, and 6 bytes of block framing.
+            assert!(
+                copy <= 10 + 4 * len.div_ceil(256),
+                "len {len}: the copy costs {copy} bytes"
+            );
+        }
     }
 
     /// A body joined for a compressor holds the same bytes as the chunks it would have sent.
