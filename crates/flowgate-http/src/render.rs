@@ -605,22 +605,25 @@ mod tests {
         text
     }
 
-    /// A flow of about 2.4 KB that compresses to about three quarters (a copy of it must cost
+    /// `len` characters that compress to about three quarters (a copy of a flow must cost
     /// visibly less than compressing it again).
-    fn large_schema(tag: &str) -> String {
-        let mut state = tag
+    fn noise(seed: &str, len: usize) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+        let mut state = seed
             .bytes()
             .fold(0x9e37_79b9_u32, |h, b| h.rotate_left(5) ^ u32::from(b));
-        let text: String = (0..2400)
+        (0..len)
             .map(|_| {
                 state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                char::from(
-                    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"
-                        [(state >> 26) as usize],
-                )
+                char::from(ALPHABET[(state >> 26) as usize])
             })
-            .collect();
-        format!(r#"{{"tag":"{tag}","text":"{text}"}}"#)
+            .collect()
+    }
+
+    /// A flow of about 2.4 KB.
+    fn large_schema(tag: &str) -> String {
+        format!(r#"{{"tag":"{tag}","text":"{}"}}"#, noise(tag, 2400))
     }
 
     fn gunzip(body: SplicedBody) -> Vec<u8> {
@@ -729,6 +732,45 @@ mod tests {
                 copy <= 10 + 4 * len.div_ceil(256),
                 "len {len}: the copy costs {copy} bytes"
             );
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the order and sizes of flows and of the JSON around them (repeats near and
+        /// far, flows longer than the window), a spliced gzip body decodes to the body itself.
+        #[test]
+        fn any_spliced_gzip_body_decodes_to_the_body(
+            sizes in proptest::collection::vec(1024usize..40_000, 1..5),
+            layout in proptest::collection::vec((0usize..5, 0usize..600), 1..24),
+        ) {
+            let flows = DeflatedFlows::default();
+            let versions: Vec<_> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| {
+                    let text = noise(&i.to_string(), size);
+                    version_with_id(&format!("{{\"t\":\"{text}\"}}"), i as u128 + 1)
+                })
+                .collect();
+            let build = || {
+                let mut body = Spliced::with_capacity(64);
+                for &(flow, own) in &layout {
+                    body.buf().extend(std::iter::repeat_n(b'x', own));
+                    body.splice_schema(&versions[flow % versions.len()]);
+                }
+                body
+            };
+            let expected = build().finish_joined();
+            match build().finish_gzip(&flows) {
+                Ok(spliced) => proptest::prop_assert_eq!(gunzip(spliced), expected.to_vec()),
+                Err(body) => {
+                    // Only a body mostly of its own bytes is left to the compressor.
+                    let own: usize = layout.iter().map(|&(_, own)| own).sum();
+                    proptest::prop_assert!(own * 4 > expected.len());
+                    proptest::prop_assert_eq!(body.finish_joined(), expected);
+                }
+            }
         }
     }
 
