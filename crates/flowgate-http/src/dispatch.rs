@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::header::ContentEncoding;
 use actix_web::http::Method;
 use actix_web::{web, Error, HttpRequest, HttpResponse};
 
@@ -39,17 +40,19 @@ pub(crate) async fn serve(
     } else {
         None
     };
+    // Negotiated once: resolve handlers write their body for it (gzip splicing).
+    let coding = middleware::response_coding(&req);
     let res = match preflight {
         Some(res) => res,
         None => {
-            let mut res = handle(endpoint, &req, payload, &state).await;
+            let mut res = handle(endpoint, &req, payload, &state, coding).await;
             if endpoint.is_v1() {
                 middleware::v1_headers(&req, &mut res);
             }
             res
         }
     };
-    let mut res = middleware::compress(middleware::response_coding(&req), res);
+    let mut res = middleware::compress(coding, res);
     middleware::finish(
         Some(&state.metrics),
         &req,
@@ -67,6 +70,7 @@ async fn handle(
     req: &HttpRequest,
     payload: Payload,
     state: &ApiState,
+    coding: ContentEncoding,
 ) -> HttpResponse {
     let Some(method) = endpoint.method() else {
         return routes::no_route(req);
@@ -77,12 +81,14 @@ async fn handle(
     }
     match endpoint {
         Endpoint::Resolve { app, placement } => {
-            routes::resolve(req, payload, state, app, placement).await
+            routes::resolve(req, payload, state, coding, app, placement).await
         }
-        Endpoint::ResolveBatch { app } => routes::resolve_batch(req, payload, state, app).await,
+        Endpoint::ResolveBatch { app } => {
+            routes::resolve_batch(req, payload, state, coding, app).await
+        }
         Endpoint::Events { app } => routes::events(req, payload, state, app).await,
         Endpoint::LegacyResolve { placement } => {
-            routes::legacy_resolve(req, payload, state, placement).await
+            routes::legacy_resolve(req, payload, state, coding, placement).await
         }
         Endpoint::LegacyEvents => routes::legacy_events(req, payload, state).await,
         Endpoint::OpenApi => crate::openapi::serve().await,

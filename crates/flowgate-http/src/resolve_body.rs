@@ -84,6 +84,29 @@ impl<'de> Deserialize<'de> for Field<'de> {
 
 struct FieldVisitor;
 
+/// The visitor methods for numbers, booleans and arrays (skipped) of a visitor that answers
+/// every such value with `$value` ("not a string", "not an object").
+macro_rules! other_kinds {
+    ($value:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($value)
+        }
+    };
+}
+
 impl<'de> Visitor<'de> for FieldVisitor {
     type Value = Field<'de>;
 
@@ -105,22 +128,7 @@ impl<'de> Visitor<'de> for FieldVisitor {
     fn visit_none<E>(self) -> Result<Self::Value, E> {
         Ok(Field::Null)
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Field::NotString)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Field::NotString)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Field::NotString)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Field::NotString)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Field::NotString)
-    }
+    other_kinds!(Field::NotString);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Field::NotString)
@@ -242,23 +250,8 @@ impl<'de> Visitor<'de> for AttrsVisitor {
     fn visit_none<E>(self) -> Result<Self::Value, E> {
         Ok(Attrs::Null)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Attrs::NotObject)
-    }
+    other_kinds!(Attrs::NotObject);
     fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Attrs::NotObject)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Attrs::NotObject)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Attrs::NotObject)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Attrs::NotObject)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
         Ok(Attrs::NotObject)
     }
 }
@@ -330,26 +323,11 @@ impl<'de> Visitor<'de> for DocumentVisitor {
         }
         Ok(Parsed::Object(body))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Parsed::NotObject)
-    }
+    other_kinds!(Parsed::NotObject);
     fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
         Ok(Parsed::NotObject)
     }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Parsed::NotObject)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Parsed::NotObject)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Parsed::NotObject)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Parsed::NotObject)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
         Ok(Parsed::NotObject)
     }
 }

@@ -161,7 +161,7 @@ fn enqueue_server_events(state: &ApiState, events: Vec<AnalyticsEvent>) {
 /// Resolves one placement for a parsed body and renders the result (single and legacy routes).
 fn resolve_one(
     state: &ApiState,
-    req: &HttpRequest,
+    coding: ContentEncoding,
     app: &App,
     key: &str,
     mut body: ResolveBody<'_>,
@@ -189,30 +189,22 @@ fn resolve_one(
         record_no_flow(state, app, key, &request, &resolution, &mut events);
         enqueue_server_events(state, events);
     }
-    Ok(respond(state, req, body))
+    Ok(respond(state, coding, body))
 }
 
-/// Whether the client accepts a gzip response (then it gets gzip: `middleware::response_coding`).
-fn wants_gzip(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(crate::middleware::gzip_acceptable)
-}
-
-/// A 200 with a resolve or batch body. For a client that accepts gzip, a body holding shared
-/// flows goes out as one gzip member in which each flow is compressed once per version
-/// (`Spliced::finish_gzip`), so no compressor runs for the response; any other body the
-/// client wants compressed is joined into one chunk for the dispatcher's compressor
+/// A 200 with a resolve or batch body in `coding`, the response coding the dispatcher
+/// negotiated (`middleware::response_coding`). For gzip, a body holding shared flows goes out
+/// as one gzip member in which each flow is compressed once per version
+/// (`Spliced::finish_gzip`), so no compressor runs for the response; any other body to be
+/// compressed is joined into one chunk for the dispatcher's compressor
 /// (`Spliced::finish_joined`).
-fn respond(state: &ApiState, req: &HttpRequest, body: Spliced) -> HttpResponse {
-    if !wants_gzip(req) {
-        return match crate::middleware::response_coding(req) {
-            ContentEncoding::Identity => json_response(StatusCode::OK, body.finish()),
-            _ => json_response(StatusCode::OK, body.finish_joined()),
-        };
-    }
-    match body.finish_gzip(&state.deflated_flows) {
+fn respond(state: &ApiState, coding: ContentEncoding, body: Spliced) -> HttpResponse {
+    let body = match coding {
+        ContentEncoding::Identity => return json_response(StatusCode::OK, body.finish()),
+        ContentEncoding::Gzip => body.finish_gzip(&state.deflated_flows),
+        _ => Err(body),
+    };
+    match body {
         Ok(compressed) => {
             let mut res = json_response(StatusCode::OK, compressed);
             let headers = res.headers_mut();
@@ -248,6 +240,7 @@ pub async fn resolve(
     req: &HttpRequest,
     payload: Payload,
     state: &ApiState,
+    coding: ContentEncoding,
     app_id: &str,
     key: &str,
 ) -> HttpResponse {
@@ -259,7 +252,7 @@ pub async fn resolve(
         let mode = export_mode(req)?;
         let mut buf = Vec::new();
         let body = resolve_body(req, payload, state, &mut buf).await?;
-        resolve_one(state, req, app, key, body, mode)
+        resolve_one(state, coding, app, key, body, mode)
     }
     .await;
     answer(req, result)
@@ -270,6 +263,7 @@ pub async fn resolve_batch(
     req: &HttpRequest,
     payload: Payload,
     state: &ApiState,
+    coding: ContentEncoding,
     app_id: &str,
 ) -> HttpResponse {
     let result = async {
@@ -328,7 +322,7 @@ pub async fn resolve_batch(
         // Uncompressed, one contiguous chunk sized up front (see `Spliced`: batches carry many
         // flows). For gzip, the flows are spliced in, to be sent as compressed once per version:
         // compressing a batch of 50 flows per request cost about 0.9 ms of CPU.
-        let mut body = if wants_gzip(req) {
+        let mut body = if coding == ContentEncoding::Gzip {
             Spliced::with_capacity(1024)
         } else {
             let size: usize = resolutions
@@ -363,7 +357,7 @@ pub async fn resolve_batch(
         }
         body.buf().extend_from_slice(b"]}");
         enqueue_server_events(state, events);
-        Ok(respond(state, req, body))
+        Ok(respond(state, coding, body))
     }
     .await;
     answer(req, result)
@@ -527,6 +521,7 @@ pub async fn legacy_resolve(
     req: &HttpRequest,
     payload: Payload,
     state: &ApiState,
+    coding: ContentEncoding,
     placement: &str,
 ) -> HttpResponse {
     let mut successor = format!("/v1/apps/{{appId}}/placements/{placement}/resolve");
@@ -568,7 +563,7 @@ pub async fn legacy_resolve(
         };
         successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
         let app = guard::app(&caller, app_id)?;
-        resolve_one(state, req, app, key, body, mode)
+        resolve_one(state, coding, app, key, body, mode)
     }
     .await;
     deprecated(answer(req, result), &successor)

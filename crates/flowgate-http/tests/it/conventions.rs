@@ -179,14 +179,7 @@ async fn compressed_responses(backend: Backend) {
         .await;
     assert!(plain.header("content-encoding").is_none());
     for encoding in ["gzip", "br", "zstd"] {
-        let r = s
-            .post_with(
-                &path,
-                Some(&s.keys.sdk),
-                body.clone(),
-                &[("accept-encoding", encoding)],
-            )
-            .await;
+        let r = s.post_accepting(&path, &body, encoding).await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-encoding"), Some(encoding));
         if encoding == "gzip" {
@@ -210,28 +203,14 @@ async fn compressed_responses(backend: Backend) {
         ("br, deflate", "br"),
         ("deflate;q=0.5, zstd", "zstd"),
     ] {
-        let r = s
-            .post_with(
-                &path,
-                Some(&s.keys.sdk),
-                body.clone(),
-                &[("accept-encoding", accept)],
-            )
-            .await;
+        let r = s.post_accepting(&path, &body, accept).await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-encoding"), Some(expected), "{accept}");
     }
     // Nothing acceptable that we have: the response goes out uncompressed (RFC 9110 §12.5.3),
     // never a 406 without a problem body.
     for accept in ["compress", "identity;q=0, *;q=0", "gzip;q=0"] {
-        let r = s
-            .post_with(
-                &path,
-                Some(&s.keys.sdk),
-                body.clone(),
-                &[("accept-encoding", accept)],
-            )
-            .await;
+        let r = s.post_accepting(&path, &body, accept).await;
         assert_eq!(r.status, 200, "{accept}");
         assert!(r.header("content-encoding").is_none(), "{accept}");
         assert_eq!(r.body, plain.body, "{accept}");

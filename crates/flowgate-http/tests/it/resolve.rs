@@ -343,13 +343,9 @@ async fn media_type_and_size_problems(backend: Backend) {
     s.post(&p, &huge).await.problem(413, "payload_too_large");
 }
 
-/// A client accepting gzip gets the 4 KB flow compressed (once per version, spliced between
-/// stored blocks): one valid gzip member (CRC and length checked by the decoder) whose bytes
-/// decode to the identity response, with `Content-Length`, `Content-Encoding` and `Vary`.
 /// A batch for a gzip client is sent like single resolve's: the flows compressed once per
 /// version, the bytes around them stored, no compressor running for the response.
 async fn gzip_batch_sends_each_flow_compressed_once_per_version(backend: Backend) {
-    use std::io::Read as _;
     let s = server!(backend);
     let batch = format!("/v1/apps/{APP1}/placements/resolve-batch");
     let body = identity(json!({"placement_keys": ["onboarding", "broken", "no-such-placement"]}))
@@ -361,26 +357,8 @@ async fn gzip_batch_sends_each_flow_compressed_once_per_version(backend: Backend
     assert_eq!(plain.status, 200);
     assert_eq!(plain.json()["results"][0]["flow_id"], FLOW_DEFAULT);
     for accept in ["gzip", "gzip, deflate, br"] {
-        let r = s
-            .post_with(
-                &batch,
-                Some(&s.keys.sdk),
-                body.clone(),
-                &[("accept-encoding", accept)],
-            )
-            .await;
-        assert_eq!(r.status, 200, "{accept}");
-        assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
-        assert_eq!(r.header("vary"), Some("accept-encoding"), "{accept}");
-        assert_eq!(
-            r.header("content-length").map(str::to_owned),
-            Some(r.body.len().to_string())
-        );
-        let mut decoded = Vec::new();
-        flate2::read::GzDecoder::new(r.body.as_slice())
-            .read_to_end(&mut decoded)
-            .expect("one valid gzip member");
-        assert_eq!(decoded, plain.body, "{accept}: same bytes once decoded");
+        let r = s.post_accepting(&batch, &body, accept).await;
+        assert_eq!(r.gunzip(), plain.body, "{accept}: same bytes once decoded");
         assert!(r.body.len() * 2 < plain.body.len(), "{accept}: compressed");
         assert_eq!(
             r.body[10] & 0b110,
@@ -395,16 +373,11 @@ async fn gzip_batch_sends_each_flow_compressed_once_per_version(backend: Backend
 /// again, and still no compressor runs for the response. (What a copy costs is checked by
 /// `render`'s unit tests: the fixture's flow compresses to about what a copy costs.)
 async fn gzip_batch_sends_a_repeated_flow_as_a_copy(backend: Backend) {
-    use std::io::Read as _;
     let s = server!(backend);
     let batch = format!("/v1/apps/{APP1}/placements/resolve-batch");
-    let gzip = [("accept-encoding", "gzip, deflate, br")];
-    let request = |keys: Value| {
-        identity(json!({"placement_keys": keys}))
-            .to_string()
-            .into_bytes()
-    };
-    let two = request(json!(["onboarding", "welcome"]));
+    let two = identity(json!({"placement_keys": ["onboarding", "welcome"]}))
+        .to_string()
+        .into_bytes();
     let plain = s
         .post_with(&batch, Some(&s.keys.sdk), two.clone(), &[])
         .await;
@@ -412,14 +385,8 @@ async fn gzip_batch_sends_a_repeated_flow_as_a_copy(backend: Backend) {
     let results = &plain.json()["results"];
     assert_eq!(results[0]["flow_id"], FLOW_DEFAULT);
     assert_eq!(results[1]["flow_id"], FLOW_DEFAULT);
-    let r = s.post_with(&batch, Some(&s.keys.sdk), two, &gzip).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(r.header("content-encoding"), Some("gzip"));
-    let mut decoded = Vec::new();
-    flate2::read::GzDecoder::new(r.body.as_slice())
-        .read_to_end(&mut decoded)
-        .expect("one valid gzip member");
-    assert_eq!(decoded, plain.body, "same bytes once decoded");
+    let r = s.post_accepting(&batch, &two, "gzip, deflate, br").await;
+    assert_eq!(r.gunzip(), plain.body, "same bytes once decoded");
     assert_eq!(
         r.body[10] & 0b110,
         0,
@@ -427,45 +394,22 @@ async fn gzip_batch_sends_a_repeated_flow_as_a_copy(backend: Backend) {
     );
 }
 
+/// A client accepting gzip gets the 4 KB flow compressed (once per version, spliced between
+/// stored blocks): one valid gzip member (CRC and length checked by the decoder) whose bytes
+/// decode to the identity response, with `Content-Length`, `Content-Encoding` and `Vary`.
 async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backend) {
     use std::io::Read as _;
     let s = server!(backend);
     let body = identity(json!({})).to_string().into_bytes();
     let onboarding = path(APP1, "onboarding");
-    let plain = s
-        .post_with(
-            &onboarding,
-            Some(&s.keys.sdk),
-            body.clone(),
-            &[("accept-encoding", "identity")],
-        )
-        .await;
+    let plain = s.post_accepting(&onboarding, &body, "identity").await;
     assert_eq!(plain.status, 200);
     assert!(plain.header("content-encoding").is_none());
     assert_eq!(plain.json()["flow_id"], FLOW_DEFAULT);
     // Twice per header: the first compresses the version, the second reuses it.
     for accept in ["gzip", "gzip", "gzip, deflate, br", "br;q=0.5, gzip;q=0.9"] {
-        let r = s
-            .post_with(
-                &onboarding,
-                Some(&s.keys.sdk),
-                body.clone(),
-                &[("accept-encoding", accept)],
-            )
-            .await;
-        assert_eq!(r.status, 200, "{accept}");
-        assert_eq!(r.header("content-encoding"), Some("gzip"), "{accept}");
-        assert_eq!(r.header("vary"), Some("accept-encoding"), "{accept}");
-        assert_eq!(
-            r.header("content-length").map(str::to_owned),
-            Some(r.body.len().to_string())
-        );
-        let mut decoder = flate2::read::GzDecoder::new(r.body.as_slice());
-        let mut decoded = Vec::new();
-        decoder
-            .read_to_end(&mut decoded)
-            .expect("one valid gzip member");
-        assert_eq!(decoded, plain.body, "{accept}: same bytes once decoded");
+        let r = s.post_accepting(&onboarding, &body, accept).await;
+        assert_eq!(r.gunzip(), plain.body, "{accept}: same bytes once decoded");
         assert!(
             r.body.len() * 2 < plain.body.len(),
             "the flow is compressed, not stored: {} of {} bytes",
@@ -480,12 +424,7 @@ async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backen
     }
     // A response without a large flow (no flow at all) is left to the middleware.
     let r = s
-        .post_with(
-            &path(APP1, "no-such-placement"),
-            Some(&s.keys.sdk),
-            body,
-            &[("accept-encoding", "gzip")],
-        )
+        .post_accepting(&path(APP1, "no-such-placement"), &body, "gzip")
         .await;
     assert_eq!(r.status, 200);
     let mut decoded = String::new();

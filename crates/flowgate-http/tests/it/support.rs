@@ -189,6 +189,17 @@ impl TestServer {
         .await
     }
 
+    /// POSTs raw bytes with the SDK key and `Accept-Encoding: accept`.
+    pub async fn post_accepting(&self, path: &str, body: &[u8], accept: &str) -> Reply {
+        self.post_with(
+            path,
+            Some(&self.keys.sdk),
+            body.to_vec(),
+            &[("accept-encoding", accept)],
+        )
+        .await
+    }
+
     /// POSTs raw bytes with a key (or none) and extra headers; `Content-Type: application/json`
     /// unless a header overrides it.
     pub async fn post_with(
@@ -278,6 +289,25 @@ impl Reply {
 
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts a 200 gzip response (`Content-Encoding`, `Vary`, an exact `Content-Length`, one
+    /// valid gzip member) and returns the decoded body.
+    #[track_caller]
+    pub fn gunzip(&self) -> Vec<u8> {
+        use std::io::Read as _;
+        assert_eq!(self.status, 200);
+        assert_eq!(self.header("content-encoding"), Some("gzip"));
+        assert_eq!(self.header("vary"), Some("accept-encoding"));
+        assert_eq!(
+            self.header("content-length").map(str::to_owned),
+            Some(self.body.len().to_string())
+        );
+        let mut decoded = Vec::new();
+        flate2::read::GzDecoder::new(self.body.as_slice())
+            .read_to_end(&mut decoded)
+            .expect("one valid gzip member");
+        decoded
     }
 
     /// Asserts a problem+json response with `status` and `code` (D9), and returns the body.
