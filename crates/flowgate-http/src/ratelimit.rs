@@ -48,11 +48,12 @@ fn ceil_secs(nanos: u64) -> u32 {
 }
 
 impl<K: Hash + Eq + Clone> RateLimiter<K> {
-    /// A limiter of `rate` requests per second with bursts of `burst` (both at least 1).
+    /// A limiter of `rate` requests per second with bursts of `burst` (both at least 1). The
+    /// clock counts nanoseconds, so a rate above 10^9 per second is taken as 10^9.
     pub fn new(rate: u32, burst: u32) -> Self {
         let rate = u64::from(rate.max(1));
         let burst = burst.max(1);
-        let interval = 1_000_000_000 / rate;
+        let interval = (1_000_000_000 / rate).max(1);
         Self {
             interval,
             tolerance: interval * u64::from(burst),
@@ -119,6 +120,21 @@ mod tests {
     use super::*;
 
     const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_rate_above_a_billion_per_second_is_a_billion() {
+        // The interval was 0: a division by zero in every check.
+        let limiter = RateLimiter::new(u32::MAX, u32::MAX);
+        let d = limiter.check_at(&"k", 0);
+        assert!(d.allowed);
+        assert_eq!(d.limit, u32::MAX);
+        assert_eq!(d.remaining, u32::MAX - 1);
+        let tight = RateLimiter::new(u32::MAX, 2);
+        assert!(tight.check_at(&"k", 0).allowed);
+        assert!(tight.check_at(&"k", 0).allowed);
+        assert!(!tight.check_at(&"k", 0).allowed);
+        assert!(tight.check_at(&"k", 1).allowed, "one nanosecond later");
+    }
 
     #[test]
     fn burst_then_sustained_rate() {
