@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: run test lint fmt doc openapi bench bench-domain bench-store bench-http ci check-domain-deps pg-up
+.PHONY: run test lint fmt doc openapi bench bench-domain bench-handler bench-store bench-http ci check-domain-deps pg-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -58,6 +58,11 @@ doc:
 bench-domain:
 	$(CARGO) bench -p $(DOMAIN_CRATE) --bench domain
 
+## In-process benchmark of the API's request path: single resolve through api_app beside a
+## no-logic service answering the same bytes; their difference is flowgate's work per request.
+bench-handler:
+	$(CARGO) bench -p flowgate-http --bench handler
+
 ## Event insert throughput on PostgreSQL and SQLite beside raw COPY through psql, and the import,
 ## load and build times of a catalog of 100 apps / 5,000 placements / 2,000 versions of 20 KB
 ## (needs PostgreSQL).
@@ -73,7 +78,7 @@ bench-http: pg-up
 	bash bench/run.sh
 
 ## Every benchmark; the HTTP table comes last.
-bench: bench-domain bench-store bench-http
+bench: bench-domain bench-handler bench-store bench-http
 
 ci: lint test
 

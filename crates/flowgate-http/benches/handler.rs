@@ -1,0 +1,172 @@
+//! In-process benchmark of the public API's request path (issue 7 §4): one single resolve of the
+//! realistic placement (the domain benchmark's, `tests/it/fixtures.rs`) through `api_app`, with
+//! no socket, beside a baseline service that answers the same bytes with no logic, as
+//! `flowgate-bench-baseline` does over TCP. Both are called the same way and both bodies are
+//! copied into a reused write buffer, as actix's HTTP/1 encoder does, so the difference of the
+//! two is flowgate's own work per request: dispatch, authentication, rate limits, body
+//! parsing, evaluation, rendering, the request id, metrics and headers.
+//!
+//! The load benchmark (`make bench-http`) cannot show a change of a fraction of a microsecond
+//! on this shared machine; this one can. Run with `make bench-handler`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::future::poll_fn;
+use std::hint::black_box;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{Service, ServiceResponse};
+use actix_web::http::header;
+use actix_web::{test, web, App, HttpResponse};
+use arc_swap::ArcSwap;
+use criterion::{criterion_group, criterion_main, Criterion};
+use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::keys::{KeyEnvironment, KeyType};
+use flowgate_domain::ports::{Admission, BoxFuture, EventSink, Overloaded, SystemClock};
+use flowgate_domain::Catalog;
+use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
+use serde_json::json;
+
+#[path = "../../flowgate-domain/tests/it/fixtures.rs"]
+mod fixtures;
+
+/// Accepts every event and keeps none (the real sink's enqueue is benchmarked by
+/// `flowgate-analytics`' `enqueue` bench).
+struct DroppingSink;
+
+struct Admitted;
+
+impl Admission for Admitted {
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        drop(black_box(events));
+        Ok(())
+    }
+}
+
+impl EventSink for DroppingSink {
+    fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+        drop(black_box(events));
+        Ok(())
+    }
+
+    fn admit(&self, _max: usize) -> BoxFuture<'_, Result<Box<dyn Admission + '_>, Overloaded>> {
+        Box::pin(async { Ok(Box::new(Admitted) as Box<dyn Admission>) })
+    }
+}
+
+/// Copies a response's body into `buf`, chunk by chunk, as the HTTP/1 encoder does; the
+/// number of bytes.
+async fn drain<B: MessageBody>(res: ServiceResponse<B>, buf: &mut Vec<u8>) -> usize {
+    buf.clear();
+    let mut body = std::pin::pin!(res.into_body());
+    while let Some(chunk) = poll_fn(|cx| Pin::as_mut(&mut body).poll_next(cx)).await {
+        let Ok(chunk) = chunk else { break };
+        buf.extend_from_slice(&chunk);
+    }
+    buf.len()
+}
+
+fn resolve(c: &mut Criterion) {
+    let rt = actix_web::rt::Runtime::new().expect("runtime");
+    let sdk = fixtures::key(KeyEnvironment::Test, 'a');
+    let mut data = fixtures::data_from(&fixtures::realistic_catalog_json());
+    data.api_keys
+        .push(fixtures::record(fixtures::WS1, &sdk, KeyType::Sdk, 1));
+    let catalog = Catalog::build(data).expect("catalog builds");
+    let mut config = HttpConfig::default();
+    let limits = &mut config.rate_limit;
+    (limits.per_ip_rps, limits.per_ip_burst) = (u32::MAX, u32::MAX);
+    (limits.per_key_rps, limits.per_key_burst) = (u32::MAX, u32::MAX);
+    let state = web::Data::new(ApiState::new(
+        config,
+        Arc::new(ArcSwap::from_pointee(catalog)),
+        Arc::new(DroppingSink),
+        Arc::new(SystemClock),
+        HttpMetrics::default(),
+    ));
+    let flowgate = rt.block_on(test::init_service(api_app(state)));
+
+    let path = format!("/v1/apps/{}/placements/onboarding/resolve", fixtures::APP1);
+    let bearer = format!("Bearer {}", sdk.expose());
+    let attributes = fixtures::realistic_attributes();
+    let bodies: Vec<Vec<u8>> = (0..1024)
+        .map(|i| {
+            serde_json::to_vec(&json!({"user_id": format!("user-{i:05}"),
+                "session_id": format!("session-{i}"), "device_platform": "ios",
+                "attributes": attributes}))
+            .unwrap()
+        })
+        .collect();
+    let request = |i: usize, accept: Option<&str>| {
+        let mut req = test::TestRequest::post()
+            .uri(&path)
+            .insert_header((header::AUTHORIZATION, bearer.as_str()))
+            .insert_header((header::CONTENT_TYPE, "application/json"));
+        if let Some(accept) = accept {
+            req = req.insert_header((header::ACCEPT_ENCODING, accept));
+        }
+        req.set_payload(bodies[i % bodies.len()].clone())
+            .to_request()
+    };
+
+    // The baseline answers the bytes flowgate gave the first user.
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let sample = rt.block_on(async {
+        let res = flowgate
+            .call(request(0, None))
+            .await
+            .expect("flowgate answers");
+        assert_eq!(res.status(), 200);
+        drain(res, &mut buf).await;
+        web::Bytes::copy_from_slice(&buf)
+    });
+    assert!(sample.len() > 15_000, "a flow of about 20 KB");
+    let baseline = rt.block_on(test::init_service(App::new().default_service(web::to(
+        move |_body: web::Bytes| {
+            let sample = sample.clone();
+            async move {
+                HttpResponse::Ok()
+                    .content_type("application/json")
+                    .body(sample)
+            }
+        },
+    ))));
+
+    let mut group = c.benchmark_group("http");
+    let mut i = 0usize;
+    group.bench_function("resolve/baseline", |b| {
+        b.iter(|| {
+            i += 1;
+            let req = request(i, None);
+            rt.block_on(async {
+                let res = baseline.call(req).await.unwrap();
+                black_box(drain(res, &mut buf).await)
+            })
+        })
+    });
+    group.bench_function("resolve/flowgate", |b| {
+        b.iter(|| {
+            i += 1;
+            let req = request(i, None);
+            rt.block_on(async {
+                let res = flowgate.call(req).await.unwrap();
+                black_box(drain(res, &mut buf).await)
+            })
+        })
+    });
+    group.bench_function("resolve/flowgate_gzip", |b| {
+        b.iter(|| {
+            i += 1;
+            let req = request(i, Some("gzip, deflate, br"));
+            rt.block_on(async {
+                let res = flowgate.call(req).await.unwrap();
+                black_box(drain(res, &mut buf).await)
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, resolve);
+criterion_main!(benches);
