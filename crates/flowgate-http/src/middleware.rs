@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use actix_http::encoding::Encoder;
-use actix_web::body::{BoxBody, MessageBody};
+use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{
     self, AcceptEncoding, ContentEncoding, Encoding, HeaderName, HeaderValue,
@@ -86,10 +86,23 @@ fn coding(item: &str) -> (&str, bool) {
     (name, refused)
 }
 
+/// Bodies shorter than this go out uncompressed whatever the client accepts: a resolve without
+/// a flow or a problem body (a few hundred bytes) fits one TCP segment either way, and a
+/// compressor set up for it cost more CPU than the rest of the request (about 25 µs for gzip,
+/// `make bench-handler`, docs/benchmarks.md 2026-11-21 third session).
+pub(crate) const MIN_COMPRESSED_BYTES: u64 = 1024;
+
 /// Compresses a response body in the negotiated coding, unless the handler already encoded it
-/// (single resolve's gzip) or the coding is identity.
-pub(crate) fn compress(coding: ContentEncoding, res: HttpResponse) -> HttpResponse {
+/// (resolve's gzip splicing), the coding is identity, or the body is known to be shorter than
+/// [`MIN_COMPRESSED_BYTES`] (then sent as it is, with `Vary: Accept-Encoding` as every response
+/// to a client that accepts a coding).
+pub(crate) fn compress(coding: ContentEncoding, mut res: HttpResponse) -> HttpResponse {
     if coding == ContentEncoding::Identity || res.headers().contains_key(header::CONTENT_ENCODING) {
+        return res;
+    }
+    if matches!(res.body().size(), BodySize::Sized(n) if n < MIN_COMPRESSED_BYTES) {
+        res.headers_mut()
+            .append(header::VARY, HeaderValue::from_static("accept-encoding"));
         return res;
     }
     res.map_body(|head, body| BoxBody::new(Encoder::response(coding, head, body)))

@@ -167,7 +167,11 @@ async fn cors(backend: Backend) {
 
 async fn compressed_responses(backend: Backend) {
     let s = server!(backend);
-    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios", "attributes": {"country": "US"}}).to_string().into_bytes();
+    // No attributes: the default flow, whose body (4 KB) is worth compressing.
+    let body =
+        json!({"user_id": "u", "session_id": "s", "device_platform": "ios", "attributes": {}})
+            .to_string()
+            .into_bytes();
     let path = format!("/v1/apps/{APP1}/placements/onboarding/resolve");
     let plain = s
         .post_with(
@@ -206,6 +210,34 @@ async fn compressed_responses(backend: Backend) {
         let r = s.post_accepting(&path, &body, accept).await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-encoding"), Some(expected), "{accept}");
+    }
+    assert!(plain.body.len() > 4096, "{} bytes", plain.body.len());
+    // Bodies under 1 KiB go out as they are, whatever is accepted: resolves of a small flow or
+    // of none, a problem. `Vary` still says the representation depends on Accept-Encoding.
+    let small = [
+        format!("/v1/apps/{APP1}/placements/paywall/resolve"),
+        format!("/v1/apps/{APP1}/placements/empty/resolve"),
+        format!("/v1/apps/{APP1}/placements/no-such-placement/resolve"),
+        "/v1/apps/20000000-0000-4000-8000-0000000000ff/placements/onboarding/resolve".to_owned(),
+    ];
+    for path in &small {
+        let plain = s.post_accepting(path, &body, "identity").await;
+        assert!(
+            plain.body.len() < 1024,
+            "{path}: {} bytes",
+            plain.body.len()
+        );
+        for accept in ["gzip", "gzip, deflate, br", "br", "zstd"] {
+            let r = s.post_accepting(path, &body, accept).await;
+            assert_eq!(r.status, plain.status, "{path} {accept}");
+            assert!(r.header("content-encoding").is_none(), "{path} {accept}");
+            assert_eq!(r.header("vary"), Some("accept-encoding"), "{path} {accept}");
+            assert_eq!(
+                r.json()["flow_id"],
+                plain.json()["flow_id"],
+                "{path} {accept}"
+            );
+        }
     }
     // Nothing acceptable that we have: the response goes out uncompressed (RFC 9110 §12.5.3),
     // never a 406 without a problem body.
