@@ -109,12 +109,14 @@ def rss_bytes(pid):
     return 0
 
 
-def call(port, method, path, body=None, headers=None):
+def call(port, method, path, body=None, headers=None, coding=False):
+    """(status, body), and the response's Content-Encoding too when `coding`."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         res = conn.getresponse()
-        return res.status, res.read()
+        out = (res.status, res.read())
+        return out + (res.getheader("Content-Encoding"),) if coding else out
     finally:
         conn.close()
 
@@ -138,9 +140,10 @@ def start_flowgate(level="warn", logfile=os.devnull, extra=None):
     raise RuntimeError("flowgate was not ready within 120 s")
 
 
-def start_baseline(status, body_file):
+def start_baseline(status, body_file, coding=None):
+    """The baseline answering `body_file` (sent with `Content-Encoding: coding` when set)."""
     proc = subprocess.Popen(
-        [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file],
+        [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file] + ([coding] if coding else []),
         stdout=subprocess.DEVNULL,
     )
     for _ in range(500):
@@ -286,22 +289,28 @@ def run(meta, procs):
     procs.append(server)
     rss_loaded = rss_bytes(server.pid)
 
-    # The exact bytes the baseline answers: one real response per scenario.
+    # The exact bytes the baseline answers: one real response per scenario, for the same
+    # Accept-Encoding as wrk sends (with the mobile header, flowgate's gzip bytes).
     app = meta["apps"][0]
+    sample_headers = dict(headers)
+    if os.environ.get("BENCH_ACCEPT_ENCODING"):
+        sample_headers["Accept-Encoding"] = os.environ["BENCH_ACCEPT_ENCODING"]
     attrs = {"country": "US", "app.version": "2.4.1", "locale": "en-US", "plan": "free", "sessions": 12,
              "email": "someone@example.com", "age": 31, "tags": ["new", "organic"]}
     ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
     samples = {}
-    status, body = call(API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % app, json.dumps(ident), headers)
+    status, body, coding = call(API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % app, json.dumps(ident),
+                                sample_headers, coding=True)
     assert status == 200, body
-    samples["resolve"] = (200, body)
+    samples["resolve"] = (200, body, coding)
     for n in (10, 50):
         req = dict(ident, placement_keys=meta["placement_keys"][:n])
-        status, body = call(API, "POST", "/v1/apps/%s/placements/resolve-batch" % app, json.dumps(req), headers)
+        status, body, coding = call(API, "POST", "/v1/apps/%s/placements/resolve-batch" % app, json.dumps(req),
+                                    sample_headers, coding=True)
         assert status == 200, body
-        samples["batch%d" % n] = (200, body)
-    samples["events"] = (202, json.dumps({"accepted": 100, "rejected": 0}, separators=(",", ":")).encode())
-    for name, (status, body) in samples.items():
+        samples["batch%d" % n] = (200, body, coding)
+    samples["events"] = (202, json.dumps({"accepted": 100, "rejected": 0}, separators=(",", ":")).encode(), None)
+    for name, (status, body, _) in samples.items():
         with open(os.path.join(OUT, "baseline-%s.json" % name), "wb") as f:
             f.write(body)
 
@@ -327,8 +336,8 @@ def run(meta, procs):
         # BENCH_PERF=1 profiles single resolve; BENCH_PERF=<scenario> profiles that one.
         profiled = os.environ.get("BENCH_PERF") in (name, "1" if name == "resolve" else None)
         perf = "perf-%s.data" % name if profiled else None
-        status, _ = samples[name]
-        base = start_baseline(status, os.path.join(OUT, "baseline-%s.json" % name))
+        status, _, coding = samples[name]
+        base = start_baseline(status, os.path.join(OUT, "baseline-%s.json" % name), coding)
         procs.append(base)
         # Single resolve (the tight target) alternates flowgate and the baseline ROUNDS times
         # and keeps the round of median ratio: one pair moved between 0.60x and 0.81x within

@@ -3,7 +3,8 @@
 //! status and bytes, read once from a file, after reading the request body. No routing, no
 //! middleware, no logic: what this stack can do on this machine.
 //!
-//! `flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE`
+//! `flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE [CONTENT_ENCODING]` (the coding
+//! of the body when it is flowgate's compressed bytes, for clients that accept gzip)
 
 use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpResponse, HttpServer};
@@ -11,23 +12,32 @@ use actix_web::{web, App, HttpResponse, HttpServer};
 struct Fixed {
     status: StatusCode,
     body: web::Bytes,
+    /// `Content-Encoding` of the body, when it is flowgate's gzip bytes (mobile header runs).
+    coding: Option<String>,
 }
 
 async fn answer(fixed: web::Data<Fixed>, _body: web::Bytes) -> HttpResponse {
-    HttpResponse::build(fixed.status)
-        .content_type("application/json")
-        .body(fixed.body.clone())
+    let mut res = HttpResponse::build(fixed.status);
+    res.content_type("application/json");
+    if let Some(coding) = &fixed.coding {
+        res.insert_header(("content-encoding", coding.as_str()));
+    }
+    res.body(fixed.body.clone())
 }
 
 fn usage() -> std::io::Error {
-    std::io::Error::other("usage: flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE")
+    std::io::Error::other(
+        "usage: flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE [CONTENT_ENCODING]",
+    )
 }
 
 #[actix_web::main]
 async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [listen, workers, status, file] = args.as_slice() else {
-        return Err(usage());
+    let (listen, workers, status, file, coding) = match args.as_slice() {
+        [listen, workers, status, file] => (listen, workers, status, file, None),
+        [listen, workers, status, file, coding] => (listen, workers, status, file, Some(coding)),
+        _ => return Err(usage()),
     };
     let workers: usize = workers.parse().map_err(|_| usage())?;
     let status = status
@@ -38,6 +48,7 @@ async fn main() -> std::io::Result<()> {
     let fixed = web::Data::new(Fixed {
         status,
         body: web::Bytes::from(std::fs::read(file)?),
+        coding: coding.cloned(),
     });
     HttpServer::new(move || {
         App::new()
