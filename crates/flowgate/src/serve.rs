@@ -3,9 +3,11 @@
 //! are refused (503), in-flight requests finish, the sink drains within
 //! `events.drain_deadline_ms`, and the exit code says whether everything accepted was stored.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use actix_web::dev::Server;
 use actix_web::{web, HttpServer};
 use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
@@ -84,18 +86,8 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
         return ExitCode::Config;
     };
-    // TCP_NODELAY: a compressed response leaves in several writes (chunked); with Nagle on, the
-    // later ones waited for the client's delayed ACK, about 40 ms per request
-    // (docs/benchmarks.md, 2026-11-21 evening).
-    let mut api = HttpServer::new(move || api_app(api_state.clone()))
-        .disable_signals()
-        .tcp_nodelay(true)
-        .shutdown_timeout(5);
-    if config.server.workers > 0 {
-        api = api.workers(config.server.workers);
-    }
-    let api = match api.bind(api_addr) {
-        Ok(server) => server.run(),
+    let api = match api_listener(api_state, api_addr, config.server.workers) {
+        Ok((server, _)) => server,
         Err(e) => {
             tracing::error!(address = %api_addr, error = %e, "cannot listen for the API");
             return ExitCode::Failure;
@@ -147,6 +139,29 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         );
         ExitCode::Failure
     }
+}
+
+/// The API listener on `addr` (`workers` 0: one per core), running once polled; the addresses
+/// it listens on.
+///
+/// TCP_NODELAY: a compressed response leaves in several writes (chunked); with Nagle on, the
+/// later ones waited for the client's delayed ACK, about 40 ms per request
+/// (docs/benchmarks.md, 2026-11-21 evening).
+fn api_listener(
+    state: web::Data<ApiState>,
+    addr: SocketAddr,
+    workers: usize,
+) -> std::io::Result<(Server, Vec<SocketAddr>)> {
+    let mut api = HttpServer::new(move || api_app(state.clone()))
+        .disable_signals()
+        .tcp_nodelay(true)
+        .shutdown_timeout(5);
+    if workers > 0 {
+        api = api.workers(workers);
+    }
+    let api = api.bind(addr)?;
+    let addrs = api.addrs();
+    Ok((api.run(), addrs))
 }
 
 async fn seed_demo_if_empty(store: &Store, config: &Config) {
@@ -285,5 +300,119 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::{Read, Write};
+    use std::net::{SocketAddrV4, TcpStream};
+
+    use flowgate_domain::events::AnalyticsEvent;
+    use flowgate_domain::ports::{Admission, BoxFuture, EventSink, Overloaded};
+    use flowgate_http::HttpConfig;
+
+    use super::*;
+
+    struct NoEvents;
+
+    impl EventSink for NoEvents {
+        fn try_enqueue(&self, _: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+            Ok(())
+        }
+        fn admit(&self, _: usize) -> BoxFuture<'_, Result<Box<dyn Admission + '_>, Overloaded>> {
+            Box::pin(async {
+                Err(Overloaded {
+                    retry_after_secs: 1,
+                })
+            })
+        }
+    }
+
+    fn v4(addr: &libc::sockaddr_in) -> SocketAddrV4 {
+        SocketAddrV4::new(
+            u32::from_be(addr.sin_addr.s_addr).into(),
+            u16::from_be(addr.sin_port),
+        )
+    }
+
+    /// `TCP_NODELAY` of this process's socket that is connected from `peer` to `local`: the
+    /// server's side of a connection the test opened, found among the open descriptors.
+    #[allow(unsafe_code)]
+    fn nodelay_of_accepted(local: SocketAddrV4, peer: SocketAddrV4) -> Option<bool> {
+        for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+            let Ok(fd) = entry.unwrap().file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            // SAFETY: the calls only write into the local buffers whose sizes they are given;
+            // a descriptor that is not an IPv4 socket (or was closed meanwhile) fails them.
+            unsafe {
+                let mut a: libc::sockaddr_in = std::mem::zeroed();
+                let mut b: libc::sockaddr_in = std::mem::zeroed();
+                let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                if libc::getsockname(fd, (&raw mut a).cast(), &mut len) != 0
+                    || a.sin_family != libc::AF_INET as libc::sa_family_t
+                    || v4(&a) != local
+                {
+                    continue;
+                }
+                let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+                if libc::getpeername(fd, (&raw mut b).cast(), &mut len) != 0 || v4(&b) != peer {
+                    continue;
+                }
+                let mut on: libc::c_int = 0;
+                let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+                let got = libc::getsockopt(
+                    fd,
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NODELAY,
+                    (&raw mut on).cast(),
+                    &mut len,
+                );
+                assert_eq!(got, 0, "getsockopt(TCP_NODELAY)");
+                return Some(on != 0);
+            }
+        }
+        None
+    }
+
+    /// The API's connections are accepted with `TCP_NODELAY` (Nagle off): checked on the
+    /// server's own socket of a real connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_api_listener_sets_tcp_nodelay() {
+        let state = web::Data::new(ApiState::new(
+            HttpConfig::default(),
+            Arc::new(ArcSwap::from_pointee(Catalog::empty())),
+            Arc::new(NoEvents),
+            Arc::new(SystemClock),
+            HttpMetrics::default(),
+        ));
+        let (server, addrs) = api_listener(state, "127.0.0.1:0".parse().unwrap(), 1).unwrap();
+        let handle = server.handle();
+        tokio::spawn(server);
+        let SocketAddr::V4(local) = addrs[0] else {
+            panic!("bound to IPv4")
+        };
+        let (client, peer) = tokio::task::spawn_blocking(move || {
+            let mut client = TcpStream::connect(local).unwrap();
+            client
+                .write_all(b"GET /openapi.json HTTP/1.1\r\nHost: flowgate\r\n\r\n")
+                .unwrap();
+            // Answered: the connection was accepted (and is kept alive while we look).
+            let mut head = [0u8; 12];
+            client.read_exact(&mut head).unwrap();
+            assert_eq!(&head, b"HTTP/1.1 200");
+            let SocketAddr::V4(peer) = client.local_addr().unwrap() else {
+                panic!("IPv4")
+            };
+            (client, peer)
+        })
+        .await
+        .unwrap();
+        assert_eq!(nodelay_of_accepted(local, peer), Some(true));
+        drop(client);
+        handle.stop(false).await;
     }
 }
