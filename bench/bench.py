@@ -295,8 +295,11 @@ def run(meta, procs):
     sample_headers = dict(headers)
     if os.environ.get("BENCH_ACCEPT_ENCODING"):
         sample_headers["Accept-Encoding"] = os.environ["BENCH_ACCEPT_ENCODING"]
-    attrs = {"country": "US", "app.version": "2.4.1", "locale": "en-US", "plan": "free", "sessions": 12,
-             "email": "someone@example.com", "age": 31, "tags": ["new", "organic"]}
+    with open(os.path.join(ROOT, "crates", "flowgate-domain", "tests", "it", "typical_placement.json")) as f:
+        attrs = json.load(f)["typical_attributes"]
+    with open(os.path.join(BENCH, "lua", "resolve.lua")) as f:
+        first = json.loads(re.search(r"local sets = \{\s*'([^']*)'", f.read()).group(1))
+    assert first == attrs, "resolve.lua's first attribute set must be typical_placement.json's typical_attributes"
     ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
     samples = {}
     status, body, coding = call(API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % app, json.dumps(ident),

@@ -4,8 +4,9 @@
 Same shape and sizes as `crates/flowgate-store/benches/catalog.rs`: 10 workspaces, 100 apps,
 5,000 placements, 1,000 flows with 2,000 versions of about 20 KB. Placement 0 of every app is
 the "typical placement" of the single-resolve scenario instead of a small one: `onboarding`
-with the 10 audience rules of `flowgate-domain/tests/it/fixtures.rs::realistic_catalog_json`
-(mixed operators, a 200-member saved group) and a 3-variant experiment. No API keys: the
+with the rules of `crates/flowgate-domain/tests/it/typical_placement.json`, which the domain's
+fixture (`fixtures.rs::realistic_catalog_json`) also reads: 10 audiences with mixed operators,
+a 200-member saved group, a 3-variant experiment. No API keys: the
 benchmark creates one with `flowgate keys create`.
 
 Writes, into the folder given as the only argument:
@@ -74,40 +75,48 @@ def flow(app_n, f, published):
     )
 
 
+# The typical placement, shared with the domain and handler benchmarks and their fixture
+# (crates/flowgate-domain/tests/it/fixtures.rs::realistic_catalog_json).
+TYPICAL = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    "crates", "flowgate-domain", "tests", "it", "typical_placement.json",
+)
+
+
+def typical():
+    with open(TYPICAL) as f:
+        return json.load(f)
+
+
 def typical_placement(app_n, flow_id):
-    """The fixture's 10 audiences (each rule to another flow), then a 2:1:1 experiment."""
-    audiences = [
-        {"country": {"$in": ["DE", "AT", "CH"]}, "app.version": {"$vgte": "3.0.0"}},
-        {"device_platform": "android", "locale": {"$regex": "^pt"}},
-        {"$or": [{"plan": "pro"}, {"plan": "team"}]},
-        {"sessions": {"$gt": 50}, "country": {"$nin": ["US"]}},
-        {"user_id": {"$inGroup": "vip"}},
-        {"app.version": {"$vlt": "1.0.0"}},
-        {"email": {"$regexi": "@example\\.org$"}},
-        {"$and": [{"age": {"$gte": 65}}, {"country": "JP"}]},
-        {"tags": {"$elemMatch": {"$eq": "churn-risk"}}},
-        {"$not": {"country": {"$exists": True}}},
-    ]
-    rules = [{"audience": a, "flow_id": flow_id(i + 1)} for i, a in enumerate(audiences)]
+    """typical_placement.json's 10 audiences (rule i shows flow i + 1), then its experiment
+    (variants name flows by the same numbers; flow 0 is the default)."""
+    t = typical()
+    rules = [{"audience": a, "flow_id": flow_id(i + 1)} for i, a in enumerate(t["audiences"])]
     placement = app_n * PLACEMENTS_PER_APP
+    e = t["experiment"]
     rules.append(
         {
-            "audience": {"country": {"$exists": True}},
+            "audience": e["audience"],
             "experiment": {
                 "id": uuid(5, placement),
-                "name": "price-test",
-                "status": "running",
-                "coverage": 0.9,
+                "name": e["name"],
+                "status": e["status"],
+                "coverage": e["coverage"],
                 "variants": [
-                    {"id": uuid(6, placement * 3), "name": "control", "weight": 2, "flow_id": flow_id(1)},
-                    {"id": uuid(6, placement * 3 + 1), "name": "annual", "weight": 1, "flow_id": flow_id(2)},
-                    {"id": uuid(6, placement * 3 + 2), "name": "holdout", "weight": 1, "flow_id": None},
+                    {
+                        "id": uuid(6, placement * 3 + i),
+                        "name": v["name"],
+                        "weight": v["weight"],
+                        "flow_id": None if v["flow"] is None else flow_id(v["flow"]),
+                    }
+                    for i, v in enumerate(e["variants"])
                 ],
             },
         }
     )
     return json.dumps(
-        {"key": "onboarding", "default_flow_id": flow_id(0), "rules": rules},
+        {"key": t["key"], "default_flow_id": flow_id(0), "rules": rules},
         separators=(",", ":"),
     )
 
@@ -128,7 +137,7 @@ def small_placement(app_n, p, flow_id):
 
 
 def app_head(app_n):
-    vip = json.dumps(["vip-%d" % i for i in range(200)])
+    vip = json.dumps(["vip-%d" % i for i in range(typical()["vip_members"])])
     return (
         '{"id":"%s","name":"App %d","media_base_url":"https://cdn.example.com/%d/media/","icon_base_url":"https://cdn.example.com/%d/icons/","saved_groups":{"beta":["u-1","u-2","u-3"],"vip":%s},'
         % (uuid(2, app_n), app_n, app_n, app_n, vip)

@@ -124,9 +124,19 @@ pub fn record(ws: &str, key: &ApiKey, key_type: KeyType, n: u128) -> KeyRecord {
     )
 }
 
-/// A realistic placement for benchmarks (issue 2 §3): 10 rules with mixed operators that a
-/// typical user fails, then an experiment with 3 variants, over flows of about 20 KB.
+/// The typical placement, shared with the HTTP load benchmark's catalog (bench/gen_catalog.py).
+const TYPICAL_PLACEMENT: &str = include_str!("typical_placement.json");
+
+fn typical_placement() -> Value {
+    serde_json::from_str(TYPICAL_PLACEMENT).expect("typical_placement.json parses")
+}
+
+/// A realistic placement for benchmarks (issue 2 §3): the typical placement of
+/// `typical_placement.json` (10 rules with mixed operators that a typical user fails, then an
+/// experiment with 3 variants) over flows of about 20 KB: flow 0 is the default, rule i shows
+/// flow i + 1, and the variants name theirs by that number.
 pub fn realistic_catalog_json() -> Value {
+    let typical = typical_placement();
     let screens: Vec<Value> = (0..75)
         .map(|i| json!({"id": format!("screen-{i}"), "type": "paywall", "title": format!("Title number {i} of the flow"),
                          "body": "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.",
@@ -134,7 +144,8 @@ pub fn realistic_catalog_json() -> Value {
                          "image": format!("img/{i}.png")}))
         .collect();
     let schema = json!({"screens": screens, "theme": {"primary": "#ff0066", "font": "Inter"}});
-    let flow_ids: Vec<String> = (1..=12)
+    let audiences = typical["audiences"].as_array().expect("audiences");
+    let flow_ids: Vec<String> = (1..=audiences.len() + 1)
         .map(|i| format!("70000000-0000-4000-8000-{i:012}"))
         .collect();
     let flows: Vec<Value> = flow_ids
@@ -145,44 +156,44 @@ pub fn realistic_catalog_json() -> Value {
              "fonts": [{"family": "Inter", "weight": 400, "style": "normal", "url": "https://cdn.example.com/inter.woff2"}],
              "flow_schema": schema}]}))
         .collect();
-    let audiences = [
-        json!({"country": {"$in": ["DE", "AT", "CH"]}, "app.version": {"$vgte": "3.0.0"}}),
-        json!({"device_platform": "android", "locale": {"$regex": "^pt"}}),
-        json!({"$or": [{"plan": "pro"}, {"plan": "team"}]}),
-        json!({"sessions": {"$gt": 50}, "country": {"$nin": ["US"]}}),
-        json!({"user_id": {"$inGroup": "vip"}}),
-        json!({"app.version": {"$vlt": "1.0.0"}}),
-        json!({"email": {"$regexi": "@example\\.org$"}}),
-        json!({"$and": [{"age": {"$gte": 65}}, {"country": "JP"}]}),
-        json!({"tags": {"$elemMatch": {"$eq": "churn-risk"}}}),
-        json!({"$not": {"country": {"$exists": true}}}),
-    ];
     let mut rules: Vec<Value> = audiences
         .iter()
         .enumerate()
-        .map(|(i, a)| json!({"audience": a, "flow_id": flow_ids[i]}))
+        .map(|(i, a)| json!({"audience": a, "flow_id": flow_ids[i + 1]}))
         .collect();
-    rules.push(json!({"audience": {"country": {"$exists": true}}, "experiment": {
-        "id": "72000000-0000-4000-8000-000000000001", "name": "price-test", "status": "running", "coverage": 0.9,
-        "variants": [
-            {"id": "73000000-0000-4000-8000-000000000001", "name": "control", "weight": 2, "flow_id": flow_ids[10]},
-            {"id": "73000000-0000-4000-8000-000000000002", "name": "annual", "weight": 1, "flow_id": flow_ids[11]},
-            {"id": "73000000-0000-4000-8000-000000000003", "name": "holdout", "weight": 1, "flow_id": null}]}}));
+    let experiment = &typical["experiment"];
+    let variants: Vec<Value> = experiment["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let flow = v["flow"].as_u64().map(|f| flow_ids[f as usize].clone());
+            json!({"id": format!("73000000-0000-4000-8000-{:012}", i + 1), "name": v["name"],
+                   "weight": v["weight"], "flow_id": flow})
+        })
+        .collect();
+    rules.push(json!({"audience": experiment["audience"], "experiment": {
+        "id": "72000000-0000-4000-8000-000000000001", "name": experiment["name"],
+        "status": experiment["status"], "coverage": experiment["coverage"], "variants": variants}}));
+    let vip: Vec<String> = (0..typical["vip_members"].as_u64().expect("vip_members"))
+        .map(|i| format!("vip-{i}"))
+        .collect();
     json!({"workspaces": [{"id": WS1, "name": "Bench", "apps": [{
         "id": APP1, "name": "Bench app",
         "media_base_url": "https://cdn.example.com/media/", "icon_base_url": "https://cdn.example.com/icons/",
-        "saved_groups": {"vip": (0..200).map(|i| format!("vip-{i}")).collect::<Vec<_>>()},
+        "saved_groups": {"vip": vip},
         "flows": flows,
-        "placements": [{"key": "onboarding", "default_flow_id": flow_ids[0], "rules": rules}]
+        "placements": [{"key": typical["key"], "default_flow_id": flow_ids[0], "rules": rules}]
     }]}]})
 }
 
-/// Attributes of a typical request for the realistic placement: matches none of the 10 rules,
-/// so every audience is evaluated and the experiment decides.
+/// Attributes of a typical request for the realistic placement (`typical_attributes` of
+/// `typical_placement.json`): matches none of the 10 rules, so every audience is evaluated and
+/// the experiment decides.
 pub fn realistic_attributes() -> serde_json::Map<String, Value> {
-    json!({"country": "US", "app.version": "2.4.1", "locale": "en-US", "plan": "free", "sessions": 12,
-           "email": "someone@example.com", "age": 31, "tags": ["new", "organic"]})
-    .as_object()
-    .cloned()
-    .unwrap_or_default()
+    typical_placement()["typical_attributes"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
 }
