@@ -368,7 +368,7 @@ pub fn document() -> Value {
         "info": {
             "title": "flowgate",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Resolves which onboarding or paywall flow an app shows and ingests analytics events. Every non-2xx response is RFC 9457 problem+json with a stable `code` (D9). Responses are compressed (gzip, br, zstd) when asked; every response carries `X-Request-Id`."
+            "description": "Resolves which onboarding or paywall flow an app shows and ingests analytics events. Every non-2xx response is RFC 9457 problem+json with a stable `code` (D9). Responses of 1 KiB or more are compressed (gzip, br, zstd) when asked; every response carries `X-Request-Id`."
         },
         "servers": [{"url": "/", "description": "Paths include the /v1 prefix."}],
         "paths": paths(),

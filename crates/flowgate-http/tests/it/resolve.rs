@@ -422,14 +422,29 @@ async fn gzip_resolve_sends_the_flow_compressed_once_per_version(backend: Backen
             "{accept}: the response's own bytes open the stream as a stored block (no compressor ran)"
         );
     }
-    // A response without a large flow (no flow at all) is left to the middleware.
+    // A response without a flow is under 1 KiB: sent as it is.
     let r = s
         .post_accepting(&path(APP1, "no-such-placement"), &body, "gzip")
         .await;
     assert_eq!(r.status, 200);
-    let mut decoded = String::new();
+    assert!(r.header("content-encoding").is_none());
+    assert_eq!(r.json()["flow_id"], Value::Null);
+    // A larger one without a shared flow (a batch of unknown placements) is left to the
+    // middleware's compressor.
+    let keys: Vec<String> = (0..30).map(|i| format!("no-such-{i}")).collect();
+    let batch = identity(json!({"placement_keys": keys}))
+        .to_string()
+        .into_bytes();
+    let batch_path = format!("/v1/apps/{APP1}/placements/resolve-batch");
+    let plain = s.post_accepting(&batch_path, &batch, "identity").await;
+    assert!(plain.body.len() > 1024, "{} bytes", plain.body.len());
+    let r = s.post_accepting(&batch_path, &batch, "gzip").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut decoded = Vec::new();
     flate2::read::GzDecoder::new(r.body.as_slice())
-        .read_to_string(&mut decoded)
+        .read_to_end(&mut decoded)
         .expect("gzip from the middleware");
-    assert!(decoded.contains("\"flow_id\":null"), "{decoded}");
+    assert_eq!(decoded, plain.body);
+    assert!(r.body.len() * 2 < plain.body.len(), "compressed");
 }
