@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use actix_http::Request;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceResponse};
 use actix_web::http::header;
@@ -65,6 +66,18 @@ async fn drain<B: MessageBody>(res: ServiceResponse<B>, buf: &mut Vec<u8>) -> us
         buf.extend_from_slice(&chunk);
     }
     buf.len()
+}
+
+/// One request through `service`, its body copied into `buf`; the body's length.
+fn call<S, B>(rt: &actix_web::rt::Runtime, service: &S, req: Request, buf: &mut Vec<u8>) -> usize
+where
+    S: Service<Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    rt.block_on(async {
+        let res = service.call(req).await.unwrap();
+        black_box(drain(res, buf).await)
+    })
 }
 
 fn resolve(c: &mut Criterion) {
@@ -135,35 +148,18 @@ fn resolve(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("http");
     let mut i = 0usize;
+    let mut next = |accept| {
+        i += 1;
+        request(i, accept)
+    };
     group.bench_function("resolve/baseline", |b| {
-        b.iter(|| {
-            i += 1;
-            let req = request(i, None);
-            rt.block_on(async {
-                let res = baseline.call(req).await.unwrap();
-                black_box(drain(res, &mut buf).await)
-            })
-        })
+        b.iter(|| call(&rt, &baseline, next(None), &mut buf))
     });
     group.bench_function("resolve/flowgate", |b| {
-        b.iter(|| {
-            i += 1;
-            let req = request(i, None);
-            rt.block_on(async {
-                let res = flowgate.call(req).await.unwrap();
-                black_box(drain(res, &mut buf).await)
-            })
-        })
+        b.iter(|| call(&rt, &flowgate, next(None), &mut buf))
     });
     group.bench_function("resolve/flowgate_gzip", |b| {
-        b.iter(|| {
-            i += 1;
-            let req = request(i, Some("gzip, deflate, br"));
-            rt.block_on(async {
-                let res = flowgate.call(req).await.unwrap();
-                black_box(drain(res, &mut buf).await)
-            })
-        })
+        b.iter(|| call(&rt, &flowgate, next(Some("gzip, deflate, br")), &mut buf))
     });
     group.finish();
 }
