@@ -59,6 +59,14 @@ impl ApiState {
     pub fn config(&self) -> &HttpConfig {
         &self.config
     }
+
+    /// Call with a snapshot before it replaces the served one: what the API keeps per
+    /// published version (each flow compressed for gzip clients) carries over to it where the
+    /// version's bytes are unchanged, so a reload does not make requests compress every
+    /// served flow again. Returns how many versions were carried over.
+    pub fn prepare_snapshot(&self, next: &Catalog) -> usize {
+        self.deflated_flows.carry_over(next)
+    }
 }
 
 impl std::fmt::Debug for ApiState {

@@ -11,6 +11,7 @@ use actix_web::dev::Server;
 use actix_web::{web, HttpServer};
 use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
+use flowgate_domain::catalog::CatalogError;
 use flowgate_domain::ports::{CatalogSource, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::{admin_app, api_app, AdminState, ApiState, CatalogHandle, HttpMetrics};
@@ -33,7 +34,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     }
     let runtime = Arc::new(Runtime::default());
     let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
-    if let Err(e) = reload(&store, &catalog, &runtime).await {
+    if let Err(e) = reload(&store, &catalog, &runtime, None).await {
         // Not fatal: the listeners start, /readyz says not_ready, the refresher retries.
         tracing::error!(error = %e, "the first catalog load failed; retrying in the background");
     }
@@ -48,15 +49,6 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             return ExitCode::Failure;
         }
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let refresher = tokio::spawn(refresh_loop(
-        store.clone(),
-        catalog.clone(),
-        runtime.clone(),
-        Duration::from_millis(config.catalog.refresh_interval_ms),
-        stop_rx,
-    ));
-
     let http = match config.http() {
         Ok(http) => http,
         Err(e) => {
@@ -72,6 +64,17 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         sink.clone(),
         Arc::new(SystemClock),
         metrics,
+    ));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let refresher = tokio::spawn(refresh_loop(
+        Reloader {
+            store: store.clone(),
+            catalog: catalog.clone(),
+            runtime: runtime.clone(),
+            api: api_state.clone(),
+        },
+        Duration::from_millis(config.catalog.refresh_interval_ms),
+        stop_rx,
     ));
     let admin_state = AdminState::new(
         Arc::new(registry),
@@ -188,9 +191,24 @@ pub fn base_url(listen: &str) -> String {
     format!("http://{listen}")
 }
 
+/// What the refresher needs to reload the catalog.
+struct Reloader {
+    store: Store,
+    catalog: CatalogHandle,
+    runtime: Arc<Runtime>,
+    api: web::Data<ApiState>,
+}
+
 /// Loads the catalog and swaps it in; building (CPU-bound for large catalogs) runs off the
-/// async workers. A catalog that does not build is logged and the last good one keeps serving.
-async fn reload(store: &Store, catalog: &CatalogHandle, runtime: &Runtime) -> Result<u64, String> {
+/// async workers, and so does handing the API's per-version state (compressed flows) over to
+/// the new snapshot (`api`, absent on the first load). A catalog that does not build is logged
+/// and the last good one keeps serving.
+async fn reload(
+    store: &Store,
+    catalog: &CatalogHandle,
+    runtime: &Runtime,
+    api: Option<&web::Data<ApiState>>,
+) -> Result<u64, String> {
     let started = Instant::now();
     let data = match store.load_catalog().await {
         Ok(data) => data,
@@ -201,11 +219,16 @@ async fn reload(store: &Store, catalog: &CatalogHandle, runtime: &Runtime) -> Re
     };
     runtime.store_ok();
     let revision = data.revision;
-    let built = tokio::task::spawn_blocking(move || Catalog::build(data))
-        .await
-        .map_err(|e| e.to_string())?;
+    let api = api.cloned();
+    let built = tokio::task::spawn_blocking(move || -> Result<_, CatalogError> {
+        let snapshot = Catalog::build(data)?;
+        let carried = api.map_or(0, |api| api.prepare_snapshot(&snapshot));
+        Ok((snapshot, carried))
+    })
+    .await
+    .map_err(|e| e.to_string())?;
     match built {
-        Ok(snapshot) => {
+        Ok((snapshot, carried)) => {
             catalog.store(Arc::new(snapshot));
             runtime.catalog_reloaded();
             // The load's intermediate data and (once in-flight requests let go of it) the
@@ -214,6 +237,7 @@ async fn reload(store: &Store, catalog: &CatalogHandle, runtime: &Runtime) -> Re
             tracing::info!(
                 revision,
                 elapsed_ms = started.elapsed().as_millis() as u64,
+                compressed_flows_kept = carried,
                 "catalog loaded"
             );
             Ok(revision)
@@ -228,13 +252,13 @@ async fn reload(store: &Store, catalog: &CatalogHandle, runtime: &Runtime) -> Re
 
 /// Waits for store changes and reloads (D12). While the store fails, the last snapshot keeps
 /// serving and the loop retries with a growing pause.
-async fn refresh_loop(
-    store: Store,
-    catalog: CatalogHandle,
-    runtime: Arc<Runtime>,
-    interval: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn refresh_loop(reloader: Reloader, interval: Duration, mut stop: watch::Receiver<bool>) {
+    let Reloader {
+        store,
+        catalog,
+        runtime,
+        api,
+    } = reloader;
     let mut known = catalog.load().revision();
     let mut failures: u32 = 0;
     loop {
@@ -250,7 +274,9 @@ async fn refresh_loop(
                 if revision != known || !runtime.catalog_loaded() {
                     // A failed build keeps `known` at the broken revision so it is not rebuilt in a
                     // loop; the next change is picked up.
-                    known = reload(&store, &catalog, &runtime).await.unwrap_or(revision);
+                    known = reload(&store, &catalog, &runtime, Some(&api))
+                        .await
+                        .unwrap_or(revision);
                 } else {
                     runtime.catalog_fresh();
                     if started.elapsed() < interval / 4 {
