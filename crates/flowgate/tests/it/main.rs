@@ -6,5 +6,6 @@ mod fixtures;
 
 mod faults;
 mod quickstart;
+mod reload;
 mod startup;
 mod support;

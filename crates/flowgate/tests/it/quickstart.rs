@@ -15,7 +15,7 @@ use flowgate_domain::ports::EventStore;
 use flowgate_domain::Platform;
 use flowgate_store::{Store, StoreOptions};
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -23,8 +23,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub(crate) child: Child,
 }
 
 impl Drop for Server {
@@ -34,7 +34,7 @@ impl Drop for Server {
     }
 }
 
-fn sh(command: &str) -> (u16, String) {
+pub(crate) fn sh(command: &str) -> (u16, String) {
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!("{command} -w '\\n%{{http_code}}'"))
