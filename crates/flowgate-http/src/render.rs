@@ -147,7 +147,7 @@ impl Spliced {
         }
         // RFC 1952 header: magic, deflate, no flags, no mtime, no extra flags, OS unknown.
         const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
-        let mut crc = flate2::Crc::new();
+        let mut crc = 0u32;
         let mut out = Vec::with_capacity(self.parts.len() + 2);
         let mut pending = GZIP_HEADER.to_vec();
         // Where each version's last copy starts in the uncompressed stream.
@@ -157,12 +157,14 @@ impl Spliced {
             let len = part.len();
             match part {
                 Part::Owned(bytes) => {
-                    crc.update(&bytes);
+                    let mut hasher = crc32fast::Hasher::new_with_initial(crc);
+                    hasher.update(&bytes);
+                    crc = hasher.finalize();
                     stored_blocks(&mut pending, &bytes, false);
                 }
                 Part::Flow(version) => {
                     let deflated = flows.get(&version);
-                    crc.combine(&deflated.crc);
+                    crc = deflated.append_crc(crc);
                     let id = version.id.0;
                     let last = starts.iter_mut().find(|(seen, _)| *seen == id);
                     match last {
@@ -185,8 +187,9 @@ impl Spliced {
         }
         // The final block (empty, stored), then CRC-32 and the input length, little-endian.
         stored_blocks(&mut pending, &[], true);
-        pending.extend_from_slice(&crc.sum().to_le_bytes());
-        pending.extend_from_slice(&crc.amount().to_le_bytes());
+        pending.extend_from_slice(&crc.to_le_bytes());
+        // ISIZE: the input length modulo 2^32 (RFC 1952).
+        pending.extend_from_slice(&(offset as u32).to_le_bytes());
         out.push(Part::Owned(Bytes::from(pending)));
         let len = out.iter().map(Part::len).sum::<usize>() as u64;
         Ok(SplicedBody {
@@ -384,7 +387,14 @@ fn stored_blocks(out: &mut Vec<u8>, data: &[u8], last: bool) {
 #[derive(Debug)]
 pub struct Deflated {
     data: Bytes,
-    crc: flate2::Crc,
+    /// The schema's CRC-32.
+    crc: u32,
+    /// Appending the schema to data whose CRC-32 is `c` gives `shift · c ^ crc`, where
+    /// `shift` (the effect of the schema's length of zero bytes on the CRC register) is a
+    /// linear map over GF(2): column `i` is its image of bit `i`. Made once per version, it
+    /// combines in 32 steps where a general combine costs one matrix squaring per bit of the
+    /// length (0.27 µs per flow; 13 µs of a gzip batch of 50, docs/benchmarks.md).
+    shift: [u32; 32],
 }
 
 impl Deflated {
@@ -396,9 +406,25 @@ impl Deflated {
         // hands the Vec back without writing a final block.
         let _ = encoder.write_all(schema);
         let data = Bytes::from(encoder.flush_finish().unwrap_or_default());
-        let mut crc = flate2::Crc::new();
-        crc.update(schema);
-        Self { data, crc }
+        let crc = crc32fast::hash(schema);
+        let len = schema.len() as u64;
+        let shift = std::array::from_fn(|bit| {
+            let mut column = crc32fast::Hasher::new_with_initial_len(1 << bit, 0);
+            column.combine(&crc32fast::Hasher::new_with_initial_len(0, len));
+            column.finalize()
+        });
+        Self { data, crc, shift }
+    }
+
+    /// The CRC-32 of data whose CRC-32 is `before`, followed by this schema.
+    fn append_crc(&self, before: u32) -> u32 {
+        let mut out = self.crc;
+        let mut bits = before;
+        while bits != 0 {
+            out ^= self.shift[bits.trailing_zeros() as usize];
+            bits &= bits - 1;
+        }
+        out
     }
 }
 
@@ -695,6 +721,23 @@ mod tests {
             .read_to_end(&mut out)
             .expect("one gzip member");
         out
+    }
+
+    /// Appending a schema's CRC by its precomputed shift gives the CRC of the whole, for
+    /// schemas and prefixes of many lengths (empty, short, longer than 64 KiB).
+    #[test]
+    fn appended_crc_is_the_crc_of_the_whole() {
+        for (prefix_len, schema_len) in [(0, 5), (1, 1), (7, 300), (1000, 20_000), (70_000, 3)] {
+            let prefix: Vec<u8> = noise("p", prefix_len).into_bytes();
+            let schema = noise("s", schema_len);
+            let deflated = Deflated::new(schema.as_bytes());
+            let whole = [prefix.as_slice(), schema.as_bytes()].concat();
+            assert_eq!(
+                deflated.append_crc(crc32fast::hash(&prefix)),
+                crc32fast::hash(&whole),
+                "{prefix_len} + {schema_len}"
+            );
+        }
     }
 
     /// A snapshot of one app publishing `schemas` (version i of flow i, ids from 1).
