@@ -266,22 +266,7 @@ async fn resolve_keeps_serving_through_a_store_outage_and_picks_up_changes_after
         "id": "40000000-0000-4000-8000-0000000000f3", "version": 3, "schema_version": 3, "fonts": [], "flow_schema": {"screens": ["v3"]}
     }));
     flow["published_version"] = json!(3);
-    let file = std::env::temp_dir().join(format!(
-        "flowgate-change-{}.json",
-        uuid::Uuid::new_v4().simple()
-    ));
-    std::fs::write(&file, doc.to_string()).unwrap();
-    let out = crate::support::flowgate()
-        .args(["import", file.to_str().unwrap()])
-        .env("FLOWGATE__DATABASE__URL", &s.db.url)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = std::fs::remove_file(&file);
+    crate::support::import(&s.db.url, &doc);
     assert_eq!(resolve(&s).1["flow_version"], 2, "still the last snapshot");
 
     s.proxy.restore();

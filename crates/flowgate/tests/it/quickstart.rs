@@ -15,13 +15,7 @@ use flowgate_domain::ports::EventStore;
 use flowgate_domain::Platform;
 use flowgate_store::{Store, StoreOptions};
 
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::support::free_port;
 
 pub(crate) struct Server {
     pub(crate) child: Child,

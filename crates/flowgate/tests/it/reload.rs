@@ -3,13 +3,14 @@
 //! refresher): the `catalog loaded` log line of the reload says how many it kept.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::quickstart::{free_port, sh, Server};
+use crate::quickstart::{sh, Server};
+use crate::support::{flowgate, free_port, import};
 
 const WS: &str = "d0000000-0000-4000-8000-000000000001";
 const APP: &str = "d0000000-0000-4000-8000-0000000000a1";
@@ -39,22 +40,14 @@ async fn a_reload_keeps_the_flows_compressed_for_gzip_clients() {
     std::fs::create_dir_all(&dir).unwrap();
     let db_url = format!("sqlite://{}/flowgate.db", dir.display());
     let (api, admin) = (free_port(), free_port());
-    let flowgate = |args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flowgate"));
-        for (key, _) in std::env::vars() {
-            if key.starts_with("FLOWGATE") {
-                cmd.env_remove(key);
-            }
-        }
-        cmd.args(args)
-            .env("FLOWGATE__SERVER__LISTEN", format!("127.0.0.1:{api}"))
-            .env("FLOWGATE__ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
-            .env("FLOWGATE__DATABASE__URL", &db_url)
-            .env("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "100")
-            .env("FLOWGATE__LOG__FORMAT", "json");
-        cmd
-    };
-    let child = flowgate(&["serve"])
+    let child = flowgate()
+        .arg("serve")
+        .env("FLOWGATE__SERVER__LISTEN", format!("127.0.0.1:{api}"))
+        .env("FLOWGATE__ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
+        .env("FLOWGATE__DATABASE__URL", &db_url)
+        .env("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "100")
+        .env("FLOWGATE__LOG__LEVEL", "info")
+        .env("FLOWGATE__LOG__FORMAT", "json")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -91,19 +84,7 @@ async fn a_reload_keeps_the_flows_compressed_for_gzip_clients() {
         .to_owned();
     wait_for(&["flowgate is serving"]);
 
-    let import = |placements: usize, name: &str| {
-        let file = dir.join(name);
-        std::fs::write(&file, catalog(placements).to_string()).unwrap();
-        let out = flowgate(&["import", file.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    import(1, "one.json");
+    import(&db_url, &catalog(1));
     wait_for(&["catalog loaded", "\"compressed_flows_kept\":0"]);
     let (status, headers) = sh(&format!(
         "curl -s -o /dev/null -D - -X POST http://127.0.0.1:{api}/v1/apps/{APP}/placements/p0/resolve \
@@ -118,7 +99,7 @@ async fn a_reload_keeps_the_flows_compressed_for_gzip_clients() {
         "{headers}"
     );
     // Another placement, same version: the compressed flow is kept for the new snapshot.
-    import(2, "two.json");
+    import(&db_url, &catalog(2));
     let line = wait_for(&["catalog loaded", "\"compressed_flows_kept\":"]);
     assert!(line.contains("\"compressed_flows_kept\":1"), "{line}");
     drop(server);

@@ -31,6 +31,27 @@ pub fn flowgate() -> Command {
     cmd
 }
 
+/// Imports `catalog` into the store at `db_url` with `flowgate import` (through a temporary
+/// file) and asserts that it succeeded.
+pub fn import(db_url: &str, catalog: &serde_json::Value) {
+    let file = std::env::temp_dir().join(format!(
+        "flowgate-import-{}.json",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&file, catalog.to_string()).unwrap();
+    let out = flowgate()
+        .args(["import", file.to_str().unwrap()])
+        .env("FLOWGATE__DATABASE__URL", db_url)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "import: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A minimal HTTP/1.1 exchange (`Connection: close`): status and body.
 pub fn http(
     addr: SocketAddr,
@@ -83,21 +104,7 @@ impl Served {
     /// outside CI.
     pub async fn start(settings: &[(&str, &str)]) -> Option<Served> {
         let db = TestDb::postgres().await?;
-        let dir =
-            std::env::temp_dir().join(format!("flowgate-fault-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("catalog.json");
-        std::fs::write(&file, fixtures::catalog_json().to_string()).unwrap();
-        let out = flowgate()
-            .args(["import", file.to_str().unwrap()])
-            .env("FLOWGATE__DATABASE__URL", &db.url)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "import: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        import(&db.url, &fixtures::catalog_json());
         let out = flowgate()
             .args([
                 "keys",
@@ -118,7 +125,6 @@ impl Served {
         );
         let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let key = created["key"].as_str().unwrap().to_owned();
-        let _ = std::fs::remove_dir_all(&dir);
 
         let proxy = Proxy::start(db.server_authority()).await;
         let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
