@@ -141,12 +141,22 @@ impl ApiKey {
         text.push_str(environment.as_str());
         text.push('_');
         text.push_str(random);
-        text.push_str(&checksum(random));
+        text.extend(checksum(random).map(char::from));
         Self { text, environment }
     }
 
     /// Checks shape and checksum (D1). This is all the work done for garbage: no lookup.
     pub fn parse(s: &str) -> Result<Self, KeyFormatError> {
+        let environment = Self::check(s)?;
+        Ok(Self {
+            text: s.to_owned(),
+            environment,
+        })
+    }
+
+    /// What [`ApiKey::parse`] checks, without copying the key: its environment when `s` is a
+    /// well-formed key.
+    pub fn check(s: &str) -> Result<KeyEnvironment, KeyFormatError> {
         let rest = s
             .strip_prefix(PRODUCT_PREFIX)
             .ok_or(KeyFormatError::Prefix)?;
@@ -163,13 +173,10 @@ impl ApiKey {
             return Err(KeyFormatError::Shape);
         }
         let (random, check) = body.split_at(RANDOM_LEN);
-        if checksum(random) != check {
+        if checksum(random) != check.as_bytes() {
             return Err(KeyFormatError::Checksum);
         }
-        Ok(Self {
-            text: s.to_owned(),
-            environment,
-        })
+        Ok(environment)
     }
 
     /// The environment named in the key.
@@ -206,15 +213,16 @@ impl FromStr for ApiKey {
     }
 }
 
-/// CRC-32 (IEEE) of the random part in base62, most significant digit first, padded to six.
-fn checksum(random: &str) -> String {
+/// CRC-32 (IEEE) of the random part in base62, most significant digit first, padded to six
+/// (ASCII digits; no allocation, as every authenticated request computes it).
+fn checksum(random: &str) -> [u8; CHECKSUM_LEN] {
     let mut n = crc32fast::hash(random.as_bytes());
     let mut digits = [b'0'; CHECKSUM_LEN];
     for slot in digits.iter_mut().rev() {
         *slot = BASE62[(n % 62) as usize];
         n /= 62;
     }
-    digits.iter().map(|&b| char::from(b)).collect()
+    digits
 }
 
 /// SHA-256 digest of a key's full text: what the store keeps instead of the key (D1).
@@ -397,11 +405,11 @@ mod tests {
     fn checksum_matches_zlib_crc32_in_base62() {
         // Expected values computed independently with Python's zlib.crc32 and a base62
         // conversion (D1 names zlib.crc32 as the reference).
-        assert_eq!(checksum("123456789"), "3jZRME");
-        assert_eq!(checksum(&"a".repeat(30)), "1yLcDB");
-        assert_eq!(checksum(&"x".repeat(30)), "13M0X2");
+        assert_eq!(&checksum("123456789"), b"3jZRME");
+        assert_eq!(&checksum(&"a".repeat(30)), b"1yLcDB");
+        assert_eq!(&checksum(&"x".repeat(30)), b"13M0X2");
         // crc32("") is 0: padding only.
-        assert_eq!(checksum(""), "000000");
+        assert_eq!(&checksum(""), b"000000");
         let key = ApiKey::from_random(KeyEnvironment::Live, &"a".repeat(30));
         assert_eq!(key.expose(), format!("fg_live_{}1yLcDB", "a".repeat(30)));
     }
@@ -429,6 +437,24 @@ mod tests {
         let typo = String::from_utf8(typo).expect("ascii");
         assert_eq!(ApiKey::parse(&typo), Err(KeyFormatError::Checksum));
         assert_eq!(ApiKey::parse(""), Err(KeyFormatError::Prefix));
+        // `check`, which authentication calls without copying the key, gives the same verdicts.
+        let live = ApiKey::from_random(KeyEnvironment::Live, &"x".repeat(30));
+        assert_eq!(ApiKey::check(live.expose()), Ok(KeyEnvironment::Live));
+        assert_eq!(ApiKey::check(&text), Ok(KeyEnvironment::Test));
+        for bad in [
+            "sk_live_abc",
+            "fg_prod_abc",
+            "fg_live_short",
+            &non_ascii,
+            &typo,
+            "",
+        ] {
+            assert_eq!(
+                ApiKey::check(bad),
+                ApiKey::parse(bad).map(|k| k.environment()),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -27,7 +27,6 @@ pub const MAX_BATCH_KEYS: usize = 50;
 pub struct ResolveRequest<'a> {
     user_id: Value,
     session_id: Value,
-    device_platform: Value,
     platform: Platform,
     attributes: &'a (dyn Attributes + Sync),
 }
@@ -40,6 +39,19 @@ impl std::fmt::Debug for ResolveRequest<'_> {
             .field("platform", &self.platform)
             .finish_non_exhaustive()
     }
+}
+
+/// `device_platform` as conditions read it: one JSON string per platform, made once (not
+/// allocated per request).
+fn platform_value(platform: Platform) -> &'static Value {
+    static VALUES: std::sync::LazyLock<[Value; 3]> =
+        std::sync::LazyLock::new(|| Platform::ALL.map(|p| Value::String(p.as_str().to_owned())));
+    let index = match platform {
+        Platform::Ios => 0,
+        Platform::Android => 1,
+        Platform::Web => 2,
+    };
+    &VALUES[index]
 }
 
 impl<'a> ResolveRequest<'a> {
@@ -56,7 +68,6 @@ impl<'a> ResolveRequest<'a> {
         Self {
             user_id: Value::String(user_id.to_owned()),
             session_id: Value::String(session_id.to_owned()),
-            device_platform: Value::String(platform.as_str().to_owned()),
             platform,
             attributes,
         }
@@ -83,7 +94,7 @@ impl Attributes for ResolveRequest<'_> {
         match key {
             "user_id" => Some(&self.user_id),
             "session_id" => Some(&self.session_id),
-            "device_platform" => Some(&self.device_platform),
+            "device_platform" => Some(platform_value(self.platform)),
             _ => self.attributes.get(key),
         }
     }

@@ -45,11 +45,14 @@ fn remember(req: &HttpRequest, decision: Decision) {
     ext.insert(RateLimitInfo(keep));
 }
 
+/// `X-Forwarded-For`, as a constant: a lookup by `&str` builds (and allocates) the name.
+const X_FORWARDED_FOR: header::HeaderName = header::HeaderName::from_static("x-forwarded-for");
+
 /// The client IP used for per-IP limits.
 pub fn client_address(req: &HttpRequest, state: &ApiState) -> Option<IpAddr> {
     let forwarded: Vec<&str> = req
         .headers()
-        .get_all("x-forwarded-for")
+        .get_all(X_FORWARDED_FOR)
         .filter_map(|v| v.to_str().ok())
         .collect();
     client_ip(

@@ -138,12 +138,8 @@ pub async fn observe(
 /// The request's id (D11), kept in its extensions for problem bodies; the header value to
 /// answer with (always valid: `accept_or_new` keeps only header-safe characters).
 pub(crate) fn begin(req: &HttpRequest) -> HeaderValue {
-    let id = request_id::accept_or_new(
-        req.headers()
-            .get(request_id::HEADER)
-            .and_then(|v| v.to_str().ok()),
-    );
-    let value = HeaderValue::from_str(&id.0).unwrap_or(HeaderValue::from_static("-"));
+    let id = request_id::accept_or_new(req.headers().get(request_id::HEADER_NAME));
+    let value = id.header_value().clone();
     req.extensions_mut().insert(id);
     value
 }
@@ -160,7 +156,7 @@ pub(crate) fn finish(
     start: Instant,
 ) {
     res.headers_mut()
-        .insert(HeaderName::from_static(request_id::HEADER), id.clone());
+        .insert(request_id::HEADER_NAME, id.clone());
     let elapsed = start.elapsed();
     let status = res.status().as_u16();
     if let Some(metrics) = metrics {
@@ -233,6 +229,6 @@ pub(crate) fn v1_headers(req: &HttpRequest, res: &mut HttpResponse) {
 pub fn request_id_of(req: &actix_web::HttpRequest) -> String {
     req.extensions()
         .get::<RequestId>()
-        .map(|r| r.0.clone())
+        .map(|r| r.as_str().to_owned())
         .unwrap_or_default()
 }

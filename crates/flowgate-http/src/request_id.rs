@@ -1,45 +1,72 @@
 //! `X-Request-Id` (D11): a valid incoming id is echoed, otherwise a new UUIDv7 is made.
 
-/// The request's id, stored in the request extensions for handlers and problem bodies.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestId(pub String);
+use actix_web::http::header::{HeaderName, HeaderValue};
 
-/// Header name.
+/// The request's id, stored in the request extensions for handlers and problem bodies. It is
+/// kept as the header value it is answered with (one allocation per request, not three).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestId(HeaderValue);
+
+impl RequestId {
+    /// The id's text (only header-safe ASCII, see [`accept_or_new`]).
+    pub fn as_str(&self) -> &str {
+        // Always ASCII: both constructors below guarantee it.
+        self.0.to_str().unwrap_or("-")
+    }
+
+    /// The `X-Request-Id` value.
+    pub fn header_value(&self) -> &HeaderValue {
+        &self.0
+    }
+}
+
+/// Header name, as text.
 pub const HEADER: &str = "x-request-id";
+
+/// Header name. A constant: looking a header up by `&str` makes a `HeaderName`, which
+/// allocates for names that are not standard.
+pub const HEADER_NAME: HeaderName = HeaderName::from_static(HEADER);
 
 /// An incoming id is kept when it is 1..=128 characters of `A-Za-z0-9._:-`, so it is safe to
 /// log and echo; anything else is replaced.
-pub fn accept_or_new(incoming: Option<&str>) -> RequestId {
-    match incoming {
-        Some(id)
-            if (1..=128).contains(&id.len())
-                && id.bytes().all(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-')
-                }) =>
+pub fn accept_or_new(incoming: Option<&HeaderValue>) -> RequestId {
+    if let Some(value) = incoming {
+        let id = value.as_bytes();
+        if (1..=128).contains(&id.len())
+            && id
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
         {
-            RequestId(id.to_owned())
+            // Shares the request's bytes: no copy.
+            return RequestId(value.clone());
         }
-        _ => RequestId(uuid::Uuid::now_v7().to_string()),
     }
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let text = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut text);
+    RequestId(HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static("-")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn id(incoming: Option<&str>) -> String {
+        let value = incoming.map(|s| HeaderValue::from_bytes(s.as_bytes()).unwrap());
+        accept_or_new(value.as_ref()).as_str().to_owned()
+    }
+
     #[test]
     fn valid_ids_are_echoed_and_others_replaced() {
-        assert_eq!(accept_or_new(Some("abc-123_x.y:z")).0, "abc-123_x.y:z");
-        for bad in ["", "has space", "quote\"", &"x".repeat(129)] {
-            let id = accept_or_new(Some(bad)).0;
-            assert_ne!(id, bad);
-            assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 7);
+        assert_eq!(id(Some("abc-123_x.y:z")), "abc-123_x.y:z");
+        for bad in ["", "has space", "quote\"", "caf\u{e9}", &"x".repeat(129)] {
+            let new = id(Some(bad));
+            assert_ne!(new, bad);
+            assert_eq!(uuid::Uuid::parse_str(&new).unwrap().get_version_num(), 7);
         }
-        assert_eq!(
-            uuid::Uuid::parse_str(&accept_or_new(None).0)
-                .unwrap()
-                .get_version_num(),
-            7
-        );
+        let new = id(None);
+        assert_eq!(new.len(), 36, "hyphenated: {new}");
+        assert_eq!(new, new.to_ascii_lowercase());
+        assert_eq!(uuid::Uuid::parse_str(&new).unwrap().get_version_num(), 7);
+        assert_ne!(id(None), new, "a new id per request");
     }
 }

@@ -97,10 +97,11 @@ impl Catalog {
     ) -> Result<&KeyRecord, AuthError> {
         let header = authorization.ok_or(AuthError::MissingApiKey)?;
         let token = bearer_token(header).ok_or(AuthError::MissingApiKey)?;
-        let key = ApiKey::parse(token).map_err(|_| AuthError::InvalidApiKey)?;
+        // Checked in place: the token is not copied (it is hashed once, below).
+        ApiKey::check(token).map_err(|_| AuthError::InvalidApiKey)?;
         let record = self
             .keys
-            .get(&key.digest())
+            .get(&KeyDigest::of(token))
             .ok_or(AuthError::InvalidApiKey)?;
         if record.key_type != KeyType::Sdk {
             return Err(AuthError::KeyTypeNotAllowed);

@@ -80,6 +80,21 @@ fn identity_fields_are_attributes_and_win_over_same_named_attributes() {
     assert_eq!(served(&r).as_deref(), Some(FLOW_DEFAULT));
 }
 
+#[test]
+fn device_platform_reads_as_the_requests_platform_whatever_the_attributes_say() {
+    use flowgate_domain::conditions::Attributes;
+    let spoof = attrs(json!({"device_platform": "web", "plan": "pro"}));
+    for platform in Platform::ALL {
+        let request = ResolveRequest::new("u", "s", platform, &spoof);
+        assert_eq!(
+            request.get("device_platform"),
+            Some(&json!(platform.as_str())),
+            "{platform:?}"
+        );
+        assert_eq!(request.get("plan"), Some(&json!("pro")));
+    }
+}
+
 /// Finds a user id assigned to variant `want` of the fixture experiment, using GrowthBook's
 /// formula independently of the resolver.
 fn user_in_variant(want: usize) -> String {
