@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: run test lint fmt doc openapi bench bench-domain bench-handler bench-store bench-http ci check-domain-deps pg-up
+.PHONY: run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-http ci check-domain-deps pg-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -63,6 +63,11 @@ bench-domain:
 bench-handler:
 	$(CARGO) bench -p flowgate-http --bench handler
 
+## Instructions per request of the same in-process path, counted by callgrind: repeatable on
+## this shared machine where times are not (bench/instructions.sh; installs valgrind).
+bench-instructions:
+	bash bench/instructions.sh
+
 ## Event insert throughput on PostgreSQL and SQLite beside raw COPY through psql, and the import,
 ## load and build times of a catalog of 100 apps / 5,000 placements / 2,000 versions of 20 KB
 ## (needs PostgreSQL).
@@ -78,7 +83,7 @@ bench-http: pg-up
 	bash bench/run.sh
 
 ## Every benchmark; the HTTP table comes last.
-bench: bench-domain bench-handler bench-store bench-http
+bench: bench-domain bench-handler bench-instructions bench-store bench-http
 
 ci: lint test
 

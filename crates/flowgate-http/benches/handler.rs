@@ -146,6 +146,29 @@ fn resolve(c: &mut Criterion) {
         },
     ))));
 
+    // Instruction counts: `HANDLER_ITERS=N HANDLER_VARIANT=baseline|flowgate|flowgate_gzip`
+    // answers N requests of that variant and exits, without criterion, for
+    // `valgrind --tool=callgrind` (repeatable on this shared machine, where times are not).
+    // Two runs of N and 2N requests give the cost of one request without the setup's.
+    if let Ok(iters) = std::env::var("HANDLER_ITERS") {
+        let iters: usize = iters.parse().expect("HANDLER_ITERS is a count");
+        let variant = std::env::var("HANDLER_VARIANT").unwrap_or_else(|_| "flowgate".into());
+        for i in 1..=iters {
+            match variant.as_str() {
+                "baseline" => call(&rt, &baseline, request(i, None), &mut buf),
+                "flowgate" => call(&rt, &flowgate, request(i, None), &mut buf),
+                "flowgate_gzip" => call(
+                    &rt,
+                    &flowgate,
+                    request(i, Some("gzip, deflate, br")),
+                    &mut buf,
+                ),
+                other => panic!("HANDLER_VARIANT {other}: baseline, flowgate or flowgate_gzip"),
+            };
+        }
+        std::process::exit(0);
+    }
+
     let mut group = c.benchmark_group("http");
     let mut i = 0usize;
     let mut next = |accept| {
