@@ -10,11 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-if ! command -v valgrind >/dev/null; then
-    echo "bench: installing valgrind" >&2
-    as_root apt-get install -y valgrind || { as_root apt-get update && as_root apt-get install -y valgrind; }
-fi
+. bench/install.sh
+install_missing valgrind
 
 N=${N:-2000}
 bin=${HANDLER_BIN:-}

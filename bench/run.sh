@@ -6,11 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-if ! command -v wrk >/dev/null; then
-    echo "bench: installing wrk" >&2
-    as_root apt-get install -y wrk || { as_root apt-get update && as_root apt-get install -y wrk; }
-fi
+. bench/install.sh
+install_missing wrk
 for tool in psql python3; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 1; }
 done
