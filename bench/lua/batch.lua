@@ -19,7 +19,7 @@ local n = 0
 function request()
   n = n + 1
   local base = (thread_no or 1) * 1000003 + n
-  local path = os.getenv("BENCH_PATH") or ("/v1/apps/" .. c.apps[n % #c.apps + 1] .. "/placements/resolve-batch")
+  local path = "/v1/apps/" .. c.apps[n % #c.apps + 1] .. "/placements/resolve-batch"
   local body = '{"placement_keys":[' .. key_list .. '],"user_id":"user-' .. (base * 7919 % 100000) ..
     '","session_id":"s-' .. base .. '","device_platform":"ios","attributes":' .. sets[n % #sets + 1] .. '}'
   return wrk.format("POST", path, c.headers, body)

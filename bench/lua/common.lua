@@ -1,7 +1,8 @@
 -- Shared by the wrk scripts of bench/run.sh: the key, the apps and a machine-readable report.
--- Environment: BENCH_KEY (an SDK key), BENCH_APPS (app ids, comma-separated), BENCH_PATH
--- (set for the baseline: every request goes there and the app rotation is moot),
+-- Environment: BENCH_KEY (an SDK key), BENCH_APPS (app ids, comma-separated),
 -- BENCH_ACCEPT_ENCODING (when set, sent as Accept-Encoding, e.g. "gzip, deflate, br").
+-- The baseline gets the very same requests as flowgate (paths, headers, bodies): it ignores
+-- them, but parsing them and building them in Lua cost the same on both sides.
 
 local M = {}
 

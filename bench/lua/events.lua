@@ -29,6 +29,6 @@ function request()
       '","device_platform":"ios","timestamp":"' .. stamp .. '","sdk_version":"2.3.1"' ..
       types[i % #types + 1] .. '}'
   end
-  local path = os.getenv("BENCH_PATH") or ("/v1/apps/" .. app .. "/events")
+  local path = "/v1/apps/" .. app .. "/events"
   return wrk.format("POST", path, c.headers, "[" .. table.concat(parts, ",") .. "]")
 end

@@ -25,8 +25,8 @@ local n = 0
 function request()
   n = n + 1
   local base = (thread_no or 1) * 1000003 + n
-  local app = os.getenv("BENCH_PATH") and "" or c.apps[n % #c.apps + 1]
-  local path = os.getenv("BENCH_PATH") or ("/v1/apps/" .. app .. "/placements/onboarding/resolve")
+  local app = c.apps[n % #c.apps + 1]
+  local path = "/v1/apps/" .. app .. "/placements/onboarding/resolve"
   local body = '{"user_id":"user-' .. (base * 7919 % 100000) ..
     '","session_id":"s-' .. base ..
     '","device_platform":"' .. platforms[n % #platforms + 1] ..
