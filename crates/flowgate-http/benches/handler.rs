@@ -146,45 +146,60 @@ fn resolve(c: &mut Criterion) {
         },
     ))));
 
+    // The three variants, each one request `i` answered into `buf`.
+    let answer = |variant: Variant, i: usize, buf: &mut Vec<u8>| match variant {
+        Variant::Baseline => call(&rt, &baseline, request(i, None), buf),
+        Variant::Flowgate => call(&rt, &flowgate, request(i, None), buf),
+        Variant::FlowgateGzip => call(&rt, &flowgate, request(i, Some("gzip, deflate, br")), buf),
+    };
+
     // Instruction counts: `HANDLER_ITERS=N HANDLER_VARIANT=baseline|flowgate|flowgate_gzip`
     // answers N requests of that variant and exits, without criterion, for
     // `valgrind --tool=callgrind` (repeatable on this shared machine, where times are not).
     // Two runs of N and 2N requests give the cost of one request without the setup's.
     if let Ok(iters) = std::env::var("HANDLER_ITERS") {
         let iters: usize = iters.parse().expect("HANDLER_ITERS is a count");
-        let variant = std::env::var("HANDLER_VARIANT").unwrap_or_else(|_| "flowgate".into());
+        let name = std::env::var("HANDLER_VARIANT").unwrap_or_else(|_| "flowgate".into());
+        let Some(&(variant, _)) = Variant::ALL.iter().find(|(_, n)| *n == name) else {
+            panic!("HANDLER_VARIANT {name}: baseline, flowgate or flowgate_gzip");
+        };
         for i in 1..=iters {
-            match variant.as_str() {
-                "baseline" => call(&rt, &baseline, request(i, None), &mut buf),
-                "flowgate" => call(&rt, &flowgate, request(i, None), &mut buf),
-                "flowgate_gzip" => call(
-                    &rt,
-                    &flowgate,
-                    request(i, Some("gzip, deflate, br")),
-                    &mut buf,
-                ),
-                other => panic!("HANDLER_VARIANT {other}: baseline, flowgate or flowgate_gzip"),
-            };
+            answer(variant, i, &mut buf);
         }
         std::process::exit(0);
     }
 
     let mut group = c.benchmark_group("http");
     let mut i = 0usize;
-    let mut next = |accept| {
-        i += 1;
-        request(i, accept)
-    };
-    group.bench_function("resolve/baseline", |b| {
-        b.iter(|| call(&rt, &baseline, next(None), &mut buf))
-    });
-    group.bench_function("resolve/flowgate", |b| {
-        b.iter(|| call(&rt, &flowgate, next(None), &mut buf))
-    });
-    group.bench_function("resolve/flowgate_gzip", |b| {
-        b.iter(|| call(&rt, &flowgate, next(Some("gzip, deflate, br")), &mut buf))
-    });
+    for (variant, name) in Variant::ALL {
+        group.bench_function(format!("resolve/{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                answer(variant, i, &mut buf)
+            })
+        });
+    }
     group.finish();
+}
+
+/// What a benchmark iteration sends, and to which service.
+#[derive(Clone, Copy)]
+enum Variant {
+    /// The no-logic service answering flowgate's bytes.
+    Baseline,
+    /// Flowgate, identity response.
+    Flowgate,
+    /// Flowgate, for a client accepting gzip as mobile HTTP stacks do.
+    FlowgateGzip,
+}
+
+impl Variant {
+    /// Each with the name its criterion benchmark and `HANDLER_VARIANT` use.
+    const ALL: [(Variant, &'static str); 3] = [
+        (Variant::Baseline, "baseline"),
+        (Variant::Flowgate, "flowgate"),
+        (Variant::FlowgateGzip, "flowgate_gzip"),
+    ];
 }
 
 criterion_group!(benches, resolve);
