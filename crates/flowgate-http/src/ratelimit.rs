@@ -4,10 +4,14 @@
 //! With rate `r` and burst `b`, a fresh key may send `b` requests at once and then `r` per
 //! second. Keys whose bucket is full again are indistinguishable from absent keys and are swept,
 //! which bounds memory by the number of clients active within the last `b / r` seconds.
+//!
+//! A check hashes its key once, with a randomly keyed SipHash (clients choose their keys, so the
+//! tables must resist collisions): the hash picks the shard, and the shard's table reuses it
+//! ([`Hashed`]) for its lookup and insert instead of hashing the key twice more.
 
-use std::collections::hash_map::DefaultHasher;
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -40,7 +44,59 @@ pub struct RateLimiter<K> {
     tolerance: u64,
     burst: u32,
     epoch: Instant,
-    shards: Vec<Mutex<HashMap<K, u64>>>,
+    hasher: RandomState,
+    shards: Vec<Mutex<HashMap<Hashed<K>, u64, PreHashed>>>,
+}
+
+/// A key with its hash, computed once per check.
+#[derive(Clone, Debug)]
+struct Hashed<K> {
+    hash: u64,
+    key: K,
+}
+
+impl<K: PartialEq> PartialEq for Hashed<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+
+impl<K: Eq> Eq for Hashed<K> {}
+
+impl<K> Hash for Hashed<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// The hasher of a shard's table: a [`Hashed`] key's hash as it is.
+#[derive(Clone, Copy, Debug, Default)]
+struct PreHashed;
+
+impl BuildHasher for PreHashed {
+    type Hasher = PreHasher;
+    fn build_hasher(&self) -> PreHasher {
+        PreHasher(0)
+    }
+}
+
+/// Keeps the last `u64` written ([`Hashed`] writes exactly one).
+#[derive(Debug)]
+struct PreHasher(u64);
+
+impl Hasher for PreHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached: `Hashed` writes one u64. Folded anyway, so any use still hashes.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 fn ceil_secs(nanos: u64) -> u32 {
@@ -59,7 +115,10 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
             tolerance: interval * u64::from(burst),
             burst,
             epoch: Instant::now(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::with_hasher(PreHashed)))
+                .collect(),
         }
     }
 
@@ -74,11 +133,16 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
 
     /// Counts one request of `key` at `now` nanoseconds since the limiter was made.
     pub fn check_at(&self, key: &K, now: u64) -> Decision {
-        let mut hasher = DefaultHasher::new();
-        key.hash(&mut hasher);
-        let shard = &self.shards[(hasher.finish() as usize) % SHARDS];
+        let hash = self.hasher.hash_one(key);
+        // Bits 32-35: the table's buckets come from the low bits and its tags from the top 7,
+        // so every shard's keys still spread over both.
+        let shard = &self.shards[(hash >> 32) as usize % SHARDS];
+        let key = Hashed {
+            hash,
+            key: key.clone(),
+        };
         let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
-        let tat = map.get(key).copied().unwrap_or(now).max(now);
+        let tat = map.get(&key).copied().unwrap_or(now).max(now);
         let new_tat = tat + self.interval;
         let allow_at = new_tat.saturating_sub(self.tolerance);
         if now < allow_at {
@@ -91,10 +155,10 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
                 retry_after_secs: ceil_secs(allow_at - now).max(1),
             };
         }
-        if map.len() >= SWEEP_AT && !map.contains_key(key) {
+        if map.len() >= SWEEP_AT && !map.contains_key(&key) {
             map.retain(|_, t| *t > now);
         }
-        map.insert(key.clone(), new_tat);
+        map.insert(key, new_tat);
         let used = new_tat - now;
         let remaining = (self.tolerance - used.min(self.tolerance)) / self.interval;
         Decision {
@@ -189,6 +253,44 @@ mod tests {
             "{}",
             limiter.tracked_keys()
         );
+    }
+
+    #[test]
+    fn keys_with_the_same_hash_stay_apart() {
+        // The shard's table compares keys, not only the hash it is given.
+        let mut table = HashMap::with_hasher(PreHashed);
+        table.insert(Hashed { hash: 7, key: "a" }, 1);
+        table.insert(Hashed { hash: 7, key: "b" }, 2);
+        table.insert(Hashed { hash: 7, key: "a" }, 3);
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.get(&Hashed { hash: 7, key: "a" }), Some(&3));
+        assert_eq!(table.get(&Hashed { hash: 7, key: "b" }), Some(&2));
+        assert_eq!(table.get(&Hashed { hash: 8, key: "a" }), None);
+    }
+
+    #[test]
+    fn keys_spread_over_every_shard_and_its_table() {
+        let limiter = RateLimiter::new(1, 1);
+        let keys = SHARDS * 1024;
+        for i in 0..keys {
+            limiter.check_at(&i, 0);
+        }
+        for (n, shard) in limiter.shards.iter().enumerate() {
+            let map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            assert!(
+                (768..=1280).contains(&map.len()),
+                "shard {n} holds {} of {keys} keys",
+                map.len()
+            );
+            // The table's buckets come from the low bits of the hash: within one shard they
+            // must still take every value, so the shard cannot be chosen from them.
+            let mut low = [false; 16];
+            for key in map.keys() {
+                low[(key.hash & 0xF) as usize] = true;
+            }
+            assert!(low.iter().all(|&seen| seen), "shard {n}: low bits {low:?}");
+        }
+        assert_eq!(limiter.tracked_keys(), keys);
     }
 
     #[test]
