@@ -99,6 +99,11 @@ impl Default for AdminConfig {
     }
 }
 
+/// Sink writers on PostgreSQL when `events.writers` is 0.
+pub const PG_WRITERS: usize = 4;
+/// Sink writers on SQLite when `events.writers` is 0.
+pub const SQLITE_WRITERS: usize = 2;
+
 /// `[database]`
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -260,7 +265,7 @@ pub struct EventsConfig {
     pub drain_deadline_ms: u64,
     /// Record `resolve_no_flow` server events (D8).
     pub record_resolve_no_flow: bool,
-    /// Writer tasks.
+    /// Writer tasks; 0 picks the backend's default ([`Config::sink`]).
     pub writers: usize,
     /// Longest one store write may take before it is retried.
     pub write_timeout_ms: u64,
@@ -285,7 +290,7 @@ impl Default for EventsConfig {
             flush_interval_ms: millis(sink.flush_interval),
             drain_deadline_ms: millis(sink.drain_deadline),
             record_resolve_no_flow: sink.record_resolve_no_flow,
-            writers: sink.writers,
+            writers: 0,
             write_timeout_ms: millis(sink.write_timeout),
             admission_wait_ms: millis(sink.admission_wait),
             retry_base_ms: millis(sink.backoff.base),
@@ -510,15 +515,25 @@ impl Config {
         })
     }
 
-    /// Settings of the analytics sink.
+    /// Settings of the analytics sink. `events.writers = 0` picks the backend's default:
+    /// [`PG_WRITERS`] on PostgreSQL, where writes of several batches run in parallel (4
+    /// writers stored 12-15% more events/s than 2 in the load benchmark, docs/benchmarks.md,
+    /// 2026-11-22 morning), [`SQLITE_WRITERS`] on SQLite, which writes one transaction at a
+    /// time and whose pool has 4 connections that the catalog and probes need too.
     pub fn sink(&self) -> SinkConfig {
         let e = &self.events;
+        let url = self.database.url.trim();
+        let writers = match e.writers {
+            0 if url.starts_with("postgres://") || url.starts_with("postgresql://") => PG_WRITERS,
+            0 => SQLITE_WRITERS,
+            n => n,
+        };
         SinkConfig {
             queue_capacity: e.queue_capacity,
             batch_size: e.batch_size,
             flush_interval: Duration::from_millis(e.flush_interval_ms),
             drain_deadline: Duration::from_millis(e.drain_deadline_ms),
-            writers: e.writers,
+            writers,
             record_resolve_no_flow: e.record_resolve_no_flow,
             write_timeout: Duration::from_millis(e.write_timeout_ms),
             admission_wait: Duration::from_millis(e.admission_wait_ms),
@@ -655,6 +670,40 @@ mod tests {
             std::env::temp_dir().join(format!("flowgate-config-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    #[test]
+    fn sink_writers_default_by_backend_and_an_explicit_count_wins() {
+        let mut config = Config::default();
+        assert_eq!(config.events.writers, 0);
+        assert_eq!(
+            config.sink().writers,
+            SQLITE_WRITERS,
+            "the embedded default"
+        );
+        for url in [
+            "postgres://fg@db/fg",
+            " postgresql://fg@db/fg?sslmode=require",
+        ] {
+            config.database.url = url.into();
+            assert_eq!(config.sink().writers, PG_WRITERS, "{url}");
+        }
+        config.events.writers = 3;
+        assert_eq!(config.sink().writers, 3);
+        config.database.url = "sqlite://data/x.db".into();
+        assert_eq!(config.sink().writers, 3);
+        config.events.writers = 65;
+        let err = config.validate(Environment::Development).unwrap_err();
+        assert!(err.to_string().contains("events.writers"), "{err}");
+        let env = load(
+            Environment::Development,
+            &[
+                ("FLOWGATE__DATABASE__URL", "postgres://fg@db/fg"),
+                ("FLOWGATE__EVENTS__WRITERS", "1"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(env.sink().writers, 1);
     }
 
     #[test]
