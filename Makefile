@@ -63,8 +63,9 @@ bench-domain:
 bench-handler:
 	$(CARGO) bench -p flowgate-http --bench handler
 
-## Instructions per request of the same in-process path, counted by callgrind: repeatable on
-## this shared machine where times are not (bench/instructions.sh; installs valgrind).
+## Instructions and simulated L1i misses per request of the same in-process path, counted by
+## callgrind: repeatable on this shared machine where times are not (bench/instructions.sh;
+## installs valgrind).
 bench-instructions:
 	bash bench/instructions.sh
 

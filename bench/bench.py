@@ -18,7 +18,9 @@ measured single-resolve run, or that scenario's, into target/bench-http/perf-<sc
 BENCH_GLIBC_TUNABLES (when set, passed to the server alone as GLIBC_TUNABLES, e.g.
 glibc.malloc.tcache_count=4000; docs/benchmarks.md, 2026-11-21 evening), BENCH_ACCEPT_ENCODING
 (sent by wrk as Accept-Encoding, e.g. "gzip, deflate, br" as mobile HTTP stacks do),
-BENCH_BIN (the flowgate binary to measure, default target/release/flowgate: A/B runs).
+BENCH_BIN (the flowgate binary to measure, default target/release/flowgate: A/B runs),
+BENCH_BASELINE_BIN (the baseline's binary, default target/release/flowgate-bench-baseline: A/B
+runs of build settings, which change both).
 """
 
 import http.client
@@ -35,7 +37,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
 OUT = os.path.join(ROOT, "target", "bench-http")
 BIN = os.environ.get("BENCH_BIN") or os.path.join(ROOT, "target", "release", "flowgate")
-BASELINE = os.path.join(ROOT, "target", "release", "flowgate-bench-baseline")
+BASELINE = os.environ.get("BENCH_BASELINE_BIN") or os.path.join(
+    ROOT, "target", "release", "flowgate-bench-baseline"
+)
 DURATION = int(os.environ.get("BENCH_DURATION", "15"))
 WARMUP = int(os.environ.get("BENCH_WARMUP", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))

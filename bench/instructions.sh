@@ -3,7 +3,8 @@
 # (crates/flowgate-http/benches/handler.rs), counted by valgrind's callgrind. Unlike times,
 # the counts repeat exactly for the same binary and inputs whatever else the machine runs, so
 # a change of 1% shows. Each variant answers N and then 2N requests; the difference divided
-# by N is the cost of one request without the setup's. Needs valgrind (Debian package).
+# by N is the cost of one request without the setup's, in instructions and in simulated
+# instruction-cache misses. Needs valgrind (Debian package).
 #
 # Environment: N (requests, default 2000), VARIANTS (default "baseline flowgate flowgate_gzip"),
 # HANDLER_BIN (a built bench binary, for A/B; default: build and use the current one).
@@ -26,17 +27,32 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-count() { # variant requests -> instructions of the whole run
-    HANDLER_ITERS=$2 HANDLER_VARIANT=$1 valgrind --tool=callgrind --callgrind-out-file="$out/cg.$1.$2" \
-        "$bin" --bench 2>&1 | awk '/Collected/ { gsub(",", "", $4); n = $4 } END { print n }'
+# The simulated caches are this machine's (AMD EPYC, per core: 32 KiB L1i, 48 KiB L1d, 1 MiB
+# L2). Instruction-cache misses count the code a request runs through, which a warm loop hides
+# but a worker sharing its core with wrk and the kernel pays again on every request.
+count() { # variant requests -> "instructions I1-misses" of the whole run
+    if ! HANDLER_ITERS=$2 HANDLER_VARIANT=$1 valgrind --tool=callgrind --cache-sim=yes \
+        --I1=32768,8,64 --D1=49152,12,64 --LL=1048576,16,64 \
+        --callgrind-out-file="$out/cg.$1.$2" "$bin" --bench >"$out/log" 2>&1; then
+        cat "$out/log" >&2
+        return 1
+    fi
+    awk '/^events:/ { for (i = 2; i <= NF; i++) col[$i] = i }
+         /^(summary|totals):/ { print $col["Ir"] + 0, $col["I1mr"] + 0; exit }' "$out/cg.$1.$2"
 }
 
-echo "| variant | instructions per request |"
-echo "|---|---|"
+echo "| variant | instructions per request | L1i misses per request |"
+echo "|---|---|---|"
 for v in ${VARIANTS:-baseline flowgate flowgate_gzip}; do
-    a=$(count "$v" "$N")
-    b=$(count "$v" $((2 * N)))
-    echo "| $v | $(( (b - a) / N )) |"
+    first=$(count "$v" "$N") || exit 1
+    second=$(count "$v" $((2 * N))) || exit 1
+    read -r ia ma <<<"$first"
+    read -r ib mb <<<"$second"
+    if ! [[ $ia$ma$ib$mb =~ ^[0-9]+$ && $ia -gt 0 ]]; then
+        echo "instructions.sh: no counts for $v ($first / $second)" >&2
+        exit 1
+    fi
+    echo "| $v | $(( (ib - ia) / N )) | $(( (mb - ma) / N )) |"
 done
 echo
 echo "binary: $bin; N=$N; $(date -u '+%Y-%m-%d %H:%M UTC')"
