@@ -7,7 +7,7 @@
 //!
 //! A check hashes its key once, with a randomly keyed SipHash (clients choose their keys, so the
 //! tables must resist collisions): the hash picks the shard, and the shard's table reuses it
-//! ([`Hashed`]) for its lookup and insert instead of hashing the key twice more.
+//! (`Hashed`) for its lookup and insert instead of hashing the key twice more.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
