@@ -20,7 +20,9 @@ glibc.malloc.tcache_count=4000; docs/benchmarks.md, 2026-11-21 evening), BENCH_A
 (sent by wrk as Accept-Encoding, e.g. "gzip, deflate, br" as mobile HTTP stacks do),
 BENCH_BIN (the flowgate binary to measure, default target/release/flowgate: A/B runs),
 BENCH_BASELINE_BIN (the baseline's binary, default target/release/flowgate-bench-baseline: A/B
-runs of build settings, which change both).
+runs of build settings, which change both), BENCH_SCHED=1 (`perf sched record -a` for the first
+3 s of every measured run, into target/bench-http/sched-<n>-<port>.data; read them with
+`perf sched latency -i FILE --sort max`).
 """
 
 import http.client
@@ -181,6 +183,10 @@ def wrk(port, script, env, duration):
     return json.loads(m.group(1))
 
 
+# Measured runs recorded by BENCH_SCHED so far (their ports), to number the files.
+SCHED_RUNS = []
+
+
 def measure(pid, port, script, env, before_run=None, perf=None):
     """A warm-up run, then the measured run with the server's CPU time and RSS around it;
     with `perf` (a file name), `perf record` samples the server during the measured run."""
@@ -194,8 +200,18 @@ def measure(pid, port, script, env, before_run=None, perf=None):
              "-o", os.path.join(OUT, perf), "--", "sleep", str(DURATION)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
+    sched = None
+    if os.environ.get("BENCH_SCHED"):
+        SCHED_RUNS.append(port)
+        sched = subprocess.Popen(
+            ["perf", "sched", "record", "-a", "-o",
+             os.path.join(OUT, "sched-%d-%d.data" % (len(SCHED_RUNS), port)), "--", "sleep", "3"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     r = wrk(port, script, dict(env, BENCH_RUN="2"), DURATION)
+    if sched:
+        sched.wait()
     cpu1, t1 = cpu_seconds(pid), time.monotonic()
     if profiler:
         profiler.wait()
