@@ -41,6 +41,16 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The backend [`Store::connect`] opens for `url`: PostgreSQL for `postgres://` and
+    /// `postgresql://`, SQLite for anything else (which `connect` then checks as a SQLite URL).
+    pub fn of_url(url: &str) -> Self {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        }
+    }
+
     /// `postgres` or `sqlite`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -150,8 +160,7 @@ impl Store {
     /// [`StoreError::Other`] (a configuration error); the database itself is reached only by
     /// the first operation. No error message contains the URL's password.
     pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
-        let (pools, target) = if url.starts_with("postgres://") || url.starts_with("postgresql://")
-        {
+        let (pools, target) = if Backend::of_url(url) == Backend::Postgres {
             let target = Arc::new(PgTarget::parse(url)?);
             let mut config = ManagerConfig::<AsyncPgConnection>::default();
             let connect_timeout = options.connect_timeout;

@@ -14,6 +14,7 @@ use flowgate_analytics::{Backoff, SinkConfig};
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
+use flowgate_store::Backend;
 use serde::{Deserialize, Serialize};
 
 /// The deployment environment (`FLOWGATE_ENV` or `--env`).
@@ -415,10 +416,7 @@ impl Config {
                 ),
             ));
         }
-        if !(url.starts_with("sqlite://")
-            || url.starts_with("postgres://")
-            || url.starts_with("postgresql://"))
-        {
+        if !(url.starts_with("sqlite://") || Backend::of_url(url) == Backend::Postgres) {
             return Err(invalid(
                 "database.url",
                 "must start with sqlite://, postgres:// or postgresql://",
@@ -517,16 +515,15 @@ impl Config {
 
     /// Settings of the analytics sink. `events.writers = 0` picks the backend's default:
     /// [`PG_WRITERS`] on PostgreSQL, where writes of several batches run in parallel (4
-    /// writers stored 12-15% more events/s than 2 in the load benchmark, docs/benchmarks.md,
+    /// writers stored 11-15% more events/s than 2 in the load benchmark, docs/benchmarks.md,
     /// 2026-11-22 morning), [`SQLITE_WRITERS`] on SQLite, which writes one transaction at a
     /// time and whose pool has 4 connections that the catalog and probes need too.
     pub fn sink(&self) -> SinkConfig {
         let e = &self.events;
-        let url = self.database.url.trim();
-        let writers = match e.writers {
-            0 if url.starts_with("postgres://") || url.starts_with("postgresql://") => PG_WRITERS,
-            0 => SQLITE_WRITERS,
-            n => n,
+        let writers = match (e.writers, Backend::of_url(self.database.url.trim())) {
+            (0, Backend::Postgres) => PG_WRITERS,
+            (0, Backend::Sqlite) => SQLITE_WRITERS,
+            (n, _) => n,
         };
         SinkConfig {
             queue_capacity: e.queue_capacity,
