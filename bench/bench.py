@@ -22,7 +22,8 @@ BENCH_BIN (the flowgate binary to measure, default target/release/flowgate: A/B 
 BENCH_BASELINE_BIN (the baseline's binary, default target/release/flowgate-bench-baseline: A/B
 runs of build settings, which change both), BENCH_SCHED=1 (`perf sched record -a` for the first
 3 s of every measured run, into target/bench-http/sched-<n>-<port>.data; read them with
-`perf sched latency -i FILE --sort max`).
+`perf sched latency -i FILE --sort max`), BENCH_PACE_MS (single resolve is also run paced, each
+connection waiting this long after a response, below saturation, default 2; 0 skips it).
 """
 
 import http.client
@@ -47,6 +48,7 @@ WARMUP = int(os.environ.get("BENCH_WARMUP", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s]
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "3")))
+PACE = float(os.environ.get("BENCH_PACE_MS", "2"))
 WORKERS = 2
 API, ADMIN, BASE = 18480, 18490, 18481
 DB = "flowgate_bench_http_%d" % os.getpid()
@@ -352,6 +354,7 @@ def run(meta, procs):
         ("events", "events, 100 per request", "events.lua", {}),
     ]
     results = {}
+    paced = None
     for name, label, script, extra in scenarios:
         if ONLY and name not in ONLY:
             continue
@@ -375,6 +378,15 @@ def run(meta, procs):
             # "/", shorter to build in wrk's Lua and to parse: docs/benchmarks.md).
             b = measure(base.pid, BASE, script, senv)
             pairs.append((r["rps"] / b["rps"], r, b))
+        if name == "resolve" and PACE:
+            # Below saturation: the same connections, each pausing PACE ms after a response.
+            # Latency here is service time and scheduling, without the queue of a saturated
+            # closed loop (the target's row).
+            penv = dict(senv, BENCH_PACE_MS=str(PACE))
+            log("%s, paced (%g ms between requests): flowgate" % (label, PACE))
+            pr = measure_flowgate(name, server, script, penv, None)
+            log("%s, paced: baseline" % label)
+            paced = (pr, measure(base.pid, BASE, script, penv))
         stop(base)
         ratios = [p[0] for p in pairs]
         _, r, b = sorted(pairs, key=lambda p: p[0])[len(pairs) // 2]
@@ -459,6 +471,12 @@ def run(meta, procs):
             row(label + ", no resolve_no_flow events", no_events, b,
                 note="events.record_resolve_no_flow=false: the share of the events in the row above; the target is read from that row")
         row("baseline: " + label, b)
+        if name == "resolve" and paced:
+            pr, pb = paced
+            note = ("each of the %d connections waits %g ms after a response: below saturation, "
+                    "for comparison; the targets are read from the saturated rows" % (CONNECTIONS, PACE))
+            row(label + ", paced", pr, pb, events="%.0f no-flow stored/s" % pr["no_flow_per_s"], note=note)
+            row("baseline: " + label + ", paced", pb, note=note)
         if name == "events" and copy:
             n, secs, times = copy
             rows.append(["raw COPY of the same rows (psql \\copy)", "", "", "", "%.2fx (events/s)" % (r["events_per_s"] / (n / secs)),

@@ -19,6 +19,15 @@ if os.getenv("BENCH_ACCEPT_ENCODING") then
   M.headers["Accept-Encoding"] = os.getenv("BENCH_ACCEPT_ENCODING")
 end
 
+-- BENCH_PACE_MS (when set): each connection waits this long after a response before its
+-- next request, so the offered load stays below saturation (the paced rows of bench.py).
+local pace = tonumber(os.getenv("BENCH_PACE_MS") or "")
+if pace then
+  function M.delay()
+    return pace
+  end
+end
+
 -- One line the harness parses: totals, percentiles in microseconds, errors.
 function M.done(summary, latency, requests)
   local e = summary.errors

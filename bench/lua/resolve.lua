@@ -4,6 +4,7 @@
 local c = dofile(os.getenv("BENCH_DIR") .. "/lua/common.lua")
 setup = c.setup
 done = c.done
+delay = c.delay
 
 local sets = {
   '{"country":"US","app.version":"2.4.1","locale":"en-US","plan":"free","sessions":12,"email":"someone@example.com","age":31,"tags":["new","organic"]}',
