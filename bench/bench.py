@@ -23,7 +23,8 @@ BENCH_BASELINE_BIN (the baseline's binary, default target/release/flowgate-bench
 runs of build settings, which change both), BENCH_SCHED=1 (`perf sched record -a` for the first
 3 s of every measured run, into target/bench-http/sched-<n>-<port>.data; read them with
 `perf sched latency -i FILE --sort max`), BENCH_PACE_MS (single resolve is also run paced, each
-connection waiting this long after a response, below saturation, default 2; 0 skips it).
+connection waiting this many whole milliseconds after a response, below saturation, default 2;
+0 skips it; wrk's scripts read it as BENCH_WRK_PACE_MS, which only the paced runs get).
 """
 
 import http.client
@@ -48,7 +49,7 @@ WARMUP = int(os.environ.get("BENCH_WARMUP", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
 ONLY = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s]
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "3")))
-PACE = float(os.environ.get("BENCH_PACE_MS", "2"))
+PACE = int(os.environ.get("BENCH_PACE_MS", "2"))
 WORKERS = 2
 API, ADMIN, BASE = 18480, 18490, 18481
 DB = "flowgate_bench_http_%d" % os.getpid()
@@ -347,6 +348,7 @@ def run(meta, procs):
         BENCH_FLOW=meta["event_flow"],
         BENCH_FLOW_VERSION=meta["event_flow_version"],
     )
+    env.pop("BENCH_WRK_PACE_MS", None)  # only the paced runs below set it
     scenarios = [
         ("resolve", "single resolve (typical placement)", "resolve.lua", {}),
         ("batch10", "batch resolve, 10 keys", "batch.lua", {"BENCH_BATCH": "10"}),
@@ -382,8 +384,8 @@ def run(meta, procs):
             # Below saturation: the same connections, each pausing PACE ms after a response.
             # Latency here is service time and scheduling, without the queue of a saturated
             # closed loop (the target's row).
-            penv = dict(senv, BENCH_PACE_MS=str(PACE))
-            log("%s, paced (%g ms between requests): flowgate" % (label, PACE))
+            penv = dict(senv, BENCH_WRK_PACE_MS=str(PACE))
+            log("%s, paced (%d ms between requests): flowgate" % (label, PACE))
             pr = measure_flowgate(name, server, script, penv, None)
             log("%s, paced: baseline" % label)
             paced = (pr, measure(base.pid, BASE, script, penv))
@@ -473,8 +475,9 @@ def run(meta, procs):
         row("baseline: " + label, b)
         if name == "resolve" and paced:
             pr, pb = paced
-            note = ("each of the %d connections waits %g ms after a response: below saturation, "
-                    "for comparison; the targets are read from the saturated rows" % (CONNECTIONS, PACE))
+            note = ("each of the %d connections waits %d ms after a response: below saturation, both "
+                    "servers get about the same load, so latencies and CPU compare, not requests/s; "
+                    "the targets are read from the saturated rows" % (CONNECTIONS, PACE))
             row(label + ", paced", pr, pb, events="%.0f no-flow stored/s" % pr["no_flow_per_s"], note=note)
             row("baseline: " + label + ", paced", pb, note=note)
         if name == "events" and copy:

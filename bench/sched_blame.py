@@ -5,7 +5,12 @@ by `BENCH_SCHED=1 python3 bench/bench.py`) through `perf sched timehist`, and pr
 1. per kind of thread: runs, and how many of them waited longer than 1, 2 and 4 ms for a core
    after becoming runnable (woken or preempted);
 2. for the waits longer than THRESHOLD_MS of the server's workers and of wrk: how long each
-   kind of thread ran on the cores during those waits.
+   kind of thread ran on the cores during those waits, summed per wait (when two threads wait
+   at once, what ran meanwhile counts for each of them, so the column can exceed the waits'
+   total times the cores).
+
+Thread names are those `perf` shows (15 characters): flowgate's actix workers are
+`actix-server wo...`, the baseline's `actix-rt|...`, flowgate's runtime threads `tokio-rt-worker`.
 
 Usage: python3 bench/sched_blame.py target/bench-http/sched-1-18480.data [THRESHOLD_MS]
 Only the standard library and `perf`.
@@ -69,26 +74,28 @@ def main():
     for k, c in sorted(counts.items(), key=lambda item: -item[1][0])[:12]:
         print("| %s | %d | %d | %d | %d |" % (k, *c))
 
-    # Runs as intervals (start, end) sorted by end: the runs overlapping a wait are found by
-    # bisecting on the end and walking back while they could still overlap.
+    # Runs as intervals (start s, end s) sorted by start: a run overlapping the wait [w0, w1]
+    # starts before w1 and no earlier than w0 minus the longest run.
     spans = sorted((end - run / 1e3, end, k) for end, _, k, _, run in rows)
-    ends = sorted(rows, key=lambda r: r[0])
-    longest = max((run for *_, run in rows), default=0.0) / 1e3
     starts = [s for s, _, _ in spans]
+    longest = max((run for *_, run in rows), default=0.0) / 1e3
+    cores = max((cpu for _, cpu, *_ in rows), default=0) + 1
     ran = collections.Counter()
-    waited = 0.0
-    for end, _, k, delay, run in ends:
+    waits, waited = 0, 0.0
+    for end, _, k, delay, run in rows:
         if k not in WAITERS or delay <= threshold:
             continue
         w0, w1 = end - (run + delay) / 1e3, end - run / 1e3
+        waits += 1
         waited += delay
-        i = bisect.bisect_right(starts, w1)
-        for s, e, k2 in reversed(spans[max(0, bisect.bisect_left(starts, w0 - longest)):i]):
+        lo, hi = bisect.bisect_left(starts, w0 - longest), bisect.bisect_right(starts, w1)
+        for s, e, k2 in spans[lo:hi]:
             overlap = min(w1, e) - max(w0, s)
             if overlap > 0:
                 ran[k2] += overlap * 1e3
     print()
-    print("Waits longer than %g ms of workers and wrk: %.1f ms in all; on the two cores meanwhile ran:" % (threshold, waited))
+    print("%d waits longer than %g ms of workers and wrk, %.1f ms in all; what ran on the %d cores "
+          "meanwhile, summed per wait:" % (waits, threshold, waited, cores))
     print()
     print("| threads | ms |")
     print("|---|---|")

@@ -19,10 +19,11 @@ if os.getenv("BENCH_ACCEPT_ENCODING") then
   M.headers["Accept-Encoding"] = os.getenv("BENCH_ACCEPT_ENCODING")
 end
 
--- BENCH_PACE_MS (when set): each connection waits this long after a response before its
--- next request, so the offered load stays below saturation (the paced rows of bench.py).
-local pace = tonumber(os.getenv("BENCH_PACE_MS") or "")
-if pace then
+-- BENCH_WRK_PACE_MS (set by bench.py for its paced rows only): each connection waits this many
+-- whole milliseconds before each request (wrk's `delay`, an integer; the first request too), so
+-- the offered load stays below saturation. Latency is still timed from the actual send.
+local pace = math.floor(tonumber(os.getenv("BENCH_WRK_PACE_MS") or "") or 0)
+if pace > 0 then
   function M.delay()
     return pace
   end
