@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the domain's hot path (issue 2 §3): one resolve of a realistic
-//! placement, one condition evaluation, one bucketing. Run with `make bench-domain`.
+//! placement, condition evaluations (saved groups of 200 and 20,000 members among them), one
+//! bucketing. Run with `make bench-domain`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -92,6 +93,25 @@ fn condition(c: &mut Criterion) {
     c.bench_function("condition/regexi", |b| {
         b.iter(|| black_box(regex.eval(black_box(&attrs), &groups)))
     });
+    // Saved groups of user ids: 200 members (the typical placement's vip group) and 20,000;
+    // users cycle over members and non-members, so lookups do not repeat one path.
+    let in_group = Condition::compile(&json!({"user_id": {"$inGroup": "vip"}})).unwrap();
+    for members in [200, 20_000] {
+        let groups = SavedGroups::new([(
+            "vip".to_owned(),
+            (0..members).map(|i| json!(format!("user-{i}"))).collect(),
+        )]);
+        let users: Vec<_> = (0..64)
+            .map(|i| json!({"user_id": format!("user-{}", i * members / 32)}))
+            .collect();
+        let mut next = 0;
+        c.bench_function(&format!("condition/in_group_{members}"), |b| {
+            b.iter(|| {
+                next = (next + 1) % users.len();
+                black_box(in_group.eval(black_box(&users[next]), &groups))
+            })
+        });
+    }
 }
 
 fn bucketing(c: &mut Criterion) {

@@ -6,7 +6,7 @@
 //! check refuses (D4). `Condition::compile` fails when any error was recorded;
 //! `Condition::compile_lenient` ignores them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -210,11 +210,11 @@ pub(crate) enum ElemMatch {
 }
 
 /// The members of an `$in`-style list (or a saved group) indexed for `Array.prototype.includes`
-/// (SameValueZero): strings and numbers sorted for binary search, the rest as flags. Arrays
-/// and objects are left out because `includes` compares them by identity.
+/// (SameValueZero): strings in a [`StringSet`], numbers sorted for binary search, the rest as
+/// flags. Arrays and objects are left out because `includes` compares them by identity.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct InSet {
-    strings: Box<[Box<str>]>,
+    strings: StringSet,
     numbers: Box<[f64]>,
     has_true: bool,
     has_false: bool,
@@ -247,11 +247,9 @@ impl InSet {
                 Value::Array(_) | Value::Object(_) => {}
             }
         }
-        strings.sort_unstable();
-        strings.dedup();
         numbers.sort_unstable_by(f64::total_cmp);
         numbers.dedup();
-        set.strings = strings.into();
+        set.strings = StringSet::new(strings);
         set.numbers = numbers.into();
         set
     }
@@ -265,9 +263,7 @@ impl InSet {
                 } else {
                     std::borrow::Cow::Borrowed(s.as_str())
                 };
-                self.strings
-                    .binary_search_by(|probe| (**probe).cmp(&*key))
-                    .is_ok()
+                self.strings.contains(&key)
             }
             Value::Number(n) => {
                 let x = js::number_value(n) + 0.0;
@@ -285,6 +281,49 @@ impl InSet {
         match actual {
             Value::Array(items) => items.iter().any(|v| self.contains(v)),
             other => self.contains(other),
+        }
+    }
+}
+
+/// Lists longer than this are hashed; shorter ones are sorted and searched.
+const HASHED_FROM: usize = 16;
+
+/// The strings of an `$in`-style list, for exact membership. An audience's lists are short
+/// (`country $in [...]`) and a sorted slice serves them best; a saved group can hold thousands
+/// of user ids, where a binary search costs a dozen or more comparisons, each touching another
+/// string in memory, and a hash lookup about one. The keys come from the catalog, not from
+/// requests, so the table's layout is not the caller's to choose; its hasher is randomly keyed
+/// all the same.
+#[derive(Clone, Debug)]
+enum StringSet {
+    /// At most [`HASHED_FROM`] strings, sorted and without repeats.
+    Sorted(Box<[Box<str>]>),
+    /// Lists of more strings (counted with their repeats).
+    Hashed(HashSet<Box<str>>),
+}
+
+impl Default for StringSet {
+    fn default() -> Self {
+        StringSet::Sorted(Box::default())
+    }
+}
+
+impl StringSet {
+    fn new(mut strings: Vec<Box<str>>) -> Self {
+        if strings.len() > HASHED_FROM {
+            return StringSet::Hashed(strings.into_iter().collect());
+        }
+        strings.sort_unstable();
+        strings.dedup();
+        StringSet::Sorted(strings.into())
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        match self {
+            StringSet::Sorted(strings) => {
+                strings.binary_search_by(|probe| (**probe).cmp(key)).is_ok()
+            }
+            StringSet::Hashed(strings) => strings.contains(key),
         }
     }
 }

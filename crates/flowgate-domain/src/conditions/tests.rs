@@ -295,6 +295,69 @@ fn elem_match_size_all_and_type() {
     assert!(strict(&json!({"none": {"$type": "null"}}), &attrs));
 }
 
+#[test]
+fn lists_of_every_length_match_exactly() {
+    // Short lists are searched and long ones hashed (16 is the boundary): membership must not
+    // depend on which, for `$in`, `$nin`, `$ini`, `$nini` and saved groups alike.
+    let none = SavedGroups::empty();
+    for len in [0, 1, 2, 15, 16, 17, 18, 100, 3000] {
+        let mut members: Vec<String> = (0..len).map(|i| format!("User-{i}")).collect();
+        if len > 2 {
+            members[1] = "ÉCOLE".to_owned();
+            members[2] = members[0].clone(); // a repeat
+        }
+        let mut list: Vec<Value> = members.iter().map(|m| json!(m)).collect();
+        list.push(json!(7)); // numbers are indexed apart from strings
+        let groups = SavedGroups::new([("g".to_owned(), list.clone())]);
+        let compile = |c: Value| Condition::compile(&c).expect("valid");
+        let conditions = [
+            ("$in", compile(json!({"u": {"$in": list}})), false, false),
+            ("$nin", compile(json!({"u": {"$nin": list}})), false, true),
+            (
+                "array $in",
+                compile(json!({"arr": {"$in": list}})),
+                false,
+                false,
+            ),
+            ("$ini", compile(json!({"u": {"$ini": list}})), true, false),
+            ("$nini", compile(json!({"u": {"$nini": list}})), true, true),
+            (
+                "$inGroup",
+                compile(json!({"u": {"$inGroup": "g"}})),
+                false,
+                false,
+            ),
+        ];
+        // Every member of a short list, a sample of a long one; each also folded and extended.
+        let sampled: Vec<&String> = members.iter().step_by(len / 40 + 1).collect();
+        let mut candidates: Vec<String> = sampled.iter().map(|m| m.to_string()).collect();
+        candidates.extend(sampled.iter().map(|m| m.to_lowercase()));
+        candidates.extend(sampled.iter().map(|m| format!("{m}x")));
+        candidates.extend(["", "7", "User-", "école", "User-99999"].map(str::to_owned));
+        for candidate in &candidates {
+            let attrs = json!({"u": candidate, "arr": ["none", candidate]});
+            for (name, condition, fold, negate) in &conditions {
+                let member = if *fold {
+                    members
+                        .iter()
+                        .any(|m| m.to_lowercase() == candidate.to_lowercase())
+                } else {
+                    members.contains(candidate)
+                };
+                let got = condition.eval(&attrs, if *name == "$inGroup" { &groups } else { &none });
+                assert_eq!(
+                    got,
+                    member != *negate,
+                    "{name}, {len} strings, {candidate:?}"
+                );
+            }
+        }
+        assert!(conditions[0].1.eval(&json!({"u": 7}), &none));
+        assert!(!conditions[0].1.eval(&json!({"u": 8}), &none));
+        assert!(conditions[5].1.eval(&json!({"u": 7}), &groups));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Saved groups (D2)
 
