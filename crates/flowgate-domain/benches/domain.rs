@@ -93,21 +93,28 @@ fn condition(c: &mut Criterion) {
     c.bench_function("condition/regexi", |b| {
         b.iter(|| black_box(regex.eval(black_box(&attrs), &groups)))
     });
-    // Saved groups of user ids: 200 members (the typical placement's vip group) and 20,000;
-    // users cycle over members and non-members, so lookups do not repeat one path.
+    // Saved groups of user ids: 200 members (the typical placement's vip group) and 20,000.
+    // 4,096 users drawn pseudo-randomly from twice the group's ids, so about half are members
+    // and neither the branch predictor nor the caches learn one path.
     let in_group = Condition::compile(&json!({"user_id": {"$inGroup": "vip"}})).unwrap();
-    for members in [200, 20_000] {
+    for members in [200_u64, 20_000] {
         let groups = SavedGroups::new([(
             "vip".to_owned(),
             (0..members).map(|i| json!(format!("user-{i}"))).collect(),
         )]);
-        let users: Vec<_> = (0..64)
-            .map(|i| json!({"user_id": format!("user-{}", i * members / 32)}))
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let users: Vec<_> = (0..4096)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                json!({"user_id": format!("user-{}", state % (2 * members))})
+            })
             .collect();
         let mut next = 0;
         c.bench_function(&format!("condition/in_group_{members}"), |b| {
             b.iter(|| {
-                next = (next + 1) % users.len();
+                next = (next + 1) & (users.len() - 1);
                 black_box(in_group.eval(black_box(&users[next]), &groups))
             })
         });

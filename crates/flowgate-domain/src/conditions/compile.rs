@@ -254,6 +254,12 @@ impl InSet {
         set
     }
 
+    /// Whether its strings were hashed (for tests of the boundary).
+    #[cfg(test)]
+    pub(crate) fn strings_hashed(&self) -> bool {
+        self.strings.is_hashed()
+    }
+
     /// `list.includes(v)`, after case folding when the set folds.
     fn contains(&self, v: &Value) -> bool {
         match v {
@@ -285,8 +291,8 @@ impl InSet {
     }
 }
 
-/// Lists longer than this are hashed; shorter ones are sorted and searched.
-const HASHED_FROM: usize = 16;
+/// Lists of at most this many strings are sorted and searched; longer ones are hashed.
+pub(crate) const MAX_SORTED: usize = 16;
 
 /// The strings of an `$in`-style list, for exact membership. An audience's lists are short
 /// (`country $in [...]`) and a sorted slice serves them best; a saved group can hold thousands
@@ -296,7 +302,7 @@ const HASHED_FROM: usize = 16;
 /// all the same.
 #[derive(Clone, Debug)]
 enum StringSet {
-    /// At most [`HASHED_FROM`] strings, sorted and without repeats.
+    /// At most [`MAX_SORTED`] strings, sorted and without repeats.
     Sorted(Box<[Box<str>]>),
     /// Lists of more strings (counted with their repeats).
     Hashed(HashSet<Box<str>>),
@@ -310,12 +316,18 @@ impl Default for StringSet {
 
 impl StringSet {
     fn new(mut strings: Vec<Box<str>>) -> Self {
-        if strings.len() > HASHED_FROM {
+        if strings.len() > MAX_SORTED {
             return StringSet::Hashed(strings.into_iter().collect());
         }
         strings.sort_unstable();
         strings.dedup();
         StringSet::Sorted(strings.into())
+    }
+
+    /// Whether the strings were hashed (for tests of the boundary).
+    #[cfg(test)]
+    pub(crate) fn is_hashed(&self) -> bool {
+        matches!(self, StringSet::Hashed(_))
     }
 
     fn contains(&self, key: &str) -> bool {

@@ -95,8 +95,8 @@ impl<F: Attributes + ?Sized, B: Attributes + ?Sized> Attributes for Layered<'_, 
 
 /// Saved groups of an app (D2): group id -> array of values, for `$inGroup` / `$notInGroup`.
 ///
-/// Each group is indexed once when the catalog loads, so a membership test is a binary search
-/// rather than a scan of the group's values.
+/// Each group is indexed once when the catalog loads, so a membership test is a hash lookup
+/// (a binary search for groups of at most 16 strings) rather than a scan of the group's values.
 #[derive(Clone, Debug, Default)]
 pub struct SavedGroups {
     groups: HashMap<String, SavedGroup>,

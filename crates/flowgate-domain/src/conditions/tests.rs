@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use crate::conditions::compile::{InSet, MAX_SORTED};
 use crate::conditions::{Condition, SavedGroups};
 
 // ---------------------------------------------------------------------------------------------
@@ -297,10 +298,20 @@ fn elem_match_size_all_and_type() {
 
 #[test]
 fn lists_of_every_length_match_exactly() {
-    // Short lists are searched and long ones hashed (16 is the boundary): membership must not
-    // depend on which, for `$in`, `$nin`, `$ini`, `$nini` and saved groups alike.
+    // Short lists are searched and long ones hashed: membership must not depend on which, for
+    // `$in`, `$nin`, `$ini`, `$nini` and saved groups alike.
     let none = SavedGroups::empty();
-    for len in [0, 1, 2, 15, 16, 17, 18, 100, 3000] {
+    for len in [
+        0,
+        1,
+        2,
+        MAX_SORTED - 1,
+        MAX_SORTED,
+        MAX_SORTED + 1,
+        MAX_SORTED + 2,
+        100,
+        3000,
+    ] {
         let mut members: Vec<String> = (0..len).map(|i| format!("User-{i}")).collect();
         if len > 2 {
             members[1] = "ÉCOLE".to_owned();
@@ -308,13 +319,16 @@ fn lists_of_every_length_match_exactly() {
         }
         let mut list: Vec<Value> = members.iter().map(|m| json!(m)).collect();
         list.push(json!(7)); // numbers are indexed apart from strings
+        let hashed = InSet::new(&list, false).strings_hashed();
+        assert_eq!(hashed, len > MAX_SORTED, "{len} strings");
         let groups = SavedGroups::new([("g".to_owned(), list.clone())]);
         let compile = |c: Value| Condition::compile(&c).expect("valid");
+        // (name, condition, folds, negates, reads the saved groups)
         let conditions = [
             ("$in", compile(json!({"u": {"$in": list}})), false, false),
             ("$nin", compile(json!({"u": {"$nin": list}})), false, true),
             (
-                "array $in",
+                "arr $in",
                 compile(json!({"arr": {"$in": list}})),
                 false,
                 false,
@@ -327,24 +341,35 @@ fn lists_of_every_length_match_exactly() {
                 false,
                 false,
             ),
+            (
+                "$notInGroup",
+                compile(json!({"u": {"$notInGroup": "g"}})),
+                false,
+                true,
+            ),
         ];
         // Every member of a short list, a sample of a long one; each also folded and extended.
         let sampled: Vec<&String> = members.iter().step_by(len / 40 + 1).collect();
         let mut candidates: Vec<String> = sampled.iter().map(|m| m.to_string()).collect();
         candidates.extend(sampled.iter().map(|m| m.to_lowercase()));
         candidates.extend(sampled.iter().map(|m| format!("{m}x")));
-        candidates.extend(["", "7", "User-", "école", "User-99999"].map(str::to_owned));
+        let others = ["", "7", "User-", "ÉCOLE", "école", "User-99999"];
+        candidates.extend(others.map(str::to_owned));
         for candidate in &candidates {
             let attrs = json!({"u": candidate, "arr": ["none", candidate]});
             for (name, condition, fold, negate) in &conditions {
                 let member = if *fold {
-                    members
-                        .iter()
-                        .any(|m| m.to_lowercase() == candidate.to_lowercase())
+                    let folded = candidate.to_lowercase();
+                    members.iter().any(|m| m.to_lowercase() == folded)
                 } else {
                     members.contains(candidate)
                 };
-                let got = condition.eval(&attrs, if *name == "$inGroup" { &groups } else { &none });
+                let saved = if name.contains("Group") {
+                    &groups
+                } else {
+                    &none
+                };
+                let got = condition.eval(&attrs, saved);
                 assert_eq!(
                     got,
                     member != *negate,
