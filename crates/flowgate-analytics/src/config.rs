@@ -23,6 +23,14 @@ pub struct SinkConfig {
     /// `events.flush_interval_ms`: the longest an event waits in the queue before a writer
     /// flushes a partial batch. Default 200 ms.
     pub flush_interval: Duration,
+    /// `events.write_threshold`: when no write is in flight, a writer writes as soon as this
+    /// many events are queued (up to `batch_size` in one write), without waiting for
+    /// `flush_interval`. At moderate rates this keeps batches near this size instead of one
+    /// large write per interval: the database works in small steps, less is held in memory
+    /// (what a hard kill loses), and events are stored sooner. While a write is in flight the
+    /// others wait for a full batch (or the interval), so under heavy load batches still grow
+    /// to `batch_size`. Values above `batch_size` act as `batch_size`. Default 100.
+    pub write_threshold: usize,
     /// `events.drain_deadline_ms`: how long a graceful shutdown may spend writing what is
     /// queued (the binary passes it to [`Sink::shutdown`](crate::Sink::shutdown)). Default
     /// 20 s, which fits in Kubernetes' default 30 s termination grace period.
@@ -89,6 +97,7 @@ impl Default for SinkConfig {
             queue_capacity: 100_000,
             batch_size: 1_000,
             flush_interval: Duration::from_millis(200),
+            write_threshold: 100,
             drain_deadline: Duration::from_secs(20),
             writers: 2,
             record_resolve_no_flow: true,
@@ -132,10 +141,15 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl SinkConfig {
+    /// Queued events at which a writer writes without waiting for the flush interval.
+    pub(crate) fn ready_size(&self) -> usize {
+        self.write_threshold.min(self.batch_size)
+    }
+
     /// Checks every setting; the first one out of range is reported with its key.
     ///
     /// Ranges: `queue_capacity` 100..=10,000,000 (a request of 100 events must fit, D7);
-    /// `batch_size` 1..=10,000; `flush_interval_ms` 1..=60,000; `drain_deadline_ms`
+    /// `batch_size` 1..=10,000; `write_threshold` 1..=10,000; `flush_interval_ms` 1..=60,000; `drain_deadline_ms`
     /// 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `admission_wait_ms`
     /// 0..=60,000; `retry_base_ms` 1..=60,000; `retry_max_ms` from `retry_base_ms` to 600,000.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -146,6 +160,12 @@ impl SinkConfig {
             10_000_000,
         )?;
         range_u64("events.batch_size", self.batch_size as u64, 1, 10_000)?;
+        range_u64(
+            "events.write_threshold",
+            self.write_threshold as u64,
+            1,
+            10_000,
+        )?;
         range_u64(
             "events.flush_interval_ms",
             millis(self.flush_interval),
@@ -194,6 +214,7 @@ mod tests {
         assert_eq!(c.queue_capacity, 100_000);
         assert_eq!(c.batch_size, 1_000);
         assert_eq!(c.flush_interval, Duration::from_millis(200));
+        assert_eq!(c.write_threshold, 100);
         assert_eq!(c.drain_deadline, Duration::from_secs(20));
         assert_eq!(c.writers, 2);
         assert!(c.record_resolve_no_flow);
@@ -217,6 +238,7 @@ mod tests {
             "events.batch_size must be between 1 and 10000 (got 0)"
         );
         assert_eq!(bad(|c| c.queue_capacity = 99).key, "events.queue_capacity");
+        assert_eq!(bad(|c| c.write_threshold = 0).key, "events.write_threshold");
         assert_eq!(
             bad(|c| c.flush_interval = Duration::ZERO).key,
             "events.flush_interval_ms"

@@ -339,9 +339,11 @@ impl Sink {
         });
         s.queued += n;
         // Wake a writer when it has something new to do: start the flush timer of a queue
-        // that was empty, or write a batch that just became full.
-        let batch = self.inner.config.batch_size;
-        let wake = before == 0 || (before < batch && before + n >= batch);
+        // that was empty, or write what just reached `write_threshold` (if no write is in
+        // flight) or a full batch.
+        let crossed = |level: usize| before < level && before + n >= level;
+        let config = &self.inner.config;
+        let wake = before == 0 || crossed(config.ready_size()) || crossed(config.batch_size);
         let c = &self.inner.counters;
         c.enqueued.fetch_add(n as u64, Ordering::Relaxed);
         c.requests_accepted.fetch_add(1, Ordering::Relaxed);

@@ -23,8 +23,10 @@ enum Step {
     Exit,
 }
 
-/// Decides under the queue lock: a full batch is written at once; a partial batch when its
-/// oldest event has waited `flush_interval`, or at once during shutdown.
+/// Decides under the queue lock: a full batch is written at once, and so is whatever is queued
+/// (up to a full batch) once it reaches `write_threshold` while no other write is in flight;
+/// fewer events when the oldest has waited `flush_interval`, or at once during shutdown. An
+/// idle store thus gets small batches soon, and a busy one full batches.
 fn next_step(inner: &Inner, id: usize) -> Step {
     let config = &inner.config;
     let mut s = inner.lock();
@@ -32,8 +34,9 @@ fn next_step(inner: &Inner, id: usize) -> Step {
         return if s.accepting { Step::Wait } else { Step::Exit };
     };
     let age = oldest.elapsed();
-    let full = s.queued >= config.batch_size;
-    if !full && s.accepting && age < config.flush_interval {
+    let ready =
+        s.queued >= config.batch_size || (s.in_flight == 0 && s.queued >= config.ready_size());
+    if !ready && s.accepting && age < config.flush_interval {
         return Step::WaitFor(config.flush_interval - age);
     }
     let mut parts: Vec<Vec<AnalyticsEvent>> = Vec::new();

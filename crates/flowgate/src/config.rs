@@ -262,6 +262,8 @@ pub struct EventsConfig {
     pub batch_size: usize,
     /// Longest an event waits before a partial batch is written.
     pub flush_interval_ms: u64,
+    /// Queued events that are written at once, without waiting for the flush interval.
+    pub write_threshold: usize,
     /// How long a graceful shutdown may spend writing what is buffered.
     pub drain_deadline_ms: u64,
     /// Record `resolve_no_flow` server events (D8).
@@ -289,6 +291,7 @@ impl Default for EventsConfig {
             queue_capacity: sink.queue_capacity,
             batch_size: sink.batch_size,
             flush_interval_ms: millis(sink.flush_interval),
+            write_threshold: sink.write_threshold,
             drain_deadline_ms: millis(sink.drain_deadline),
             record_resolve_no_flow: sink.record_resolve_no_flow,
             writers: 0,
@@ -529,6 +532,7 @@ impl Config {
             queue_capacity: e.queue_capacity,
             batch_size: e.batch_size,
             flush_interval: Duration::from_millis(e.flush_interval_ms),
+            write_threshold: e.write_threshold,
             drain_deadline: Duration::from_millis(e.drain_deadline_ms),
             writers,
             record_resolve_no_flow: e.record_resolve_no_flow,

@@ -100,6 +100,7 @@ async fn no_accepted_event_is_lost_when_the_database_is_cut_off_mid_load() {
         SinkConfig {
             queue_capacity: 20_000,
             batch_size: 500,
+            write_threshold: 500,
             flush_interval: Duration::from_millis(50),
             drain_deadline: Duration::from_secs(60),
             writers: 2,

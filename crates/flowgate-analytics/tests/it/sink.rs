@@ -47,6 +47,74 @@ async fn flushes_full_batches_without_waiting_for_the_interval() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_once_the_threshold_is_queued_up_to_a_full_batch() {
+    let store = FaultStore::new();
+    let sink = Sink::start(
+        SinkConfig {
+            batch_size: 50,
+            write_threshold: 20,
+            flush_interval: LONG,
+            writers: 1,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    // Below the threshold, events wait for the interval (60 s).
+    sink.try_enqueue(request(15)).unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(store.events().is_empty());
+    // Reaching it, they are written at once, all that is queued in one batch.
+    sink.try_enqueue(request(10)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || store.events().len() == 25).await);
+    assert_eq!(store.batches(), vec![25]);
+    // Above it, one write takes at most a full batch; the rest is below the threshold again.
+    sink.try_enqueue(request(60)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || store.events().len() == 75).await);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(store.batches(), vec![25, 50]);
+    assert_eq!(sink.stats().queue_depth, 10);
+    let report = sink.shutdown(Duration::from_secs(5)).await;
+    assert!(report.completed);
+    assert_eq!(store.batches(), vec![25, 50, 10]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_a_write_is_in_flight_only_full_batches_start() {
+    let store = FaultStore::new();
+    store.delay_ms.store(400, Ordering::SeqCst);
+    let sink = Sink::start(
+        SinkConfig {
+            batch_size: 50,
+            write_threshold: 20,
+            flush_interval: LONG,
+            writers: 2,
+            ..config()
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let attempts = || store.attempts.load(Ordering::SeqCst);
+    sink.try_enqueue(request(25)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || attempts() == 1).await);
+    // Past the threshold, but a write is in flight: the idle writer waits for a full batch.
+    sink.try_enqueue(request(30)).unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(attempts(), 1);
+    // A full batch starts at once beside the one in flight.
+    sink.try_enqueue(request(30)).unwrap();
+    assert!(eventually(Duration::from_secs(5), || attempts() == 2).await);
+    assert!(eventually(Duration::from_secs(5), || store.events().len() == 75).await);
+    assert_eq!(store.batches(), vec![25, 50]);
+    // The rest (10) is below the threshold: it waits for the interval, or the shutdown.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(sink.stats().queue_depth, 10);
+    let report = sink.shutdown(Duration::from_secs(5)).await;
+    assert!(report.completed);
+    assert_eq!(store.batches(), vec![25, 50, 10]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushes_a_partial_batch_after_the_interval() {
     let store = FaultStore::new();
     let interval = Duration::from_millis(150);

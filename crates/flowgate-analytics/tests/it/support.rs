@@ -82,6 +82,7 @@ pub fn config() -> SinkConfig {
     SinkConfig {
         queue_capacity: 1_000,
         batch_size: 100,
+        write_threshold: 100,
         flush_interval: Duration::from_millis(20),
         drain_deadline: Duration::from_secs(10),
         writers: 2,
