@@ -30,7 +30,8 @@ async fn flushes_full_batches_without_waiting_for_the_interval() {
         sink.try_enqueue(request(10)).unwrap();
     }
     sink.try_enqueue(request(5)).unwrap();
-    assert!(eventually(Duration::from_secs(5), || store.events().len() == 30).await);
+    // The store records a batch's size after its events: wait for the record.
+    assert!(eventually(Duration::from_secs(5), || store.batches().len() == 3).await);
     assert_eq!(store.batches(), vec![10, 10, 10]);
     // The partial batch waits for the interval (60 s): still queued.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -66,11 +67,11 @@ async fn writes_once_the_threshold_is_queued_up_to_a_full_batch() {
     assert!(store.events().is_empty());
     // Reaching it, they are written at once, all that is queued in one batch.
     sink.try_enqueue(request(10)).unwrap();
-    assert!(eventually(Duration::from_secs(5), || store.events().len() == 25).await);
+    assert!(eventually(Duration::from_secs(5), || store.batches().len() == 1).await);
     assert_eq!(store.batches(), vec![25]);
     // Above it, one write takes at most a full batch; the rest is below the threshold again.
     sink.try_enqueue(request(60)).unwrap();
-    assert!(eventually(Duration::from_secs(5), || store.events().len() == 75).await);
+    assert!(eventually(Duration::from_secs(5), || store.batches().len() == 2).await);
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert_eq!(store.batches(), vec![25, 50]);
     assert_eq!(sink.stats().queue_depth, 10);
@@ -104,7 +105,8 @@ async fn while_a_write_is_in_flight_only_full_batches_start() {
     // A full batch starts at once beside the one in flight.
     sink.try_enqueue(request(30)).unwrap();
     assert!(eventually(Duration::from_secs(5), || attempts() == 2).await);
-    assert!(eventually(Duration::from_secs(5), || store.events().len() == 75).await);
+    // The store records a batch's size after its events: wait for the record.
+    assert!(eventually(Duration::from_secs(5), || store.batches().len() == 2).await);
     assert_eq!(store.batches(), vec![25, 50]);
     // The rest (10) is below the threshold: it waits for the interval, or the shutdown.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -130,7 +132,7 @@ async fn flushes_a_partial_batch_after_the_interval() {
     let started = Instant::now();
     sink.try_enqueue(request(3)).unwrap();
     sink.try_enqueue(request(4)).unwrap();
-    assert!(eventually(Duration::from_secs(5), || store.events().len() == 7).await);
+    assert!(eventually(Duration::from_secs(5), || store.batches().len() == 1).await);
     let waited = started.elapsed();
     assert!(waited >= interval, "flushed after {waited:?}");
     assert!(waited < interval * 4, "flushed only after {waited:?}");
