@@ -149,8 +149,8 @@ impl SinkConfig {
     /// Checks every setting; the first one out of range is reported with its key.
     ///
     /// Ranges: `queue_capacity` 100..=10,000,000 (a request of 100 events must fit, D7);
-    /// `batch_size` 1..=10,000; `write_threshold` 1..=10,000; `flush_interval_ms` 1..=60,000; `drain_deadline_ms`
-    /// 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `admission_wait_ms`
+    /// `batch_size` 1..=10,000; `write_threshold` 1..=10,000; `flush_interval_ms` 1..=60,000;
+    /// `drain_deadline_ms` 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `admission_wait_ms`
     /// 0..=60,000; `retry_base_ms` 1..=60,000; `retry_max_ms` from `retry_base_ms` to 600,000.
     pub fn validate(&self) -> Result<(), ConfigError> {
         range_u64(

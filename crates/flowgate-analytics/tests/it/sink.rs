@@ -47,20 +47,35 @@ async fn flushes_full_batches_without_waiting_for_the_interval() {
     assert_eq!(store.batches(), vec![10, 10, 10, 5]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_once_the_threshold_is_queued_up_to_a_full_batch() {
-    let store = FaultStore::new();
-    let sink = Sink::start(
+/// A sink of batches of 50 with a write threshold of 20 and no interval in practice (60 s).
+fn threshold_sink(store: &Arc<FaultStore>, writers: usize) -> Sink {
+    Sink::start(
         SinkConfig {
             batch_size: 50,
             write_threshold: 20,
             flush_interval: LONG,
-            writers: 1,
+            writers,
             ..config()
         },
         store.clone(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// After batches of 25 and 50, the last 10 events are below the threshold: they stay queued
+/// until the shutdown writes them.
+async fn rest_waits_for_the_shutdown(sink: &Sink, store: &FaultStore) {
+    assert_eq!(store.batches(), vec![25, 50]);
+    assert_eq!(sink.stats().queue_depth, 10);
+    let report = sink.shutdown(Duration::from_secs(5)).await;
+    assert!(report.completed);
+    assert_eq!(store.batches(), vec![25, 50, 10]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_once_the_threshold_is_queued_up_to_a_full_batch() {
+    let store = FaultStore::new();
+    let sink = threshold_sink(&store, 1);
     // Below the threshold, events wait for the interval (60 s).
     sink.try_enqueue(request(15)).unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -73,28 +88,14 @@ async fn writes_once_the_threshold_is_queued_up_to_a_full_batch() {
     sink.try_enqueue(request(60)).unwrap();
     assert!(eventually(Duration::from_secs(5), || store.batches().len() == 2).await);
     tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(store.batches(), vec![25, 50]);
-    assert_eq!(sink.stats().queue_depth, 10);
-    let report = sink.shutdown(Duration::from_secs(5)).await;
-    assert!(report.completed);
-    assert_eq!(store.batches(), vec![25, 50, 10]);
+    rest_waits_for_the_shutdown(&sink, &store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_a_write_is_in_flight_only_full_batches_start() {
     let store = FaultStore::new();
     store.delay_ms.store(400, Ordering::SeqCst);
-    let sink = Sink::start(
-        SinkConfig {
-            batch_size: 50,
-            write_threshold: 20,
-            flush_interval: LONG,
-            writers: 2,
-            ..config()
-        },
-        store.clone(),
-    )
-    .unwrap();
+    let sink = threshold_sink(&store, 2);
     let attempts = || store.attempts.load(Ordering::SeqCst);
     sink.try_enqueue(request(25)).unwrap();
     assert!(eventually(Duration::from_secs(5), || attempts() == 1).await);
@@ -107,13 +108,8 @@ async fn while_a_write_is_in_flight_only_full_batches_start() {
     assert!(eventually(Duration::from_secs(5), || attempts() == 2).await);
     // The store records a batch's size after its events: wait for the record.
     assert!(eventually(Duration::from_secs(5), || store.batches().len() == 2).await);
-    assert_eq!(store.batches(), vec![25, 50]);
-    // The rest (10) is below the threshold: it waits for the interval, or the shutdown.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(sink.stats().queue_depth, 10);
-    let report = sink.shutdown(Duration::from_secs(5)).await;
-    assert!(report.completed);
-    assert_eq!(store.batches(), vec![25, 50, 10]);
+    rest_waits_for_the_shutdown(&sink, &store).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

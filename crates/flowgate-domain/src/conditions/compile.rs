@@ -257,7 +257,7 @@ impl InSet {
     /// Whether its strings were hashed (for tests of the boundary).
     #[cfg(test)]
     pub(crate) fn strings_hashed(&self) -> bool {
-        self.strings.is_hashed()
+        matches!(self.strings, StringSet::Hashed(_))
     }
 
     /// `list.includes(v)`, after case folding when the set folds.
@@ -322,12 +322,6 @@ impl StringSet {
         strings.sort_unstable();
         strings.dedup();
         StringSet::Sorted(strings.into())
-    }
-
-    /// Whether the strings were hashed (for tests of the boundary).
-    #[cfg(test)]
-    pub(crate) fn is_hashed(&self) -> bool {
-        matches!(self, StringSet::Hashed(_))
     }
 
     fn contains(&self, key: &str) -> bool {
