@@ -5,7 +5,7 @@
 //! pre-rendered [`PublishedVersion`] from the snapshot.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -25,8 +25,12 @@ pub const MAX_BATCH_KEYS: usize = 50;
 
 /// Who is asking: the identity fields and targeting attributes of a resolve request.
 pub struct ResolveRequest<'a> {
-    user_id: Value,
-    session_id: Value,
+    user_id: &'a str,
+    session_id: &'a str,
+    /// `user_id` and `session_id` as JSON strings, made the first time a condition reads one
+    /// (few audiences do): not two allocations per request.
+    user_id_value: OnceLock<Value>,
+    session_id_value: OnceLock<Value>,
     platform: Platform,
     attributes: &'a (dyn Attributes + Sync),
 }
@@ -60,27 +64,29 @@ impl<'a> ResolveRequest<'a> {
     /// name (D3.6). `attributes` is any [`Attributes`] source: a JSON `Map`, or the caller's
     /// own (the HTTP adapter passes the members of the request body as it parsed them).
     pub fn new(
-        user_id: &str,
-        session_id: &str,
+        user_id: &'a str,
+        session_id: &'a str,
         platform: Platform,
         attributes: &'a (dyn Attributes + Sync),
     ) -> Self {
         Self {
-            user_id: Value::String(user_id.to_owned()),
-            session_id: Value::String(session_id.to_owned()),
+            user_id,
+            session_id,
+            user_id_value: OnceLock::new(),
+            session_id_value: OnceLock::new(),
             platform,
             attributes,
         }
     }
 
     /// The user id.
-    pub fn user_id(&self) -> &str {
-        self.user_id.as_str().unwrap_or_default()
+    pub fn user_id(&self) -> &'a str {
+        self.user_id
     }
 
     /// The session id.
-    pub fn session_id(&self) -> &str {
-        self.session_id.as_str().unwrap_or_default()
+    pub fn session_id(&self) -> &'a str {
+        self.session_id
     }
 
     /// The platform.
@@ -92,8 +98,14 @@ impl<'a> ResolveRequest<'a> {
 impl Attributes for ResolveRequest<'_> {
     fn get(&self, key: &str) -> Option<&Value> {
         match key {
-            "user_id" => Some(&self.user_id),
-            "session_id" => Some(&self.session_id),
+            "user_id" => Some(
+                self.user_id_value
+                    .get_or_init(|| Value::String(self.user_id.to_owned())),
+            ),
+            "session_id" => Some(
+                self.session_id_value
+                    .get_or_init(|| Value::String(self.session_id.to_owned())),
+            ),
             "device_platform" => Some(platform_value(self.platform)),
             _ => self.attributes.get(key),
         }

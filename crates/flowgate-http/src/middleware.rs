@@ -198,6 +198,11 @@ pub(crate) fn preflight(req: &HttpRequest) -> Option<HttpResponse> {
     )
 }
 
+// Constants: `HeaderName::from_static` checks its name each time it runs.
+const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+
 /// The headers of every other `/v1` response: `RateLimit-*` (D10) when a limit was checked,
 /// CORS (D11) when the request has an `Origin`.
 pub(crate) fn v1_headers(req: &HttpRequest, res: &mut HttpResponse) {
@@ -206,11 +211,11 @@ pub(crate) fn v1_headers(req: &HttpRequest, res: &mut HttpResponse) {
     let headers = res.headers_mut();
     if let Some(RateLimitInfo(d)) = info {
         for (name, value) in [
-            ("ratelimit-limit", d.limit),
-            ("ratelimit-remaining", d.remaining),
-            ("ratelimit-reset", d.reset_secs),
+            (RATELIMIT_LIMIT, d.limit),
+            (RATELIMIT_REMAINING, d.remaining),
+            (RATELIMIT_RESET, d.reset_secs),
         ] {
-            headers.insert(HeaderName::from_static(name), HeaderValue::from(value));
+            headers.insert(name, HeaderValue::from(value));
         }
     }
     if has_origin {

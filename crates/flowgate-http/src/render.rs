@@ -105,18 +105,31 @@ impl Spliced {
         self.parts.push(Part::Flow(Arc::clone(version)));
     }
 
+    /// Moves the owned bytes written so far into `parts`, with a new buffer for what follows.
     fn flush(&mut self) {
         if !self.buf.is_empty() {
             let capacity = self.buf.capacity().clamp(64, 1024);
             let done = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
-            self.len += done.len();
-            self.parts.push(Part::Owned(Bytes::from(done)));
+            self.push_owned(done);
         }
+    }
+
+    /// The last flush: nothing follows, so no new buffer.
+    fn flush_last(&mut self) {
+        if !self.buf.is_empty() {
+            let done = std::mem::take(&mut self.buf);
+            self.push_owned(done);
+        }
+    }
+
+    fn push_owned(&mut self, done: Vec<u8>) {
+        self.len += done.len();
+        self.parts.push(Part::Owned(Bytes::from(done)));
     }
 
     /// The finished body.
     pub fn finish(mut self) -> SplicedBody {
-        self.flush();
+        self.flush_last();
         SplicedBody {
             parts: self.parts.into_iter(),
             len: self.len as u64,
@@ -135,7 +148,7 @@ impl Spliced {
     /// written for the response (JSON around the flows, small flows, fonts) are more than a
     /// quarter of the body, as they would go out uncompressed.
     pub fn finish_gzip(mut self, flows: &DeflatedFlows) -> Result<SplicedBody, Self> {
-        self.flush();
+        self.flush_last();
         let shared: usize = self
             .parts
             .iter()
@@ -204,7 +217,7 @@ impl Spliced {
     /// over 1 KiB to the blocking pool and flushes after each, so a body of many chunks costs
     /// a thread hand-off per chunk and compresses worse.
     pub fn finish_joined(mut self) -> Bytes {
-        self.flush();
+        self.flush_last();
         if self.parts.len() == 1 {
             return self.parts.pop().map(Part::into_bytes).unwrap_or_default();
         }

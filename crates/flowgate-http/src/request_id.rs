@@ -1,6 +1,7 @@
 //! `X-Request-Id` (D11): a valid incoming id is echoed, otherwise a new UUIDv7 is made.
 
 use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::web::Bytes;
 
 /// The request's id, stored in the request extensions for handlers and problem bodies. It is
 /// kept as the header value it is answered with: an echoed id shares the request's bytes, and
@@ -43,8 +44,14 @@ pub fn accept_or_new(incoming: Option<&HeaderValue>) -> RequestId {
         }
     }
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    let text = uuid::Uuid::now_v7().hyphenated().encode_lower(&mut text);
-    RequestId(HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static("-")))
+    uuid::Uuid::now_v7().hyphenated().encode_lower(&mut text);
+    // Owned by a reference-counted `Bytes`: the clones the dispatcher makes (extension,
+    // response header) only count references. A value copied from a `&str` would allocate
+    // again on its first clone.
+    RequestId(
+        HeaderValue::from_maybe_shared(Bytes::from_owner(text))
+            .unwrap_or(HeaderValue::from_static("-")),
+    )
 }
 
 #[cfg(test)]

@@ -95,6 +95,20 @@ fn device_platform_reads_as_the_requests_platform_whatever_the_attributes_say() 
     }
 }
 
+#[test]
+fn user_and_session_ids_read_as_the_requests_whatever_the_attributes_say() {
+    use flowgate_domain::conditions::Attributes;
+    let spoof = attrs(json!({"user_id": "other", "session_id": "other-s", "plan": "pro"}));
+    let request = ResolveRequest::new("u-1", "s-1", Platform::Web, &spoof);
+    // Made on first read, then the same value on every later one.
+    for _ in 0..2 {
+        assert_eq!(request.get("user_id"), Some(&json!("u-1")));
+        assert_eq!(request.get("session_id"), Some(&json!("s-1")));
+    }
+    assert_eq!(request.get("plan"), Some(&json!("pro")));
+    assert_eq!((request.user_id(), request.session_id()), ("u-1", "s-1"));
+}
+
 /// Finds a user id assigned to variant `want` of the fixture experiment, using GrowthBook's
 /// formula independently of the resolver.
 fn user_in_variant(want: usize) -> String {
