@@ -8,7 +8,8 @@
 //! - PostgreSQL: one `INSERT ... SELECT * FROM UNNEST($1::uuid[], ...)` statement per batch,
 //!   one array parameter per column. Its cost does not grow with statement parsing, it has no
 //!   65,535-parameter limit (a multi-row `VALUES` of 17 columns caps at 3,855 rows), and the
-//!   statement text is the same for every batch size, so the server can reuse its plan.
+//!   statement text is the same for every batch size, so each connection prepares it once and
+//!   then only executes it (`UnnestInsert`).
 //!   (`COPY` has no `ON CONFLICT`, and diesel-async cannot issue it: TECH-NOTES.)
 //!
 //!   The statement is first sent as a plain `INSERT`. `ON CONFLICT` makes PostgreSQL insert
@@ -24,7 +25,9 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
+use diesel::pg::Pg;
 use diesel::prelude::*;
+use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{Array, Nullable, Text};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -106,13 +109,13 @@ impl EventStore for Store {
             let inserted = match self.pools() {
                 Pools::Pg(pool) => {
                     let mut conn = pool.get().await.map_err(pool_error)?;
-                    match insert_pg(&mut conn, &rows, PG_PLAIN_INSERT).await {
+                    match insert_pg(&mut conn, &rows, false).await {
                         Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
                             // Only the primary key is unique: an event_id is already stored.
                             self.inner
                                 .event_conflict_retries
                                 .fetch_add(1, Ordering::Relaxed);
-                            insert_pg(&mut conn, &rows, PG_IDEMPOTENT_INSERT).await
+                            insert_pg(&mut conn, &rows, true).await
                         }
                         other => other,
                     }
@@ -131,56 +134,129 @@ impl EventStore for Store {
     }
 }
 
-/// The PostgreSQL insert: every column an array parameter, zipped by `UNNEST`.
-macro_rules! unnest_insert {
-    () => {
-        "INSERT INTO analytics_events (event_id, source, event_type, app_id, flow_id, \
-         flow_version_id, placement_key, user_id, session_id, device_platform, occurred_at, \
-         sdk_version, experiment_id, variant_id, variant_name, reason, payload) \
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::uuid[], \
-         $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::timestamptz[], \
-         $12::text[], $13::text[], $14::text[], $15::text[], $16::text[], $17::jsonb[])"
-    };
+/// The PostgreSQL insert of a batch: every column an array parameter, zipped by `UNNEST`.
+///
+/// A query type of its own rather than `diesel::sql_query`: diesel never caches raw SQL as a
+/// prepared statement, so PostgreSQL parsed, analysed and planned the statement again for
+/// every batch. This one is safe to cache, so each connection prepares it once (diesel's
+/// statement cache, keyed by its SQL text and bind types) and then only executes it.
+struct UnnestInsert<'r> {
+    /// With `ON CONFLICT (event_id) DO NOTHING`: the retry after a refused plain insert.
+    skip_stored: bool,
+    event_id: Vec<DbUuid>,
+    source: Vec<&'r str>,
+    event_type: Vec<&'r str>,
+    app_id: Vec<DbUuid>,
+    flow_id: Vec<Option<DbUuid>>,
+    flow_version_id: Vec<Option<DbUuid>>,
+    placement_key: Vec<Option<&'r str>>,
+    user_id: Vec<&'r str>,
+    session_id: Vec<&'r str>,
+    device_platform: Vec<&'r str>,
+    occurred_at: Vec<DbTimestamp>,
+    sdk_version: Vec<Option<&'r str>>,
+    experiment_id: Vec<Option<&'r str>>,
+    variant_id: Vec<Option<&'r str>>,
+    variant_name: Vec<Option<&'r str>>,
+    reason: Vec<Option<&'r str>>,
+    payload: Vec<DbJsonObject<'r>>,
 }
 
-/// The insert tried first: refused whole by the primary key when an `event_id` is stored.
-const PG_PLAIN_INSERT: &str = unnest_insert!();
+impl<'r> UnnestInsert<'r> {
+    fn new(rows: &[&'r AnalyticsEvent], skip_stored: bool) -> Self {
+        fn column<'r, T>(
+            rows: &[&'r AnalyticsEvent],
+            f: impl Fn(&'r AnalyticsEvent) -> T,
+        ) -> Vec<T> {
+            rows.iter().map(|&e| f(e)).collect()
+        }
+        Self {
+            skip_stored,
+            event_id: column(rows, |e| DbUuid(e.event_id.0)),
+            source: column(rows, |e| e.source.as_str()),
+            event_type: column(rows, |e| e.event_type.as_str()),
+            app_id: column(rows, |e| DbUuid(e.app_id.0)),
+            flow_id: column(rows, |e| e.flow_id.map(|f| DbUuid(f.0))),
+            flow_version_id: column(rows, |e| e.flow_version_id.map(|v| DbUuid(v.0))),
+            placement_key: column(rows, |e| e.placement_key.as_deref()),
+            user_id: column(rows, |e| e.user_id.as_str()),
+            session_id: column(rows, |e| e.session_id.as_str()),
+            device_platform: column(rows, |e| e.device_platform.as_str()),
+            occurred_at: column(rows, |e| DbTimestamp(e.occurred_at)),
+            sdk_version: column(rows, |e| e.sdk_version.as_deref()),
+            experiment_id: column(rows, |e| e.experiment_id.as_deref()),
+            variant_id: column(rows, |e| e.variant_id.as_deref()),
+            variant_name: column(rows, |e| e.variant_name.as_deref()),
+            reason: column(rows, |e| e.reason.map(|r| r.as_str())),
+            payload: column(rows, |e| DbJsonObject(&e.payload)),
+        }
+    }
+}
 
-/// The same insert skipping stored `event_id`s: the retry after a refused plain insert.
-const PG_IDEMPOTENT_INSERT: &str = concat!(unnest_insert!(), " ON CONFLICT (event_id) DO NOTHING");
+impl QueryFragment<Pg> for UnnestInsert<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql(
+            "INSERT INTO analytics_events (event_id, source, event_type, app_id, flow_id, \
+             flow_version_id, placement_key, user_id, session_id, device_platform, occurred_at, \
+             sdk_version, experiment_id, variant_id, variant_name, reason, payload) \
+             SELECT * FROM UNNEST(",
+        );
+        // Each array as `$n::type[]`, in the columns' order.
+        out.push_bind_param::<Array<sql::Uuid>, _>(&self.event_id)?;
+        out.push_sql("::uuid[], ");
+        out.push_bind_param::<Array<Text>, _>(&self.source)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Text>, _>(&self.event_type)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<sql::Uuid>, _>(&self.app_id)?;
+        out.push_sql("::uuid[], ");
+        out.push_bind_param::<Array<Nullable<sql::Uuid>>, _>(&self.flow_id)?;
+        out.push_sql("::uuid[], ");
+        out.push_bind_param::<Array<Nullable<sql::Uuid>>, _>(&self.flow_version_id)?;
+        out.push_sql("::uuid[], ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.placement_key)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Text>, _>(&self.user_id)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Text>, _>(&self.session_id)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Text>, _>(&self.device_platform)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<sql::Instant>, _>(&self.occurred_at)?;
+        out.push_sql("::timestamptz[], ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.sdk_version)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.experiment_id)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.variant_id)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.variant_name)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.reason)?;
+        out.push_sql("::text[], ");
+        out.push_bind_param::<Array<sql::Json>, _>(&self.payload)?;
+        out.push_sql("::jsonb[])");
+        if self.skip_stored {
+            out.push_sql(" ON CONFLICT (event_id) DO NOTHING");
+        }
+        Ok(())
+    }
+}
 
-/// Runs `statement` (one of the two above) for `rows`; the number of rows inserted.
+/// Cached by its SQL text (two texts: with and without `ON CONFLICT`), not by a static id.
+impl QueryId for UnnestInsert<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+/// Inserts `rows`, skipping stored `event_id`s when `skip_stored`; the number inserted. One
+/// statement is atomic on its own: no explicit transaction needed.
 async fn insert_pg(
     conn: &mut AsyncPgConnection,
     rows: &[&AnalyticsEvent],
-    statement: &'static str,
+    skip_stored: bool,
 ) -> Result<usize, DieselError> {
-    fn column<'r, T>(rows: &[&'r AnalyticsEvent], f: impl Fn(&'r AnalyticsEvent) -> T) -> Vec<T> {
-        rows.iter().map(|&e| f(e)).collect()
-    }
-    // One statement is atomic on its own: no explicit transaction needed.
-    diesel::sql_query(statement)
-        .bind::<Array<sql::Uuid>, _>(column(rows, |e| DbUuid(e.event_id.0)))
-        .bind::<Array<Text>, _>(column(rows, |e| e.source.as_str()))
-        .bind::<Array<Text>, _>(column(rows, |e| e.event_type.as_str()))
-        .bind::<Array<sql::Uuid>, _>(column(rows, |e| DbUuid(e.app_id.0)))
-        .bind::<Array<Nullable<sql::Uuid>>, _>(column(rows, |e| e.flow_id.map(|f| DbUuid(f.0))))
-        .bind::<Array<Nullable<sql::Uuid>>, _>(column(rows, |e| {
-            e.flow_version_id.map(|v| DbUuid(v.0))
-        }))
-        .bind::<Array<Nullable<Text>>, _>(column(rows, |e| e.placement_key.as_deref()))
-        .bind::<Array<Text>, _>(column(rows, |e| e.user_id.as_str()))
-        .bind::<Array<Text>, _>(column(rows, |e| e.session_id.as_str()))
-        .bind::<Array<Text>, _>(column(rows, |e| e.device_platform.as_str()))
-        .bind::<Array<sql::Instant>, _>(column(rows, |e| DbTimestamp(e.occurred_at)))
-        .bind::<Array<Nullable<Text>>, _>(column(rows, |e| e.sdk_version.as_deref()))
-        .bind::<Array<Nullable<Text>>, _>(column(rows, |e| e.experiment_id.as_deref()))
-        .bind::<Array<Nullable<Text>>, _>(column(rows, |e| e.variant_id.as_deref()))
-        .bind::<Array<Nullable<Text>>, _>(column(rows, |e| e.variant_name.as_deref()))
-        .bind::<Array<Nullable<Text>>, _>(column(rows, |e| e.reason.map(|r| r.as_str())))
-        .bind::<Array<sql::Json>, _>(column(rows, |e| DbJsonObject(&e.payload)))
-        .execute(conn)
-        .await
+    UnnestInsert::new(rows, skip_stored).execute(conn).await
 }
 
 /// Runs the whole batch in one call to the blocking pool with synchronous diesel, which turns
@@ -202,4 +278,70 @@ async fn insert_sqlite(conn: &mut SqliteConn, rows: Vec<EventRow>) -> Result<usi
     })
     .await
     .map_err(query_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::pg::PgQueryBuilder;
+    use diesel::query_builder::QueryBuilder;
+    use flowgate_domain::events::{EventSource, EventType};
+    use flowgate_domain::ids::{AppId, EventId};
+    use flowgate_domain::Platform;
+
+    use super::*;
+
+    fn event(n: u128) -> AnalyticsEvent {
+        AnalyticsEvent {
+            event_id: EventId::from_uuid(uuid::Uuid::from_u128(n)),
+            source: EventSource::Sdk,
+            event_type: EventType::ScreenView,
+            app_id: AppId::from_uuid(uuid::Uuid::from_u128(1)),
+            flow_id: None,
+            flow_version_id: None,
+            placement_key: None,
+            user_id: format!("user-{n}"),
+            session_id: "s".to_owned(),
+            device_platform: Platform::Ios,
+            occurred_at: time::OffsetDateTime::UNIX_EPOCH,
+            sdk_version: None,
+            experiment_id: None,
+            variant_id: None,
+            variant_name: None,
+            reason: None,
+            payload: serde_json::Map::new(),
+        }
+    }
+
+    fn sql(query: &UnnestInsert<'_>) -> String {
+        let mut builder = PgQueryBuilder::new();
+        query.to_sql(&mut builder, &Pg).expect("sql");
+        builder.finish()
+    }
+
+    /// The insert may be prepared once per connection: diesel caches it (`sql_query` is never
+    /// cached), and its text is the same whatever the batch size.
+    #[test]
+    fn the_insert_is_one_cacheable_statement_per_mode() {
+        let events: Vec<AnalyticsEvent> = (1..=3).map(event).collect();
+        let rows: Vec<&AnalyticsEvent> = events.iter().collect();
+        for skip_stored in [false, true] {
+            let one = UnnestInsert::new(&rows[..1], skip_stored);
+            let three = UnnestInsert::new(&rows, skip_stored);
+            assert!(one.is_safe_to_cache_prepared(&Pg).expect("check"));
+            assert!(three.is_safe_to_cache_prepared(&Pg).expect("check"));
+            assert_eq!(sql(&one), sql(&three));
+            let text = sql(&one);
+            assert!(
+                text.starts_with("INSERT INTO analytics_events (event_id, "),
+                "{text}"
+            );
+            assert!(text.contains("UNNEST($1::uuid[], $2::text[], "), "{text}");
+            assert!(text.contains("$17::jsonb[])"), "{text}");
+            assert_eq!(
+                text.ends_with(" ON CONFLICT (event_id) DO NOTHING"),
+                skip_stored,
+                "{text}"
+            );
+        }
+    }
 }
