@@ -202,40 +202,36 @@ impl QueryFragment<Pg> for UnnestInsert<'_> {
              SELECT * FROM UNNEST(",
         );
         // Each array as `$n::type[]`, in the columns' order.
-        out.push_bind_param::<Array<sql::Uuid>, _>(&self.event_id)?;
-        out.push_sql("::uuid[], ");
-        out.push_bind_param::<Array<Text>, _>(&self.source)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Text>, _>(&self.event_type)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<sql::Uuid>, _>(&self.app_id)?;
-        out.push_sql("::uuid[], ");
-        out.push_bind_param::<Array<Nullable<sql::Uuid>>, _>(&self.flow_id)?;
-        out.push_sql("::uuid[], ");
-        out.push_bind_param::<Array<Nullable<sql::Uuid>>, _>(&self.flow_version_id)?;
-        out.push_sql("::uuid[], ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.placement_key)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Text>, _>(&self.user_id)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Text>, _>(&self.session_id)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Text>, _>(&self.device_platform)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<sql::Instant>, _>(&self.occurred_at)?;
-        out.push_sql("::timestamptz[], ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.sdk_version)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.experiment_id)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.variant_id)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.variant_name)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<Nullable<Text>>, _>(&self.reason)?;
-        out.push_sql("::text[], ");
-        out.push_bind_param::<Array<sql::Json>, _>(&self.payload)?;
-        out.push_sql("::jsonb[])");
+        let mut first = true;
+        macro_rules! arrays {
+            ($($field:ident: $sql_type:ty as $cast:literal,)+) => {$(
+                if !std::mem::take(&mut first) {
+                    out.push_sql(", ");
+                }
+                out.push_bind_param::<$sql_type, _>(&self.$field)?;
+                out.push_sql(concat!("::", $cast, "[]"));
+            )+};
+        }
+        arrays! {
+            event_id: Array<sql::Uuid> as "uuid",
+            source: Array<Text> as "text",
+            event_type: Array<Text> as "text",
+            app_id: Array<sql::Uuid> as "uuid",
+            flow_id: Array<Nullable<sql::Uuid>> as "uuid",
+            flow_version_id: Array<Nullable<sql::Uuid>> as "uuid",
+            placement_key: Array<Nullable<Text>> as "text",
+            user_id: Array<Text> as "text",
+            session_id: Array<Text> as "text",
+            device_platform: Array<Text> as "text",
+            occurred_at: Array<sql::Instant> as "timestamptz",
+            sdk_version: Array<Nullable<Text>> as "text",
+            experiment_id: Array<Nullable<Text>> as "text",
+            variant_id: Array<Nullable<Text>> as "text",
+            variant_name: Array<Nullable<Text>> as "text",
+            reason: Array<Nullable<Text>> as "text",
+            payload: Array<sql::Json> as "jsonb",
+        }
+        out.push_sql(")");
         if self.skip_stored {
             out.push_sql(" ON CONFLICT (event_id) DO NOTHING");
         }
