@@ -27,8 +27,9 @@ pub const MAX_BATCH_KEYS: usize = 50;
 pub struct ResolveRequest<'a> {
     user_id: &'a str,
     session_id: &'a str,
-    /// `user_id` and `session_id` as JSON strings, made the first time a condition reads one
-    /// (few audiences do): not two allocations per request.
+    /// `user_id` and `session_id` as JSON strings, each made the first time a condition reads
+    /// it: a placement whose audiences never read one (`session_id` is rarely read) does not
+    /// allocate it.
     user_id_value: OnceLock<Value>,
     session_id_value: OnceLock<Value>,
     platform: Platform,
