@@ -30,7 +30,7 @@ use diesel::prelude::*;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{Array, Nullable, Text};
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::RunQueryDsl;
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
 
@@ -109,13 +109,17 @@ impl EventStore for Store {
             let inserted = match self.pools() {
                 Pools::Pg(pool) => {
                     let mut conn = pool.get().await.map_err(pool_error)?;
-                    match insert_pg(&mut conn, &rows, false).await {
+                    // One statement is atomic on its own: no explicit transaction needed.
+                    let mut insert = UnnestInsert::new(&rows);
+                    match (&insert).execute(&mut conn).await {
                         Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
                             // Only the primary key is unique: an event_id is already stored.
                             self.inner
                                 .event_conflict_retries
                                 .fetch_add(1, Ordering::Relaxed);
-                            insert_pg(&mut conn, &rows, true).await
+                            // The same columns, sent again with `ON CONFLICT`.
+                            insert.skip_stored = true;
+                            (&insert).execute(&mut conn).await
                         }
                         other => other,
                     }
@@ -163,7 +167,8 @@ struct UnnestInsert<'r> {
 }
 
 impl<'r> UnnestInsert<'r> {
-    fn new(rows: &[&'r AnalyticsEvent], skip_stored: bool) -> Self {
+    /// The plain insert of `rows` (`skip_stored` false).
+    fn new(rows: &[&'r AnalyticsEvent]) -> Self {
         fn column<'r, T>(
             rows: &[&'r AnalyticsEvent],
             f: impl Fn(&'r AnalyticsEvent) -> T,
@@ -171,7 +176,7 @@ impl<'r> UnnestInsert<'r> {
             rows.iter().map(|&e| f(e)).collect()
         }
         Self {
-            skip_stored,
+            skip_stored: false,
             event_id: column(rows, |e| DbUuid(e.event_id.0)),
             source: column(rows, |e| e.source.as_str()),
             event_type: column(rows, |e| e.event_type.as_str()),
@@ -245,16 +250,6 @@ impl QueryId for UnnestInsert<'_> {
     const HAS_STATIC_QUERY_ID: bool = false;
 }
 
-/// Inserts `rows`, skipping stored `event_id`s when `skip_stored`; the number inserted. One
-/// statement is atomic on its own: no explicit transaction needed.
-async fn insert_pg(
-    conn: &mut AsyncPgConnection,
-    rows: &[&AnalyticsEvent],
-    skip_stored: bool,
-) -> Result<usize, DieselError> {
-    UnnestInsert::new(rows, skip_stored).execute(conn).await
-}
-
 /// Runs the whole batch in one call to the blocking pool with synchronous diesel, which turns
 /// each chunk into one multi-row `INSERT` (diesel-async cannot: it lacks diesel's SQLite-only
 /// batch-insert path).
@@ -321,8 +316,9 @@ mod tests {
         let events: Vec<AnalyticsEvent> = (1..=3).map(event).collect();
         let rows: Vec<&AnalyticsEvent> = events.iter().collect();
         for skip_stored in [false, true] {
-            let one = UnnestInsert::new(&rows[..1], skip_stored);
-            let three = UnnestInsert::new(&rows, skip_stored);
+            let mut one = UnnestInsert::new(&rows[..1]);
+            let mut three = UnnestInsert::new(&rows);
+            (one.skip_stored, three.skip_stored) = (skip_stored, skip_stored);
             assert!(one.is_safe_to_cache_prepared(&Pg).expect("check"));
             assert!(three.is_safe_to_cache_prepared(&Pg).expect("check"));
             assert_eq!(sql(&one), sql(&three));

@@ -119,7 +119,7 @@ pub(crate) struct Inner {
     /// while it works (see `catalog::wait_for_change_pg`).
     pub(crate) listener: tokio::sync::Mutex<Option<AsyncPgConnection>>,
     /// PostgreSQL: event batches that met an already stored `event_id` on the plain insert and
-    /// were written again with `ON CONFLICT` (see `events::insert_pg`).
+    /// were written again with `ON CONFLICT` (see `events::UnnestInsert`).
     pub(crate) event_conflict_retries: std::sync::atomic::AtomicU64,
 }
 
