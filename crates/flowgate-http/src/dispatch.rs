@@ -13,25 +13,27 @@
 //! This replaced actix's scope, resources and three middleware services, which cost about a
 //! quarter of the server's CPU per single resolve (docs/benchmarks.md, 2026-11-21 night).
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use actix_web::body::BoxBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::header::ContentEncoding;
 use actix_web::http::Method;
-use actix_web::{web, Error, HttpRequest, HttpResponse};
+use actix_web::{Error, HttpRequest, HttpResponse};
 
 use crate::middleware;
 use crate::router::Endpoint;
 use crate::routes;
-use crate::state::ApiState;
+use crate::worker::{Worker, SWEEP_INTERVAL};
 
 /// Answers one API request.
 pub(crate) async fn serve(
-    state: web::Data<ApiState>,
+    worker: Rc<Worker>,
     req: ServiceRequest,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let start = Instant::now();
+    worker.start_sweeper(SWEEP_INTERVAL);
     let (req, payload) = req.into_parts();
     let id = middleware::begin(&req);
     let endpoint = Endpoint::parse(req.match_info().as_str());
@@ -45,7 +47,7 @@ pub(crate) async fn serve(
     let res = match preflight {
         Some(res) => res,
         None => {
-            let mut res = handle(endpoint, &req, payload, &state, coding).await;
+            let mut res = handle(endpoint, &req, payload, &worker, coding).await;
             if endpoint.is_v1() {
                 middleware::v1_headers(&req, &mut res);
             }
@@ -54,7 +56,7 @@ pub(crate) async fn serve(
     };
     let mut res = middleware::compress(coding, res);
     middleware::finish(
-        Some(&state.metrics),
+        Some(&worker.latencies),
         &req,
         &mut res,
         &id,
@@ -69,7 +71,7 @@ async fn handle(
     endpoint: Endpoint<'_>,
     req: &HttpRequest,
     payload: Payload,
-    state: &ApiState,
+    state: &Worker,
     coding: ContentEncoding,
 ) -> HttpResponse {
     let Some(method) = endpoint.method() else {

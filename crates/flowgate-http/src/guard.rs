@@ -3,19 +3,19 @@
 //! Bodies come last, in the handlers.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::rc::Rc;
 
 use actix_web::http::header;
 use actix_web::{HttpMessage, HttpRequest};
 use flowgate_domain::catalog::{App, AppAccessError};
 use flowgate_domain::ids::{AppId, WorkspaceId};
 use flowgate_domain::placement::validate_placement_key;
-use flowgate_domain::Catalog;
 
 use crate::client_ip::client_ip;
 use crate::problem::ApiError;
 use crate::ratelimit::Decision;
 use crate::state::ApiState;
+use crate::worker::{Held, Worker};
 
 /// The rate-limit state reported in `RateLimit-*` headers, left in the request's extensions for
 /// the middleware that writes them on every response of a limited route (D10).
@@ -25,8 +25,9 @@ pub struct RateLimitInfo(pub Decision);
 /// An authenticated caller.
 #[derive(Debug)]
 pub struct Caller {
-    /// The snapshot the whole request uses (one request never sees two catalogs).
-    pub catalog: Arc<Catalog>,
+    /// The snapshot the whole request uses (one request never sees two catalogs), held
+    /// through the worker's own `Rc` (worker.rs).
+    pub catalog: Rc<Held>,
     /// The key's workspace (D1: derived from the key, never sent).
     pub workspace: WorkspaceId,
 }
@@ -63,15 +64,17 @@ pub fn client_address(req: &HttpRequest, state: &ApiState) -> Option<IpAddr> {
 }
 
 /// Per-client limit, key, per-key limit.
-pub fn authenticate(req: &HttpRequest, state: &ApiState) -> Result<Caller, ApiError> {
+pub(crate) fn authenticate(req: &HttpRequest, state: &Worker) -> Result<Caller, ApiError> {
     // Clients without an address (not seen on TCP listeners) share one bucket.
-    let decision = state.ip_limiter.check(&client_address(req, state));
+    let decision = state
+        .ip_limiter
+        .check_leased(&state.ip_leases, &client_address(req, state));
     remember(req, decision);
     if !decision.allowed {
         state.metrics.rate_limited("ip");
         return Err(ApiError::rate_limited(decision.retry_after_secs));
     }
-    let catalog = state.catalog.load_full();
+    let catalog = state.catalog();
     let authorization = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -80,7 +83,9 @@ pub fn authenticate(req: &HttpRequest, state: &ApiState) -> Result<Caller, ApiEr
         .authenticate(authorization, state.config.key_environment)
         .map_err(ApiError::unauthorized)?;
     let workspace = record.workspace_id;
-    let decision = state.key_limiter.check(&record.id);
+    let decision = state
+        .key_limiter
+        .check_leased(&state.key_leases, &record.id);
     remember(req, decision);
     if !decision.allowed {
         state.metrics.rate_limited("key");

@@ -18,6 +18,7 @@ mod resolve_body;
 pub mod router;
 mod routes;
 mod state;
+mod worker;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{fn_service, ServiceFactory, ServiceRequest, ServiceResponse};
@@ -42,8 +43,12 @@ pub fn api_app(
         InitError = (),
     >,
 > {
-    let shared = state.clone();
+    // Built once per worker thread: its requests share this worker's `Rc`, not an `Arc` that
+    // every worker's requests write (worker.rs).
+    let worker = std::rc::Rc::new(worker::Worker::new(state.clone()));
     App::new()
         .app_data(state)
-        .default_service(fn_service(move |req| dispatch::serve(shared.clone(), req)))
+        .default_service(fn_service(move |req| {
+            dispatch::serve(std::rc::Rc::clone(&worker), req)
+        }))
 }

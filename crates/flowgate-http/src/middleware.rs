@@ -16,7 +16,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpMessage, HttpRequest, HttpResponse};
 
 use crate::guard::RateLimitInfo;
-use crate::metrics::HttpMetrics;
+use crate::metrics::{HttpMetrics, LatencyRecorder};
 use crate::request_id::{self, RequestId};
 
 /// The route pattern of an admin resource, for metrics and logs: set as the resource's app
@@ -124,7 +124,7 @@ pub async fn observe(
         .map_or("unmatched", |r| r.0);
     let (req, res_mut) = (res.request().clone(), res.response_mut());
     finish(
-        metrics.as_ref().map(|m| m.get_ref()),
+        metrics.as_ref().map(|m| m.get_ref() as &dyn RecordLatency),
         &req,
         res_mut,
         &id,
@@ -144,10 +144,27 @@ pub(crate) fn begin(req: &HttpRequest) -> HeaderValue {
     value
 }
 
+/// Where a request's latency is recorded: a worker's own recorder, or the shared metrics.
+pub(crate) trait RecordLatency {
+    fn record(&self, route: &'static str, status: u16, elapsed: std::time::Duration);
+}
+
+impl RecordLatency for LatencyRecorder {
+    fn record(&self, route: &'static str, status: u16, elapsed: std::time::Duration) {
+        self.observe(route, status, elapsed);
+    }
+}
+
+impl RecordLatency for HttpMetrics {
+    fn record(&self, route: &'static str, status: u16, elapsed: std::time::Duration) {
+        self.observe_request(route, status, elapsed);
+    }
+}
+
 /// Answers with the request id, then records the request: one metrics observation and one log
 /// line (issue 6 §5: no key, no user id, no body).
 pub(crate) fn finish(
-    metrics: Option<&HttpMetrics>,
+    metrics: Option<&dyn RecordLatency>,
     req: &HttpRequest,
     res: &mut HttpResponse,
     id: &HeaderValue,
@@ -160,7 +177,7 @@ pub(crate) fn finish(
     let elapsed = start.elapsed();
     let status = res.status().as_u16();
     if let Some(metrics) = metrics {
-        metrics.observe_request(route, status, elapsed);
+        metrics.record(route, status, elapsed);
     }
     tracing::info!(
         request_id = id.to_str().unwrap_or("-"),

@@ -44,7 +44,7 @@ pub fn accept_or_new(incoming: Option<&HeaderValue>) -> RequestId {
         }
     }
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    uuid::Uuid::now_v7().hyphenated().encode_lower(&mut text);
+    new_v7().hyphenated().encode_lower(&mut text);
     // Owned by a reference-counted `Bytes`: the clones the dispatcher makes (extension,
     // response header) only count references. A value copied from a `&str` would allocate
     // again on its first clone.
@@ -52,6 +52,20 @@ pub fn accept_or_new(incoming: Option<&HeaderValue>) -> RequestId {
         HeaderValue::from_maybe_shared(Bytes::from_owner(text))
             .unwrap_or(HeaderValue::from_static("-")),
     )
+}
+
+thread_local! {
+    /// This thread's UUIDv7 context. `Uuid::now_v7` shares one context (behind a lock) between
+    /// all threads, so every request id written meant a write to a cache line every worker
+    /// writes. Ids stay unique across threads: each context seeds its counter at random, and
+    /// 32 more bits of each id are random (RFC 9562 §6.2, method 1); they are ordered within a
+    /// thread, and by millisecond across threads.
+    static CONTEXT_V7: uuid::ContextV7 = const { uuid::ContextV7::new() };
+}
+
+/// A new UUIDv7 from this thread's context.
+fn new_v7() -> uuid::Uuid {
+    CONTEXT_V7.with(|context| uuid::Uuid::new_v7(uuid::Timestamp::now(context)))
 }
 
 #[cfg(test)]
@@ -76,5 +90,24 @@ mod tests {
         assert_eq!(new, new.to_ascii_lowercase());
         assert_eq!(uuid::Uuid::parse_str(&new).unwrap().get_version_num(), 7);
         assert_ne!(id(None), new, "a new id per request");
+    }
+
+    #[test]
+    fn ids_are_unique_across_threads_and_ordered_within_one() {
+        let per_thread: Vec<Vec<uuid::Uuid>> = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..5_000).map(|_| new_v7()).collect::<Vec<_>>()))
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        for ids in &per_thread {
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "monotonic within a thread"
+            );
+            assert!(ids.iter().all(|id| id.get_version_num() == 7));
+        }
+        let all: std::collections::HashSet<_> = per_thread.iter().flatten().collect();
+        assert_eq!(all.len(), 20_000, "no id repeats across threads");
     }
 }

@@ -25,7 +25,7 @@ use crate::middleware::request_id_of;
 use crate::problem::{ApiError, FieldError};
 use crate::render::{write_result, Spliced};
 use crate::resolve_body::{Attrs, BodyAttributes, Field, Parsed, ResolveBody};
-use crate::state::ApiState;
+use crate::worker::Worker;
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
 
@@ -126,7 +126,7 @@ fn export_mode(req: &HttpRequest) -> Result<ResolveMode> {
 
 /// Records `resolve_no_flow` (D8) for a no-flow outcome; best effort under overload.
 fn record_no_flow(
-    state: &ApiState,
+    state: &Worker,
     app: &App,
     key: &str,
     request: &ResolveRequest<'_>,
@@ -142,7 +142,7 @@ fn record_no_flow(
     }
 }
 
-fn enqueue_server_events(state: &ApiState, events: Vec<AnalyticsEvent>) {
+fn enqueue_server_events(state: &Worker, events: Vec<AnalyticsEvent>) {
     if events.is_empty() {
         return;
     }
@@ -160,7 +160,7 @@ fn enqueue_server_events(state: &ApiState, events: Vec<AnalyticsEvent>) {
 
 /// Resolves one placement for a parsed body and renders the result (single and legacy routes).
 fn resolve_one(
-    state: &ApiState,
+    state: &Worker,
     coding: ContentEncoding,
     app: &App,
     key: &str,
@@ -198,7 +198,7 @@ fn resolve_one(
 /// (`Spliced::finish_gzip`), so no compressor runs for the response; any other body to be
 /// compressed is joined into one chunk for the dispatcher's compressor
 /// (`Spliced::finish_joined`).
-fn respond(state: &ApiState, coding: ContentEncoding, body: Spliced) -> HttpResponse {
+fn respond(state: &Worker, coding: ContentEncoding, body: Spliced) -> HttpResponse {
     let body = match coding {
         ContentEncoding::Identity => return json_response(StatusCode::OK, body.finish()),
         ContentEncoding::Gzip => body.finish_gzip(&state.deflated_flows),
@@ -219,7 +219,7 @@ fn respond(state: &ApiState, coding: ContentEncoding, body: Spliced) -> HttpResp
 async fn resolve_body<'b>(
     req: &HttpRequest,
     payload: Payload,
-    state: &ApiState,
+    state: &Worker,
     buf: &'b mut Vec<u8>,
 ) -> Result<ResolveBody<'b>> {
     *buf = body::read_document(
@@ -239,7 +239,7 @@ async fn resolve_body<'b>(
 pub async fn resolve(
     req: &HttpRequest,
     payload: Payload,
-    state: &ApiState,
+    state: &Worker,
     coding: ContentEncoding,
     app_id: &str,
     key: &str,
@@ -262,7 +262,7 @@ pub async fn resolve(
 pub async fn resolve_batch(
     req: &HttpRequest,
     payload: Payload,
-    state: &ApiState,
+    state: &Worker,
     coding: ContentEncoding,
     app_id: &str,
 ) -> HttpResponse {
@@ -403,7 +403,7 @@ fn event_list(body: Value) -> Result<Vec<Value>> {
 /// to free room. When it refuses, the body is read and dropped unparsed (which keeps the
 /// connection usable) and the request gets 503 `overloaded`: nothing of it was accepted, and
 /// an overloaded server spends no CPU parsing events it cannot take.
-async fn admit<'s>(state: &'s ApiState, payload: &mut Payload) -> Result<Box<dyn Admission + 's>> {
+async fn admit<'s>(state: &'s Worker, payload: &mut Payload) -> Result<Box<dyn Admission + 's>> {
     match state.sink.admit(MAX_EVENTS_PER_REQUEST).await {
         Ok(admission) => Ok(admission),
         Err(o) => {
@@ -415,7 +415,7 @@ async fn admit<'s>(state: &'s ApiState, payload: &mut Payload) -> Result<Box<dyn
 }
 
 /// Reads an events body (gzip allowed, limit on the decoded size) into its list of events.
-async fn events_body(req: &HttpRequest, payload: Payload, state: &ApiState) -> Result<Vec<Value>> {
+async fn events_body(req: &HttpRequest, payload: Payload, state: &Worker) -> Result<Vec<Value>> {
     event_list(
         read_json(
             req,
@@ -430,7 +430,7 @@ async fn events_body(req: &HttpRequest, payload: Payload, state: &ApiState) -> R
 /// Validates each event with `app_of` choosing the app it is checked against, enqueues the
 /// accepted ones all at once, and answers 202, or 503 when the sink refuses (D7).
 fn ingest(
-    state: &ApiState,
+    state: &Worker,
     caller: &Caller,
     admission: Box<dyn Admission + '_>,
     items: Vec<Value>,
@@ -442,13 +442,7 @@ fn ingest(
     let mut rejected = 0;
     for (index, raw) in items.iter().enumerate() {
         let outcome = app_of(raw).and_then(|app| {
-            validate_event(
-                raw,
-                app,
-                caller.catalog.as_ref(),
-                now,
-                &state.config.event_limits,
-            )
+            validate_event(raw, app, &**caller.catalog, now, &state.config.event_limits)
         });
         match outcome {
             Ok(event) => accepted.push(event),
@@ -487,7 +481,7 @@ fn ingest(
 pub async fn events(
     req: &HttpRequest,
     mut payload: Payload,
-    state: &ApiState,
+    state: &Worker,
     app_id: &str,
 ) -> HttpResponse {
     let result = async {
@@ -520,7 +514,7 @@ fn deprecated(mut response: HttpResponse, successor: &str) -> HttpResponse {
 pub async fn legacy_resolve(
     req: &HttpRequest,
     payload: Payload,
-    state: &ApiState,
+    state: &Worker,
     coding: ContentEncoding,
     placement: &str,
 ) -> HttpResponse {
@@ -574,7 +568,7 @@ pub async fn legacy_resolve(
 pub async fn legacy_events(
     req: &HttpRequest,
     mut payload: Payload,
-    state: &ApiState,
+    state: &Worker,
 ) -> HttpResponse {
     let result = async {
         let caller = guard::authenticate(req, state)?;
