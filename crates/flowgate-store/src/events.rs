@@ -5,19 +5,19 @@
 //! stored once. The rows the database reports as inserted are `inserted`, the rest of the batch
 //! is `duplicates`.
 //!
-//! - PostgreSQL: one `INSERT ... SELECT * FROM UNNEST($1::uuid[], ...)` statement per batch,
-//!   one array parameter per column. Its cost does not grow with statement parsing, it has no
-//!   65,535-parameter limit (a multi-row `VALUES` of 17 columns caps at 3,855 rows), and the
-//!   statement text is the same for every batch size, so each connection prepares it once and
-//!   then only executes it (`UnnestInsert`).
-//!   (`COPY` has no `ON CONFLICT`, and diesel-async cannot issue it: TECH-NOTES.)
+//! - PostgreSQL: one binary `COPY` per batch (`copy.rs`: PostgreSQL's bulk path; 15-36% more
+//!   rows/s than the prepared `UNNEST` insert it replaced for batches of 100, 27-31% for
+//!   batches of 1,000, docs/benchmarks.md 2026-11-23), on a plain tokio-postgres client, since
+//!   diesel-async cannot send `COPY` (TECH-NOTES).
 //!
-//!   The statement is first sent as a plain `INSERT`. `ON CONFLICT` makes PostgreSQL insert
-//!   each row speculatively (probe the key, insert, confirm), which doubled its cost per row
-//!   (300,000 rows: 1.69 s against 0.82 s, `docs/benchmarks.md`), and a batch almost never
-//!   meets a stored `event_id`. When one does, the primary key refuses the whole statement,
-//!   which is atomic, so nothing of it is stored; the batch is then sent again with
-//!   `ON CONFLICT (event_id) DO NOTHING` and counted in [`Store::event_conflict_retries`].
+//!   `COPY` has no `ON CONFLICT`, and a batch almost never meets a stored `event_id` (an
+//!   `ON CONFLICT` insert costs about twice a plain one per row: 300,000 rows in 1.69 s
+//!   against 0.82 s). When one does, the primary key refuses the whole statement, which is
+//!   atomic, so nothing of it is stored; the batch is then written again with one
+//!   `INSERT ... SELECT * FROM UNNEST($1::uuid[], ...) ON CONFLICT (event_id) DO NOTHING` (one
+//!   array parameter per column: no 65,535-parameter limit, the same text whatever the batch
+//!   size, so each connection prepares it once, `UnnestInsert`) and counted in
+//!   [`Store::event_conflict_retries`].
 //! - SQLite: multi-row `INSERT ... VALUES ... ON CONFLICT (event_id) DO NOTHING` in chunks of
 //!   [`SQLITE_CHUNK`] rows, within one `BEGIN IMMEDIATE` transaction (SQLite commits are the
 //!   expensive part, statements are cheap in-process).
@@ -28,12 +28,12 @@ use std::sync::atomic::Ordering;
 use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
-use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use diesel::sql_types::{Array, Nullable, Text};
 use diesel_async::RunQueryDsl;
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
 
+use crate::copy::{copy_events, CopyError};
 use crate::error::{pool_error, query_error};
 use crate::schema::analytics_events;
 use crate::store::{Pools, SqliteConn, Store};
@@ -108,22 +108,27 @@ impl EventStore for Store {
             }
             let inserted = match self.pools() {
                 Pools::Pg(pool) => {
-                    let mut conn = pool.get().await.map_err(pool_error)?;
-                    // One statement is atomic on its own: no explicit transaction needed.
-                    let mut insert = UnnestInsert::new(&rows);
-                    match (&insert).execute(&mut conn).await {
-                        Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
-                            // Only the primary key is unique: an event_id is already stored.
+                    let copied = match &self.inner.copy {
+                        Some(copy) => copy_events(copy, &rows).await,
+                        None => Err(CopyError::AlreadyStored),
+                    };
+                    match copied {
+                        Ok(n) => n,
+                        Err(CopyError::Store(e)) => return Err(e),
+                        Err(CopyError::AlreadyStored) => {
+                            // An event_id of the batch is already stored (only the primary
+                            // key is unique), so nothing of it was: the same rows again, with
+                            // `ON CONFLICT`.
                             self.inner
                                 .event_conflict_retries
                                 .fetch_add(1, Ordering::Relaxed);
-                            // The same columns, sent again with `ON CONFLICT`.
-                            insert.skip_stored = true;
-                            (&insert).execute(&mut conn).await
+                            let mut conn = pool.get().await.map_err(pool_error)?;
+                            (&UnnestInsert::new(&rows))
+                                .execute(&mut conn)
+                                .await
+                                .map_err(query_error)?
                         }
-                        other => other,
                     }
-                    .map_err(query_error)?
                 }
                 Pools::Sqlite(pool) => {
                     let mut conn = pool.get().await.map_err(pool_error)?;
@@ -145,8 +150,6 @@ impl EventStore for Store {
 /// every batch. This one is safe to cache, so each connection prepares it once (diesel's
 /// statement cache, keyed by its SQL text and bind types) and then only executes it.
 struct UnnestInsert<'r> {
-    /// With `ON CONFLICT (event_id) DO NOTHING`: the retry after a refused plain insert.
-    skip_stored: bool,
     event_id: Vec<DbUuid>,
     source: Vec<&'r str>,
     event_type: Vec<&'r str>,
@@ -167,7 +170,7 @@ struct UnnestInsert<'r> {
 }
 
 impl<'r> UnnestInsert<'r> {
-    /// The plain insert of `rows` (`skip_stored` false).
+    /// The insert of `rows`, skipping those whose `event_id` is stored.
     fn new(rows: &[&'r AnalyticsEvent]) -> Self {
         fn column<'r, T>(
             rows: &[&'r AnalyticsEvent],
@@ -176,7 +179,6 @@ impl<'r> UnnestInsert<'r> {
             rows.iter().map(|&e| f(e)).collect()
         }
         Self {
-            skip_stored: false,
             event_id: column(rows, |e| DbUuid(e.event_id.0)),
             source: column(rows, |e| e.source.as_str()),
             event_type: column(rows, |e| e.event_type.as_str()),
@@ -236,10 +238,7 @@ impl QueryFragment<Pg> for UnnestInsert<'_> {
             reason: Array<Nullable<Text>> as "text",
             payload: Array<sql::Json> as "jsonb",
         }
-        out.push_sql(")");
-        if self.skip_stored {
-            out.push_sql(" ON CONFLICT (event_id) DO NOTHING");
-        }
+        out.push_sql(") ON CONFLICT (event_id) DO NOTHING");
         Ok(())
     }
 }
@@ -312,31 +311,23 @@ mod tests {
     /// The insert may be prepared once per connection: diesel caches it (`sql_query` is never
     /// cached), and its text is the same whatever the batch size.
     #[test]
-    fn the_insert_is_one_cacheable_statement_per_mode() {
+    fn the_insert_is_one_cacheable_statement() {
         let events: Vec<AnalyticsEvent> = (1..=3).map(event).collect();
         let rows: Vec<&AnalyticsEvent> = events.iter().collect();
-        for skip_stored in [false, true] {
-            let mut one = UnnestInsert::new(&rows[..1]);
-            let mut three = UnnestInsert::new(&rows);
-            (one.skip_stored, three.skip_stored) = (skip_stored, skip_stored);
-            assert!(one.is_safe_to_cache_prepared(&Pg).expect("check"));
-            assert!(three.is_safe_to_cache_prepared(&Pg).expect("check"));
-            assert_eq!(sql(&one), sql(&three));
-            let expected = format!(
-                "INSERT INTO analytics_events (event_id, source, event_type, app_id, flow_id, \
-                 flow_version_id, placement_key, user_id, session_id, device_platform, \
-                 occurred_at, sdk_version, experiment_id, variant_id, variant_name, reason, \
-                 payload) SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::uuid[], \
-                 $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], \
-                 $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], \
-                 $16::text[], $17::jsonb[]){}",
-                if skip_stored {
-                    " ON CONFLICT (event_id) DO NOTHING"
-                } else {
-                    ""
-                }
-            );
-            assert_eq!(sql(&one), expected);
-        }
+        let one = UnnestInsert::new(&rows[..1]);
+        let three = UnnestInsert::new(&rows);
+        assert!(one.is_safe_to_cache_prepared(&Pg).expect("check"));
+        assert!(three.is_safe_to_cache_prepared(&Pg).expect("check"));
+        assert_eq!(sql(&one), sql(&three));
+        assert_eq!(
+            sql(&one),
+            "INSERT INTO analytics_events (event_id, source, event_type, app_id, flow_id, \
+             flow_version_id, placement_key, user_id, session_id, device_platform, \
+             occurred_at, sdk_version, experiment_id, variant_id, variant_name, reason, \
+             payload) SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::uuid[], \
+             $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], \
+             $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], \
+             $16::text[], $17::jsonb[]) ON CONFLICT (event_id) DO NOTHING"
+        );
     }
 }

@@ -31,6 +31,7 @@ macro_rules! with_conn {
 }
 
 mod catalog;
+mod copy;
 mod error;
 mod events;
 pub mod import;

@@ -71,6 +71,9 @@ impl fmt::Display for Backend {
 pub struct StoreOptions {
     /// Pool size; `None` picks the backend's default (PostgreSQL 10, SQLite 4).
     pub max_connections: Option<usize>,
+    /// PostgreSQL: the most clients writing event batches with `COPY` at once, beside the
+    /// pool (made on first use). One per event writer (the binary passes `events.writers`).
+    pub copy_connections: usize,
     /// Longest time to establish one connection. An unreachable server fails after at most
     /// this long with [`StoreError::Unavailable`].
     pub connect_timeout: Duration,
@@ -87,6 +90,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             max_connections: None,
+            copy_connections: 4,
             connect_timeout: Duration::from_secs(5),
             acquire_timeout: Duration::from_secs(5),
             sqlite_busy_timeout: Duration::from_secs(5),
@@ -118,9 +122,12 @@ pub(crate) struct Inner {
     /// PostgreSQL: the connection that `LISTEN`s for catalog changes, made on first use and kept
     /// while it works (see `catalog::wait_for_change_pg`).
     pub(crate) listener: tokio::sync::Mutex<Option<AsyncPgConnection>>,
-    /// PostgreSQL: event batches that met an already stored `event_id` on the plain insert and
+    /// PostgreSQL: event batches that met an already stored `event_id` on the `COPY` and
     /// were written again with `ON CONFLICT` (see `events::UnnestInsert`).
     pub(crate) event_conflict_retries: std::sync::atomic::AtomicU64,
+    /// PostgreSQL: the clients that write event batches with `COPY` (`copy.rs`), made on first
+    /// use, one per writer at a time.
+    pub(crate) copy: Option<crate::copy::CopyPool>,
 }
 
 /// The persistence adapter: implements [`CatalogSource`](flowgate_domain::ports::CatalogSource),
@@ -160,6 +167,7 @@ impl Store {
     /// [`StoreError::Other`] (a configuration error); the database itself is reached only by
     /// the first operation. No error message contains the URL's password.
     pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let mut copy = None;
         let (pools, target) = if Backend::of_url(url) == Backend::Postgres {
             let target = Arc::new(PgTarget::parse(url)?);
             let mut config = ManagerConfig::<AsyncPgConnection>::default();
@@ -179,6 +187,12 @@ impl Store {
                 .runtime(deadpool::Runtime::Tokio1)
                 .build()
                 .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
+            copy = Some(crate::copy::pool(
+                Arc::clone(&target),
+                options.copy_connections.max(1),
+                options.connect_timeout,
+                options.acquire_timeout,
+            )?);
             (Pools::Pg(pool), Target::Pg(target))
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             let path = rest.strip_prefix("//").unwrap_or(rest);
@@ -225,12 +239,13 @@ impl Store {
                 options,
                 listener: tokio::sync::Mutex::new(None),
                 event_conflict_retries: std::sync::atomic::AtomicU64::new(0),
+                copy,
             }),
         })
     }
 
     /// How many event batches, since this store was opened, held an `event_id` that was
-    /// already stored, so that their plain insert was refused and they were written again with
+    /// already stored, so that their `COPY` was refused and they were written again with
     /// `ON CONFLICT DO NOTHING` (PostgreSQL only; SQLite always uses `ON CONFLICT`). A steady
     /// rise means clients resend events the store already holds.
     pub fn event_conflict_retries(&self) -> u64 {

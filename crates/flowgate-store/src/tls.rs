@@ -201,6 +201,39 @@ impl PgTarget {
         }
     }
 
+    /// A plain tokio-postgres client on a new connection (the same TLS as the pool's), within
+    /// `timeout`; its connection runs as a task of its own and ends with the client. For what
+    /// diesel-async cannot send (`COPY`, `events.rs`). Its errors never contain the password.
+    pub(crate) async fn connect_client(
+        &self,
+        timeout: Duration,
+    ) -> ConnectionResult<tokio_postgres::Client> {
+        let bad = |e: tokio_postgres::Error| ConnectionError::BadConnection(with_causes(&e));
+        let connect = async {
+            match &self.connector {
+                None => {
+                    let (client, connection) = self.config.connect(NoTls).await.map_err(bad)?;
+                    tokio::spawn(connection);
+                    Ok(client)
+                }
+                Some(tls) => {
+                    let (client, connection) =
+                        self.config.connect(tls.clone()).await.map_err(bad)?;
+                    tokio::spawn(connection);
+                    Ok(client)
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(scrub_connection_error(e, &self.secrets)),
+            Err(_) => Err(ConnectionError::BadConnection(format!(
+                "no connection within {} ms",
+                timeout.as_millis()
+            ))),
+        }
+    }
+
     async fn connect_now(&self) -> ConnectionResult<AsyncPgConnection> {
         let bad = |e: tokio_postgres::Error| ConnectionError::BadConnection(with_causes(&e));
         match &self.connector {

@@ -66,6 +66,7 @@ fn in_ci() -> bool {
 pub fn test_options() -> StoreOptions {
     StoreOptions {
         max_connections: Some(4),
+        copy_connections: 4,
         connect_timeout: Duration::from_secs(5),
         acquire_timeout: Duration::from_secs(5),
         sqlite_busy_timeout: Duration::from_secs(5),

@@ -25,6 +25,8 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
     let options = StoreOptions {
         max_connections: (config.database.max_connections > 0)
             .then_some(config.database.max_connections),
+        // One COPY client per event writer (the sink's only caller of append_events).
+        copy_connections: config.sink().writers,
         connect_timeout: Duration::from_millis(config.database.connect_timeout_ms),
         ..StoreOptions::default()
     };

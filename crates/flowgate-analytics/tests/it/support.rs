@@ -203,6 +203,7 @@ pub use flowgate_testkit::{Proxy, TestDb};
 pub fn test_options() -> StoreOptions {
     StoreOptions {
         max_connections: Some(4),
+        copy_connections: 4,
         connect_timeout: Duration::from_secs(2),
         acquire_timeout: Duration::from_secs(2),
         sqlite_busy_timeout: Duration::from_secs(5),

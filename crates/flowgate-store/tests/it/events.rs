@@ -51,7 +51,7 @@ backend_tests! {
     }
 
     async fn a_stored_event_id_sends_the_batch_again_with_on_conflict_only_on_postgres(db) {
-        // New events go through the plain insert: no retry.
+        // New events go through the COPY on PostgreSQL: no retry.
         let batch: Vec<_> = (0..5).map(sdk_event).collect();
         let outcome = db.store.append_events(&batch).await.expect("append");
         assert_eq!(outcome, AppendOutcome { inserted: 5, duplicates: 0 });
@@ -119,5 +119,57 @@ backend_tests! {
             .await,
             1
         );
+    }
+
+    async fn ids_text_and_times_are_stored_exactly(db) {
+        let mut event = sdk_event(9);
+        event.user_id = "ユーザー-9 \"quoted\" \\ tab\t".to_owned();
+        event.occurred_at = time::macros::datetime!(2026-11-23 12:34:56.123_456_789 UTC);
+        let id = event.event_id.0;
+        let outcome = db.store.append_events(&[event]).await.expect("append");
+        assert_eq!(outcome, AppendOutcome { inserted: 1, duplicates: 0 });
+        let tab = match db.store.backend() {
+            Backend::Postgres => "chr(9)",
+            Backend::Sqlite => "char(9)",
+        };
+        let text = format!(
+            "SELECT count(*) AS n FROM analytics_events \
+             WHERE user_id = 'ユーザー-9 \"quoted\" \\ tab' || {tab}"
+        );
+        assert_eq!(db.count(&text).await, 1);
+        if db.store.backend() == Backend::Postgres {
+            // The ids as sent; PostgreSQL keeps microseconds: the nanoseconds are cut, not
+            // rounded.
+            let exact = format!(
+                "SELECT count(*) AS n FROM analytics_events WHERE event_id = '{id}' \
+                 AND app_id = '{}' AND flow_id = '{}' AND flow_version_id = '{}' \
+                 AND occurred_at = '2026-11-23T12:34:56.123456Z'",
+                crate::support::APP1,
+                crate::support::FLOW_US,
+                crate::support::V_US_2,
+            );
+            assert_eq!(db.count(&exact).await, 1);
+        }
+    }
+
+    async fn a_write_given_up_midway_stores_nothing_of_it(db) {
+        // The sink's writer gives a write up after `events.write_timeout` by dropping it. On
+        // PostgreSQL the COPY is aborted, nothing of it is stored, and its client leaves the
+        // pool; the next write goes through. (SQLite's insert runs on the blocking pool and
+        // completes anyway; the writer's retry then finds it stored, D7 idempotency.)
+        if db.store.backend() != Backend::Postgres {
+            return;
+        }
+        let big: Vec<_> = (0..50_000).map(sdk_event).collect();
+        let given_up =
+            tokio::time::timeout(std::time::Duration::from_millis(5), db.store.append_events(&big))
+                .await;
+        assert!(given_up.is_err(), "50,000 rows take longer than 5 ms");
+        let small: Vec<_> = (0..3).map(sdk_event).collect();
+        let outcome = db.store.append_events(&small).await.expect("the next write");
+        assert_eq!(outcome, AppendOutcome { inserted: 3, duplicates: 0 });
+        // Nothing of the given-up batch, even later.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 3);
     }
 }

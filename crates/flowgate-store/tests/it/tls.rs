@@ -176,6 +176,36 @@ fn pem_names_localhost(pem: &[u8]) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_batches_are_copied_over_the_same_tls() {
+    use flowgate_domain::ports::EventStore;
+    let Some(db) = tls_db().await else { return };
+    for (mode, encrypted) in [("require", true), ("disable", false)] {
+        // A store of its own: its COPY client is the only connection that writes events.
+        let store = connect(&with(&db.url, &format!("sslmode={mode}")));
+        store
+            .append_events(&[support::sdk_event(1)])
+            .await
+            .expect("append");
+        let copying: Vec<Ssl> = diesel::sql_query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE a.datname = current_database() AND a.query LIKE 'COPY analytics_events%'",
+        )
+        .load(&mut observer(&db).await)
+        .await
+        .expect("connections");
+        assert_eq!(copying.len(), 1, "{mode}: one COPY client");
+        assert_eq!(copying[0].ssl, encrypted, "{mode}");
+        diesel::sql_query("DELETE FROM analytics_events")
+            .execute(&mut observer(&db).await)
+            .await
+            .expect("clean");
+        drop(store);
+        // The dropped store's connections close: the next round sees only its own client.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_notify_works_over_tls() {
     let Some(db) = tls_db().await else { return };
     let store = connect(&with(&db.url, "sslmode=require"));
