@@ -133,7 +133,8 @@ fn record_no_flow(
     resolution: &Resolution<'_>,
     events: &mut Vec<AnalyticsEvent>,
 ) {
-    if !state.config.record_resolve_no_flow {
+    // The clock is read only for a no-flow outcome: most resolves serve a flow.
+    if !state.config.record_resolve_no_flow || resolution.no_flow_reason().is_none() {
         return;
     }
     let now = state.clock.now();
