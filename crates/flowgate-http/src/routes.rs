@@ -10,7 +10,9 @@ use actix_web::http::header::{self, ContentEncoding, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use flowgate_domain::catalog::App;
-use flowgate_domain::events::{validate_event, AnalyticsEvent, EventError, EventErrorCode};
+use flowgate_domain::events::{
+    is_storable_text, validate_event, AnalyticsEvent, EventError, EventErrorCode,
+};
 use flowgate_domain::ids::{AppId, EventId};
 use flowgate_domain::ports::Admission;
 use flowgate_domain::resolve::{dedup_keys, BatchError};
@@ -56,11 +58,19 @@ fn string_field<'a>(field: Field<'a>, name: &str, errors: &mut Vec<FieldError>) 
             errors.push(FieldError::new(name, "is required"));
             Cow::Borrowed("")
         }
-        Field::Str(s) if (1..=256).contains(&s.chars().count()) => s,
-        Field::Str(_) => {
+        Field::Str(s) if !(1..=256).contains(&s.chars().count()) => {
             errors.push(FieldError::new(name, "must be 1 to 256 characters"));
             Cow::Borrowed("")
         }
+        // D8: the `resolve_no_flow` event stores the identity, and the store cannot keep NUL.
+        Field::Str(s) if !is_storable_text(&s) => {
+            errors.push(FieldError::new(
+                name,
+                "must not contain the NUL character (U+0000)",
+            ));
+            Cow::Borrowed("")
+        }
+        Field::Str(s) => s,
         Field::NotString => {
             errors.push(FieldError::new(name, "must be a string"));
             Cow::Borrowed("")

@@ -15,6 +15,18 @@ pub use validate::{
     validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,
 };
 
+/// Whether `s` can be stored as an event's text: it holds no NUL character (U+0000).
+///
+/// PostgreSQL's `text` cannot hold a NUL byte and its `jsonb` refuses the `\u0000` escape, so
+/// an event carrying one would be refused by the store on every retry: the batch holding it,
+/// and the accepted events beside it, would never be stored (D7: an accepted event must reach
+/// the store). Every string that reaches an event is therefore checked at the edge: the SDK
+/// event's strings and `properties` (`invalid_character`), and the resolve identity that the
+/// server's `resolve_no_flow` event copies (D8; a 400 `validation_failed`).
+pub fn is_storable_text(s: &str) -> bool {
+    !s.as_bytes().contains(&0)
+}
+
 macro_rules! event_types {
     ($($variant:ident => $name:literal),+ $(,)?) => {
         /// A recognized analytics event type (events.md). The list is part of the API: adding a

@@ -81,6 +81,9 @@ pub enum EventErrorCode {
     FlowMismatch,
     /// A string is empty where it must not be, or too long.
     InvalidLength,
+    /// A string (or a key or string inside `properties`) holds the NUL character (U+0000),
+    /// which the store cannot keep ([`super::is_storable_text`]).
+    InvalidCharacter,
     /// `device_platform` is not `ios`, `android` or `web`.
     InvalidPlatform,
     /// `renderer_mode` is not `native` or `web`.
@@ -116,6 +119,7 @@ impl EventErrorCode {
         EventErrorCode::UnknownFlowVersion,
         EventErrorCode::FlowMismatch,
         EventErrorCode::InvalidLength,
+        EventErrorCode::InvalidCharacter,
         EventErrorCode::InvalidPlatform,
         EventErrorCode::InvalidRendererMode,
         EventErrorCode::UnknownEventType,
@@ -140,6 +144,7 @@ impl EventErrorCode {
             EventErrorCode::UnknownFlowVersion => "unknown_flow_version",
             EventErrorCode::FlowMismatch => "flow_mismatch",
             EventErrorCode::InvalidLength => "invalid_length",
+            EventErrorCode::InvalidCharacter => "invalid_character",
             EventErrorCode::InvalidPlatform => "invalid_platform",
             EventErrorCode::InvalidRendererMode => "invalid_renderer_mode",
             EventErrorCode::UnknownEventType => "unknown_event_type",
@@ -304,15 +309,15 @@ pub fn validate_event(
         Some(_) => {}
     }
 
-    // D7: string lengths, counted in characters.
-    cx.length("user_id", user_id, 1, MAX_STRING_CHARS)?;
-    cx.length("session_id", session_id, 1, MAX_STRING_CHARS)?;
-    cx.length("sdk_version", sdk_version, 1, MAX_SDK_VERSION_CHARS)?;
+    // D7: string lengths, counted in characters, and text the store can keep.
+    cx.text("user_id", user_id, 1, MAX_STRING_CHARS)?;
+    cx.text("session_id", session_id, 1, MAX_STRING_CHARS)?;
+    cx.text("sdk_version", sdk_version, 1, MAX_SDK_VERSION_CHARS)?;
     let mut optional_strings = [None; OPTIONAL_STRINGS.len()];
     for (slot, field) in optional_strings.iter_mut().zip(OPTIONAL_STRINGS) {
         *slot = cx.optional_str(field)?;
         if let Some(s) = *slot {
-            cx.length(field, s, 0, MAX_STRING_CHARS)?;
+            cx.text(field, s, 0, MAX_STRING_CHARS)?;
         }
     }
 
@@ -513,14 +518,9 @@ impl<'a> Event<'a> {
         })
     }
 
-    /// D7: a string of `min..=max` characters.
-    fn length(
-        &self,
-        field: &'static str,
-        s: &str,
-        min: usize,
-        max: usize,
-    ) -> Result<(), EventError> {
+    /// D7: a string of `min..=max` characters, without the NUL character the store cannot
+    /// keep ([`super::is_storable_text`]).
+    fn text(&self, field: &'static str, s: &str, min: usize, max: usize) -> Result<(), EventError> {
         if s.chars().count() < min || !chars_at_most(s, max) {
             return Err(self.fail(
                 EventErrorCode::InvalidLength,
@@ -528,7 +528,18 @@ impl<'a> Event<'a> {
                 format!("`{field}` must be {min} to {max} characters long"),
             ));
         }
+        if !super::is_storable_text(s) {
+            return Err(self.nul(field));
+        }
         Ok(())
+    }
+
+    fn nul(&self, field: &'static str) -> EventError {
+        self.fail(
+            EventErrorCode::InvalidCharacter,
+            field,
+            format!("`{field}` must not contain the NUL character (U+0000)"),
+        )
     }
 
     /// D7: RFC 3339 with an offset, inside the configured window around `now` (both bounds
@@ -590,6 +601,30 @@ impl<'a> Event<'a> {
                 EventErrorCode::PropertiesTooLarge,
                 "properties",
                 format!("`properties` must be at most {MAX_PROPERTIES_BYTES} bytes serialised"),
+            ));
+        }
+        // Every key and string inside, at any depth: the store keeps `properties` as jsonb.
+        // The walk is bounded by the size checked above; an explicit stack keeps deep nesting
+        // off the call stack.
+        let mut pending: Vec<&Value> = props.values().collect();
+        let mut storable = props.keys().all(|k| super::is_storable_text(k));
+        while storable {
+            let Some(value) = pending.pop() else { break };
+            match value {
+                Value::String(s) => storable = super::is_storable_text(s),
+                Value::Array(items) => pending.extend(items),
+                Value::Object(members) => {
+                    storable = members.keys().all(|k| super::is_storable_text(k));
+                    pending.extend(members.values());
+                }
+                Value::Null | Value::Bool(_) | Value::Number(_) => {}
+            }
+        }
+        if !storable {
+            return Err(self.fail(
+                EventErrorCode::InvalidCharacter,
+                "properties",
+                "`properties` must not contain the NUL character (U+0000) in a key or a string",
             ));
         }
         Ok(())
@@ -1016,6 +1051,50 @@ mod tests {
                 field,
             );
         }
+    }
+
+    #[test]
+    fn strings_with_a_nul_character_are_rejected() {
+        // PostgreSQL refuses U+0000 in text: such an event would hold its batch forever.
+        let required = ["user_id", "session_id", "sdk_version"];
+        for field in required.into_iter().chain(OPTIONAL_STRINGS) {
+            for bad in ["\0", "a\0b", "end\0"] {
+                assert_rejects(
+                    &with(field, Some(json!(bad))),
+                    EventErrorCode::InvalidCharacter,
+                    field,
+                );
+            }
+            // Other control characters are text PostgreSQL keeps.
+            accepted(&with(field, Some(json!("a\u{1}\tb"))));
+        }
+        // The length rule still comes first.
+        assert_rejects(
+            &with("user_id", Some(json!("\0".repeat(257)))),
+            EventErrorCode::InvalidLength,
+            "user_id",
+        );
+    }
+
+    #[test]
+    fn properties_with_a_nul_character_are_rejected() {
+        for bad in [
+            json!({"k\0": 1}),
+            json!({"k": "v\0"}),
+            json!({"k": ["a", {"b": [null, "\0"]}]}),
+            json!({"k": {"deep": {"x\0y": true}}}),
+        ] {
+            assert_rejects(
+                &with("properties", Some(bad)),
+                EventErrorCode::InvalidCharacter,
+                "properties",
+            );
+        }
+        let fine = json!({"k": ["a", {"b": [null, 1.5, "\u{1}"]}], "e": {}});
+        let event = accepted(&with("properties", Some(fine.clone())));
+        assert_eq!(event.payload.get("properties"), Some(&fine));
+        // Unknown top-level fields are not stored, so they are not checked either (D7).
+        accepted(&with("unknown", Some(json!("\0"))));
     }
 
     #[test]
@@ -1479,7 +1558,7 @@ mod tests {
     #[test]
     fn codes_are_stable_unique_snake_case() {
         let names: Vec<&str> = EventErrorCode::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 20);
         for (i, name) in names.iter().enumerate() {
             assert!(
                 name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),

@@ -103,6 +103,15 @@ async fn rule_flow_mismatch(b: Backend) {
 async fn rule_invalid_length(b: Backend) {
     rejects(b, "invalid_length", set("user_id", json!("u".repeat(257)))).await
 }
+async fn rule_invalid_character(b: Backend) {
+    rejects(b, "invalid_character", set("user_id", json!("u\0"))).await;
+    rejects(
+        b,
+        "invalid_character",
+        set("properties", json!({"plan": ["pro\u{0}"]})),
+    )
+    .await
+}
 async fn rule_invalid_platform(b: Backend) {
     rejects(
         b,
@@ -187,6 +196,7 @@ on_both_stores!(
     rule_unknown_flow_version,
     rule_flow_mismatch,
     rule_invalid_length,
+    rule_invalid_character,
     rule_invalid_platform,
     rule_invalid_renderer_mode,
     rule_unknown_event_type,

@@ -279,6 +279,31 @@ async fn path_and_body_problems_are_400(backend: Backend) {
     )
     .await
     .problem(400, "validation_failed");
+    // D8: the no-flow event stores the identity, and PostgreSQL cannot keep U+0000; nothing
+    // of such a request is resolved or recorded.
+    for (user, session) in [("u\0", "s"), ("u", "\0s")] {
+        for (url, extra) in [
+            (path(APP1, "no-such-placement"), json!({})),
+            (
+                format!("/v1/apps/{APP1}/placements/resolve-batch"),
+                json!({"placement_keys": ["no-such-placement"]}),
+            ),
+        ] {
+            let mut body =
+                json!({"user_id": user, "session_id": session, "device_platform": "ios"});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            let p = s.post(&url, &body).await.problem(400, "validation_failed");
+            let field = if user.contains('\0') {
+                "user_id"
+            } else {
+                "session_id"
+            };
+            assert_eq!(p["errors"][0]["field"], field, "{p}");
+        }
+    }
+    assert!(s.sink.events().is_empty(), "no resolve_no_flow event");
     s.post(&path(APP1, "onboarding"), &json!([1, 2]))
         .await
         .problem(400, "invalid_request");
