@@ -107,10 +107,14 @@ impl Worker {
     }
 
     /// Starts the sweeper on the worker's own thread, once: every `every`, a replaced snapshot
-    /// is let go of. It ends with the worker. Outside an actix system (no arbiter to run it
-    /// on) there is none, and a replaced snapshot is only let go of by the next request.
+    /// is let go of. It ends with the worker.
+    ///
+    /// Called from a request, so on the thread's local task set: actix-server runs each worker
+    /// on a local runtime of its own, inside an actix `System` or not (`flowgate serve` runs
+    /// it on a plain tokio runtime, where there is no `System`), and actix's services, which
+    /// are not `Send`, are only ever driven there.
     pub(crate) fn start_sweeper(self: &Rc<Self>, every: Duration) {
-        if self.sweeping.replace(true) || actix_web::rt::System::try_current().is_none() {
+        if self.sweeping.replace(true) {
             return;
         }
         let worker: Weak<Self> = Rc::downgrade(self);

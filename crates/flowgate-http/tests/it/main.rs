@@ -16,3 +16,4 @@ mod fuzz;
 mod legacy;
 mod openapi;
 mod resolve;
+mod worker;
