@@ -1,16 +1,24 @@
 //! Event batches written to PostgreSQL with `COPY ... FROM STDIN (FORMAT binary)`.
 //!
-//! `COPY` is PostgreSQL's bulk path: rows are read straight from the binary stream and stored a
-//! page at a time (one WAL record per page of rows, not one per row), with no statement
-//! executor, array decoding or `UNNEST` materialisation per row. diesel-async cannot send it
+//! `COPY` is PostgreSQL's bulk path: rows are read straight from the binary stream and the
+//! table's rows stored a page at a time (one WAL record per heap page of rows, not one per
+//! row), with no statement executor, array decoding or `UNNEST` materialisation per row. Index
+//! entries (the primary key, `(app_id, occurred_at)`) are still inserted and WAL-logged one row
+//! at a time, as on an insert. diesel-async cannot send it
 //! (TECH-NOTES), so the store keeps a small pool of plain tokio-postgres clients for it, made
 //! by the same [`PgTarget`] (the same TLS) as the pool's connections, each with the statement
 //! prepared once.
+//!
+//! The stream is encoded whole before a client is taken, then sent in `CopyData` messages of
+//! [`CHUNK`] bytes, so that neither tokio-postgres's write buffer nor the server (which reads
+//! each message whole) holds the batch as one message: 10,000 events with 8 KiB of properties
+//! each are about 100 MB.
 //!
 //! `COPY` has no `ON CONFLICT`: a batch holding an `event_id` already stored is refused whole
 //! (the statement is atomic) with a unique violation, and `events.rs` then writes it again with
 //! `INSERT ... ON CONFLICT DO NOTHING`.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +27,11 @@ use deadpool::managed::{Manager, Metrics, Object, Pool, RecycleError, RecycleRes
 use diesel::ConnectionError;
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ports::StoreError;
-use futures_util::SinkExt;
+use futures_util::{Sink, SinkExt};
 use time::OffsetDateTime;
-use tokio_postgres::error::SqlState;
+use tokio_postgres::error::{Severity, SqlState};
 
+use crate::error::database_error;
 use crate::tls::PgTarget;
 
 /// The statement: every column but `received_at`, which keeps its default (`now()`).
@@ -33,6 +42,9 @@ const COPY_EVENTS: &str = "COPY analytics_events (event_id, source, event_type, 
 
 /// Columns per row, in `COPY_EVENTS`'s order.
 const COLUMNS: i16 = 17;
+
+/// Bytes of the stream per `CopyData` message (the last one may be shorter).
+const CHUNK: usize = 256 * 1024;
 
 /// 2000-01-01T00:00:00Z, PostgreSQL's epoch for timestamps.
 const PG_EPOCH: OffsetDateTime = time::macros::datetime!(2000-01-01 0:00 UTC);
@@ -115,18 +127,27 @@ pub(crate) async fn copy_events(
             "no database connection for COPY: {e}"
         )))
     })?;
-    let mut held = Held(Some(conn));
+    let held = Held {
+        conn: Some(conn),
+        pool,
+    };
     match run_copy(held.client(), data).await {
         Ok(n) => {
             held.keep();
             Ok(usize::try_from(n).unwrap_or(usize::MAX))
         }
-        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-            // The server refused the rows; the connection is fine.
-            held.keep();
-            Err(CopyError::AlreadyStored)
+        Err(e) => {
+            if answered(&e) {
+                held.keep();
+            } else {
+                held.discard();
+            }
+            if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
+                Err(CopyError::AlreadyStored)
+            } else {
+                Err(CopyError::Store(copy_error(&e)))
+            }
         }
-        Err(e) => Err(CopyError::Store(copy_error(&e))),
     }
 }
 
@@ -134,57 +155,104 @@ pub(crate) async fn copy_events(
 async fn run_copy(conn: &CopyClient, data: Bytes) -> Result<u64, tokio_postgres::Error> {
     let sink = conn.client.copy_in::<_, Bytes>(&conn.statement).await?;
     futures_util::pin_mut!(sink);
-    sink.send(data).await?;
+    feed_chunks(sink.as_mut(), data).await?;
     sink.finish().await
 }
 
-/// A client during one `COPY`. Unless the `COPY` ended in an answer from the server, the
-/// client leaves the pool when this is dropped: after an error, or when the write was given up
-/// (the writer's timeout drops the future; tokio-postgres then aborts the `COPY`), its
-/// connection may hang or be gone, and the next write gets a new one.
-struct Held(Option<Object<CopyManager>>);
+/// Feeds `data` to `sink` in pieces of [`CHUNK`] bytes (views of `data`, not copies). `feed`
+/// waits for room in the sink (tokio-postgres's channel to its connection holds one message),
+/// so at most a few chunks are buffered on their way to the server.
+async fn feed_chunks<S: Sink<Bytes>>(
+    mut sink: Pin<&mut S>,
+    mut data: Bytes,
+) -> Result<(), S::Error> {
+    while !data.is_empty() {
+        let chunk = data.split_to(CHUNK.min(data.len()));
+        sink.feed(chunk).await?;
+    }
+    Ok(())
+}
 
-impl Held {
+/// Whether the server answered the `COPY` with an error that leaves its session usable.
+/// tokio-postgres ends every `COPY` with `Sync` (after `CopyDone`, or `CopyFail` when the sink
+/// is dropped), so after an `ERROR` (bad data, a unique violation, a deadlock...) the
+/// connection is idle and in step. A `FATAL` error ends the session, and anything without an
+/// answer (I/O error, closed connection) may have left it anywhere.
+fn answered(error: &tokio_postgres::Error) -> bool {
+    error.as_db_error().is_some_and(|db| {
+        !matches!(
+            db.parsed_severity(),
+            Some(Severity::Fatal | Severity::Panic)
+        )
+    })
+}
+
+/// A client during one `COPY`. It goes back to the pool when the server answered the `COPY`:
+/// with the rows stored, or with an `ERROR` (see [`answered`]). Otherwise it leaves the pool
+/// and the next write gets a new client:
+/// - after an I/O error, a closed connection or a `FATAL` error ([`Held::discard`]): the
+///   connection is gone or in an unknown state;
+/// - when the write is given up (the writer's timeout drops the future mid-`COPY`, and with it
+///   this, still holding the client): see `Drop`.
+struct Held<'p> {
+    conn: Option<Object<CopyManager>>,
+    pool: &'p CopyPool,
+}
+
+impl Held<'_> {
     fn client(&self) -> &CopyClient {
-        match &self.0 {
+        match &self.conn {
             Some(conn) => conn,
-            None => unreachable!("the client is only taken by `keep` or `drop`"),
+            None => unreachable!("the client is only taken by `keep`, `discard` or `drop`"),
         }
     }
 
-    /// The `COPY` ended with an answer: the client goes back to the pool.
-    fn keep(&mut self) {
-        drop(self.0.take());
+    /// The server answered the `COPY`: the client goes back to the pool.
+    fn keep(mut self) {
+        drop(self.conn.take());
     }
-}
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(conn) = self.0.take() {
+    /// The connection is gone or in an unknown state: the client leaves the pool.
+    fn discard(mut self) {
+        if let Some(conn) = self.conn.take() {
             drop(Object::take(conn));
         }
     }
 }
 
-/// A failed `COPY` as a [`StoreError`], with `error.rs`'s categories: a database error by its
-/// class, anything else (a connection lost, a timeout) as unavailable.
+impl Drop for Held<'_> {
+    /// The write was given up before the server answered. The `COPY` may still be running (its
+    /// rows stored but not committed, waiting on a lock), or be complete but for the server's
+    /// answer: tokio-postgres sends `CopyFail` when the stream is dropped before its end, but
+    /// the server reads it only once it gets to it, and after `CopyDone` nothing stops it from
+    /// committing. So the server is asked to cancel the statement (a cancel request on a
+    /// connection of its own): the `COPY` then fails and is rolled back, unless it committed
+    /// first, which the writer's retry meets as already stored (D7). The client leaves the
+    /// pool: a client kept would queue the next write behind the aborted `COPY`. Its connection
+    /// closes once the server has answered.
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        let client = Object::take(conn);
+        let token = client.client.cancel_token();
+        let manager = self.pool.manager();
+        let (target, timeout) = (Arc::clone(&manager.target), manager.connect_timeout);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { target.cancel(&token, timeout).await });
+        }
+    }
+}
+
+/// A failed `COPY` as a [`StoreError`]: a database error by its SQLSTATE, classified as every
+/// server error is (`error::database_error`), anything else (a connection lost) as unavailable.
 fn copy_error(error: &tokio_postgres::Error) -> StoreError {
-    let Some(db) = error.as_db_error() else {
-        return StoreError::Unavailable(format!("COPY of events: {error}"));
-    };
-    let detail = format!("COPY of events: {}", db.message());
-    let code = db.code();
-    if code.code().starts_with("23") {
-        // Integrity constraint violations (not null, check, foreign key...).
-        StoreError::Conflict(detail)
-    } else if code.code().starts_with("08")
-        || code.code().starts_with("57")
-        || *code == SqlState::T_R_SERIALIZATION_FAILURE
-    {
-        // Connection exceptions, operator intervention (shutdown, cancel): transient.
-        StoreError::Unavailable(detail)
-    } else {
-        StoreError::Other(detail)
+    match error.as_db_error() {
+        Some(db) => database_error(
+            db.code().code(),
+            format!("COPY of events: {}", db.message()),
+        ),
+        None => StoreError::Unavailable(format!("COPY of events: {error}")),
     }
 }
 
@@ -364,6 +432,32 @@ mod tests {
         assert_eq!(second[11], Some(&b"ios-1.2"[..]));
         assert_eq!(second[15], None, "reason");
         assert_eq!(second[16], Some("\u{1}{\"screen_id\":\"été\"}".as_bytes()));
+    }
+
+    #[test]
+    fn the_stream_goes_in_chunks_of_256_kib() {
+        use futures_util::FutureExt;
+        let data: Bytes = (0..2 * CHUNK + 10)
+            .map(|i| i as u8)
+            .collect::<Vec<_>>()
+            .into();
+        let mut sent: Vec<Bytes> = Vec::new();
+        feed_chunks(Pin::new(&mut sent), data.clone())
+            .now_or_never()
+            .expect("a Vec is always ready")
+            .unwrap();
+        assert_eq!(
+            sent.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [CHUNK, CHUNK, 10]
+        );
+        assert_eq!(sent.concat(), data, "the stream, in order, once");
+        // A stream of one chunk or less goes as one message.
+        sent.clear();
+        feed_chunks(Pin::new(&mut sent), data.slice(..100))
+            .now_or_never()
+            .expect("ready")
+            .unwrap();
+        assert_eq!(sent, [data.slice(..100)]);
     }
 
     #[test]

@@ -1,11 +1,17 @@
 //! The one place where diesel, pool and connection errors become [`StoreError`]s.
 //!
-//! - cannot connect, pool exhausted or timed out, connection lost, serialization failure or a
-//!   busy SQLite database: [`StoreError::Unavailable`] (transient: callers retry, D7, D12);
-//! - unique, check and not-null violations: [`StoreError::Conflict`];
+//! - cannot connect, pool exhausted or timed out, connection lost, a busy SQLite database, and
+//!   the server's transient refusals (serialization failure, deadlock, lock not available,
+//!   insufficient resources such as a full disk, operator intervention such as a shutdown):
+//!   [`StoreError::Unavailable`] (transient: callers retry, D7, D12);
+//! - unique, check, not-null, exclusion and restrict violations: [`StoreError::Conflict`];
 //! - foreign-key violations: [`StoreError::NotFound`] (a referenced record does not exist);
 //! - stored values that do not decode: [`StoreError::Corrupt`];
 //! - anything else: [`StoreError::Other`].
+//!
+//! An error the database answered is classified by its SQLSTATE in one function,
+//! [`database_error`], whether it came through diesel (whose error kinds stand for their
+//! SQLSTATEs) or from the `COPY` client (`copy.rs`, which has the SQLSTATE itself).
 //!
 //! Messages carry the detail for the log; adapters above never show them to clients (D9).
 
@@ -22,17 +28,14 @@ pub(crate) fn query_error(error: DieselError) -> StoreError {
                 None => info.message().to_owned(),
             };
             match kind {
-                DatabaseErrorKind::UniqueViolation
-                | DatabaseErrorKind::CheckViolation
-                | DatabaseErrorKind::NotNullViolation
-                | DatabaseErrorKind::ExclusionViolation
-                | DatabaseErrorKind::RestrictViolation => StoreError::Conflict(detail),
-                DatabaseErrorKind::ForeignKeyViolation => StoreError::NotFound(detail),
-                DatabaseErrorKind::UnableToSendCommand
-                | DatabaseErrorKind::ClosedConnection
-                | DatabaseErrorKind::SerializationFailure => StoreError::Unavailable(detail),
+                DatabaseErrorKind::UnableToSendCommand | DatabaseErrorKind::ClosedConnection => {
+                    StoreError::Unavailable(detail)
+                }
                 _ if is_busy(info.message()) => StoreError::Unavailable(detail),
-                _ => StoreError::Other(detail),
+                kind => match sqlstate_of(kind) {
+                    Some(code) => database_error(code, detail),
+                    None => StoreError::Other(detail),
+                },
             }
         }
         DieselError::NotFound => StoreError::NotFound("no such record".to_owned()),
@@ -43,6 +46,43 @@ pub(crate) fn query_error(error: DieselError) -> StoreError {
             StoreError::Unavailable(format!("connection unusable: {error}"))
         }
         other => StoreError::Other(other.to_string()),
+    }
+}
+
+/// The SQLSTATE a diesel error kind stands for. diesel-async reports only these codes by kind
+/// and every other one as `Unknown` (its error keeps no code), so on the diesel path a deadlock
+/// or a full disk is [`StoreError::Other`]; the `COPY` path sees every code.
+fn sqlstate_of(kind: DatabaseErrorKind) -> Option<&'static str> {
+    match kind {
+        DatabaseErrorKind::UniqueViolation => Some("23505"),
+        DatabaseErrorKind::ForeignKeyViolation => Some("23503"),
+        DatabaseErrorKind::NotNullViolation => Some("23502"),
+        DatabaseErrorKind::CheckViolation => Some("23514"),
+        DatabaseErrorKind::ExclusionViolation => Some("23P01"),
+        DatabaseErrorKind::RestrictViolation => Some("23001"),
+        DatabaseErrorKind::SerializationFailure => Some("40001"),
+        DatabaseErrorKind::ReadOnlyTransaction => Some("25006"),
+        _ => None,
+    }
+}
+
+/// An error the database answered, by its SQLSTATE (`code`): the one classification of server
+/// errors, for diesel's queries and the `COPY` alike.
+pub(crate) fn database_error(code: &str, detail: String) -> StoreError {
+    match code {
+        // A referenced record does not exist.
+        "23503" => StoreError::NotFound(detail),
+        // Other integrity constraint violations: unique, not null, check, exclusion, restrict.
+        c if c.starts_with("23") => StoreError::Conflict(detail),
+        // Transient, the same statement may pass when tried again: a serialization failure,
+        // a deadlock, a lock not available (`lock_timeout`), connection exceptions (08),
+        // insufficient resources (53: disk full, out of memory, too many connections) and
+        // operator intervention (57: shutdown, cancel, `statement_timeout`).
+        "40001" | "40P01" | "55P03" => StoreError::Unavailable(detail),
+        c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
+            StoreError::Unavailable(detail)
+        }
+        _ => StoreError::Other(detail),
     }
 }
 
@@ -80,4 +120,70 @@ pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
 /// A value from the domain that the schema cannot hold (e.g. an integer out of range).
 pub(crate) fn unstorable(what: impl std::fmt::Display) -> StoreError {
     StoreError::Other(format!("cannot store: {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn category(error: &StoreError) -> &'static str {
+        match error {
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Conflict(_) => "conflict",
+            StoreError::NotFound(_) => "not found",
+            StoreError::Corrupt(_) => "corrupt",
+            _ => "other",
+        }
+    }
+
+    #[test]
+    fn server_errors_are_classified_by_sqlstate() {
+        for (code, expected) in [
+            ("40001", "unavailable"), // serialization failure
+            ("40P01", "unavailable"), // deadlock detected
+            ("55P03", "unavailable"), // lock not available
+            ("53100", "unavailable"), // disk full
+            ("53200", "unavailable"), // out of memory
+            ("53300", "unavailable"), // too many connections
+            ("57014", "unavailable"), // query canceled
+            ("57P01", "unavailable"), // admin shutdown
+            ("08006", "unavailable"), // connection failure
+            ("23505", "conflict"),
+            ("23502", "conflict"),
+            ("23514", "conflict"),
+            ("23503", "not found"),
+            ("22P02", "other"), // invalid text representation: bad data
+            ("22001", "other"), // string data right truncation
+            ("40002", "other"), // a deferred constraint: not transient
+            ("42P01", "other"), // undefined table
+            ("55000", "other"), // object not in prerequisite state
+        ] {
+            let error = database_error(code, "detail".to_owned());
+            assert_eq!(category(&error), expected, "{code}");
+        }
+    }
+
+    #[test]
+    fn diesel_kinds_are_classified_as_their_sqlstates() {
+        use DatabaseErrorKind as K;
+        for (kind, expected) in [
+            (K::UniqueViolation, "conflict"),
+            (K::CheckViolation, "conflict"),
+            (K::NotNullViolation, "conflict"),
+            (K::ExclusionViolation, "conflict"),
+            (K::RestrictViolation, "conflict"),
+            (K::ForeignKeyViolation, "not found"),
+            (K::SerializationFailure, "unavailable"),
+            (K::UnableToSendCommand, "unavailable"),
+            (K::ClosedConnection, "unavailable"),
+            (K::ReadOnlyTransaction, "other"),
+            (K::Unknown, "other"),
+        ] {
+            let error = query_error(DieselError::DatabaseError(kind, Box::new("x".to_owned())));
+            assert_eq!(category(&error), expected, "{kind:?}");
+        }
+        let busy =
+            DieselError::DatabaseError(K::Unknown, Box::new("database is locked".to_owned()));
+        assert_eq!(category(&query_error(busy)), "unavailable");
+    }
 }

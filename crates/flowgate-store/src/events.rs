@@ -107,29 +107,23 @@ impl EventStore for Store {
                 return Ok(AppendOutcome::default());
             }
             let inserted = match self.pools() {
-                Pools::Pg(pool) => {
-                    let copied = match &self.inner.copy {
-                        Some(copy) => copy_events(copy, &rows).await,
-                        None => Err(CopyError::AlreadyStored),
-                    };
-                    match copied {
-                        Ok(n) => n,
-                        Err(CopyError::Store(e)) => return Err(e),
-                        Err(CopyError::AlreadyStored) => {
-                            // An event_id of the batch is already stored (only the primary
-                            // key is unique), so nothing of it was: the same rows again, with
-                            // `ON CONFLICT`.
-                            self.inner
-                                .event_conflict_retries
-                                .fetch_add(1, Ordering::Relaxed);
-                            let mut conn = pool.get().await.map_err(pool_error)?;
-                            (&UnnestInsert::new(&rows))
-                                .execute(&mut conn)
-                                .await
-                                .map_err(query_error)?
-                        }
+                Pools::Pg { pool, copy } => match copy_events(copy, &rows).await {
+                    Ok(n) => n,
+                    Err(CopyError::Store(e)) => return Err(e),
+                    Err(CopyError::AlreadyStored) => {
+                        // An event_id of the batch is already stored (only the primary key is
+                        // unique), so nothing of it was: the same rows again, with
+                        // `ON CONFLICT`.
+                        self.inner
+                            .event_conflict_retries
+                            .fetch_add(1, Ordering::Relaxed);
+                        let mut conn = pool.get().await.map_err(pool_error)?;
+                        (&UnnestInsert::new(&rows))
+                            .execute(&mut conn)
+                            .await
+                            .map_err(query_error)?
                     }
-                }
+                },
                 Pools::Sqlite(pool) => {
                     let mut conn = pool.get().await.map_err(pool_error)?;
                     insert_sqlite(&mut conn, rows.into_iter().map(EventRow::new).collect()).await?

@@ -16,7 +16,7 @@ use flowgate_domain::ports::StoreError;
 macro_rules! with_conn {
     ($store:expr, |$conn:ident| $body:expr) => {
         match $store.pools() {
-            $crate::store::Pools::Pg(pool) => {
+            $crate::store::Pools::Pg { pool, .. } => {
                 let mut pooled = pool.get().await.map_err($crate::error::pool_error)?;
                 let $conn: &mut ::diesel_async::AsyncPgConnection = &mut pooled;
                 $body

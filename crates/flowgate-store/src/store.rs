@@ -109,7 +109,13 @@ pub(crate) enum Target {
 /// The pools, one variant per backend. Queries are written once and expanded for each variant
 /// by the crate's `with_conn!` macro.
 pub(crate) enum Pools {
-    Pg(Pool<AsyncPgConnection>),
+    Pg {
+        /// diesel-async connections, for every query.
+        pool: Pool<AsyncPgConnection>,
+        /// The clients that write event batches with `COPY` (`copy.rs`), made on first use,
+        /// one per writer at a time.
+        copy: crate::copy::CopyPool,
+    },
     Sqlite(Pool<SqliteConn>),
 }
 
@@ -125,9 +131,6 @@ pub(crate) struct Inner {
     /// PostgreSQL: event batches that met an already stored `event_id` on the `COPY` and
     /// were written again with `ON CONFLICT` (see `events::UnnestInsert`).
     pub(crate) event_conflict_retries: std::sync::atomic::AtomicU64,
-    /// PostgreSQL: the clients that write event batches with `COPY` (`copy.rs`), made on first
-    /// use, one per writer at a time.
-    pub(crate) copy: Option<crate::copy::CopyPool>,
 }
 
 /// The persistence adapter: implements [`CatalogSource`](flowgate_domain::ports::CatalogSource),
@@ -167,7 +170,6 @@ impl Store {
     /// [`StoreError::Other`] (a configuration error); the database itself is reached only by
     /// the first operation. No error message contains the URL's password.
     pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
-        let mut copy = None;
         let (pools, target) = if Backend::of_url(url) == Backend::Postgres {
             let target = Arc::new(PgTarget::parse(url)?);
             let mut config = ManagerConfig::<AsyncPgConnection>::default();
@@ -187,13 +189,13 @@ impl Store {
                 .runtime(deadpool::Runtime::Tokio1)
                 .build()
                 .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
-            copy = Some(crate::copy::pool(
+            let copy = crate::copy::pool(
                 Arc::clone(&target),
                 options.copy_connections.max(1),
                 options.connect_timeout,
                 options.acquire_timeout,
-            )?);
-            (Pools::Pg(pool), Target::Pg(target))
+            )?;
+            (Pools::Pg { pool, copy }, Target::Pg(target))
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() || path.contains(":memory:") || path.starts_with("file:") {
@@ -239,7 +241,6 @@ impl Store {
                 options,
                 listener: tokio::sync::Mutex::new(None),
                 event_conflict_retries: std::sync::atomic::AtomicU64::new(0),
-                copy,
             }),
         })
     }
@@ -258,7 +259,7 @@ impl Store {
     /// The backend this store talks to.
     pub fn backend(&self) -> Backend {
         match self.inner.pools {
-            Pools::Pg(_) => Backend::Postgres,
+            Pools::Pg { .. } => Backend::Postgres,
             Pools::Sqlite(_) => Backend::Sqlite,
         }
     }
@@ -282,7 +283,7 @@ impl Store {
             ssl: bool,
         }
         match &self.inner.pools {
-            Pools::Pg(pool) => {
+            Pools::Pg { pool, .. } => {
                 let mut conn = pool.get().await.map_err(crate::error::pool_error)?;
                 let row: Ssl =
                     diesel::sql_query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")

@@ -234,6 +234,19 @@ impl PgTarget {
         }
     }
 
+    /// Asks the server, on a new connection with the same TLS, to cancel the statement that the
+    /// connection of `token` is running; gives up after `timeout`. Best effort: a request that
+    /// fails or arrives after the statement has ended does nothing, and the caller cannot tell.
+    pub(crate) async fn cancel(&self, token: &tokio_postgres::CancelToken, timeout: Duration) {
+        let cancel = async {
+            match &self.connector {
+                None => token.cancel_query(NoTls).await,
+                Some(tls) => token.cancel_query(tls.clone()).await,
+            }
+        };
+        let _ = tokio::time::timeout(timeout, cancel).await;
+    }
+
     async fn connect_now(&self) -> ConnectionResult<AsyncPgConnection> {
         let bad = |e: tokio_postgres::Error| ConnectionError::BadConnection(with_causes(&e));
         match &self.connector {

@@ -1,9 +1,11 @@
 //! `EventStore`: idempotent batches (D7), server events (D8), large batches.
 
-use flowgate_domain::ports::{AppendOutcome, EventStore};
+use std::time::{Duration, Instant};
+
+use flowgate_domain::ports::{AppendOutcome, EventStore, StoreError};
 use flowgate_store::Backend;
 
-use crate::support::{sdk_event, server_event};
+use crate::support::{sdk_event, server_event, TestDb, APP1};
 
 backend_tests! {
     async fn appending_the_same_batch_twice_stores_it_once(db) {
@@ -137,39 +139,252 @@ backend_tests! {
              WHERE user_id = 'ユーザー-9 \"quoted\" \\ tab' || {tab}"
         );
         assert_eq!(db.count(&text).await, 1);
-        if db.store.backend() == Backend::Postgres {
-            // The ids as sent; PostgreSQL keeps microseconds: the nanoseconds are cut, not
-            // rounded.
-            let exact = format!(
-                "SELECT count(*) AS n FROM analytics_events WHERE event_id = '{id}' \
-                 AND app_id = '{}' AND flow_id = '{}' AND flow_version_id = '{}' \
-                 AND occurred_at = '2026-11-23T12:34:56.123456Z'",
-                crate::support::APP1,
-                crate::support::FLOW_US,
-                crate::support::V_US_2,
-            );
-            assert_eq!(db.count(&exact).await, 1);
-        }
+        // The ids as sent; both backends keep microseconds: the nanoseconds are cut, not
+        // rounded. SQLite holds a UUID as its 16 bytes and a time as fixed-width UTC text.
+        let uuid = |text: &str| match db.store.backend() {
+            Backend::Postgres => format!("'{text}'"),
+            Backend::Sqlite => format!("X'{}'", text.replace('-', "")),
+        };
+        let occurred_at = match db.store.backend() {
+            Backend::Postgres => "'2026-11-23T12:34:56.123456Z'::timestamptz",
+            Backend::Sqlite => "'2026-11-23T12:34:56.123456Z'",
+        };
+        let exact = format!(
+            "SELECT count(*) AS n FROM analytics_events WHERE event_id = {} \
+             AND app_id = {} AND flow_id = {} AND flow_version_id = {} \
+             AND occurred_at = {occurred_at}",
+            uuid(&id.to_string()),
+            uuid(crate::support::APP1),
+            uuid(crate::support::FLOW_US),
+            uuid(crate::support::V_US_2),
+        );
+        assert_eq!(db.count(&exact).await, 1);
     }
+}
 
-    async fn a_write_given_up_midway_stores_nothing_of_it(db) {
-        // The sink's writer gives a write up after `events.write_timeout` by dropping it. On
-        // PostgreSQL the COPY is aborted, nothing of it is stored, and its client leaves the
-        // pool; the next write goes through. (SQLite's insert runs on the blocking pool and
-        // completes anyway; the writer's retry then finds it stored, D7 idempotency.)
-        if db.store.backend() != Backend::Postgres {
-            return;
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL's COPY clients: what happens to one when its COPY fails or is given up. SQLite has
+// no such client: its insert runs on the blocking pool and completes even when the write is
+// given up (the writer's retry then finds it stored, D7 idempotency).
+
+/// A plain connection to the test database, beside the store's: to hold a row lock, or to
+/// watch the store's backends.
+async fn connection(db: &TestDb) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// A backend of the test database whose last statement was the store's `COPY`.
+#[derive(Debug, PartialEq)]
+struct CopyBackend {
+    pid: i32,
+    state: Option<String>,
+    wait_event_type: Option<String>,
+}
+
+async fn copy_backends(monitor: &tokio_postgres::Client) -> Vec<CopyBackend> {
+    monitor
+        .query(
+            "SELECT pid, state, wait_event_type FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'COPY analytics_events%'",
+            &[],
+        )
+        .await
+        .expect("pg_stat_activity")
+        .iter()
+        .map(|row| CopyBackend {
+            pid: row.get(0),
+            state: row.get(1),
+            wait_event_type: row.get(2),
+        })
+        .collect()
+}
+
+/// Polls the `COPY` backends until `done` holds, for at most 5 s.
+async fn wait_for(
+    monitor: &tokio_postgres::Client,
+    what: &str,
+    done: impl Fn(&[CopyBackend]) -> bool,
+) -> Vec<CopyBackend> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let backends = copy_backends(monitor).await;
+        if done(&backends) {
+            return backends;
         }
-        let big: Vec<_> = (0..50_000).map(sdk_event).collect();
-        let given_up =
-            tokio::time::timeout(std::time::Duration::from_millis(5), db.store.append_events(&big))
-                .await;
-        assert!(given_up.is_err(), "50,000 rows take longer than 5 ms");
-        let small: Vec<_> = (0..3).map(sdk_event).collect();
-        let outcome = db.store.append_events(&small).await.expect("the next write");
-        assert_eq!(outcome, AppendOutcome { inserted: 3, duplicates: 0 });
-        // Nothing of the given-up batch, even later.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 3);
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within 5 s ({backends:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The one `COPY` client's backend.
+async fn the_copy_backend(monitor: &tokio_postgres::Client) -> i32 {
+    match &copy_backends(monitor).await[..] {
+        [one] => one.pid,
+        other => panic!("expected one COPY client: {other:?}"),
+    }
+}
+
+/// Starts a transaction on `observer` that inserts a row with `event_id` and stays open: a
+/// `COPY` of the same `event_id` waits on the primary key until it ends.
+async fn hold_event_id(observer: &tokio_postgres::Client, event_id: uuid::Uuid) {
+    observer
+        .batch_execute(&format!(
+            "BEGIN; INSERT INTO analytics_events (event_id, source, event_type, app_id, \
+             user_id, session_id, device_platform, occurred_at) VALUES ('{event_id}', 'sdk', \
+             'screen_view', '{APP1}', 'observer', 's', 'ios', now())"
+        ))
+        .await
+        .expect("insert, transaction left open");
+}
+
+async fn count_events(db: &TestDb) -> i64 {
+    db.count("SELECT count(*) AS n FROM analytics_events").await
+}
+
+/// The sink's writer gives a write up after `events.write_timeout` by dropping it. A `COPY`
+/// dropped midway is cancelled on the server and stores nothing, and its client leaves the
+/// pool, so the next write gets a new client instead of queueing behind the aborted `COPY`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_given_up_midway_stores_nothing_of_it() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let observer = connection(&db).await;
+    let monitor = connection(&db).await;
+    // A first write makes the pool's client (connected, statement prepared): the write below
+    // takes it and starts its COPY at once.
+    let warm = db
+        .store
+        .append_events(&[sdk_event(0)])
+        .await
+        .expect("warm-up");
+    assert_eq!(warm.inserted, 1);
+    let copying = the_copy_backend(&monitor).await;
+
+    // About 700 KB, several CopyData chunks. The COPY stores the rows before the last one, then
+    // waits on the primary key for the observer's transaction, which holds the last event_id.
+    let batch: Vec<_> = (1..=2_000).map(sdk_event).collect();
+    hold_event_id(&observer, batch[batch.len() - 1].event_id.0).await;
+    let give_up = tokio::time::timeout(Duration::from_secs(2), db.store.append_events(&batch));
+    let blocked = wait_for(&monitor, "the COPY waiting on the observer", |backends| {
+        backends.iter().any(|b| {
+            b.pid == copying
+                && b.state.as_deref() == Some("active")
+                && b.wait_event_type.as_deref() == Some("Lock")
+        })
+    });
+    // The COPY cannot end while the observer's transaction is open: seen waiting, it was under
+    // way when the timeout dropped the write.
+    let (given_up, _) = tokio::join!(give_up, blocked);
+    assert!(given_up.is_err(), "the write ended: {given_up:?}");
+
+    // Given up, the COPY is cancelled on the server at once, while the observer's transaction
+    // is still open: its backend does not wait for the lock, and its connection closes (the
+    // client left the pool). Without the cancel the COPY would wait, then commit the batch.
+    wait_for(
+        &monitor,
+        "the given-up COPY's connection closing",
+        |backends| !backends.iter().any(|b| b.pid == copying),
+    )
+    .await;
+    // Writes go on meanwhile, on a new client.
+    let during = tokio::time::timeout(
+        Duration::from_secs(5),
+        db.store.append_events(&[sdk_event(3_000)]),
+    )
+    .await
+    .expect("a write while the observer holds its row")
+    .expect("a write while the observer holds its row");
+    assert_eq!(
+        during,
+        AppendOutcome {
+            inserted: 1,
+            duplicates: 0
+        }
+    );
+
+    // Nothing of the given-up batch stays, not even the rows the COPY stored before it waited.
+    observer.batch_execute("ROLLBACK").await.expect("rollback");
+    assert_eq!(
+        count_events(&db).await,
+        2,
+        "the warm-up and the write during, only"
+    );
+
+    // The same batch again: a plain COPY (nothing of it is stored), every event once.
+    let outcome = db
+        .store
+        .append_events(&batch)
+        .await
+        .expect("the batch again");
+    assert_eq!(
+        outcome,
+        AppendOutcome {
+            inserted: 2_000,
+            duplicates: 0
+        }
+    );
+    assert_eq!(db.store.event_conflict_retries(), 0);
+    assert_eq!(count_events(&db).await, 2_002);
+    assert_eq!(
+        db.count("SELECT count(DISTINCT user_id) AS n FROM analytics_events")
+            .await,
+        2_002
+    );
+}
+
+/// An error the server answered leaves the COPY client in step (tokio-postgres ends the COPY
+/// with `Sync`): the client stays in the pool. A lock timeout (55P03) is transient.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_the_server_refuses_keeps_its_client_and_a_lock_timeout_is_transient() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let observer = connection(&db).await;
+    let monitor = connection(&db).await;
+    // For the sessions that start from now on: the store's COPY client is made below.
+    observer
+        .batch_execute(
+            "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET lock_timeout = ''200ms''', \
+             current_database()); END $$",
+        )
+        .await
+        .expect("lock_timeout");
+
+    let batch: Vec<_> = (0..10).map(sdk_event).collect();
+    hold_event_id(&observer, batch[9].event_id.0).await;
+    let err = db
+        .store
+        .append_events(&batch)
+        .await
+        .expect_err("the key is locked");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(err.to_string().contains("lock timeout"), "{err}");
+    let copying = the_copy_backend(&monitor).await;
+
+    observer.batch_execute("ROLLBACK").await.expect("rollback");
+    let outcome = db
+        .store
+        .append_events(&batch)
+        .await
+        .expect("the batch again");
+    assert_eq!(
+        outcome,
+        AppendOutcome {
+            inserted: 10,
+            duplicates: 0
+        }
+    );
+    assert_eq!(
+        the_copy_backend(&monitor).await,
+        copying,
+        "the same client wrote it"
+    );
 }

@@ -180,16 +180,23 @@ async fn event_batches_are_copied_over_the_same_tls() {
     use flowgate_domain::ports::EventStore;
     let Some(db) = tls_db().await else { return };
     for (mode, encrypted) in [("require", true), ("disable", false)] {
-        // A store of its own: its COPY client is the only connection that writes events.
-        let store = connect(&with(&db.url, &format!("sslmode={mode}")));
+        // A store of its own, named by its round: the previous round's connections may still
+        // be closing, so only this store's COPY client is counted.
+        let app = format!("flowgate-copy-tls-{mode}");
+        let url = with(
+            &with(&db.url, &format!("sslmode={mode}")),
+            &format!("application_name={app}"),
+        );
+        let store = connect(&url);
         store
             .append_events(&[support::sdk_event(1)])
             .await
             .expect("append");
-        let copying: Vec<Ssl> = diesel::sql_query(
+        let copying: Vec<Ssl> = diesel::sql_query(format!(
             "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
-             WHERE a.datname = current_database() AND a.query LIKE 'COPY analytics_events%'",
-        )
+             WHERE a.datname = current_database() AND a.application_name = '{app}' \
+             AND a.query LIKE 'COPY analytics_events%'"
+        ))
         .load(&mut observer(&db).await)
         .await
         .expect("connections");
@@ -199,9 +206,6 @@ async fn event_batches_are_copied_over_the_same_tls() {
             .execute(&mut observer(&db).await)
             .await
             .expect("clean");
-        drop(store);
-        // The dropped store's connections close: the next round sees only its own client.
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
