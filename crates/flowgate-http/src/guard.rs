@@ -66,9 +66,7 @@ pub fn client_address(req: &HttpRequest, state: &ApiState) -> Option<IpAddr> {
 /// Per-client limit, key, per-key limit.
 pub(crate) fn authenticate(req: &HttpRequest, state: &Worker) -> Result<Caller, ApiError> {
     // Clients without an address (not seen on TCP listeners) share one bucket.
-    let decision = state
-        .ip_limiter
-        .check_leased(&state.ip_leases, &client_address(req, state));
+    let decision = state.ip_limiter.check(&client_address(req, state));
     remember(req, decision);
     if !decision.allowed {
         state.metrics.rate_limited("ip");
@@ -83,9 +81,7 @@ pub(crate) fn authenticate(req: &HttpRequest, state: &Worker) -> Result<Caller, 
         .authenticate(authorization, state.config.key_environment)
         .map_err(ApiError::unauthorized)?;
     let workspace = record.workspace_id;
-    let decision = state
-        .key_limiter
-        .check_leased(&state.key_leases, &record.id);
+    let decision = state.key_limiter.check(&record.id);
     remember(req, decision);
     if !decision.allowed {
         state.metrics.rate_limited("key");

@@ -6,9 +6,10 @@
 //! state, the `Arc` of the catalog snapshot, uuid's process-wide UUIDv7 context) made each
 //! request move those cache lines between the cores: an atomic write to a line the other core
 //! wrote last costs a transfer, on every request of every worker. Here a request only counts
-//! references on its own worker's `Rc`s, records its latency in the worker's own histograms
-//! and counts its rate limits down in the worker's own leases (docs/benchmarks.md,
-//! 2026-11-23).
+//! references on its own worker's `Rc`s and records its latency in the worker's own
+//! histograms (docs/benchmarks.md, 2026-11-23). Rate limits stay one shared, exact GCRA check
+//! per request (`ratelimit.rs`): per-worker leases on the buckets were measured, gained nothing
+//! and could admit beyond the burst, so they were taken out.
 //!
 //! The snapshot stays the one the refresher publishes (D12): a worker compares the published
 //! pointer with the one it holds on every request and takes the new one when they differ, so a
@@ -26,7 +27,6 @@ use actix_web::web;
 use flowgate_domain::Catalog;
 
 use crate::metrics::LatencyRecorder;
-use crate::ratelimit::Leases;
 use crate::state::ApiState;
 
 /// How often an idle worker checks whether it holds a replaced snapshot.
@@ -52,9 +52,6 @@ pub(crate) struct Worker {
     sweeping: Cell<bool>,
     /// This worker's request latencies (summed with the other workers' when scraped).
     pub(crate) latencies: LatencyRecorder,
-    /// This worker's leases on the per-IP and per-key buckets (D10, `ratelimit::Leases`).
-    pub(crate) ip_leases: Leases<Option<std::net::IpAddr>>,
-    pub(crate) key_leases: Leases<flowgate_domain::ids::KeyId>,
 }
 
 impl Deref for Worker {
@@ -72,8 +69,6 @@ impl Worker {
             state,
             snapshot: RefCell::new(None),
             sweeping: Cell::new(false),
-            ip_leases: Leases::default(),
-            key_leases: Leases::default(),
         }
     }
 
