@@ -149,11 +149,12 @@ def start_flowgate(level="warn", logfile=os.devnull, extra=None):
     raise RuntimeError("flowgate was not ready within 120 s")
 
 
-def start_baseline(status, body_file, coding=None):
-    """The baseline answering `body_file` (sent with `Content-Encoding: coding` when set)."""
+def start_baseline(status, body_file, coding=None, extra=None):
+    """The baseline answering `body_file` (sent with `Content-Encoding: coding` when set;
+    `extra`: more environment, e.g. BASELINE_WORK_NS)."""
     proc = subprocess.Popen(
         [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file] + ([coding] if coding else []),
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, env=dict(os.environ, **(extra or {})),
     )
     for _ in range(500):
         try:

@@ -5,6 +5,10 @@
 //!
 //! `flowgate-bench-baseline LISTEN WORKERS STATUS BODY_FILE [CONTENT_ENCODING]` (the coding
 //! of the body when it is flowgate's compressed bytes, for clients that accept gzip)
+//!
+//! `BASELINE_WORK_NS=N` in the environment makes it spin for N nanoseconds per request before
+//! answering: the same server with more work per request, to see what a given CPU cost does to
+//! throughput and latency on this stack (docs/benchmarks.md, 2026-11-23: the saturated p99).
 
 use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpResponse, HttpServer};
@@ -14,9 +18,17 @@ struct Fixed {
     body: web::Bytes,
     /// `Content-Encoding` of the body, when it is flowgate's gzip bytes (mobile header runs).
     coding: Option<String>,
+    /// Busy work per request (`BASELINE_WORK_NS`, default none).
+    work: std::time::Duration,
 }
 
 async fn answer(fixed: web::Data<Fixed>, _body: web::Bytes) -> HttpResponse {
+    if !fixed.work.is_zero() {
+        let start = std::time::Instant::now();
+        while start.elapsed() < fixed.work {
+            std::hint::spin_loop();
+        }
+    }
     let mut res = HttpResponse::build(fixed.status);
     res.content_type("application/json");
     if let Some(coding) = &fixed.coding {
@@ -49,6 +61,12 @@ async fn main() -> std::io::Result<()> {
         status,
         body: web::Bytes::from(std::fs::read(file)?),
         coding: coding.cloned(),
+        work: std::time::Duration::from_nanos(
+            std::env::var("BASELINE_WORK_NS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        ),
     });
     HttpServer::new(move || {
         App::new()
