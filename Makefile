@@ -86,8 +86,8 @@ bench-http: pg-up
 ## Profile-guided release build of the service (and of the benchmark's baseline): instrumented
 ## build, training on the load benchmark's scenarios, optimized build into target/pgo/release/
 ## (bench/pgo.sh; needs PostgreSQL and wrk like bench-http; about 12 minutes). On the benchmark
-## machine it takes 12% less CPU per single resolve than the plain release build
-## (docs/benchmarks.md, 2026-11-23).
+## machine it took 5% less CPU per single resolve than the plain release build, in alternating
+## runs (docs/benchmarks.md, 2026-11-23).
 release-pgo: pg-up
 	bash bench/pgo.sh
 

@@ -5,8 +5,8 @@
 //! stored once. The rows the database reports as inserted are `inserted`, the rest of the batch
 //! is `duplicates`.
 //!
-//! - PostgreSQL: one binary `COPY` per batch (`copy.rs`: PostgreSQL's bulk path; 15-36% more
-//!   rows/s than the prepared `UNNEST` insert it replaced for batches of 100, 27-31% for
+//! - PostgreSQL: one binary `COPY` per batch (`copy.rs`: PostgreSQL's bulk path; 15-37% more
+//!   rows/s than the prepared `UNNEST` insert it replaced for batches of 100, 24-36% for
 //!   batches of 1,000, docs/benchmarks.md 2026-11-23), on a plain tokio-postgres client, since
 //!   diesel-async cannot send `COPY` (TECH-NOTES).
 //!
