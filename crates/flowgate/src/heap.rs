@@ -8,6 +8,36 @@
 //! (`docs/benchmarks.md`). Other allocators return memory on their own; there this is a
 //! no-op.
 
+use std::sync::Weak;
+use std::time::Duration;
+
+/// How often [`release_once_freed`] checks whether the replaced snapshot is gone.
+pub const RELEASE_POLL: Duration = Duration::from_millis(50);
+/// How long [`release_once_freed`] waits for it at most before releasing anyway: a few of the
+/// workers' sweep intervals (1 s), so a request that keeps the old snapshot for long does not
+/// keep the load's own garbage resident.
+pub const RELEASE_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// Calls `release` (off the async workers) once `previous`, the snapshot a reload replaced, has
+/// been freed, or after `wait_max`. The workers hold the published snapshot through their own
+/// `Rc` and let go of a replaced one on their next request or within their sweep interval, so
+/// the replaced snapshot is usually freed after the swap, not at it: a release at the swap
+/// left it resident (153 MiB after a published change with the benchmark catalog, against 79
+/// before it; `docs/benchmarks.md`, 2026-11-23).
+pub async fn release_once_freed<T: Send + Sync + 'static>(
+    previous: Weak<T>,
+    poll: Duration,
+    wait_max: Duration,
+    release: fn(),
+) {
+    let deadline = tokio::time::Instant::now() + wait_max;
+    while previous.strong_count() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(poll).await;
+    }
+    drop(previous);
+    let _ = tokio::task::spawn_blocking(release).await;
+}
+
 /// Returns free heap pages to the operating system (glibc `malloc_trim(0)`). Call it off the
 /// async workers: it walks every arena.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -23,6 +53,57 @@ pub fn release_free_memory() {
 /// Returns free heap pages to the operating system (nothing to do with this allocator).
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn release_free_memory() {}
+
+#[cfg(test)]
+mod release_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    static RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+    fn count_release() {
+        RELEASES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn memory_is_released_once_the_replaced_snapshot_is_freed_or_at_the_deadline() {
+        // A worker still holds the replaced snapshot: nothing is released until it lets go.
+        let held = Arc::new(vec![0u8; 1024]);
+        let task = tokio::spawn(super::release_once_freed(
+            Arc::downgrade(&held),
+            Duration::from_millis(5),
+            Duration::from_secs(30),
+            count_release,
+        ));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            RELEASES.load(Ordering::SeqCst),
+            0,
+            "released while still held"
+        );
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("released soon after the last holder let go")
+            .unwrap();
+        assert_eq!(RELEASES.load(Ordering::SeqCst), 1);
+
+        // A holder that never lets go delays the release by the deadline only.
+        let kept = Arc::new(vec![0u8; 1024]);
+        let started = std::time::Instant::now();
+        super::release_once_freed(
+            Arc::downgrade(&kept),
+            Duration::from_millis(5),
+            Duration::from_millis(200),
+            count_release,
+        )
+        .await;
+        assert_eq!(RELEASES.load(Ordering::SeqCst), 2);
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        drop(kept);
+    }
+}
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {

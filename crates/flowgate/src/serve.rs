@@ -229,11 +229,17 @@ async fn reload(
     .map_err(|e| e.to_string())?;
     match built {
         Ok((snapshot, carried)) => {
-            catalog.store(Arc::new(snapshot));
+            let previous = Arc::downgrade(&catalog.swap(Arc::new(snapshot)));
             runtime.catalog_reloaded();
-            // The load's intermediate data and (once in-flight requests let go of it) the
-            // previous snapshot are free now: give the pages back (src/heap.rs).
-            let _ = tokio::task::spawn_blocking(crate::heap::release_free_memory).await;
+            // The load's intermediate data is free now, and the previous snapshot once the
+            // requests in flight and every worker's held copy let go of it (a worker's next
+            // request or its sweeper, within a second): give the pages back then (src/heap.rs).
+            tokio::spawn(crate::heap::release_once_freed(
+                previous,
+                crate::heap::RELEASE_POLL,
+                crate::heap::RELEASE_WAIT_MAX,
+                crate::heap::release_free_memory,
+            ));
             tracing::info!(
                 revision,
                 elapsed_ms = started.elapsed().as_millis() as u64,
