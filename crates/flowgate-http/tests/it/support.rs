@@ -97,6 +97,29 @@ pub struct TestServer {
     handle: actix_web::dev::ServerHandle,
 }
 
+/// The API app over `catalog` and `sink` on one worker, bound to a free port on 127.0.0.1; the
+/// caller runs the returned server on the runtime it tests.
+pub fn bind_api(
+    config: HttpConfig,
+    catalog: flowgate_http::CatalogHandle,
+    sink: Arc<CollectingSink>,
+) -> (std::net::SocketAddr, actix_web::dev::Server) {
+    let state = web::Data::new(ApiState::new(
+        config,
+        catalog,
+        sink,
+        Arc::new(SystemClock),
+        HttpMetrics::default(),
+    ));
+    let bound = HttpServer::new(move || api_app(state.clone()))
+        .workers(1)
+        .disable_signals()
+        .bind(("127.0.0.1", 0))
+        .expect("bind");
+    let addr = *bound.addrs().first().expect("bound");
+    (addr, bound.run())
+}
+
 impl TestServer {
     /// Starts a server over `backend` with the fixture catalog, or `None` when PostgreSQL is
     /// not available outside CI.
@@ -142,22 +165,12 @@ impl TestServer {
         }
         let catalog = Catalog::build(db.store.load_catalog().await.expect("catalog loads"))
             .expect("catalog builds");
-        let handle = Arc::new(ArcSwap::from_pointee(catalog));
         let sink = Arc::new(CollectingSink::default());
-        let state = web::Data::new(ApiState::new(
+        let (addr, server) = bind_api(
             config,
-            handle,
+            Arc::new(ArcSwap::from_pointee(catalog)),
             sink.clone(),
-            Arc::new(SystemClock),
-            HttpMetrics::default(),
-        ));
-        let bound = HttpServer::new(move || api_app(state.clone()))
-            .workers(1)
-            .disable_signals()
-            .bind(("127.0.0.1", 0))
-            .expect("bind");
-        let addr = *bound.addrs().first().expect("bound");
-        let server = bound.run();
+        );
         let handle_srv = server.handle();
         actix_web::rt::spawn(server);
         Some(TestServer {

@@ -4,15 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use actix_web::{web, HttpServer};
 use arc_swap::ArcSwap;
 use flowgate_domain::catalog::CatalogData;
-use flowgate_domain::ports::SystemClock;
 use flowgate_domain::Catalog;
-use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
+use flowgate_http::HttpConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::CollectingSink;
+use crate::support::{bind_api, CollectingSink};
 
 fn empty_catalog() -> Catalog {
     Catalog::build(CatalogData::default()).expect("an empty catalog builds")
@@ -37,20 +35,11 @@ async fn touch(addr: std::net::SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_worker_lets_go_of_a_replaced_snapshot() {
     let handle = Arc::new(ArcSwap::from_pointee(empty_catalog()));
-    let state = web::Data::new(ApiState::new(
+    let (addr, server) = bind_api(
         HttpConfig::default(),
         Arc::clone(&handle),
         Arc::new(CollectingSink::default()),
-        Arc::new(SystemClock),
-        HttpMetrics::default(),
-    ));
-    let bound = HttpServer::new(move || api_app(state.clone()))
-        .workers(1)
-        .disable_signals()
-        .bind(("127.0.0.1", 0))
-        .expect("bind");
-    let addr = *bound.addrs().first().expect("bound");
-    let server = bound.run();
+    );
     let server_handle = server.handle();
     tokio::spawn(server);
 
