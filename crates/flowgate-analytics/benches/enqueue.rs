@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use flowgate_analytics::{Sink, SinkConfig};
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
 use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
+use flowgate_domain::memory::InMemoryStore;
 use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventSink, EventStore, StoreError};
 use flowgate_domain::Platform;
 
@@ -79,6 +80,7 @@ fn main() {
                     ..SinkConfig::default()
                 },
                 Arc::new(NullStore),
+                Arc::new(InMemoryStore::new()),
             )
             .unwrap()
         });

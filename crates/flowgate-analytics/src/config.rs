@@ -10,9 +10,39 @@ use std::time::Duration;
 /// request forever, so [`SinkConfig::validate`] rejects it.
 pub const MAX_EVENTS_PER_REQUEST: usize = 100;
 
+/// When an events request is answered 202 (`events.ack`, D15).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AckMode {
+    /// `stored` (the default): once every event the request counts as accepted is durable
+    /// (committed by the store, or acknowledged by the event bus). A request that waits
+    /// longer than `events.ack_timeout_ms` gets 503 `overloaded`; its events stay queued.
+    #[default]
+    Stored,
+    /// `buffered`: as soon as the events are in the sink's memory. Faster to answer, but a
+    /// hard kill of the process loses what is queued (at most `events.queue_capacity`).
+    Buffered,
+}
+
+impl AckMode {
+    /// The configuration value: `stored` or `buffered`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AckMode::Stored => "stored",
+            AckMode::Buffered => "buffered",
+        }
+    }
+}
+
 /// Settings of a [`Sink`](crate::Sink). Start from [`SinkConfig::default`] and override fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SinkConfig {
+    /// `events.ack`: when a request's events count as accepted (D15). Default
+    /// [`AckMode::Stored`].
+    pub ack: AckMode,
+    /// `events.ack_timeout_ms`: in [`AckMode::Stored`], the longest a request waits for its
+    /// events to be stored before it gets 503 `overloaded` (its events stay queued and are
+    /// stored later; the SDK's retry is counted once). Default 5 s.
+    pub ack_timeout: Duration,
     /// `events.queue_capacity`: how many events the sink holds at most, queued plus being
     /// written. A request that does not fit whole is refused (D7). It is also the most a hard
     /// kill can lose (`docs/operations.md`). Default 100,000.
@@ -94,6 +124,8 @@ impl Backoff {
 impl Default for SinkConfig {
     fn default() -> Self {
         Self {
+            ack: AckMode::Stored,
+            ack_timeout: Duration::from_secs(5),
             queue_capacity: 100_000,
             batch_size: 1_000,
             flush_interval: Duration::from_millis(200),
@@ -150,9 +182,16 @@ impl SinkConfig {
     ///
     /// Ranges: `queue_capacity` 100..=10,000,000 (a request of 100 events must fit, D7);
     /// `batch_size` 1..=10,000; `write_threshold` 1..=10,000; `flush_interval_ms` 1..=60,000;
-    /// `drain_deadline_ms` 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000; `admission_wait_ms`
-    /// 0..=60,000; `retry_base_ms` 1..=60,000; `retry_max_ms` from `retry_base_ms` to 600,000.
+    /// `drain_deadline_ms` 0..=3,600,000; `writers` 1..=64; `write_timeout_ms` 1..=600,000;
+    /// `admission_wait_ms` 0..=60,000; `ack_timeout_ms` 1..=600,000; `retry_base_ms`
+    /// 1..=60,000; `retry_max_ms` from `retry_base_ms` to 600,000.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        range_u64(
+            "events.ack_timeout_ms",
+            millis(self.ack_timeout),
+            1,
+            600_000,
+        )?;
         range_u64(
             "events.queue_capacity",
             self.queue_capacity as u64,
@@ -211,6 +250,8 @@ mod tests {
         let c = SinkConfig::default();
         assert_eq!(c.validate(), Ok(()));
         // docs/operations.md and the field docs quote these numbers.
+        assert_eq!(c.ack, AckMode::Stored);
+        assert_eq!(c.ack_timeout, Duration::from_secs(5));
         assert_eq!(c.queue_capacity, 100_000);
         assert_eq!(c.batch_size, 1_000);
         assert_eq!(c.flush_interval, Duration::from_millis(200));
@@ -238,6 +279,10 @@ mod tests {
             "events.batch_size must be between 1 and 10000 (got 0)"
         );
         assert_eq!(bad(|c| c.queue_capacity = 99).key, "events.queue_capacity");
+        assert_eq!(
+            bad(|c| c.ack_timeout = Duration::ZERO).key,
+            "events.ack_timeout_ms"
+        );
         assert_eq!(bad(|c| c.write_threshold = 0).key, "events.write_threshold");
         assert_eq!(
             bad(|c| c.flush_interval = Duration::ZERO).key,

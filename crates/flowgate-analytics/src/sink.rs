@@ -7,11 +7,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use flowgate_domain::events::{AnalyticsEvent, EventType};
-use flowgate_domain::ports::{Admission, BoxFuture, EventSink, EventStore, Overloaded};
+use flowgate_domain::ports::{
+    Admission, BoxFuture, DeadLetterStore, EventSink, EventStore, Overloaded, Receipt,
+};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::config::{ConfigError, SinkConfig};
+use crate::ack::{self, Waiter};
+use crate::config::{AckMode, ConfigError, SinkConfig};
 use crate::stats::{Counters, SinkStats};
 use crate::writer;
 
@@ -26,6 +29,8 @@ pub const RETRY_AFTER_MAX_SECS: u32 = 30;
 pub(crate) struct Chunk {
     pub(crate) at: Instant,
     pub(crate) events: Vec<AnalyticsEvent>,
+    /// The request waiting for these events to be stored (D15), if one waits.
+    pub(crate) waiter: Option<Arc<Waiter>>,
 }
 
 /// What the queue lock guards: everything the capacity check reads, so the check and the
@@ -34,6 +39,8 @@ pub(crate) struct State {
     pub(crate) queue: VecDeque<Chunk>,
     /// Events in `queue`.
     pub(crate) queued: usize,
+    /// Chunks in `queue` that a request waits on (D15): an idle writer writes them at once.
+    pub(crate) queued_waiters: usize,
     /// Events taken by writers and not yet stored. They count against the capacity, so the
     /// capacity bounds everything a hard kill can lose.
     pub(crate) in_flight: usize,
@@ -45,6 +52,8 @@ pub(crate) struct State {
 pub(crate) struct Inner {
     pub(crate) config: SinkConfig,
     pub(crate) store: Arc<dyn EventStore>,
+    /// Where events the store refuses for good go (D17).
+    pub(crate) dead_letters: Arc<dyn DeadLetterStore>,
     pub(crate) state: Mutex<State>,
     /// Wakes writers: a first event in an empty queue, a full batch, shutdown.
     pub(crate) wake: Notify,
@@ -63,6 +72,31 @@ impl Inner {
         // Every critical section leaves the state consistent before anything can panic, so a
         // poisoned lock still guards valid data; refusing events forever would be worse.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Events held: queued and in flight.
+    pub(crate) fn occupancy(&self) -> usize {
+        let s = self.lock();
+        s.queued + s.in_flight
+    }
+
+    /// The `Retry-After` for a refusal: the time the writers need, at the recent write rate, to
+    /// store the `backlog` already held (queued and in flight), clamped to 1..=30 s. Sending
+    /// clients back when the backlog is written, rather than when the first free slot opens,
+    /// keeps refused clients from retrying in a herd against a still-full queue. While the
+    /// store is failing: the maximum. With no measurement yet: the minimum.
+    pub(crate) fn retry_after(&self, backlog: usize) -> u32 {
+        let c = &self.counters;
+        if c.failing.load(Ordering::Relaxed) {
+            return RETRY_AFTER_MAX_SECS;
+        }
+        let secs = match c.rate.rate() {
+            None => f64::from(RETRY_AFTER_MIN_SECS),
+            Some(rate) if rate <= 0.0 => f64::from(RETRY_AFTER_MAX_SECS),
+            Some(rate) => (backlog as f64 / rate).ceil(),
+        };
+        // `as` saturates on floats; the clamp does the rest.
+        (secs as u32).clamp(RETRY_AFTER_MIN_SECS, RETRY_AFTER_MAX_SECS)
     }
 }
 
@@ -108,9 +142,11 @@ pub struct DrainReport {
     pub elapsed: Duration,
 }
 
-/// The buffered analytics sink (D7, D8): a bounded in-memory queue that the request path fills
-/// through [`EventSink::try_enqueue`] without ever blocking, and writer tasks that store it in
-/// batches through an [`EventStore`], retrying failed batches until they are stored.
+/// The analytics sink (D7, D8, D15): a bounded in-memory queue that the request path fills
+/// without ever blocking, and writer tasks that store it in batches through an [`EventStore`],
+/// retrying failed batches until they are stored and setting aside, as dead letters, events
+/// the store refuses for good (D17). With [`AckMode::Stored`] a request's [`Receipt`]
+/// resolves once its events are committed.
 ///
 /// Cheap to clone: clones share one queue and one set of writers.
 #[derive(Clone)]
@@ -129,8 +165,12 @@ impl fmt::Debug for Sink {
 
 impl Sink {
     /// Validates `config` and starts `config.writers` writer tasks on the current tokio
-    /// runtime, writing to `store`.
-    pub fn start(config: SinkConfig, store: Arc<dyn EventStore>) -> Result<Sink, StartError> {
+    /// runtime, writing to `store`, with refused events going to `dead_letters`.
+    pub fn start(
+        config: SinkConfig,
+        store: Arc<dyn EventStore>,
+        dead_letters: Arc<dyn DeadLetterStore>,
+    ) -> Result<Sink, StartError> {
         config.validate()?;
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         let capacity = config.queue_capacity;
@@ -138,12 +178,14 @@ impl Sink {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 queued: 0,
+                queued_waiters: 0,
                 in_flight: 0,
                 in_flight_oldest: vec![None; config.writers],
                 accepting: true,
             }),
             config,
             store,
+            dead_letters,
             wake: Notify::new(),
             progress: Notify::new(),
             room: Semaphore::new(capacity),
@@ -213,6 +255,9 @@ impl Sink {
             batch_sizes: c.batch_sizes.snapshot(),
             write_latency: c.write_latency.snapshot(),
             write_retries: c.failed_attempts.load(Ordering::Relaxed),
+            events_dead_lettered: c.dead_lettered.load(Ordering::Relaxed),
+            ack_wait: c.ack_wait.snapshot(),
+            acks_timed_out: c.acks_timed_out.load(Ordering::Relaxed),
             write_rate: c.rate.rate(),
             store_healthy: !c.failing.load(Ordering::Relaxed),
             last_failure: c.last_failure(),
@@ -296,25 +341,6 @@ impl Sink {
         report
     }
 
-    /// The `Retry-After` for a refusal: the time the writers need, at the recent write rate, to
-    /// store the `backlog` already held (queued and in flight), clamped to 1..=30 s. Sending
-    /// clients back when the backlog is written, rather than when the first free slot opens,
-    /// keeps refused clients from retrying in a herd against a still-full queue. While the
-    /// store is failing: the maximum. With no measurement yet: the minimum.
-    fn retry_after(&self, backlog: usize) -> u32 {
-        let c = &self.inner.counters;
-        if c.failing.load(Ordering::Relaxed) {
-            return RETRY_AFTER_MAX_SECS;
-        }
-        let secs = match c.rate.rate() {
-            None => f64::from(RETRY_AFTER_MIN_SECS),
-            Some(rate) if rate <= 0.0 => f64::from(RETRY_AFTER_MAX_SECS),
-            Some(rate) => (backlog as f64 / rate).ceil(),
-        };
-        // `as` saturates on floats; the clamp does the rest.
-        (secs as u32).clamp(RETRY_AFTER_MIN_SECS, RETRY_AFTER_MAX_SECS)
-    }
-
     fn refuse(&self, events: usize, retry_after_secs: u32) -> Overloaded {
         let c = &self.inner.counters;
         c.refused.fetch_add(events as u64, Ordering::Relaxed);
@@ -330,20 +356,29 @@ fn permits(n: usize) -> u32 {
 
 impl Sink {
     /// Puts a request's events in the queue; the caller took their permits.
-    fn push(&self, s: &mut MutexGuard<'_, State>, events: Vec<AnalyticsEvent>) {
+    fn push(
+        &self,
+        s: &mut MutexGuard<'_, State>,
+        events: Vec<AnalyticsEvent>,
+        waiter: Option<Arc<Waiter>>,
+    ) {
         let n = events.len();
         let before = s.queued;
+        let waits = waiter.is_some();
         s.queue.push_back(Chunk {
             at: Instant::now(),
             events,
+            waiter,
         });
         s.queued += n;
+        s.queued_waiters += usize::from(waits);
         // Wake a writer when it has something new to do: start the flush timer of a queue
         // that was empty, or write what just reached `write_threshold` (if no write is in
         // flight) or a full batch.
         let crossed = |level: usize| before < level && before + n >= level;
         let config = &self.inner.config;
-        let wake = before == 0 || crossed(config.ready_size()) || crossed(config.batch_size);
+        let wake =
+            before == 0 || waits || crossed(config.ready_size()) || crossed(config.batch_size);
         let c = &self.inner.counters;
         c.enqueued.fetch_add(n as u64, Ordering::Relaxed);
         c.requests_accepted.fetch_add(1, Ordering::Relaxed);
@@ -357,15 +392,19 @@ impl Sink {
     /// rest from the free room; refused when the rest is not free, or after shutdown began
     /// (`Retry-After` 1 s: another replica can take the request). Permits still held
     /// afterwards stay in `held` (an admission gives them back when dropped).
+    ///
+    /// With `wait` and [`AckMode::Stored`] the receipt resolves once the events are stored
+    /// (D15); otherwise it is ready at once.
     fn enqueue_holding(
         &self,
         held: &mut u32,
         mut events: Vec<AnalyticsEvent>,
-    ) -> Result<(), Overloaded> {
+        wait: bool,
+    ) -> Result<Receipt, Overloaded> {
         self.skip_unrecorded(&mut events);
         let n = events.len();
         if n == 0 {
-            return Ok(());
+            return Ok(Receipt::ready());
         }
         let need = permits(n);
         let mut s = self.inner.lock();
@@ -382,19 +421,21 @@ impl Sink {
                 Err(_) => {
                     let occupancy = s.queued + s.in_flight;
                     drop(s);
-                    return Err(self.refuse(n, self.retry_after(occupancy)));
+                    return Err(self.refuse(n, self.inner.retry_after(occupancy)));
                 }
             }
         }
         // The used permits now stand for queued events.
         *held -= need;
-        self.push(&mut s, events);
-        Ok(())
-    }
-
-    fn occupancy(&self) -> usize {
-        let s = self.inner.lock();
-        s.queued + s.in_flight
+        if wait && self.inner.config.ack == AckMode::Stored {
+            let (waiter, stored) = Waiter::new(n);
+            self.push(&mut s, events, Some(waiter));
+            drop(s);
+            Ok(ack::receipt(Arc::clone(&self.inner), stored))
+        } else {
+            self.push(&mut s, events, None);
+            Ok(Receipt::ready())
+        }
     }
 
     /// Drops `resolve_no_flow` events when they are not recorded (counted).
@@ -423,7 +464,7 @@ impl EventSink for Sink {
     /// HTTP adapter enqueues them after answering the resolve and ignores a refusal: a resolve
     /// never fails because of analytics (the refusal is counted in the stats).
     fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        self.enqueue_holding(&mut 0, events)
+        self.enqueue_holding(&mut 0, events, false).map(drop)
     }
 
     /// Takes room for `max_events` at once when it is free; otherwise waits for it, behind
@@ -468,7 +509,11 @@ impl EventSink for Sink {
                             p.forget();
                             free
                         }
-                        _ => return Err(self.refuse(0, self.retry_after(self.occupancy()))),
+                        _ => {
+                            return Err(
+                                self.refuse(0, self.inner.retry_after(self.inner.occupancy()))
+                            )
+                        }
                     }
                 }
             };
@@ -485,8 +530,8 @@ struct Held<'a> {
 }
 
 impl Admission for Held<'_> {
-    fn enqueue(mut self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        self.sink.enqueue_holding(&mut self.held, events)
+    fn enqueue(mut self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<Receipt, Overloaded> {
+        self.sink.enqueue_holding(&mut self.held, events, true)
     }
 }
 

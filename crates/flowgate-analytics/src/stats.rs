@@ -184,6 +184,10 @@ pub(crate) struct Counters {
     pub(crate) last_failure_ms: AtomicU64,
     pub(crate) batch_sizes: Histogram,
     pub(crate) write_latency: Histogram,
+    /// How long acknowledged requests waited for their events to be stored (D15).
+    pub(crate) ack_wait: Histogram,
+    pub(crate) acks_timed_out: AtomicU64,
+    pub(crate) dead_lettered: AtomicU64,
     pub(crate) rate: RateMeter,
     pub(crate) last_error: Mutex<Option<String>>,
 }
@@ -205,6 +209,9 @@ impl Counters {
             last_failure_ms: AtomicU64::new(0),
             batch_sizes: Histogram::new(BATCH_SIZE_BOUNDS),
             write_latency: Histogram::new(WRITE_LATENCY_BOUNDS),
+            ack_wait: Histogram::new(WRITE_LATENCY_BOUNDS),
+            acks_timed_out: AtomicU64::new(0),
+            dead_lettered: AtomicU64::new(0),
             rate: RateMeter::new(),
             last_error: Mutex::new(None),
         }
@@ -233,6 +240,11 @@ impl Counters {
         self.batch_sizes.observe(events as f64);
         self.write_latency.observe(latency.as_secs_f64());
         self.rate.record(events as u64);
+    }
+
+    pub(crate) fn record_dead_letters(&self, events: usize) {
+        self.dead_lettered
+            .fetch_add(events as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn last_failure(&self) -> Option<SystemTime> {
@@ -280,6 +292,15 @@ pub struct SinkStats {
     pub write_latency: HistogramSnapshot,
     /// Failed write attempts, each followed by a retry of the same batch.
     pub write_retries: u64,
+    /// Events the store refused for good, set aside as dead letters (D17). They count in
+    /// `events_written`: they are durable, in the dead letters.
+    pub events_dead_lettered: u64,
+    /// How long requests waited for their events to be stored before their 202, in seconds
+    /// ([`WRITE_LATENCY_BOUNDS`]; `events.ack = "stored"`, D15).
+    pub ack_wait: HistogramSnapshot,
+    /// Requests that waited `events.ack_timeout_ms` without their events being stored and got
+    /// 503 (their events stay queued).
+    pub acks_timed_out: u64,
     /// Events per second written recently (over windows of 5 s); `None` before the first
     /// measurement.
     pub write_rate: Option<f64>,

@@ -1,20 +1,28 @@
 //! The writer task: takes batches from the queue and stores them, retrying until they are
-//! stored.
+//! stored, and releases the requests that wait for them (D15).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::events::{store_batch, AnalyticsEvent};
 use flowgate_domain::ports::StoreError;
 
+use crate::ack::Waiter;
 use crate::sink::{Chunk, Inner};
+
+/// Events taken from the queue for one write, with the requests waiting on them.
+struct Batch {
+    events: Vec<AnalyticsEvent>,
+    /// Each waiting request and how many of its events this batch holds.
+    waiters: Vec<(Arc<Waiter>, usize)>,
+}
 
 /// What a writer does next.
 enum Step {
     /// Store this batch.
-    Write(Vec<AnalyticsEvent>),
+    Write(Batch),
     /// Wait for this long (the flush time of the oldest queued event) or a wake-up.
     WaitFor(Duration),
     /// Wait for a wake-up: the queue is empty.
@@ -24,9 +32,11 @@ enum Step {
 }
 
 /// Decides under the queue lock: a full batch is written at once, and so is whatever is queued
-/// (up to a full batch) once it reaches `write_threshold` while no other write is in flight;
-/// fewer events when the oldest has waited `flush_interval`, or at once during shutdown. An
-/// idle store thus gets small batches soon, and a busy one full batches.
+/// (up to a full batch) while no other write is in flight once it reaches `write_threshold` or
+/// holds a request that waits for its events to be stored (D15: group commit, the requests
+/// that arrive during a write share the next one); fewer events when the oldest has waited
+/// `flush_interval`, or at once during shutdown. An idle store thus gets small batches soon,
+/// and a busy one full batches.
 fn next_step(inner: &Inner, id: usize) -> Step {
     let config = &inner.config;
     let mut s = inner.lock();
@@ -34,12 +44,13 @@ fn next_step(inner: &Inner, id: usize) -> Step {
         return if s.accepting { Step::Wait } else { Step::Exit };
     };
     let age = oldest.elapsed();
-    let ready =
-        s.queued >= config.batch_size || (s.in_flight == 0 && s.queued >= config.ready_size());
+    let ready = s.queued >= config.batch_size
+        || (s.in_flight == 0 && (s.queued >= config.ready_size() || s.queued_waiters > 0));
     if !ready && s.accepting && age < config.flush_interval {
         return Step::WaitFor(config.flush_interval - age);
     }
     let mut parts: Vec<Vec<AnalyticsEvent>> = Vec::new();
+    let mut waiters = Vec::new();
     let mut taken = 0;
     while taken < config.batch_size {
         let Some(mut chunk) = s.queue.pop_front() else {
@@ -47,14 +58,21 @@ fn next_step(inner: &Inner, id: usize) -> Step {
         };
         let room = config.batch_size - taken;
         if chunk.events.len() > room {
-            // The rest of the request stays at the front, with its acceptance time.
+            // The rest of the request stays at the front, with its acceptance time and its
+            // waiter.
             let rest = chunk.events.split_off(room);
             s.queue.push_front(Chunk {
                 at: chunk.at,
                 events: rest,
+                waiter: chunk.waiter.clone(),
             });
+        } else if chunk.waiter.is_some() {
+            s.queued_waiters -= 1;
         }
         taken += chunk.events.len();
+        if let Some(waiter) = chunk.waiter {
+            waiters.push((waiter, chunk.events.len()));
+        }
         parts.push(chunk.events);
     }
     s.queued -= taken;
@@ -69,16 +87,16 @@ fn next_step(inner: &Inner, id: usize) -> Step {
         inner.wake.notify_one();
     }
     // Joined outside the lock: the request path never waits for this copy.
-    let batch = if parts.len() == 1 {
+    let events = if parts.len() == 1 {
         parts.pop().unwrap_or_default()
     } else {
-        let mut batch = Vec::with_capacity(taken);
+        let mut events = Vec::with_capacity(taken);
         for part in parts {
-            batch.extend(part);
+            events.extend(part);
         }
-        batch
+        events
     };
-    Step::Write(batch)
+    Step::Write(Batch { events, waiters })
 }
 
 /// A writer's loop; returns when shutdown began and the queue is empty.
@@ -101,23 +119,30 @@ pub(crate) async fn run(inner: Arc<Inner>, id: usize) {
     }
 }
 
-/// Stores one batch, retrying with jittered exponential backoff until it is stored. A batch is
-/// never dropped (D7: an accepted event must reach the store). Retrying is safe because the
-/// store is idempotent on `event_id`: a write that failed ambiguously (committed, but the
-/// answer was lost) stores nothing twice when repeated.
+/// Stores one batch, retrying with jittered exponential backoff until it is stored, then
+/// releases the requests waiting on it. A batch is never dropped (D7: an accepted event must
+/// reach the store). Retrying is safe because the store is idempotent on `event_id`: a write
+/// that failed ambiguously (committed, but the answer was lost) stores nothing twice when
+/// repeated.
 ///
-/// A non-transient error is retried too, logged at error level: dropping the batch would lose
-/// accepted events, and such errors may still clear (a migration applied late, a full disk
-/// freed). The writer then holds its batch while the other writers carry on.
-async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mut Jitter) {
+/// Events the store refuses with a non-transient error are isolated by splitting the batch and
+/// become dead letters, the rest is stored ([`store_batch`], D17), so no event holds a writer.
+/// What is retried is a transient failure, or dead letters that could not be written.
+async fn write(inner: &Inner, id: usize, batch: Batch, jitter: &mut Jitter) {
     let counters = &inner.counters;
     let backoff = inner.config.backoff;
+    let events = &batch.events;
     let mut attempt: u32 = 0;
     loop {
         let started = Instant::now();
         let result = match tokio::time::timeout(
             inner.config.write_timeout,
-            inner.store.append_events(&batch),
+            store_batch(
+                &*inner.store,
+                &*inner.dead_letters,
+                events,
+                time::OffsetDateTime::now_utc(),
+            ),
         )
         .await
         {
@@ -129,10 +154,20 @@ async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mu
         };
         match result {
             Ok(outcome) => {
-                counters.record_success(batch.len(), outcome.duplicates, started.elapsed());
+                counters.record_success(events.len(), outcome.duplicates, started.elapsed());
+                if outcome.dead_lettered > 0 {
+                    counters.record_dead_letters(outcome.dead_lettered);
+                    tracing::error!(
+                        events = events.len(),
+                        dead_lettered = outcome.dead_lettered,
+                        writes = outcome.writes,
+                        "the store refused events for good: they are dead letters \
+                         (`flowgate events dead-letters list`), the rest of the batch is stored"
+                    );
+                }
                 if attempt > 0 {
                     tracing::info!(
-                        events = batch.len(),
+                        events = events.len(),
                         failed_attempts = attempt,
                         "analytics batch stored after retries"
                     );
@@ -146,7 +181,7 @@ async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mu
                 if error.is_transient() {
                     tracing::warn!(
                         %error,
-                        events = batch.len(),
+                        events = events.len(),
                         attempt,
                         retry_in_ms = delay.as_millis() as u64,
                         "analytics batch write failed; retrying"
@@ -154,10 +189,10 @@ async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mu
                 } else {
                     tracing::error!(
                         %error,
-                        events = batch.len(),
+                        events = events.len(),
                         attempt,
                         retry_in_ms = delay.as_millis() as u64,
-                        "analytics batch write failed with a non-transient error; retrying, \
+                        "analytics dead letters could not be written; retrying, \
                          the batch is kept (it is never dropped)"
                     );
                 }
@@ -165,15 +200,18 @@ async fn write(inner: &Inner, id: usize, batch: Vec<AnalyticsEvent>, jitter: &mu
             }
         }
     }
+    for (waiter, stored) in &batch.waiters {
+        waiter.stored(*stored);
+    }
     {
         let mut s = inner.lock();
-        s.in_flight -= batch.len();
+        s.in_flight -= events.len();
         if let Some(slot) = s.in_flight_oldest.get_mut(id) {
             *slot = None;
         }
     }
     // The stored events' room is free again (waiting admissions take it in arrival order).
-    inner.room.add_permits(batch.len());
+    inner.room.add_permits(events.len());
     inner.progress.notify_waiters();
 }
 

@@ -1,14 +1,14 @@
 //! The port contract suite of flowgate: what every implementation of the domain's storage
-//! ports ([`CatalogSource`], [`KeyStore`], [`EventStore`]) must do, written once and run
-//! against each implementation (the in-memory reference, the store on SQLite, the store on
-//! PostgreSQL).
+//! ports ([`CatalogSource`], [`KeyStore`], [`EventStore`], [`DeadLetterStore`]) must do,
+//! written once and run against each implementation (the in-memory reference, the store on
+//! SQLite, the store on PostgreSQL).
 //!
-//! The public functions of [`catalog_source`], [`key_store`] and [`event_store`] *are* the
-//! cases: each is an `async fn` generic over the implementation that panics when the
-//! implementation breaks the contract. A runner (this crate's `tests/it`) implements
-//! [`Harness`] for every adapter and calls every case once per adapter. Cases that need
-//! catalog data (keys belong to workspaces, which a database enforces) take the harness;
-//! the others take the port alone.
+//! The public functions of [`catalog_source`], [`key_store`], [`event_store`] and
+//! [`dead_letter_store`] *are* the cases: each is an `async fn` generic over the
+//! implementation that panics when the implementation breaks the contract. A runner (this
+//! crate's `tests/it`) implements [`Harness`] for every adapter and calls every case once per
+//! adapter. Cases that need catalog data (keys belong to workspaces, which a database
+//! enforces) take the harness; the others take the port alone.
 //!
 //! Assertions compare whole values: a store returns exactly what was written, with timestamps
 //! at microsecond precision (the fixtures use no finer ones).
@@ -16,9 +16,10 @@
 use std::future::Future;
 
 use flowgate_domain::catalog::CatalogData;
-use flowgate_domain::ports::{CatalogSource, EventStore, KeyStore, StoreError};
+use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, KeyStore, StoreError};
 
 pub mod catalog_source;
+pub mod dead_letter_store;
 pub mod event_store;
 pub mod fixtures;
 pub mod key_store;
@@ -26,7 +27,7 @@ pub mod key_store;
 /// One implementation of the storage ports under test, as the runner provides it.
 pub trait Harness: Sized {
     /// The implementation of the ports.
-    type Store: CatalogSource + KeyStore + EventStore + ?Sized;
+    type Store: CatalogSource + KeyStore + EventStore + DeadLetterStore + ?Sized;
 
     /// Creates a fresh, empty instance that shares nothing with any other. `None` means the
     /// backend is not available here and the case is skipped (the runner decides when that

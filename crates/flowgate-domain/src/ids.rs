@@ -93,18 +93,30 @@ uuid_id!(
     /// An analytics event (D7, D8).
     EventId
 );
+uuid_id!(
+    /// A dead letter: an event, or a bus message, the store refused for good (D17).
+    DeadLetterId
+);
+
+/// A time-ordered UUIDv7 stamped with `at`; its random bits come from the operating system's
+/// generator.
+fn uuid_v7(at: time::OffsetDateTime) -> Uuid {
+    let nanos = at.unix_timestamp_nanos().max(0);
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(0);
+    let subsec = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
+    Uuid::new_v7(uuid::Timestamp::from_unix(uuid::NoContext, secs, subsec))
+}
 
 impl EventId {
-    /// A new time-ordered UUIDv7 stamped with `at`, for server events (D8). Its random bits come
-    /// from the operating system's generator.
+    /// A new time-ordered UUIDv7 stamped with `at`, for server events (D8).
     pub fn new_v7(at: time::OffsetDateTime) -> Self {
-        let nanos = at.unix_timestamp_nanos().max(0);
-        let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(0);
-        let subsec = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
-        Self(Uuid::new_v7(uuid::Timestamp::from_unix(
-            uuid::NoContext,
-            secs,
-            subsec,
-        )))
+        Self(uuid_v7(at))
+    }
+}
+
+impl DeadLetterId {
+    /// A new time-ordered UUIDv7 stamped with `at`: dead letters list in the order they came.
+    pub fn new_v7(at: time::OffsetDateTime) -> Self {
+        Self(uuid_v7(at))
     }
 }

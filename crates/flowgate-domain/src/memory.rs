@@ -10,9 +10,12 @@ use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{EventId, KeyId, WorkspaceId};
+use crate::ids::{DeadLetterId, EventId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
-use crate::ports::{AppendOutcome, BoxFuture, CatalogSource, EventStore, KeyStore, StoreError};
+use crate::ports::{
+    AppendOutcome, BoxFuture, CatalogSource, DeadLetter, DeadLetterStore, EventStore, KeyStore,
+    StoreError,
+};
 
 #[derive(Debug, Default)]
 struct State {
@@ -21,6 +24,8 @@ struct State {
     keys: Vec<KeyRecord>,
     events: Vec<AnalyticsEvent>,
     event_ids: HashSet<EventId>,
+    /// In id order (ids are UUIDv7: the order they came).
+    dead_letters: Vec<DeadLetter>,
 }
 
 /// In-memory catalog, key and event storage.
@@ -157,5 +162,82 @@ impl EventStore for InMemoryStore {
             }
         }
         Box::pin(std::future::ready(Ok(outcome)))
+    }
+}
+
+impl DeadLetterStore for InMemoryStore {
+    fn add_dead_letters<'a>(
+        &'a self,
+        letters: &'a [DeadLetter],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut state = self.lock();
+        for letter in letters {
+            let same_event = letter.event_id.and_then(|id| {
+                state
+                    .dead_letters
+                    .iter_mut()
+                    .find(|l| l.event_id == Some(id))
+            });
+            match same_event {
+                Some(kept) => {
+                    kept.attempts = kept.attempts.saturating_add(letter.attempts);
+                    kept.last_attempt_at = letter.last_attempt_at;
+                    kept.error.clone_from(&letter.error);
+                }
+                None => {
+                    let at = state.dead_letters.partition_point(|l| l.id < letter.id);
+                    state.dead_letters.insert(at, letter.clone());
+                }
+            }
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn list_dead_letters(
+        &self,
+        after: Option<DeadLetterId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
+        let state = self.lock();
+        let page = state
+            .dead_letters
+            .iter()
+            .filter(|l| after.is_none_or(|after| l.id > after))
+            .take(limit)
+            .cloned()
+            .collect();
+        Box::pin(std::future::ready(Ok(page)))
+    }
+
+    fn record_dead_letter_attempt<'a>(
+        &'a self,
+        id: DeadLetterId,
+        error: &'a str,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let result = match state.dead_letters.iter_mut().find(|l| l.id == id) {
+            Some(letter) => {
+                letter.attempts = letter.attempts.saturating_add(1);
+                letter.last_attempt_at = at;
+                error.clone_into(&mut letter.error);
+                Ok(())
+            }
+            None => Err(StoreError::NotFound(format!("no dead letter {id}"))),
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn remove_dead_letter(&self, id: DeadLetterId) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let mut state = self.lock();
+        let before = state.dead_letters.len();
+        state.dead_letters.retain(|l| l.id != id);
+        let removed = state.dead_letters.len() < before;
+        Box::pin(std::future::ready(Ok(removed)))
+    }
+
+    fn count_dead_letters(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        let count = self.lock().dead_letters.len() as u64;
+        Box::pin(std::future::ready(Ok(count)))
     }
 }

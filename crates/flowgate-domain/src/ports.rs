@@ -5,16 +5,18 @@
 //! `async fn` in traits, so the traits stay object-safe (`Arc<dyn EventStore>`) and the domain
 //! needs no runtime and no macro crate.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{KeyId, WorkspaceId};
+use crate::ids::{DeadLetterId, EventId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
 
 /// A boxed, `Send` future: the return type of asynchronous port methods.
@@ -109,10 +111,67 @@ pub trait EventStore: Send + Sync {
     ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>>;
 }
 
+/// An event, or a message of the event bus, that the store refused for good (D17), kept aside
+/// with the error so that nothing is dropped silently and it can be tried again (replayed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Its own id: a UUIDv7, so letters list in the order they came.
+    pub id: DeadLetterId,
+    /// The refused event's id; `None` for a bus message that could not be decoded.
+    pub event_id: Option<EventId>,
+    /// How `payload` is encoded: [`EVENT_JSON_FORMAT`](crate::events::EVENT_JSON_FORMAT) for
+    /// one event, or the format a bus message named.
+    pub format: String,
+    /// The event or the message, as received.
+    pub payload: Vec<u8>,
+    /// Why it was refused, as the store or the decoder said it.
+    pub error: String,
+    /// When it was refused first.
+    pub first_attempt_at: OffsetDateTime,
+    /// When it was refused last (by a write or a replay).
+    pub last_attempt_at: OffsetDateTime,
+    /// How often it was refused.
+    pub attempts: u32,
+}
+
+/// Where dead letters are kept (D17): beside the events, never subject to retention.
+pub trait DeadLetterStore: Send + Sync {
+    /// Adds letters. A letter for an `event_id` that already has one updates that one instead
+    /// (attempts added, last attempt and error replaced): an event refused again, say after an
+    /// SDK's retry, stays one letter.
+    fn add_dead_letters<'a>(
+        &'a self,
+        letters: &'a [DeadLetter],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Up to `limit` letters in the order they came (by id), after `after` when given: a page.
+    fn list_dead_letters(
+        &self,
+        after: Option<DeadLetterId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>>;
+
+    /// Records one more failed attempt at a letter (a replay refused again). An unknown id is
+    /// [`StoreError::NotFound`].
+    fn record_dead_letter_attempt<'a>(
+        &'a self,
+        id: DeadLetterId,
+        error: &'a str,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Removes a letter (once its events are stored); false when there was none.
+    fn remove_dead_letter(&self, id: DeadLetterId) -> BoxFuture<'_, Result<bool, StoreError>>;
+
+    /// How many letters there are.
+    fn count_dead_letters(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+}
+
 /// The request path's hand-off to the analytics sink (D7): all of a request's events are taken,
 /// or none.
 pub trait EventSink: Send + Sync {
-    /// Enqueues every event or refuses them all; never blocks.
+    /// Enqueues every event or refuses them all; never blocks and never waits for the events
+    /// to be stored (for the server's own events, D8, which no request waits for).
     fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded>;
 
     /// Holds room for up to `max_events` events of one request before its body is read, so
@@ -121,7 +180,8 @@ pub trait EventSink: Send + Sync {
     /// wait (bounded by the sink's own setting) for the writers to make room instead of being
     /// refused at once. Refused with [`Overloaded`] when no room came in time.
     ///
-    /// The default holds nothing and hands the events to [`EventSink::try_enqueue`].
+    /// The default holds nothing, hands the events to [`EventSink::try_enqueue`] and gives a
+    /// [`Receipt::ready`]: a sink that can tell when events are durable overrides it (D15).
     fn admit(
         &self,
         max_events: usize,
@@ -135,24 +195,59 @@ pub trait EventSink: Send + Sync {
 /// Room held in a sink for one request's events ([`EventSink::admit`]); dropping it unused
 /// gives the room back.
 pub trait Admission: Send {
-    /// Enqueues the events, all or none. Within the admitted count this is never refused
-    /// unless the sink began shutting down; beyond it the sink decides as
-    /// [`EventSink::try_enqueue`] does.
-    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded>;
+    /// Enqueues the events, all or none, and returns the [`Receipt`] the request waits on
+    /// before it answers 202 (D15). Within the admitted count this is never refused unless
+    /// the sink began shutting down; beyond it the sink decides as [`EventSink::try_enqueue`]
+    /// does.
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<Receipt, Overloaded>;
 }
 
 /// The default [`Admission`]: nothing held, the sink's `try_enqueue` decides.
 struct Direct<'a, S: ?Sized>(&'a S);
 
 impl<S: EventSink + ?Sized> Admission for Direct<'_, S> {
-    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        self.0.try_enqueue(events)
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<Receipt, Overloaded> {
+        self.0.try_enqueue(events).map(|()| Receipt::ready())
     }
 }
 
-/// The sink refused: the whole request gets 503 `overloaded` with `Retry-After` (D7).
+/// Resolves once the events of one request are durable (D15: committed in the store, or
+/// acknowledged by the event bus), or with [`Overloaded`] when they are not within the sink's
+/// acknowledgement timeout. The events stay queued either way: a request answered 503 after a
+/// timeout is sent again by its SDK, and the store counts the repeat once (D7 idempotency).
+pub struct Receipt(BoxFuture<'static, Result<(), Overloaded>>);
+
+impl Receipt {
+    /// A receipt that resolves with `wait`.
+    pub fn new(wait: impl Future<Output = Result<(), Overloaded>> + Send + 'static) -> Self {
+        Self(Box::pin(wait))
+    }
+
+    /// A receipt that is already settled: the events are durable, or the sink promises no more
+    /// than having queued them (`events.ack = "buffered"`).
+    pub fn ready() -> Self {
+        Self::new(std::future::ready(Ok(())))
+    }
+}
+
+impl Future for Receipt {
+    type Output = Result<(), Overloaded>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Receipt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Receipt")
+    }
+}
+
+/// The sink refused, or did not store the events in time: the whole request gets 503
+/// `overloaded` with `Retry-After` (D7, D15).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the event buffer is full; retry after {retry_after_secs} s")]
+#[error("the events were not accepted or not stored in time; retry after {retry_after_secs} s")]
 pub struct Overloaded {
     /// Suggested `Retry-After`, in seconds.
     pub retry_after_secs: u32,

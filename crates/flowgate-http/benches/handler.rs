@@ -24,7 +24,7 @@ use arc_swap::ArcSwap;
 use criterion::{criterion_group, criterion_main, Criterion};
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::keys::{KeyEnvironment, KeyType};
-use flowgate_domain::ports::{Admission, BoxFuture, EventSink, Overloaded, SystemClock};
+use flowgate_domain::ports::{Admission, BoxFuture, EventSink, Overloaded, Receipt, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
 use serde_json::json;
@@ -39,9 +39,9 @@ struct DroppingSink;
 struct Admitted;
 
 impl Admission for Admitted {
-    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<Receipt, Overloaded> {
         drop(black_box(events));
-        Ok(())
+        Ok(Receipt::ready())
     }
 }
 

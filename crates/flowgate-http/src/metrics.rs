@@ -196,6 +196,7 @@ pub struct HttpMetrics {
     events_accepted: Counter,
     events_rejected: Family<CodeLabels, Counter>,
     events_refused: Counter,
+    events_not_stored_in_time: Counter,
     event_requests_refused_unread: Counter,
     server_events_dropped: Counter,
 }
@@ -211,6 +212,7 @@ impl Default for HttpMetrics {
             events_accepted: Counter::default(),
             events_rejected: Family::default(),
             events_refused: Counter::default(),
+            events_not_stored_in_time: Counter::default(),
             event_requests_refused_unread: Counter::default(),
             server_events_dropped: Counter::default(),
         }
@@ -230,7 +232,7 @@ impl HttpMetrics {
         );
         r.register(
             "events_accepted",
-            "SDK events accepted (202) and handed to the sink",
+            "SDK events accepted (202): stored, or with events.ack = buffered handed to the sink",
             m.events_accepted.clone(),
         );
         r.register(
@@ -242,6 +244,11 @@ impl HttpMetrics {
             "events_refused",
             "SDK events refused with 503 overloaded",
             m.events_refused.clone(),
+        );
+        r.register(
+            "events_not_stored_in_time",
+            "SDK events answered 503 overloaded because they were not stored within events.ack_timeout_ms (they stay queued; the SDK's retry is counted once)",
+            m.events_not_stored_in_time.clone(),
         );
         r.register(
             "event_requests_refused_unread",
@@ -285,6 +292,10 @@ impl HttpMetrics {
 
     pub(crate) fn events_refused(&self, n: usize) {
         self.events_refused.inc_by(n as u64);
+    }
+
+    pub(crate) fn events_not_stored_in_time(&self, n: usize) {
+        self.events_not_stored_in_time.inc_by(n as u64);
     }
 
     pub(crate) fn event_request_refused_unread(&self) {

@@ -439,8 +439,11 @@ async fn events_body(req: &HttpRequest, payload: Payload, state: &Worker) -> Res
 }
 
 /// Validates each event with `app_of` choosing the app it is checked against, enqueues the
-/// accepted ones all at once, and answers 202, or 503 when the sink refuses (D7).
-fn ingest(
+/// accepted ones all at once, waits until the sink says they are stored (D15: with
+/// `events.ack = "stored"`, their batch committed), and answers 202; or 503 when the sink
+/// refuses them (D7) or does not store them within `events.ack_timeout_ms` (they stay queued,
+/// the SDK's retry is counted once).
+async fn ingest(
     state: &Worker,
     caller: &Caller,
     admission: Box<dyn Admission + '_>,
@@ -473,8 +476,12 @@ fn ingest(
     }
     let count = accepted.len();
     if count > 0 {
-        admission.enqueue(accepted).map_err(|o| {
+        let receipt = admission.enqueue(accepted).map_err(|o| {
             state.metrics.events_refused(count);
+            ApiError::overloaded(o.retry_after_secs)
+        })?;
+        receipt.await.map_err(|o| {
+            state.metrics.events_not_stored_in_time(count);
             ApiError::overloaded(o.retry_after_secs)
         })?;
     }
@@ -501,7 +508,7 @@ pub async fn events(
         guard::app(&caller, app_id)?;
         let admission = admit(state, &mut payload).await?;
         let items = events_body(req, payload, state).await?;
-        ingest(state, &caller, admission, items, |_| Ok(app_id))
+        ingest(state, &caller, admission, items, |_| Ok(app_id)).await
     }
     .await;
     answer(req, result)
@@ -609,6 +616,7 @@ pub async fn legacy_events(
                 None => Ok(AppId::from_uuid(uuid::Uuid::nil())),
             }
         })
+        .await
     }
     .await;
     deprecated(answer(req, result), "/v1/apps/{appId}/events")

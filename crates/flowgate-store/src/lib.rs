@@ -32,6 +32,7 @@ macro_rules! with_conn {
 
 mod catalog;
 mod copy;
+mod dead_letters;
 mod error;
 mod events;
 pub mod import;

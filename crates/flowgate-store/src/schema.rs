@@ -168,6 +168,22 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    analytics_dead_letters (id) {
+        id -> Uuid,
+        event_id -> Nullable<Uuid>,
+        format -> Text,
+        payload -> Binary,
+        error -> Text,
+        first_attempt_at -> Instant,
+        last_attempt_at -> Instant,
+        attempts -> Integer,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     catalog_revision,
     workspaces,
@@ -180,4 +196,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     rules,
     api_keys,
     analytics_events,
+    analytics_dead_letters,
 );

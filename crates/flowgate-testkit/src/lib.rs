@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use diesel::sql_types::{BigInt, Text};
 use diesel::QueryableByName;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use flowgate_store::{Backend, Store, StoreOptions};
 
 const DB_PREFIX: &str = "flowgate_test_";
@@ -231,25 +231,108 @@ impl TestDb {
     /// Runs a `SELECT count(*) AS n ...` query.
     pub async fn count(&self, sql: &str) -> i64 {
         let query = diesel::sql_query(sql);
-        let rows: Vec<Count> = match self.backend() {
-            Backend::Postgres => {
-                let mut conn = AsyncPgConnection::establish(&self.url)
-                    .await
-                    .expect("connect");
-                query.load(&mut conn).await.expect("count")
-            }
-            Backend::Sqlite => {
-                let path = self.url.trim_start_matches("sqlite://");
-                let mut conn = diesel_async::sync_connection_wrapper::SyncConnectionWrapper::<
-                    diesel::SqliteConnection,
-                >::establish(path)
-                .await
-                .expect("connect");
-                query.load(&mut conn).await.expect("count")
-            }
+        let rows: Vec<Count> = match self.connect().await {
+            Conn::Pg(mut conn) => query.load(&mut *conn).await.expect("count"),
+            Conn::Sqlite(mut conn) => query.load(&mut conn).await.expect("count"),
         };
         <[Count]>::first(&rows).map(|c| c.n).expect("one row")
     }
+
+    /// Runs a query returning one text column named `t`; its values, in the order returned.
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        let query = diesel::sql_query(sql);
+        let rows: Vec<TextRow> = match self.connect().await {
+            Conn::Pg(mut conn) => query.load(&mut *conn).await.expect("query"),
+            Conn::Sqlite(mut conn) => query.load(&mut conn).await.expect("query"),
+        };
+        rows.into_iter().map(|r| r.t).collect()
+    }
+
+    /// The `event_id` of every stored SDK event, one entry per row, in the hyphenated form.
+    pub async fn sdk_event_ids(&self) -> Vec<String> {
+        let sql = match self.backend() {
+            Backend::Postgres => {
+                "SELECT event_id::text AS t FROM analytics_events WHERE source = 'sdk'"
+            }
+            Backend::Sqlite => {
+                "SELECT lower(substr(hex(event_id), 1, 8) || '-' || substr(hex(event_id), 9, 4) \
+                 || '-' || substr(hex(event_id), 13, 4) || '-' || substr(hex(event_id), 17, 4) \
+                 || '-' || substr(hex(event_id), 21)) AS t FROM analytics_events \
+                 WHERE source = 'sdk'"
+            }
+        };
+        self.texts(sql).await
+    }
+
+    /// Runs statements on a connection of its own.
+    pub async fn execute(&self, sql: &str) {
+        match self.connect().await {
+            Conn::Pg(mut conn) => conn.batch_execute(sql).await.expect("execute"),
+            Conn::Sqlite(mut conn) => conn.batch_execute(sql).await.expect("execute"),
+        }
+    }
+
+    /// Stalls event writes: a connection of its own holds a lock that blocks every write to
+    /// `analytics_events` (PostgreSQL: `LOCK TABLE ... ACCESS EXCLUSIVE`; SQLite: an
+    /// exclusive transaction on the file) until [`HeldLock::release`] or drop.
+    pub async fn lock_events(&self) -> HeldLock {
+        let mut conn = self.connect().await;
+        match &mut conn {
+            Conn::Pg(conn) => conn
+                .batch_execute("BEGIN; LOCK TABLE analytics_events IN ACCESS EXCLUSIVE MODE")
+                .await
+                .expect("lock"),
+            Conn::Sqlite(conn) => conn.batch_execute("BEGIN EXCLUSIVE").await.expect("lock"),
+        }
+        HeldLock(conn)
+    }
+
+    async fn connect(&self) -> Conn {
+        match self.backend() {
+            Backend::Postgres => Conn::Pg(Box::new(
+                AsyncPgConnection::establish(&self.url)
+                    .await
+                    .expect("connect"),
+            )),
+            Backend::Sqlite => {
+                let path = self.url.trim_start_matches("sqlite://");
+                let mut conn = SqliteConn::establish(path).await.expect("connect");
+                // Wait for the server's own transactions rather than fail at once.
+                conn.batch_execute("PRAGMA busy_timeout = 10000")
+                    .await
+                    .expect("busy timeout");
+                Conn::Sqlite(conn)
+            }
+        }
+    }
+}
+
+type SqliteConn =
+    diesel_async::sync_connection_wrapper::SyncConnectionWrapper<diesel::SqliteConnection>;
+
+/// A raw connection to a test database.
+enum Conn {
+    Pg(Box<AsyncPgConnection>),
+    Sqlite(SqliteConn),
+}
+
+/// A lock held on the events table ([`TestDb::lock_events`]).
+pub struct HeldLock(Conn);
+
+impl HeldLock {
+    /// Rolls the locking transaction back: writes go on.
+    pub async fn release(mut self) {
+        match &mut self.0 {
+            Conn::Pg(conn) => conn.batch_execute("ROLLBACK").await.expect("unlock"),
+            Conn::Sqlite(conn) => conn.batch_execute("ROLLBACK").await.expect("unlock"),
+        }
+    }
+}
+
+#[derive(QueryableByName)]
+struct TextRow {
+    #[diesel(sql_type = Text)]
+    t: String,
 }
 
 impl Drop for TestDb {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
-use flowgate_analytics::{Backoff, SinkConfig};
+use flowgate_analytics::{AckMode, Backoff, SinkConfig};
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
@@ -252,10 +252,25 @@ impl Default for RateLimitSettings {
     }
 }
 
-/// `[events]` (D7, D8)
+/// `events.ack` (D15): when an events request is answered 202.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ack {
+    /// Once its events are stored (committed, or acknowledged by the bus).
+    #[default]
+    Stored,
+    /// Once its events are in the sink's memory (a hard kill loses what is queued).
+    Buffered,
+}
+
+/// `[events]` (D7, D8, D15)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EventsConfig {
+    /// When a request is answered 202: `stored` (default) or `buffered` (D15).
+    pub ack: Ack,
+    /// With `ack = "stored"`, how long a request waits for its events to be stored before 503.
+    pub ack_timeout_ms: u64,
     /// Events held at most (queued plus being written); a full buffer answers 503.
     pub queue_capacity: usize,
     /// Most events per store write.
@@ -288,6 +303,8 @@ impl Default for EventsConfig {
     fn default() -> Self {
         let sink = SinkConfig::default();
         Self {
+            ack: Ack::Stored,
+            ack_timeout_ms: millis(sink.ack_timeout),
             queue_capacity: sink.queue_capacity,
             batch_size: sink.batch_size,
             flush_interval_ms: millis(sink.flush_interval),
@@ -529,6 +546,11 @@ impl Config {
             (n, _) => n,
         };
         SinkConfig {
+            ack: match e.ack {
+                Ack::Stored => AckMode::Stored,
+                Ack::Buffered => AckMode::Buffered,
+            },
+            ack_timeout: Duration::from_millis(e.ack_timeout_ms),
             queue_capacity: e.queue_capacity,
             batch_size: e.batch_size,
             flush_interval: Duration::from_millis(e.flush_interval_ms),

@@ -12,7 +12,7 @@ use actix_web::{web, HttpServer};
 use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
 use flowgate_domain::catalog::CatalogError;
-use flowgate_domain::ports::{CatalogSource, EventStore, SystemClock};
+use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::{admin_app, api_app, AdminState, ApiState, CatalogHandle, HttpMetrics};
 use flowgate_store::{Backend, Store};
@@ -42,6 +42,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let sink = match Sink::start(
         config.sink(),
         Arc::new(store.clone()) as Arc<dyn EventStore>,
+        Arc::new(store.clone()) as Arc<dyn DeadLetterStore>,
     ) {
         Ok(sink) => Arc::new(sink),
         Err(e) => {

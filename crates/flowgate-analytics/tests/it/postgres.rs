@@ -70,7 +70,8 @@ async fn batches_retried_after_a_lost_acknowledgement_are_stored_once() {
         inner: Store::connect(&db.url, test_options()).unwrap(),
         remaining: AtomicU32::new(3),
     });
-    let sink = Sink::start(config(), store).unwrap();
+    let dead_letters = Arc::new(store.inner.clone());
+    let sink = Sink::start(config(), store, dead_letters).unwrap();
     let mut accepted = Vec::new();
     for i in 0..40 {
         let events = request(1 + i % 100);
@@ -111,7 +112,9 @@ async fn no_accepted_event_is_lost_when_the_database_is_cut_off_mid_load() {
                 base: Duration::from_millis(50),
                 max: Duration::from_secs(1),
             },
+            ..config()
         },
+        Arc::new(store.clone()),
         Arc::new(store),
     )
     .unwrap();

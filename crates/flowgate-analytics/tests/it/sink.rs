@@ -24,6 +24,7 @@ async fn flushes_full_batches_without_waiting_for_the_interval() {
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     for _ in 0..3 {
@@ -57,6 +58,7 @@ fn threshold_sink(store: &Arc<FaultStore>, writers: usize) -> Sink {
             writers,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap()
@@ -123,6 +125,7 @@ async fn flushes_a_partial_batch_after_the_interval() {
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     let started = Instant::now();
@@ -145,6 +148,7 @@ async fn a_full_queue_refuses_whole_requests_and_stores_the_earlier_ones() {
             batch_size: 25,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -198,6 +202,7 @@ async fn retry_after_is_the_time_to_write_the_backlog() {
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     // Faster than the writer: the queue fills up. Before the rate is known: the minimum.
@@ -248,6 +253,7 @@ async fn retries_with_backoff_until_the_store_recovers_and_stores_each_event_onc
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     let events = request(50);
@@ -297,6 +303,7 @@ async fn concurrent_load_through_an_outage_loses_nothing() {
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     let producers: Vec<_> = (0..4)
@@ -340,19 +347,87 @@ async fn concurrent_load_through_an_outage_loses_nothing() {
     assert_eq!(stats.events_written as usize, accepted.len());
 }
 
+/// D17: a batch the store refuses for good is split until the refusing events are alone;
+/// they become dead letters, their neighbours are stored, and the writer goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_transient_errors_are_retried_not_dropped() {
+async fn refused_events_become_dead_letters_and_their_neighbours_are_stored() {
+    let store = FaultStore::new();
+    store.poison("user-13");
+    store.poison("user-77");
+    let sink = Sink::start(config(), store.clone(), store.clone()).unwrap();
+    let events = request(100);
+    let poisoned: Vec<EventId> = events
+        .iter()
+        .filter(|e| e.user_id == "user-13" || e.user_id == "user-77")
+        .map(|e| e.event_id)
+        .collect();
+    let good: Vec<EventId> = ids(&events)
+        .into_iter()
+        .filter(|id| !poisoned.contains(id))
+        .collect();
+    sink.try_enqueue(events).unwrap();
+    // The writer goes on: a later request is stored too.
+    let later = request(5);
+    let mut accepted = good.clone();
+    accepted.extend(ids(&later));
+    sink.try_enqueue(later).unwrap();
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed, "{report:?}");
+    assert_stored_exactly_once(&store.events(), &accepted);
+    let letters = store.dead_letters();
+    let mut lettered: Vec<EventId> = letters.iter().map(|l| l.event_id.unwrap()).collect();
+    lettered.sort();
+    let mut expected = poisoned.clone();
+    expected.sort();
+    assert_eq!(lettered, expected);
+    assert!(
+        letters[0].error.contains("check constraint refuses"),
+        "{letters:?}"
+    );
+    let stats = sink.stats();
+    assert_eq!(stats.events_dead_lettered, 2);
+    assert_eq!(stats.write_retries, 0, "nothing was held for a retry");
+}
+
+/// A non-transient failure that no single event causes (the whole batch refused, then each
+/// half stored) splits once and loses nothing: no dead letter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_clears_on_splitting_stores_everything() {
     let store = FaultStore::new();
     store.non_transient.store(true, Ordering::SeqCst);
-    store.fail_next.store(3, Ordering::SeqCst);
-    let sink = Sink::start(config(), store.clone()).unwrap();
+    store.fail_next.store(1, Ordering::SeqCst);
+    let sink = Sink::start(config(), store.clone(), store.clone()).unwrap();
     let events = request(10);
     let accepted = ids(&events);
     sink.try_enqueue(events).unwrap();
     let report = sink.shutdown(Duration::from_secs(10)).await;
     assert!(report.completed);
-    assert_eq!(sink.stats().write_retries, 3);
     assert_stored_exactly_once(&store.events(), &accepted);
+    assert_eq!(store.batches(), vec![5, 5]);
+    assert!(store.dead_letters().is_empty());
+}
+
+/// Dead letters that cannot be written hold the batch, retried, until they can: nothing is
+/// dropped, and the event is a dead letter once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_that_cannot_be_written_are_retried() {
+    let store = FaultStore::new();
+    store.poison("user-3");
+    store.dead_letters_down.store(true, Ordering::SeqCst);
+    let sink = Sink::start(config(), store.clone(), store.clone()).unwrap();
+    let events = request(10);
+    let bad = events[3].event_id;
+    let accepted: Vec<EventId> = ids(&events).into_iter().filter(|id| *id != bad).collect();
+    sink.try_enqueue(events).unwrap();
+    assert!(eventually(Duration::from_secs(5), || sink.stats().write_retries >= 2).await);
+    assert_eq!(sink.stats().in_flight, 10, "the batch is held");
+    store.dead_letters_down.store(false, Ordering::SeqCst);
+    let report = sink.shutdown(Duration::from_secs(10)).await;
+    assert!(report.completed);
+    assert_stored_exactly_once(&store.events(), &accepted);
+    let letters = store.dead_letters();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].event_id, Some(bad));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,6 +439,7 @@ async fn a_write_slower_than_the_timeout_is_retried() {
             write_timeout: Duration::from_millis(50),
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -391,6 +467,7 @@ async fn shutdown_drains_everything_queued_and_in_flight() {
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     let mut accepted = Vec::new();
@@ -415,7 +492,7 @@ async fn shutdown_drains_everything_queued_and_in_flight() {
 async fn the_drain_deadline_is_honoured_while_the_store_stays_down() {
     let store = FaultStore::new();
     store.down.store(true, Ordering::SeqCst);
-    let sink = Sink::start(config(), store.clone()).unwrap();
+    let sink = Sink::start(config(), store.clone(), store.clone()).unwrap();
     sink.try_enqueue(request(30)).unwrap();
     sink.try_enqueue(request(12)).unwrap();
     let started = Instant::now();
@@ -438,7 +515,7 @@ async fn the_drain_deadline_is_honoured_while_the_store_stays_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_refused_after_shutdown_began() {
     let store = FaultStore::new();
-    let sink = Sink::start(config(), store.clone()).unwrap();
+    let sink = Sink::start(config(), store.clone(), store.clone()).unwrap();
     sink.try_enqueue(request(5)).unwrap();
     let report = sink.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
@@ -465,6 +542,7 @@ async fn stats_report_what_happened() {
             writers: 1,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -514,7 +592,7 @@ async fn stats_report_what_happened() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolve_no_flow_events_follow_the_switch() {
     let store = Arc::new(InMemoryStore::new());
-    let on = Sink::start(config(), store.clone()).unwrap();
+    let on = Sink::start(config(), store.clone(), store.clone()).unwrap();
     assert!(on.records_resolve_no_flow());
     on.try_enqueue(vec![no_flow_event(), no_flow_event()])
         .unwrap();
@@ -527,6 +605,7 @@ async fn resolve_no_flow_events_follow_the_switch() {
             record_resolve_no_flow: false,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -543,7 +622,7 @@ async fn resolve_no_flow_events_follow_the_switch() {
 #[tokio::test]
 async fn an_empty_request_is_accepted_and_stores_nothing() {
     let store = Arc::new(InMemoryStore::new());
-    let sink = Sink::start(config(), store.clone()).unwrap();
+    let sink = Sink::start(config(), store.clone(), store.clone()).unwrap();
     sink.try_enqueue(Vec::new()).unwrap();
     assert!(sink.shutdown(Duration::from_secs(1)).await.completed);
     assert_eq!(sink.stats().requests_accepted, 0);
@@ -558,6 +637,7 @@ fn start_checks_the_config_and_the_runtime() {
             ..SinkConfig::default()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap_err();
     assert_eq!(
@@ -565,7 +645,7 @@ fn start_checks_the_config_and_the_runtime() {
         "events.batch_size must be between 1 and 10000 (got 0)"
     );
     assert_eq!(
-        Sink::start(SinkConfig::default(), store).unwrap_err(),
+        Sink::start(SinkConfig::default(), store.clone(), store).unwrap_err(),
         StartError::NoRuntime
     );
 }
@@ -580,6 +660,7 @@ async fn a_request_larger_than_a_batch_is_split_across_batches() {
             writers: 1,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -610,6 +691,7 @@ async fn full_sink(store: &Arc<FaultStore>, admission_wait: Duration) -> (Sink, 
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     let first = request(200);
@@ -627,6 +709,7 @@ async fn an_admission_enqueues_what_it_was_admitted_for_and_gives_back_the_rest(
             queue_capacity: 200,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -657,6 +740,7 @@ async fn a_dropped_admission_gives_its_room_back() {
             admission_wait: Duration::ZERO,
             ..config()
         },
+        store.clone(),
         store.clone(),
     )
     .unwrap();
@@ -705,6 +789,7 @@ async fn after_the_wait_an_admission_takes_the_room_left_and_a_request_that_fits
             ..config()
         },
         store.clone(),
+        store.clone(),
     )
     .unwrap();
     let first = request(150);
@@ -752,7 +837,7 @@ async fn a_waiting_admission_gets_the_room_the_writers_free() {
             let admission = sink.admit(100).await?;
             let events = request(100);
             let ids = ids(&events);
-            admission.enqueue(events).map(|()| ids)
+            admission.enqueue(events).map(|_receipt| ids)
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,6 +1,7 @@
 //! Events, a fault-injecting store, a PostgreSQL database per test and a TCP proxy.
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -8,11 +9,14 @@ use std::time::{Duration, Instant};
 use diesel::sql_types::Text;
 use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
-use flowgate_analytics::SinkConfig;
+use flowgate_analytics::{AckMode, SinkConfig};
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
+use flowgate_domain::ids::DeadLetterId;
 use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
 use flowgate_domain::memory::InMemoryStore;
-use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
+use flowgate_domain::ports::{
+    AppendOutcome, BoxFuture, DeadLetter, DeadLetterStore, EventStore, StoreError,
+};
 use flowgate_domain::Platform;
 use flowgate_store::StoreOptions;
 use time::OffsetDateTime;
@@ -80,6 +84,8 @@ pub fn ids(events: &[AnalyticsEvent]) -> Vec<EventId> {
 /// Small, fast settings for tests.
 pub fn config() -> SinkConfig {
     SinkConfig {
+        ack: AckMode::Stored,
+        ack_timeout: Duration::from_secs(5),
         queue_capacity: 1_000,
         batch_size: 100,
         write_threshold: 100,
@@ -131,6 +137,11 @@ pub struct FaultStore {
     pub down: AtomicBool,
     /// Failures are non-transient (`StoreError::Other`) instead of `Unavailable`.
     pub non_transient: AtomicBool,
+    /// Any batch holding an event of one of these users is refused for good, whole
+    /// (`StoreError::Conflict`, as a check constraint would).
+    pub poisoned: Mutex<HashSet<String>>,
+    /// Dead letters cannot be written while set (`StoreError::Unavailable`).
+    pub dead_letters_down: AtomicBool,
     /// Failures are ambiguous: the batch is stored, then the error is returned (a lost
     /// commit acknowledgement).
     pub ambiguous: AtomicBool,
@@ -187,10 +198,78 @@ impl EventStore for FaultStore {
                     StoreError::Unavailable("injected outage".to_owned())
                 });
             }
+            let poisoned = {
+                let poisoned = self.poisoned.lock().unwrap();
+                events
+                    .iter()
+                    .find(|e| poisoned.contains(&e.user_id))
+                    .map(|e| e.user_id.clone())
+            };
+            if let Some(user) = poisoned {
+                return Err(StoreError::Conflict(format!(
+                    "check constraint refuses user {user}"
+                )));
+            }
             let outcome = self.inner.append_events(events).await?;
             self.batches.lock().unwrap().push(events.len());
             Ok(outcome)
         })
+    }
+}
+
+impl FaultStore {
+    /// Refuse every batch holding an event of `user` for good.
+    pub fn poison(&self, user: &str) {
+        self.poisoned.lock().unwrap().insert(user.to_owned());
+    }
+
+    pub fn dead_letters(&self) -> Vec<DeadLetter> {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        // The in-memory store answers at once.
+        match std::pin::pin!(self.inner.list_dead_letters(None, usize::MAX)).poll(&mut cx) {
+            std::task::Poll::Ready(letters) => letters.unwrap(),
+            std::task::Poll::Pending => unreachable!("the in-memory store never waits"),
+        }
+    }
+}
+
+impl DeadLetterStore for FaultStore {
+    fn add_dead_letters<'a>(
+        &'a self,
+        letters: &'a [DeadLetter],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        if self.dead_letters_down.load(Ordering::SeqCst) {
+            return Box::pin(std::future::ready(Err(StoreError::Unavailable(
+                "dead letters unreachable".to_owned(),
+            ))));
+        }
+        self.inner.add_dead_letters(letters)
+    }
+
+    fn list_dead_letters(
+        &self,
+        after: Option<DeadLetterId>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
+        self.inner.list_dead_letters(after, limit)
+    }
+
+    fn record_dead_letter_attempt<'a>(
+        &'a self,
+        id: DeadLetterId,
+        error: &'a str,
+        at: time::OffsetDateTime,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.record_dead_letter_attempt(id, error, at)
+    }
+
+    fn remove_dead_letter(&self, id: DeadLetterId) -> BoxFuture<'_, Result<bool, StoreError>> {
+        self.inner.remove_dead_letter(id)
+    }
+
+    fn count_dead_letters(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.inner.count_dead_letters()
     }
 }
 

@@ -61,3 +61,10 @@ contract_tests!(event_store {
     store a_batch_of_a_thousand_events,
     store an_empty_batch_stores_nothing,
 });
+
+contract_tests!(dead_letter_store {
+    store letters_round_trip_in_order,
+    store an_event_refused_again_stays_one_letter,
+    store pages_continue_after_the_last_id,
+    store replays_are_recorded_or_removed,
+});

@@ -434,3 +434,43 @@ async fn body_and_app_problems(backend: Backend) {
         .await
         .problem(400, "invalid_request");
 }
+
+/// D15: the 202 is sent only once the sink says the events are stored. The request is held
+/// while its receipt is pending and answered when it resolves. (The sink is a test double:
+/// these cases never touch the store, so they run on one backend.)
+#[actix_web::test]
+async fn the_202_waits_for_the_events_to_be_stored() {
+    let s = server!(Backend::Sqlite);
+    s.sink.set_storing(false);
+    let (path, body) = (path(), json!([event(), event()]));
+    let request = s.post(&path, &body);
+    let answered = tokio::time::timeout(std::time::Duration::from_millis(300), request).await;
+    assert!(answered.is_err(), "answered before the events were stored");
+    let pending = s.post(&path, &body);
+    let release = async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        s.sink.set_storing(true);
+    };
+    let (r, ()) = tokio::join!(pending, release);
+    assert_eq!(r.status, awc::http::StatusCode::ACCEPTED);
+    assert_eq!(r.json()["accepted"], 2);
+}
+
+/// D15: events not stored within the acknowledgement timeout get 503 `overloaded` with the
+/// sink's `Retry-After`; nothing is counted as accepted.
+#[actix_web::test]
+async fn events_not_stored_in_time_get_503() {
+    let s = server!(Backend::Sqlite);
+    s.sink
+        .set_timing_out(Some(flowgate_domain::ports::Overloaded {
+            retry_after_secs: 4,
+        }));
+    let r = s
+        .post(&path(), &json!([event(), event(), {"bad": true}]))
+        .await;
+    r.problem(503, "overloaded");
+    assert_eq!(r.header("retry-after"), Some("4"));
+    s.sink.set_timing_out(None);
+    let r = s.post(&path(), &json!([event()])).await;
+    assert_eq!(r.status, awc::http::StatusCode::ACCEPTED);
+}

@@ -8,7 +8,8 @@ use awc::http::StatusCode;
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyType};
 use flowgate_domain::ports::{
-    Admission, BoxFuture, CatalogSource, EventSink, EventStore, KeyStore, Overloaded, SystemClock,
+    Admission, BoxFuture, CatalogSource, EventSink, EventStore, KeyStore, Overloaded, Receipt,
+    SystemClock,
 };
 use flowgate_domain::Catalog;
 use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
@@ -24,12 +25,28 @@ pub enum Backend {
     Postgres,
 }
 
-/// An `EventSink` that keeps what it was given, and can be told to refuse (D7 overload).
-#[derive(Default)]
+/// An `EventSink` that keeps what it was given, and can be told to refuse (D7 overload), to
+/// hold its receipts until released, or to time them out (D15).
 pub struct CollectingSink {
     events: Mutex<Vec<AnalyticsEvent>>,
     refuse: Mutex<bool>,
     refuse_admission: Mutex<bool>,
+    /// Receipts resolve once this is true (D15: the events are stored).
+    stored: tokio::sync::watch::Sender<bool>,
+    /// Receipts resolve with this refusal instead (the acknowledgement timed out).
+    time_out: Mutex<Option<Overloaded>>,
+}
+
+impl Default for CollectingSink {
+    fn default() -> Self {
+        Self {
+            events: Mutex::default(),
+            refuse: Mutex::default(),
+            refuse_admission: Mutex::default(),
+            stored: tokio::sync::watch::Sender::new(true),
+            time_out: Mutex::default(),
+        }
+    }
 }
 
 impl CollectingSink {
@@ -43,13 +60,27 @@ impl CollectingSink {
     pub fn set_refusing_admission(&self, refuse: bool) {
         *self.refuse_admission.lock().unwrap() = refuse;
     }
+    /// Whether receipts resolve (the events count as stored); while false they wait.
+    pub fn set_storing(&self, stored: bool) {
+        self.stored.send_replace(stored);
+    }
+    /// Receipts resolve with `refusal` (the acknowledgement timed out), or normally with `None`.
+    pub fn set_timing_out(&self, refusal: Option<Overloaded>) {
+        *self.time_out.lock().unwrap() = refusal;
+    }
 }
 
 struct Admitted<'a>(&'a CollectingSink);
 
 impl Admission for Admitted<'_> {
-    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        self.0.try_enqueue(events)
+    fn enqueue(self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<Receipt, Overloaded> {
+        self.0.try_enqueue(events)?;
+        let mut stored = self.0.stored.subscribe();
+        let time_out = *self.0.time_out.lock().unwrap();
+        Ok(Receipt::new(async move {
+            let _ = stored.wait_for(|stored| *stored).await;
+            time_out.map_or(Ok(()), Err)
+        }))
     }
 }
 

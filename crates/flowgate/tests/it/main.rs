@@ -4,6 +4,7 @@
 #[path = "../../../flowgate-domain/tests/it/fixtures.rs"]
 mod fixtures;
 
+mod durability;
 mod faults;
 mod quickstart;
 mod reload;

@@ -1,11 +1,15 @@
 //! The real binary against a real PostgreSQL: a per-test database, a cuttable proxy in front
 //! of it, the fixture catalog imported with the CLI, and a small blocking HTTP client.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use flowgate_store::Backend;
 use flowgate_testkit::{Proxy, TestDb};
 
 use crate::fixtures;
@@ -88,22 +92,32 @@ pub fn http(
     Ok((status, body))
 }
 
-/// A served binary over PostgreSQL through a proxy.
+/// A served binary over a test database: PostgreSQL through a proxy the test can cut, or a
+/// SQLite file.
 pub struct Served {
     pub db: TestDb,
-    pub proxy: Proxy,
+    proxy: Option<Proxy>,
     pub key: String,
     pub api: SocketAddr,
     pub admin: SocketAddr,
+    settings: Vec<(String, String)>,
     child: Child,
 }
 
 impl Served {
-    /// Imports the fixture catalog (directly), creates a key, starts `serve` on the proxied URL
-    /// with the extra settings, and waits until ready. `None` when PostgreSQL is unavailable
-    /// outside CI.
+    /// Imports the fixture catalog (directly), creates a key, starts `serve` on PostgreSQL
+    /// through a proxy with the extra settings, and waits until ready. `None` when
+    /// PostgreSQL is unavailable outside CI.
     pub async fn start(settings: &[(&str, &str)]) -> Option<Served> {
-        let db = TestDb::postgres().await?;
+        Self::start_on(Backend::Postgres, settings).await
+    }
+
+    /// As [`Served::start`], on `backend` (SQLite: a file, no proxy).
+    pub async fn start_on(backend: Backend, settings: &[(&str, &str)]) -> Option<Served> {
+        let db = match backend {
+            Backend::Postgres => TestDb::postgres().await?,
+            Backend::Sqlite => TestDb::sqlite().await,
+        };
         import(&db.url, &fixtures::catalog_json());
         let out = flowgate()
             .args([
@@ -125,18 +139,47 @@ impl Served {
         );
         let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let key = created["key"].as_str().unwrap().to_owned();
-
-        let proxy = Proxy::start(db.server_authority()).await;
+        let proxy = match backend {
+            Backend::Postgres => Some(Proxy::start(db.server_authority()).await),
+            Backend::Sqlite => None,
+        };
         let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let settings = settings
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let mut served = Served {
+            child: Command::new("true").spawn().unwrap(),
+            db,
+            proxy,
+            key,
+            api,
+            admin,
+            settings,
+        };
+        served.child = served.spawn();
+        served.wait_ready("ready", Duration::from_secs(30)).await;
+        Some(served)
+    }
+
+    /// The proxy in front of PostgreSQL.
+    pub fn proxy(&self) -> &Proxy {
+        self.proxy
+            .as_ref()
+            .expect("a proxy: the served store is PostgreSQL")
+    }
+
+    fn spawn(&self) -> Child {
+        let url = match &self.proxy {
+            Some(proxy) => self.db.url_via(&proxy.addr.to_string()),
+            None => self.db.url.clone(),
+        };
         let mut cmd = flowgate();
         cmd.arg("serve")
-            .env("FLOWGATE__SERVER__LISTEN", api.to_string())
-            .env("FLOWGATE__ADMIN__LISTEN", admin.to_string())
-            .env(
-                "FLOWGATE__DATABASE__URL",
-                db.url_via(&proxy.addr.to_string()),
-            )
+            .env("FLOWGATE__SERVER__LISTEN", self.api.to_string())
+            .env("FLOWGATE__ADMIN__LISTEN", self.admin.to_string())
+            .env("FLOWGATE__DATABASE__URL", url)
             .env("FLOWGATE__DATABASE__CONNECT_TIMEOUT_MS", "1000")
             .env("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "200")
             .env("FLOWGATE__RATE_LIMIT__PER_IP_RPS", "100000")
@@ -150,20 +193,27 @@ impl Served {
             .env("FLOWGATE__EVENTS__DRAIN_DEADLINE_MS", "30000")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        for (k, v) in settings {
+        for (k, v) in &self.settings {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
-        let served = Served {
-            db,
-            proxy,
-            key,
-            api,
-            admin,
-            child,
-        };
-        served.wait_ready("ready", Duration::from_secs(30)).await;
-        Some(served)
+        cmd.spawn().unwrap()
+    }
+
+    /// SIGKILL: the process ends at once, with whatever it held in memory.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Starts the server again on the same store and addresses (after it died) and waits
+    /// until ready.
+    pub async fn restart(&mut self) {
+        assert!(
+            self.child.try_wait().unwrap().is_some(),
+            "the previous process is gone"
+        );
+        self.child = self.spawn();
+        self.wait_ready("ready", Duration::from_secs(30)).await;
     }
 
     /// Waits until `/readyz` reports `status` (ready, degraded).
@@ -198,28 +248,10 @@ impl Served {
         }
     }
 
-    /// Rows and distinct ids of SDK events in the database (read directly, not through the
-    /// proxy).
-    pub fn stored_sdk_event_ids(&self) -> Vec<String> {
-        let out = Command::new("psql")
-            .args([
-                &self.db.url,
-                "-At",
-                "-c",
-                "SELECT event_id::text FROM analytics_events WHERE source = 'sdk'",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(str::to_owned)
-            .collect()
+    /// The `event_id` of every stored SDK event, one entry per row (read directly, not
+    /// through the proxy).
+    pub async fn stored_sdk_event_ids(&self) -> Vec<String> {
+        self.db.sdk_event_ids().await
     }
 }
 
@@ -238,4 +270,169 @@ pub fn event(id: &str) -> serde_json::Value {
         "event_type": "screen_view", "timestamp": time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap(),
         "sdk_version": "2.0.0", "screen_index": 1
     })
+}
+
+/// How a [`Load`] behaves.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadOptions {
+    /// Concurrent clients.
+    pub producers: usize,
+    /// Events per request.
+    pub batch: usize,
+    /// Send a request that was not answered 202 again (the same events), as an SDK does,
+    /// after this long; `None` moves on to fresh events.
+    pub retry_after: Option<Duration>,
+}
+
+/// One request as the client saw it: when it was sent, how long the answer took, the status
+/// (0: no answer, the connection failed).
+#[derive(Clone, Copy, Debug)]
+pub struct Exchange {
+    pub sent: Instant,
+    pub took: Duration,
+    pub status: u16,
+}
+
+/// What a [`Load`] saw.
+#[derive(Debug, Default)]
+pub struct LoadOutcome {
+    /// Events of requests answered 202 (all their events are valid, so all were accepted).
+    pub accepted: Vec<String>,
+    /// Events sent in requests that were not answered 202 (503, or no answer): the server
+    /// may or may not have stored them.
+    pub unanswered: Vec<String>,
+    /// Requests answered 503.
+    pub refused: usize,
+    /// Events accepted in a request sent again after it was refused or unanswered.
+    pub accepted_on_retry: usize,
+    pub exchanges: Vec<Exchange>,
+}
+
+impl LoadOutcome {
+    /// Everything stored was sent: accepted, or in a request without a 202.
+    #[track_caller]
+    pub fn assert_only_sent_events_stored(&self, stored: &[String]) {
+        let sent: HashSet<&String> = self.accepted.iter().chain(&self.unanswered).collect();
+        let foreign = stored.iter().filter(|id| !sent.contains(id)).count();
+        assert_eq!(foreign, 0, "{foreign} stored events were never sent");
+    }
+}
+
+/// Clients posting fresh valid events until told to stop, recording what was accepted.
+pub struct Load {
+    stop: Arc<AtomicBool>,
+    outcome: Arc<Mutex<LoadOutcome>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    /// `producers` clients posting batches of 20 fresh events, moving on after a refusal.
+    pub fn start(api: SocketAddr, key: &str, producers: usize) -> Load {
+        Self::with(
+            api,
+            key,
+            LoadOptions {
+                producers,
+                batch: 20,
+                retry_after: None,
+            },
+        )
+    }
+
+    pub fn with(api: SocketAddr, key: &str, options: LoadOptions) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let outcome = Arc::new(Mutex::new(LoadOutcome::default()));
+        let path = format!("/v1/apps/{}/events", fixtures::APP1);
+        let threads = (0..options.producers)
+            .map(|_| {
+                let (stop, outcome, key, path) =
+                    (stop.clone(), outcome.clone(), key.to_owned(), path.clone());
+                std::thread::spawn(move || {
+                    let fresh = || -> Vec<String> {
+                        (0..options.batch)
+                            .map(|_| uuid::Uuid::new_v4().to_string())
+                            .collect()
+                    };
+                    let mut ids = fresh();
+                    let mut retrying = false;
+                    while !stop.load(Ordering::Relaxed) {
+                        let body =
+                            serde_json::Value::Array(ids.iter().map(|id| event(id)).collect())
+                                .to_string();
+                        let sent = Instant::now();
+                        let answer = http(api, "POST", &path, Some(&key), body.as_bytes());
+                        let took = sent.elapsed();
+                        let status = match &answer {
+                            Ok((status, _)) => *status,
+                            Err(_) => 0,
+                        };
+                        let mut o = outcome.lock().unwrap();
+                        o.exchanges.push(Exchange { sent, took, status });
+                        match answer {
+                            Ok((202, reply)) => {
+                                let reply: serde_json::Value =
+                                    serde_json::from_str(&reply).unwrap();
+                                assert_eq!(reply["accepted"], options.batch, "{reply}");
+                                if std::mem::take(&mut retrying) {
+                                    o.accepted_on_retry += ids.len();
+                                }
+                                o.accepted.append(&mut ids);
+                                ids = fresh();
+                                continue;
+                            }
+                            Ok((503, reply)) => {
+                                assert!(reply.contains("\"overloaded\""), "{reply}");
+                                o.refused += 1;
+                            }
+                            // The server going away (SIGTERM, SIGKILL): no answer.
+                            Ok((0, _)) | Err(_) => {}
+                            Ok((status, reply)) => panic!("unexpected {status}: {reply}"),
+                        }
+                        drop(o);
+                        match options.retry_after {
+                            Some(pause) => {
+                                retrying = true;
+                                std::thread::sleep(pause);
+                            }
+                            None => {
+                                outcome.lock().unwrap().unanswered.append(&mut ids);
+                                ids = fresh();
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                        }
+                    }
+                    // A request being retried when the load stopped was never answered 202.
+                    outcome.lock().unwrap().unanswered.append(&mut ids);
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            outcome,
+            threads,
+        }
+    }
+
+    pub fn finish(self) -> LoadOutcome {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        std::mem::take(&mut *self.outcome.lock().unwrap())
+    }
+}
+
+/// Every accepted event is stored, and no event is stored twice.
+#[track_caller]
+pub fn assert_exactly_once(stored: &[String], accepted: &[String]) {
+    let distinct: HashSet<&String> = stored.iter().collect();
+    assert_eq!(distinct.len(), stored.len(), "no event is stored twice");
+    let accepted_set: HashSet<&String> = accepted.iter().collect();
+    let missing = accepted_set.difference(&distinct).count();
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} accepted events were lost",
+        accepted.len()
+    );
 }
