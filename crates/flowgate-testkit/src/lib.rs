@@ -13,11 +13,16 @@
 //! [`Proxy`] is a TCP proxy on 127.0.0.1 that a test cuts and restores, to take a store away
 //! mid-test (fault tests of the sink and of resolve during a store outage).
 //!
+//! [`NatsServer`] and [`NatsCluster`] are `nats-server` processes with JetStream of the test's
+//! own, on free ports, for the event bus (D16).
+//!
 //! Setup failures panic on purpose: this is test code, and a broken setup must stop the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod nats;
 mod proxy;
 
+pub use nats::{NatsCluster, NatsServer};
 pub use proxy::Proxy;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
