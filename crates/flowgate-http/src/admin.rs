@@ -1,11 +1,13 @@
 //! The admin listener (D11), on its own port: `/healthz` (the process answers), `/readyz`
 //! (can this replica serve?) and `/metrics` (Prometheus text format).
 //!
-//! Readiness has three states. `ready`: catalog loaded, store and sink healthy. `degraded`
-//! (still 200): a catalog is loaded but the store is failing; resolve keeps serving the last
-//! snapshot and events are buffered (D12), so taking every replica out of the load balancer
-//! during a database outage would turn a partial outage into a total one. `not_ready` (503):
-//! no catalog has been loaded yet, so nothing can be served.
+//! Readiness has three states, from named checks that the process supplies
+//! ([`ReadinessReport`]): `ready` when every check passes; `not_ready` (503) when a required
+//! check fails (`serve`: no catalog loaded yet, so nothing can be served; `ingest`: no
+//! connection to the event bus); `degraded` (still 200) when only others fail. `serve` with a
+//! loaded catalog and a failing store is degraded, not unready: resolve keeps serving the last
+//! snapshot (D12), so taking every replica out of the load balancer during a database outage
+//! would turn a partial outage into a total one.
 
 use std::sync::Arc;
 
@@ -29,15 +31,11 @@ pub struct Check {
     pub detail: String,
 }
 
-/// What `/readyz` reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// What `/readyz` reports: named checks, each required (failing: not ready) or not (failing:
+/// degraded). Serialised as an object of the checks by name, in the order added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadinessReport {
-    /// A catalog snapshot is loaded (required to serve).
-    pub catalog: Check,
-    /// The store answered recently.
-    pub store: Check,
-    /// The analytics sink is writing.
-    pub sink: Check,
+    checks: Vec<(&'static str, Check, bool)>,
 }
 
 /// The readiness state.
@@ -45,22 +43,79 @@ pub struct ReadinessReport {
 pub enum Readiness {
     /// Everything healthy.
     Ready,
-    /// Serving from the last snapshot while the store or sink fails.
+    /// Serving, while a check that is not required fails.
     Degraded,
-    /// Cannot serve yet.
+    /// A required check fails.
     NotReady,
 }
 
 impl ReadinessReport {
+    /// An empty report (ready).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a check without which the process cannot work: failing, it is not ready.
+    pub fn required(mut self, name: &'static str, check: Check) -> Self {
+        self.checks.push((name, check, true));
+        self
+    }
+
+    /// Adds a check whose failure degrades the process without stopping it.
+    pub fn check(mut self, name: &'static str, check: Check) -> Self {
+        self.checks.push((name, check, false));
+        self
+    }
+
+    /// The check named `name`.
+    pub fn get(&self, name: &str) -> Option<&Check> {
+        self.checks
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, c, _)| c)
+    }
+
+    /// Replaces the check named `name` (keeping whether it is required).
+    pub fn set(&mut self, name: &str, check: Check) {
+        if let Some(slot) = self.checks.iter_mut().find(|(n, _, _)| *n == name) {
+            slot.1 = check;
+        }
+    }
+
     /// The overall state.
     pub fn state(&self) -> Readiness {
-        if !self.catalog.ok {
+        if self
+            .checks
+            .iter()
+            .any(|(_, c, required)| *required && !c.ok)
+        {
             Readiness::NotReady
-        } else if self.store.ok && self.sink.ok {
+        } else if self.checks.iter().all(|(_, c, _)| c.ok) {
             Readiness::Ready
         } else {
             Readiness::Degraded
         }
+    }
+
+    /// The details of the failing required checks, for the `not_ready` problem.
+    fn unready_detail(&self) -> String {
+        self.checks
+            .iter()
+            .filter(|(_, c, required)| *required && !c.ok)
+            .map(|(name, c, _)| format!("{name}: {}", c.detail))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+impl Serialize for ReadinessReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.checks.len()))?;
+        for (name, check, _) in &self.checks {
+            map.serialize_entry(name, check)?;
+        }
+        map.end()
     }
 }
 
@@ -114,7 +169,7 @@ async fn readyz(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse 
                 "type": "https://flowgate.dev/problems/not_ready",
                 "title": "Not ready",
                 "status": 503,
-                "detail": "no catalog snapshot is loaded yet",
+                "detail": report.unready_detail(),
                 "code": "not_ready",
                 "request_id": request_id_of(&req),
                 "checks": report,

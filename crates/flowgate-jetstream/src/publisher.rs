@@ -37,10 +37,11 @@ impl Publisher {
 
 fn publish_error(error: &jetstream::context::PublishError) -> StoreError {
     match error.kind() {
-        // Not the message's fault: the stream was deleted or the cluster has no leader. The
-        // batch is held and retried (requests get 503) until an operator fixes it.
+        // Not the message's fault: no stream answered for the subject, because its replicas
+        // are electing a leader (seconds) or it was deleted (run `flowgate migrate`). The batch
+        // is held and retried; requests wait or get 503.
         PublishErrorKind::StreamNotFound => StoreError::Unavailable(format!(
-            "the stream does not take the subject (run `flowgate migrate`): {error}"
+            "no stream answered for the subject (a leader election, or the stream is missing): {error}"
         )),
         PublishErrorKind::MaxPayloadExceeded => {
             StoreError::Other(format!("message too large for NATS: {error}"))

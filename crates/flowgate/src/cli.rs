@@ -62,6 +62,51 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Consume the event stream into the store until SIGTERM or Ctrl-C (events.sink =
+    /// "jetstream"; run as many processes as needed).
+    Ingest,
+    /// Analytics events: dead letters.
+    Events {
+        /// The events operation.
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+}
+
+/// `flowgate events ...`
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// Events the store refused for good, and bus messages that could not be decoded or
+    /// stored (D17).
+    DeadLetters {
+        /// The dead letters operation.
+        #[command(subcommand)]
+        command: DeadLettersCommand,
+    },
+}
+
+/// `flowgate events dead-letters ...`
+#[derive(Debug, Subcommand)]
+pub enum DeadLettersCommand {
+    /// List dead letters, oldest first.
+    List {
+        /// Show at most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print JSON (each letter with its payload).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Store dead letters again (all, or one by id): a letter whose events are stored is
+    /// removed, one refused again is kept with the new error.
+    Replay {
+        /// Only this letter.
+        #[arg(long)]
+        id: Option<uuid::Uuid>,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `flowgate keys ...`

@@ -1,15 +1,18 @@
-//! The commands other than `serve`: migrate, import, keys, demo. Human output goes to stdout,
+//! The commands other than `serve` and `ingest`: migrate, import, keys, demo, events
+//! dead-letters. Human output goes to stdout,
 //! logs to stderr; `--json` prints one JSON document for scripts.
 
-use flowgate_domain::ids::{KeyId, WorkspaceId};
+use flowgate_domain::events::{decode_event, AnalyticsEvent, EVENT_JSON_FORMAT};
+use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
 use flowgate_domain::keys::KeyRecord;
-use flowgate_domain::ports::{KeyStore, StoreError};
+use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError};
+use flowgate_jetstream::{codec, Bus};
 use flowgate_store::{import_file, ImportError, Store};
 use serde_json::json;
 use time::OffsetDateTime;
 
-use crate::cli::{ExitCode, KeysCommand};
-use crate::config::Config;
+use crate::cli::{DeadLettersCommand, ExitCode, KeysCommand};
+use crate::config::{Config, SinkKind};
 use crate::{demo, serve};
 
 fn store_failure(context: &str, e: &StoreError) -> ExitCode {
@@ -27,22 +30,207 @@ fn print_json(value: &serde_json::Value) {
     );
 }
 
-/// `flowgate migrate`
-pub async fn migrate(store: &Store, json: bool) -> ExitCode {
-    match store.migrate().await {
-        Ok(applied) => {
+/// `flowgate migrate`: the database's migrations, then, with `events.sink = "jetstream"`, the
+/// stream and the ingest consumer (D16).
+pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
+    let applied = match store.migrate().await {
+        Ok(applied) => applied,
+        Err(e) => return store_failure("migrations failed", &e),
+    };
+    let mut bus = None;
+    if config.events.sink == SinkKind::Jetstream {
+        let settings = config.events.jetstream.bus();
+        let ensured = async {
+            let connected = Bus::connect(&settings, "flowgate-migrate").await?;
+            connected.ensure().await
+        }
+        .await;
+        match ensured {
+            Ok((stream, consumer)) => bus = Some((settings, stream, consumer)),
+            Err(e) => {
+                eprintln!("flowgate: events.sink = \"jetstream\": {e}");
+                return ExitCode::Failure;
+            }
+        }
+    }
+    if json {
+        let mut out = json!({"applied": applied});
+        if let Some((settings, stream, consumer)) = &bus {
+            out["stream"] = json!({"name": settings.stream, "replicas": settings.replicas, "result": stream.as_str()});
+            out["consumer"] = json!({"name": settings.consumer, "result": consumer.as_str()});
+        }
+        print_json(&out);
+    } else {
+        if applied.is_empty() {
+            println!("migrations: nothing to apply, the schema is current");
+        }
+        for m in &applied {
+            println!("applied {m}");
+        }
+        if let Some((settings, stream, consumer)) = &bus {
+            println!(
+                "stream {} ({} replica(s)): {}; consumer {}: {}",
+                settings.stream,
+                settings.replicas,
+                stream.as_str(),
+                settings.consumer,
+                consumer.as_str()
+            );
+        }
+    }
+    ExitCode::Success
+}
+
+/// The events of a dead letter, by its format: one event, or a bus message (D17).
+fn letter_events(letter: &DeadLetter) -> Result<Vec<AnalyticsEvent>, String> {
+    match letter.format.as_str() {
+        EVENT_JSON_FORMAT => decode_event(&letter.payload).map(|e| vec![e]),
+        _ => codec::decode(
+            Some(letter.format.as_str()).filter(|f| !f.is_empty()),
+            &letter.payload,
+        )
+        .map_err(|e| e.to_string()),
+    }
+}
+
+fn letter_json(letter: &DeadLetter) -> serde_json::Value {
+    let payload = serde_json::from_slice::<serde_json::Value>(&letter.payload)
+        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&letter.payload)));
+    json!({
+        "id": letter.id.to_string(),
+        "event_id": letter.event_id.map(|id| id.to_string()),
+        "format": letter.format,
+        "error": letter.error,
+        "attempts": letter.attempts,
+        "first_attempt_at": rfc3339(letter.first_attempt_at),
+        "last_attempt_at": rfc3339(letter.last_attempt_at),
+        "payload": payload,
+    })
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Every letter (or the one with `id`), oldest first, read a page at a time.
+async fn all_letters(
+    store: &Store,
+    id: Option<DeadLetterId>,
+    limit: usize,
+) -> Result<Vec<DeadLetter>, StoreError> {
+    let mut letters = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list_dead_letters(after, 500).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        letters.extend(page.into_iter().filter(|l| id.is_none_or(|id| l.id == id)));
+        if letters.len() >= limit {
+            letters.truncate(limit);
+            break;
+        }
+    }
+    Ok(letters)
+}
+
+/// `flowgate events dead-letters list|replay`
+pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCode {
+    match command {
+        DeadLettersCommand::List { limit, json } => {
+            let letters = match all_letters(store, None, limit).await {
+                Ok(letters) => letters,
+                Err(e) => return store_failure("dead letters could not be read", &e),
+            };
             if json {
-                print_json(&json!({"applied": applied}));
-            } else if applied.is_empty() {
-                println!("migrations: nothing to apply, the schema is current");
+                print_json(&json!(letters.iter().map(letter_json).collect::<Vec<_>>()));
+            } else if letters.is_empty() {
+                println!("no dead letters");
             } else {
-                for m in &applied {
-                    println!("applied {m}");
+                println!(
+                    "{:<36}  {:<36}  {:>8}  {:<20}  error",
+                    "id", "event_id", "attempts", "last attempt"
+                );
+                for l in &letters {
+                    let event = l
+                        .event_id
+                        .map_or_else(|| format!("(message, {})", l.format), |id| id.to_string());
+                    println!(
+                        "{:<36}  {:<36}  {:>8}  {:<20}  {}",
+                        l.id,
+                        event,
+                        l.attempts,
+                        rfc3339(l.last_attempt_at),
+                        l.error
+                    );
                 }
             }
             ExitCode::Success
         }
-        Err(e) => store_failure("migrations failed", &e),
+        DeadLettersCommand::Replay { id, json } => {
+            let id = id.map(DeadLetterId::from_uuid);
+            let letters = match all_letters(store, id, usize::MAX).await {
+                Ok(letters) => letters,
+                Err(e) => return store_failure("dead letters could not be read", &e),
+            };
+            if let (Some(id), true) = (id, letters.is_empty()) {
+                eprintln!("flowgate: no dead letter {id}");
+                return ExitCode::NotFound;
+            }
+            let (mut replayed, mut inserted, mut duplicates) = (0usize, 0usize, 0usize);
+            let mut refused = Vec::new();
+            for letter in &letters {
+                let outcome = match letter_events(letter) {
+                    Ok(events) => store
+                        .append_events(&events)
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                };
+                match outcome {
+                    Ok(stored) => {
+                        inserted += stored.inserted;
+                        duplicates += stored.duplicates;
+                        replayed += 1;
+                        if let Err(e) = store.remove_dead_letter(letter.id).await {
+                            return store_failure("a replayed dead letter was not removed", &e);
+                        }
+                    }
+                    Err(error) => {
+                        if let Err(e) = store
+                            .record_dead_letter_attempt(
+                                letter.id,
+                                &error,
+                                OffsetDateTime::now_utc(),
+                            )
+                            .await
+                        {
+                            return store_failure("a replay could not be recorded", &e);
+                        }
+                        refused.push((letter.id, error));
+                    }
+                }
+            }
+            if json {
+                print_json(&json!({
+                    "replayed": replayed, "events_stored": inserted, "events_already_stored": duplicates,
+                    "refused": refused.iter().map(|(id, error)| json!({"id": id.to_string(), "error": error})).collect::<Vec<_>>(),
+                }));
+            } else {
+                println!(
+                    "replayed {replayed} dead letter(s): {inserted} event(s) stored, {duplicates} already stored; {} still refused",
+                    refused.len()
+                );
+                for (id, error) in &refused {
+                    println!("  {id}: {error}");
+                }
+            }
+            if refused.is_empty() {
+                ExitCode::Success
+            } else {
+                ExitCode::Failure
+            }
+        }
     }
 }
 

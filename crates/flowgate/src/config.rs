@@ -14,6 +14,7 @@ use flowgate_analytics::{AckMode, Backoff, SinkConfig};
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
+use flowgate_jetstream::JetStreamConfig;
 use flowgate_store::Backend;
 use serde::{Deserialize, Serialize};
 
@@ -263,10 +264,103 @@ pub enum Ack {
     Buffered,
 }
 
-/// `[events]` (D7, D8, D15)
+impl Ack {
+    /// The configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ack::Stored => "stored",
+            Ack::Buffered => "buffered",
+        }
+    }
+}
+
+/// `events.sink` (D16): where accepted events go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKind {
+    /// Written to the store by `serve` itself.
+    #[default]
+    Store,
+    /// Published to a NATS JetStream stream; `flowgate ingest` writes them to the store.
+    Jetstream,
+}
+
+impl SinkKind {
+    /// The configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkKind::Store => "store",
+            SinkKind::Jetstream => "jetstream",
+        }
+    }
+}
+
+/// `[events.jetstream]` (D16): the event bus.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JetStreamSettings {
+    /// NATS server(s), comma-separated; may hold credentials (never logged as is).
+    pub url: String,
+    /// The stream.
+    pub stream: String,
+    /// The subject events are published on.
+    pub subject: String,
+    /// Copies of each message (1, 3 or 5).
+    pub replicas: usize,
+    /// The durable consumer `flowgate ingest` reads with.
+    pub consumer: String,
+    /// Deliveries after which a message that cannot be stored is a dead letter (D17).
+    pub max_deliveries: u32,
+    /// How long the server waits for ingest's acknowledgement before delivering again.
+    pub ack_wait_ms: u64,
+    /// Longest connection or JetStream API call.
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for JetStreamSettings {
+    fn default() -> Self {
+        let c = JetStreamConfig::default();
+        Self {
+            url: c.url,
+            stream: c.stream,
+            subject: c.subject,
+            replicas: c.replicas,
+            consumer: c.consumer,
+            max_deliveries: c.max_deliveries,
+            ack_wait_ms: millis(c.ack_wait),
+            connect_timeout_ms: millis(c.connect_timeout),
+        }
+    }
+}
+
+impl fmt::Debug for JetStreamSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.bus(), f)
+    }
+}
+
+impl JetStreamSettings {
+    /// The adapter's settings.
+    pub fn bus(&self) -> JetStreamConfig {
+        JetStreamConfig {
+            url: self.url.clone(),
+            stream: self.stream.clone(),
+            subject: self.subject.clone(),
+            replicas: self.replicas,
+            consumer: self.consumer.clone(),
+            max_deliveries: self.max_deliveries,
+            ack_wait: Duration::from_millis(self.ack_wait_ms),
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+        }
+    }
+}
+
+/// `[events]` (D7, D8, D15, D16)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EventsConfig {
+    /// Where accepted events go: `store` (default) or `jetstream` (D16).
+    pub sink: SinkKind,
     /// When a request is answered 202: `stored` (default) or `buffered` (D15).
     pub ack: Ack,
     /// With `ack = "stored"`, how long a request waits for its events to be stored before 503.
@@ -297,12 +391,15 @@ pub struct EventsConfig {
     pub max_future_secs: u64,
     /// How far in the past an event timestamp may be (D7: 31 days).
     pub max_past_secs: u64,
+    /// The event bus, with `sink = "jetstream"`.
+    pub jetstream: JetStreamSettings,
 }
 
 impl Default for EventsConfig {
     fn default() -> Self {
         let sink = SinkConfig::default();
         Self {
+            sink: SinkKind::Store,
             ack: Ack::Stored,
             ack_timeout_ms: millis(sink.ack_timeout),
             queue_capacity: sink.queue_capacity,
@@ -318,6 +415,7 @@ impl Default for EventsConfig {
             retry_max_ms: millis(sink.backoff.max),
             max_future_secs: 24 * 3600,
             max_past_secs: 31 * 24 * 3600,
+            jetstream: JetStreamSettings::default(),
         }
     }
 }
@@ -485,6 +583,11 @@ impl Config {
         self.sink()
             .validate()
             .map_err(|e| ConfigError::Parse(e.to_string()))?;
+        self.events
+            .jetstream
+            .bus()
+            .validate()
+            .map_err(|e| invalid(e.key, e.problem))?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)
             .map_err(|e| invalid("log.level", format!("not a valid filter: {e}")))?;
         Ok(())
@@ -540,10 +643,10 @@ impl Config {
     /// time and whose pool has 4 connections that the catalog and probes need too.
     pub fn sink(&self) -> SinkConfig {
         let e = &self.events;
-        let writers = match (e.writers, Backend::of_url(self.database.url.trim())) {
-            (0, Backend::Postgres) => PG_WRITERS,
-            (0, Backend::Sqlite) => SQLITE_WRITERS,
-            (n, _) => n,
+        let writers = match (e.writers, e.sink, Backend::of_url(self.database.url.trim())) {
+            (0, SinkKind::Jetstream, _) | (0, _, Backend::Postgres) => PG_WRITERS,
+            (0, _, Backend::Sqlite) => SQLITE_WRITERS,
+            (n, _, _) => n,
         };
         SinkConfig {
             ack: match e.ack {
@@ -887,18 +990,39 @@ mod tests {
                 );
             }
         }
-        let defaults = serde_json::to_value(Config::default()).unwrap();
-        let mut code = std::collections::BTreeMap::new();
-        for (section, keys) in defaults.as_object().unwrap() {
-            for (key, value) in keys.as_object().unwrap() {
-                let shown = match value {
-                    serde_json::Value::Null => "unset".to_owned(),
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                code.insert(format!("{section}.{key}"), shown);
+        fn flatten(
+            prefix: &str,
+            value: &serde_json::Value,
+            out: &mut std::collections::BTreeMap<String, String>,
+        ) {
+            match value {
+                serde_json::Value::Object(keys) => {
+                    for (key, value) in keys {
+                        let name = if prefix.is_empty() {
+                            key.clone()
+                        } else {
+                            format!("{prefix}.{key}")
+                        };
+                        flatten(&name, value, out);
+                    }
+                }
+                serde_json::Value::Null => {
+                    out.insert(prefix.to_owned(), "unset".to_owned());
+                }
+                serde_json::Value::String(s) => {
+                    out.insert(prefix.to_owned(), s.clone());
+                }
+                other => {
+                    out.insert(prefix.to_owned(), other.to_string());
+                }
             }
         }
+        let mut code = std::collections::BTreeMap::new();
+        flatten(
+            "",
+            &serde_json::to_value(Config::default()).unwrap(),
+            &mut code,
+        );
         assert_eq!(
             documented, code,
             "docs/configuration.md must list every key with its default"

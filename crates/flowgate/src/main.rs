@@ -2,11 +2,13 @@
 //! library crates (docs/architecture.md).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod bus;
 mod cli;
 mod commands;
 mod config;
 mod demo;
 mod heap;
+mod ingest;
 mod runtime;
 mod serve;
 mod telemetry;
@@ -16,7 +18,7 @@ use std::time::Duration;
 use clap::Parser;
 use flowgate_store::{Backend, Store, StoreOptions};
 
-use crate::cli::{Cli, Command, ExitCode};
+use crate::cli::{Cli, Command, EventsCommand, ExitCode};
 use crate::config::{Config, Sources};
 
 /// Connects to the configured store and applies migrations when `database.auto_migrate` says
@@ -87,19 +89,24 @@ fn main() -> std::process::ExitCode {
         }
     };
     let code = runtime.block_on(async move {
-        if let Command::Serve = cli.command {
-            return serve::serve(config, cli.environment).await;
+        match cli.command {
+            Command::Serve => return serve::serve(config, cli.environment).await,
+            Command::Ingest => return ingest::ingest(config).await,
+            _ => {}
         }
         let store = match open_store(&config).await {
             Ok(store) => store,
             Err(code) => return code,
         };
         match cli.command {
-            Command::Serve => ExitCode::Success,
-            Command::Migrate { json } => commands::migrate(&store, json).await,
+            Command::Serve | Command::Ingest => ExitCode::Success,
+            Command::Migrate { json } => commands::migrate(&store, &config, json).await,
             Command::Import { file, json } => commands::import(&store, &file, json).await,
             Command::Keys { command } => commands::keys(&store, command).await,
             Command::Demo { json } => commands::demo(&store, &config, json).await,
+            Command::Events {
+                command: EventsCommand::DeadLetters { command },
+            } => commands::dead_letters(&store, command).await,
         }
     });
     std::process::ExitCode::from(code as u8)

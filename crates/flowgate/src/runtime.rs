@@ -6,9 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowgate_analytics::Sink;
+use flowgate_analytics::{HistogramSnapshot, Sink};
 use flowgate_http::{AdminSource, CatalogHandle, Check, ReadinessReport};
+use flowgate_jetstream::Bus;
 use flowgate_store::Store;
+
+use crate::config::{Ack, SinkKind};
 
 /// How long without a successful store check before the store counts as failing.
 const STORE_STALE_AFTER: Duration = Duration::from_secs(15);
@@ -107,8 +110,59 @@ pub struct Admin {
     pub catalog: CatalogHandle,
     /// The analytics sink.
     pub sink: Arc<Sink>,
+    /// Where the sink writes (D16) and when a request is answered (D15).
+    pub sink_kind: SinkKind,
+    /// See `sink_kind`.
+    pub ack: Ack,
+    /// The event bus, with `events.sink = "jetstream"`.
+    pub bus: Option<Bus>,
+    /// Dead letters in the store, counted now and then ([`DeadLetterGauge`]).
+    pub dead_letters: Arc<DeadLetterGauge>,
     /// The store, for its own counters.
     pub store: Store,
+}
+
+/// The number of dead letters in the store (D17), refreshed in the background: a scrape never
+/// waits for the database.
+#[derive(Debug, Default)]
+pub struct DeadLetterGauge {
+    count: AtomicU64,
+    known: AtomicBool,
+}
+
+impl DeadLetterGauge {
+    /// How often the count is refreshed.
+    pub const REFRESH: Duration = Duration::from_secs(15);
+
+    /// Counts the dead letters every [`Self::REFRESH`] for as long as the process runs.
+    pub fn spawn_refresh(self: &Arc<Self>, store: Store) {
+        let gauge = Arc::clone(self);
+        tokio::spawn(async move {
+            use flowgate_domain::ports::DeadLetterStore;
+            loop {
+                if let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_secs(5), store.count_dead_letters()).await
+                {
+                    gauge.count.store(n, Ordering::Relaxed);
+                    gauge.known.store(true, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Self::REFRESH).await;
+            }
+        });
+    }
+
+    /// Appends the gauge (nothing before the first count).
+    pub fn write(&self, out: &mut String) {
+        if self.known.load(Ordering::Relaxed) {
+            metric(
+                out,
+                "flowgate_dead_letters",
+                "gauge",
+                "Dead letters in the store waiting for a replay (D17; counted every 15 s).",
+                self.count.load(Ordering::Relaxed),
+            );
+        }
+    }
 }
 
 fn check(ok: bool, good: &str, bad: String) -> Check {
@@ -118,7 +172,25 @@ fn check(ok: bool, good: &str, bad: String) -> Check {
     }
 }
 
-fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+/// A histogram of fixed buckets (`snapshot`), in the OpenMetrics text format.
+pub(crate) fn histogram(out: &mut String, name: &str, help: &str, snapshot: &HistogramSnapshot) {
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} histogram\n");
+    let cumulative = snapshot.cumulative();
+    for (bound, count) in snapshot.bounds.iter().zip(&cumulative) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", snapshot.count);
+    let _ = writeln!(out, "{name}_sum {}", snapshot.sum);
+    let _ = writeln!(out, "{name}_count {}", snapshot.count);
+}
+
+pub(crate) fn metric(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl std::fmt::Display,
+) {
     let sample = if kind == "counter" {
         format!("{name}_total")
     } else {
@@ -134,27 +206,24 @@ impl AdminSource for Admin {
     fn readiness(&self) -> ReadinessReport {
         let revision = self.catalog.load().revision();
         let stats = self.sink.stats();
-        ReadinessReport {
-            catalog: check(
-                self.runtime.catalog_loaded(),
-                &format!("revision {revision}"),
-                "no catalog snapshot loaded yet".to_owned(),
-            ),
-            store: check(
-                self.runtime.store_healthy(),
-                "reachable",
-                "the store is failing; serving the last catalog snapshot".to_owned(),
-            ),
-            sink: check(
-                stats.store_healthy && !stats.shutting_down,
-                "writing",
-                if stats.shutting_down {
-                    "shutting down".to_owned()
-                } else {
-                    "event writes are failing and being retried".to_owned()
-                },
-            ),
-        }
+        ReadinessReport::new()
+            .required(
+                "catalog",
+                check(
+                    self.runtime.catalog_loaded(),
+                    &format!("revision {revision}"),
+                    "no catalog snapshot loaded yet".to_owned(),
+                ),
+            )
+            .check(
+                "store",
+                check(
+                    self.runtime.store_healthy(),
+                    "reachable",
+                    "the store is failing; serving the last catalog snapshot".to_owned(),
+                ),
+            )
+            .check("sink", self.sink_check(&stats))
     }
 
     fn extra_metrics(&self, out: &mut String) {
@@ -225,6 +294,49 @@ impl AdminSource for Admin {
             u8::from(r.store_healthy()),
         );
         let s = self.sink.stats();
+        let _ = write!(
+            out,
+            "# HELP flowgate_sink_info Where accepted events go (D16) and when a request is answered (D15).\n\
+             # TYPE flowgate_sink_info gauge\nflowgate_sink_info{{sink=\"{}\",ack=\"{}\"}} 1\n",
+            self.sink_kind.as_str(),
+            self.ack.as_str()
+        );
+        if let Some(bus) = &self.bus {
+            metric(
+                out,
+                "flowgate_jetstream_connected",
+                "gauge",
+                "1 while serve is connected to NATS (events.sink = jetstream).",
+                u8::from(bus.is_connected()),
+            );
+        }
+        metric(
+            out,
+            "flowgate_sink_events_dead_lettered",
+            "counter",
+            "Events the store refused for good, set aside as dead letters (D17).",
+            s.events_dead_lettered,
+        );
+        metric(
+            out,
+            "flowgate_sink_acks_timed_out",
+            "counter",
+            "Events requests answered 503 because their events were not stored within events.ack_timeout_ms (D15; the events stay queued).",
+            s.acks_timed_out,
+        );
+        histogram(
+            out,
+            "flowgate_sink_ack_wait_seconds",
+            "How long events requests waited for their events to be stored before their 202 (D15).",
+            &s.ack_wait,
+        );
+        histogram(
+            out,
+            "flowgate_sink_write_latency_seconds",
+            "Duration of successful batch writes (to the store, or publishes to the stream).",
+            &s.write_latency,
+        );
+        self.dead_letters.write(out);
         metric(
             out,
             "flowgate_sink_queue_capacity",
@@ -304,17 +416,38 @@ impl AdminSource for Admin {
         );
         metric(
             out,
-            "flowgate_sink_write_latency_seconds_mean",
-            "gauge",
-            "Mean duration of successful store writes.",
-            s.write_latency.mean().unwrap_or(0.0),
-        );
-        metric(
-            out,
             "flowgate_sink_store_healthy",
             "gauge",
             "1 while event writes succeed.",
             u8::from(s.store_healthy),
         );
+    }
+}
+
+impl Admin {
+    /// The sink's check: which sink, and whether it writes (D16).
+    fn sink_check(&self, stats: &flowgate_analytics::SinkStats) -> Check {
+        let kind = self.sink_kind.as_str();
+        let connected = self.bus.as_ref().is_none_or(Bus::is_connected);
+        let (ok, detail) = if stats.shutting_down {
+            (false, format!("{kind}: shutting down"))
+        } else if !connected {
+            (
+                false,
+                format!("{kind}: disconnected from NATS; events requests get 503 until it is back"),
+            )
+        } else if !stats.store_healthy {
+            (
+                false,
+                format!("{kind}: event writes are failing and being retried"),
+            )
+        } else {
+            let doing = match (&self.bus, self.sink_kind) {
+                (Some(bus), _) => format!("publishing to stream {}", bus.config().stream),
+                (None, _) => "writing".to_owned(),
+            };
+            (true, format!("{kind}: {doing}"))
+        };
+        Check { ok, detail }
     }
 }

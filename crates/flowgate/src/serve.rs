@@ -15,12 +15,13 @@ use flowgate_domain::catalog::CatalogError;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::{admin_app, api_app, AdminState, ApiState, CatalogHandle, HttpMetrics};
+use flowgate_jetstream::{Bus, Publisher};
 use flowgate_store::{Backend, Store};
 use tokio::sync::watch;
 
 use crate::cli::ExitCode;
-use crate::config::{Config, Environment};
-use crate::runtime::{Admin, Runtime};
+use crate::config::{Config, Environment, SinkKind};
+use crate::runtime::{Admin, DeadLetterGauge, Runtime};
 use crate::{demo, open_store};
 
 /// Runs the service until a shutdown signal.
@@ -39,9 +40,18 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         tracing::error!(error = %e, "the first catalog load failed; retrying in the background");
     }
 
+    // Where the sink writes (D16): the store, or the stream `flowgate ingest` reads. Events
+    // the store or the stream refuse for good go to the store's dead letters either way (D17).
+    let (events, bus): (Arc<dyn EventStore>, Option<Bus>) = match config.events.sink {
+        SinkKind::Store => (Arc::new(store.clone()), None),
+        SinkKind::Jetstream => match crate::bus::connect_checked(&config, "flowgate-serve").await {
+            Ok(bus) => (Arc::new(Publisher::new(&bus)), Some(bus)),
+            Err(code) => return code,
+        },
+    };
     let sink = match Sink::start(
         config.sink(),
-        Arc::new(store.clone()) as Arc<dyn EventStore>,
+        events,
         Arc::new(store.clone()) as Arc<dyn DeadLetterStore>,
     ) {
         Ok(sink) => Arc::new(sink),
@@ -77,12 +87,18 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         Duration::from_millis(config.catalog.refresh_interval_ms),
         stop_rx,
     ));
+    let dead_letters = Arc::new(DeadLetterGauge::default());
+    dead_letters.spawn_refresh(store.clone());
     let admin_state = AdminState::new(
         Arc::new(registry),
         Arc::new(Admin {
             runtime: runtime.clone(),
             catalog: catalog.clone(),
             sink: sink.clone(),
+            sink_kind: config.events.sink,
+            ack: config.events.ack,
+            bus,
+            dead_letters,
             store: store.clone(),
         }),
     );
@@ -117,6 +133,8 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         admin = %admin_addr,
         database = %config.database.redacted_url(),
         key_environment = %config.auth.key_environment,
+        events_sink = config.events.sink.as_str(),
+        events_ack = config.events.ack.as_str(),
         "flowgate is serving"
     );
 
@@ -314,7 +332,7 @@ async fn pause(duration: Duration, stop: &mut watch::Receiver<bool>) {
 }
 
 /// SIGTERM (orchestrators) or SIGINT (Ctrl-C).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -26,11 +26,12 @@ fn check(ok: bool) -> Check {
 
 #[actix_web::test]
 async fn health_readiness_and_metrics() {
-    let source = Arc::new(Source(Mutex::new(ReadinessReport {
-        catalog: check(false),
-        store: check(true),
-        sink: check(true),
-    })));
+    let source = Arc::new(Source(Mutex::new(
+        ReadinessReport::new()
+            .required("catalog", check(false))
+            .check("store", check(true))
+            .check("sink", check(true)),
+    )));
     let mut registry = Registry::default();
     let _metrics = HttpMetrics::new(&mut registry);
     let state = AdminState::new(Arc::new(registry), source.clone());
@@ -54,9 +55,12 @@ async fn health_readiness_and_metrics() {
     assert_eq!(r.status(), 503, "no catalog yet");
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["code"], "not_ready");
+    assert_eq!(body["detail"], "catalog: failing");
+    assert_eq!(body["checks"]["catalog"]["ok"], false);
+    assert_eq!(body["checks"]["store"]["ok"], true);
 
-    source.0.lock().unwrap().catalog = check(true);
-    source.0.lock().unwrap().store = check(false);
+    source.0.lock().unwrap().set("catalog", check(true));
+    source.0.lock().unwrap().set("store", check(false));
     let mut r = get("/readyz").await.unwrap();
     assert_eq!(r.status(), 200, "degraded still serves");
     assert_eq!(
@@ -64,7 +68,7 @@ async fn health_readiness_and_metrics() {
         "degraded"
     );
 
-    source.0.lock().unwrap().store = check(true);
+    source.0.lock().unwrap().set("store", check(true));
     let mut r = get("/readyz").await.unwrap();
     assert_eq!(
         r.json::<serde_json::Value>().await.unwrap()["status"],

@@ -2,13 +2,16 @@
 //! "stored"` a SIGKILL loses no acknowledged event, on SQLite and on PostgreSQL, whether the
 //! store is healthy or stalled by a held table lock; the same run with `buffered` shows the
 //! loss that mode allows (so the test can fail); and a store that is down gets requests a 503
-//! within the acknowledgement timeout, never a 202, with their retries stored once after.
+//! within the acknowledgement timeout, never a 202, with their retries stored once after. An
+//! event the store refuses for good is a dead letter until replayed (D17).
 
 use std::time::{Duration, Instant};
 
 use flowgate_store::Backend;
 
-use crate::support::{assert_exactly_once, Load, LoadOptions, LoadOutcome, Served};
+use crate::support::{
+    assert_exactly_once, event, http, run, Load, LoadOptions, LoadOutcome, Served,
+};
 
 /// Four clients posting batches of 100 valid events; the store healthy, then stalled by a
 /// held lock on the events table, `kill -9` while stalled, a restart on the same store, the
@@ -157,4 +160,74 @@ async fn store_down_answers_503_in_time_and_retries_are_stored_once() {
     let stored = s.stored_sdk_event_ids().await;
     assert_exactly_once(&stored, &outcome.accepted);
     outcome.assert_only_sent_events_stored(&stored);
+}
+
+/// D17 end to end on PostgreSQL: an event a check constraint refuses is set aside as a dead
+/// letter, its request is answered 202 (the event is durable, as a letter), its neighbours
+/// are stored, and the writer goes on; `flowgate events dead-letters replay` stores it once
+/// the constraint is gone, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_event_is_a_dead_letter_until_replayed() {
+    let Some(mut s) = Served::start(&[]).await else {
+        return;
+    };
+    s.db.execute(
+        "ALTER TABLE analytics_events ADD CONSTRAINT no_poison CHECK (user_id <> 'poison')",
+    )
+    .await;
+    let path = format!("/v1/apps/{}/events", crate::fixtures::APP1);
+    let ids: Vec<String> = (0..3).map(|_| uuid::Uuid::new_v4().to_string()).collect();
+    let mut poison = event(&ids[1]);
+    poison["user_id"] = serde_json::json!("poison");
+    let body = serde_json::json!([event(&ids[0]), poison, event(&ids[2])]).to_string();
+    let (status, reply) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+    assert_eq!(status, 202, "{reply}");
+    assert!(reply.contains("\"accepted\":3"), "{reply}");
+    // The writer goes on.
+    let later = uuid::Uuid::new_v4().to_string();
+    let body = serde_json::json!([event(&later)]).to_string();
+    let (status, _) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+    assert_eq!(status, 202);
+    let mut stored = s.stored_sdk_event_ids().await;
+    stored.sort();
+    let mut expected = vec![ids[0].clone(), ids[2].clone(), later.clone()];
+    expected.sort();
+    assert_eq!(stored, expected);
+
+    let env = [("FLOWGATE__DATABASE__URL", s.db.url.as_str())];
+    let (code, listed, stderr) = run(&["events", "dead-letters", "list", "--json"], &env);
+    assert_eq!(code, Some(0), "{stderr}");
+    let letters: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(letters.as_array().unwrap().len(), 1, "{letters}");
+    assert_eq!(letters[0]["event_id"], ids[1].as_str());
+    assert_eq!(letters[0]["payload"]["user_id"], "poison");
+    assert!(
+        letters[0]["error"].as_str().unwrap().contains("no_poison"),
+        "{letters}"
+    );
+    let (status, metrics) = http(s.admin, "GET", "/metrics", None, b"").unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("flowgate_sink_events_dead_lettered_total 1"),
+        "{metrics}"
+    );
+
+    // Replayed while the cause is still there: refused again, kept, attempts counted.
+    let (code, out, _) = run(&["events", "dead-letters", "replay"], &env);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("1 still refused"), "{out}");
+    s.db.execute("ALTER TABLE analytics_events DROP CONSTRAINT no_poison")
+        .await;
+    let (code, out, stderr) = run(&["events", "dead-letters", "replay"], &env);
+    assert_eq!(code, Some(0), "{out} {stderr}");
+    assert!(
+        out.contains("replayed 1 dead letter(s): 1 event(s) stored"),
+        "{out}"
+    );
+    let (_, out, _) = run(&["events", "dead-letters", "list"], &env);
+    assert!(out.contains("no dead letters"), "{out}");
+    let stored = s.stored_sdk_event_ids().await;
+    assert_eq!(stored.iter().filter(|id| **id == ids[1]).count(), 1);
+    assert_eq!(stored.len(), 4);
+    assert_eq!(s.terminate().await, Some(0));
 }

@@ -6,6 +6,7 @@ mod fixtures;
 
 mod durability;
 mod faults;
+mod jetstream;
 mod quickstart;
 mod reload;
 mod startup;

@@ -114,6 +114,21 @@ impl Served {
 
     /// As [`Served::start`], on `backend` (SQLite: a file, no proxy).
     pub async fn start_on(backend: Backend, settings: &[(&str, &str)]) -> Option<Served> {
+        Self::start_inner(backend, settings, false).await
+    }
+
+    /// As [`Served::start_on`], running `flowgate migrate` with `settings` first (the event
+    /// bus's stream and consumer, D16), again until it succeeds: a new cluster elects its
+    /// JetStream leader within seconds.
+    pub async fn start_migrated(backend: Backend, settings: &[(&str, &str)]) -> Option<Served> {
+        Self::start_inner(backend, settings, true).await
+    }
+
+    async fn start_inner(
+        backend: Backend,
+        settings: &[(&str, &str)],
+        migrate: bool,
+    ) -> Option<Served> {
         let db = match backend {
             Backend::Postgres => TestDb::postgres().await?,
             Backend::Sqlite => TestDb::sqlite().await,
@@ -139,6 +154,19 @@ impl Served {
         );
         let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let key = created["key"].as_str().unwrap().to_owned();
+        if migrate {
+            let mut env: Vec<(&str, &str)> = vec![("FLOWGATE__DATABASE__URL", &db.url)];
+            env.extend_from_slice(settings);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let (code, _, stderr) = run(&["migrate"], &env);
+                if code == Some(0) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "flowgate migrate: {stderr}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
         let proxy = match backend {
             Backend::Postgres => Some(Proxy::start(db.server_authority()).await),
             Backend::Sqlite => None,
@@ -413,6 +441,11 @@ impl Load {
         }
     }
 
+    /// Events accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.outcome.lock().unwrap().accepted.len()
+    }
+
     pub fn finish(self) -> LoadOutcome {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads {
@@ -435,4 +468,135 @@ pub fn assert_exactly_once(stored: &[String], accepted: &[String]) {
         "{missing} of {} accepted events were lost",
         accepted.len()
     );
+}
+
+/// `flowgate ingest` as a process of the test's own (D16), on a store URL and a NATS URL.
+pub struct Ingester {
+    pub admin: SocketAddr,
+    env: Vec<(String, String)>,
+    child: Child,
+}
+
+impl Ingester {
+    /// Starts ingest on `db_url` with `settings` (the event bus's among them) and waits until
+    /// its `/readyz` answers.
+    pub async fn start(db_url: &str, settings: &[(&str, &str)]) -> Ingester {
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut env: Vec<(String, String)> = vec![
+            ("FLOWGATE__DATABASE__URL".into(), db_url.into()),
+            ("FLOWGATE__ADMIN__LISTEN".into(), admin.to_string()),
+            ("FLOWGATE__EVENTS__SINK".into(), "jetstream".into()),
+            ("FLOWGATE__EVENTS__RETRY_BASE_MS".into(), "50".into()),
+            ("FLOWGATE__EVENTS__RETRY_MAX_MS".into(), "500".into()),
+            ("FLOWGATE__EVENTS__WRITE_TIMEOUT_MS".into(), "2000".into()),
+        ];
+        env.extend(settings.iter().map(|(k, v)| ((*k).into(), (*v).into())));
+        let mut ingester = Ingester {
+            admin,
+            child: Command::new("true").spawn().unwrap(),
+            env,
+        };
+        ingester.child = ingester.spawn();
+        ingester.wait_answering().await;
+        ingester
+    }
+
+    fn spawn(&self) -> Child {
+        let mut cmd = flowgate();
+        cmd.arg("ingest")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    async fn wait_answering(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http(self.admin, "GET", "/readyz", None, b"").is_err() {
+            assert!(Instant::now() < deadline, "ingest never answered /readyz");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILL.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Starts it again (after it died).
+    pub async fn restart(&mut self) {
+        assert!(self.child.try_wait().unwrap().is_some());
+        self.child = self.spawn();
+        self.wait_answering().await;
+    }
+
+    /// SIGTERM; the exit code.
+    pub async fn terminate(&mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "no exit after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A metric's value from `/metrics`.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (_, page) = http(self.admin, "GET", "/metrics", None, b"").ok()?;
+        page.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+}
+
+impl Drop for Ingester {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `flowgate` with `args` and `env`; its exit code, stdout and stderr.
+pub fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut cmd = flowgate();
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Waits until every id of `accepted` is stored (the bus is drained into the store).
+pub async fn wait_stored(db: &TestDb, accepted: &[String], within: Duration) {
+    let wanted: HashSet<&String> = accepted.iter().collect();
+    let deadline = Instant::now() + within;
+    loop {
+        let stored = db.sdk_event_ids().await;
+        let have: HashSet<&String> = stored.iter().collect();
+        let missing = wanted.difference(&have).count();
+        if missing == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing} of {} accepted events are not stored",
+            accepted.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
