@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-http ci check-domain-deps pg-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-http ci check-domain-deps pg-up nats-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -14,7 +14,7 @@ run:
 	$(CARGO) run -p flowgate -- serve
 
 ## Every test of the workspace; the conformance counts are printed (see .config/nextest.toml).
-test: pg-up
+test: pg-up nats-up
 	$(CARGO) nextest run --workspace --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -24,6 +24,22 @@ pg-up:
 		echo "starting PostgreSQL"; \
 		pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start || true; \
 		for i in $$(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done; \
+	fi
+
+## NATS with JetStream on 127.0.0.1:4222 when it is not running (the event bus, D16), and the
+## nats-server binary the bus tests start their own servers with (Debian's package when
+## missing).
+NATS_DIR ?= /var/lib/nats-server
+nats-up:
+	@if ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; then \
+		echo "installing nats-server"; \
+		apt-get install -y -qq nats-server >/dev/null || (apt-get update -qq && apt-get install -y -qq nats-server); \
+	fi
+	@if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then \
+		echo "starting nats-server with JetStream"; \
+		mkdir -p $(NATS_DIR); \
+		start-stop-daemon --start --oknodo --background --exec $$(command -v nats-server || echo /usr/sbin/nats-server) -- -a 127.0.0.1 -p 4222 -js -sd $(NATS_DIR); \
+		for i in $$(seq 1 30); do (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null && break; sleep 0.2; done; \
 	fi
 
 lint: check-domain-deps

@@ -1,6 +1,6 @@
-//! Event insert throughput (issue 3): `EventStore::append_events` on PostgreSQL and SQLite for
-//! batches of 100 and 1,000, beside raw `COPY` of the same number of rows through `psql` into
-//! the same table in the same run. Run with `make bench-store` (needs PostgreSQL and `psql`).
+//! Event insert throughput: `EventStore::append_events` on PostgreSQL and SQLite (with
+//! `synchronous` FULL and NORMAL) for batches of 10, 100 and 1,000, beside raw `COPY` of the
+//! same number of rows through `psql` into the same table in the same run. Run with `make bench-store` (needs PostgreSQL and `psql`).
 //! Prints a Markdown table.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -12,7 +12,7 @@ use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
 use flowgate_domain::identity::Platform;
 use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
 use flowgate_domain::ports::EventStore;
-use flowgate_store::{Store, StoreOptions};
+use flowgate_store::{SqliteSynchronous, Store, StoreOptions};
 use serde_json::json;
 
 const ROWS: usize = 20_000;
@@ -127,18 +127,32 @@ async fn main() {
     )
     .unwrap();
     pg.migrate().await.unwrap();
-    let sqlite = Store::connect(
-        &format!("sqlite://{}", dir.join("bench.db").display()),
-        StoreOptions::default(),
-    )
-    .unwrap();
+    // SQLite twice: `synchronous = FULL` (the default: commits survive a power loss) and
+    // `NORMAL` (they survive a crash of the process only), each on its own file.
+    let sqlite_store = |file: &str, synchronous| {
+        Store::connect(
+            &format!("sqlite://{}", dir.join(file).display()),
+            StoreOptions {
+                sqlite_synchronous: synchronous,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let sqlite = sqlite_store("full.db", SqliteSynchronous::Full);
     sqlite.migrate().await.unwrap();
+    let sqlite_normal = sqlite_store("normal.db", SqliteSynchronous::Normal);
+    sqlite_normal.migrate().await.unwrap();
 
     println!("| backend | method | batch | rows | seconds | rows/s |");
     println!("|---|---|---|---|---|---|");
     let mut offset = 1u128 << 64;
-    for batch in [100usize, 1000] {
-        for (name, store) in [("PostgreSQL", &pg), ("SQLite", &sqlite)] {
+    for batch in [10usize, 100, 1000] {
+        for (name, store) in [
+            ("PostgreSQL", &pg),
+            ("SQLite (synchronous FULL)", &sqlite),
+            ("SQLite (synchronous NORMAL)", &sqlite_normal),
+        ] {
             let rows = events(ROWS, offset);
             offset += ROWS as u128;
             let d = append_all(store, &rows, batch).await;

@@ -46,7 +46,9 @@ pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
 pub use import::{import_file, FileProblem, ImportError, ImportReport};
 pub use keys::CreatedKey;
-pub use store::{Backend, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
+pub use store::{
+    Backend, SqliteSynchronous, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS,
+};
 pub use tls::TlsMode;
 
 /// The error type inside transactions: diesel's errors (so `?` works on queries and diesel can

@@ -81,6 +81,9 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// SQLite's `busy_timeout`: how long a statement waits for another connection's lock.
     pub sqlite_busy_timeout: Duration,
+    /// SQLite's `synchronous`: whether a commit survives a power loss, not only a crash of
+    /// the process.
+    pub sqlite_synchronous: SqliteSynchronous,
     /// How often [`CatalogSource::wait_for_change`](flowgate_domain::ports::CatalogSource) polls
     /// the revision on SQLite (PostgreSQL is notified instead).
     pub poll_interval: Duration,
@@ -94,7 +97,30 @@ impl Default for StoreOptions {
             connect_timeout: Duration::from_secs(5),
             acquire_timeout: Duration::from_secs(5),
             sqlite_busy_timeout: Duration::from_secs(5),
+            sqlite_synchronous: SqliteSynchronous::default(),
             poll_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// SQLite's `synchronous` pragma, with the store's WAL journal (D15).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SqliteSynchronous {
+    /// `FULL`: each commit waits until the write-ahead log is on disk (an `fsync`): a commit
+    /// survives a power loss or an operating system crash.
+    #[default]
+    Full,
+    /// `NORMAL`: the log is synced at checkpoints only: a commit survives a crash or a kill of
+    /// the process, but the last commits before a power loss may be lost.
+    Normal,
+}
+
+impl SqliteSynchronous {
+    /// The pragma's value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SqliteSynchronous::Full => "FULL",
+            SqliteSynchronous::Normal => "NORMAL",
         }
     }
 }
@@ -215,9 +241,10 @@ impl Store {
             }
             let mut config = ManagerConfig::<SqliteConn>::default();
             let busy_timeout = options.sqlite_busy_timeout;
+            let synchronous = options.sqlite_synchronous;
             config.custom_setup = Box::new(move |path| {
                 let path = path.to_owned();
-                Box::pin(async move { establish_sqlite(&path, busy_timeout).await })
+                Box::pin(async move { establish_sqlite(&path, busy_timeout, synchronous).await })
             });
             let manager = AsyncDieselConnectionManager::new_with_config(path, config);
             let pool = Pool::builder(manager)
@@ -350,7 +377,8 @@ impl Store {
             }
             Target::Sqlite(path) => {
                 let busy_timeout = self.inner.options.sqlite_busy_timeout;
-                let mut conn = establish_sqlite(path, busy_timeout)
+                let synchronous = self.inner.options.sqlite_synchronous;
+                let mut conn = establish_sqlite(path, busy_timeout, synchronous)
                     .await
                     .map_err(connection_error)?;
                 // The wrapper runs this on the blocking pool with the synchronous connection.
@@ -394,19 +422,65 @@ impl Direction {
 
 /// A SQLite connection set up as every connection of the store must be: a busy timeout (wait
 /// for another connection's lock instead of failing at once), WAL (readers never block the
-/// writer), `synchronous = NORMAL` (durable across process crashes, the usual pairing with WAL)
-/// and foreign keys enforced.
+/// writer), `synchronous` as configured ([`SqliteSynchronous`]) and foreign keys enforced.
 pub(crate) async fn establish_sqlite(
     path: &str,
     busy_timeout: Duration,
+    synchronous: SqliteSynchronous,
 ) -> ConnectionResult<SqliteConn> {
     let mut conn = SqliteConn::establish(path).await?;
     conn.batch_execute(&format!(
-        "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+        "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; \
          PRAGMA foreign_keys = ON;",
-        busy_timeout.as_millis()
+        busy_timeout.as_millis(),
+        synchronous.as_str()
     ))
     .await
     .map_err(ConnectionError::CouldntSetupConfiguration)?;
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::sql_types::Integer;
+
+    use super::*;
+
+    #[derive(diesel::QueryableByName)]
+    struct Synchronous {
+        #[diesel(sql_type = Integer)]
+        synchronous: i32,
+    }
+
+    /// Every pooled SQLite connection runs with the configured `synchronous` (SQLite numbers
+    /// it: NORMAL 1, FULL 2).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_connections_use_the_configured_synchronous() {
+        let dir = std::env::temp_dir().join(format!("flowgate-sync-{}", uuid::Uuid::new_v4()));
+        for (setting, expected) in [(SqliteSynchronous::Full, 2), (SqliteSynchronous::Normal, 1)] {
+            let url = format!("sqlite://{}/{}.db", dir.display(), setting.as_str());
+            let store = Store::connect(
+                &url,
+                StoreOptions {
+                    sqlite_synchronous: setting,
+                    ..StoreOptions::default()
+                },
+            )
+            .unwrap();
+            let Pools::Sqlite(pool) = store.pools() else {
+                panic!("a SQLite store")
+            };
+            let mut conn = pool.get().await.unwrap();
+            let row: Synchronous = diesel::sql_query("PRAGMA synchronous")
+                .get_result(&mut *conn)
+                .await
+                .unwrap();
+            assert_eq!(row.synchronous, expected, "{setting:?}");
+        }
+        assert_eq!(
+            StoreOptions::default().sqlite_synchronous,
+            SqliteSynchronous::Full
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

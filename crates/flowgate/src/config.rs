@@ -15,7 +15,7 @@ use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
 use flowgate_jetstream::JetStreamConfig;
-use flowgate_store::Backend;
+use flowgate_store::{Backend, SqliteSynchronous};
 use serde::{Deserialize, Serialize};
 
 /// The deployment environment (`FLOWGATE_ENV` or `--env`).
@@ -120,6 +120,29 @@ pub struct DatabaseConfig {
     pub max_connections: usize,
     /// Longest time to open one connection.
     pub connect_timeout_ms: u64,
+    /// SQLite's `synchronous` (D15): `full` (commits survive a power loss) or `normal` (they
+    /// survive a crash of the process only).
+    pub sqlite_synchronous: SqliteSync,
+}
+
+/// `database.sqlite_synchronous`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSync {
+    /// Every commit is synced to disk.
+    #[default]
+    Full,
+    /// The log is synced at checkpoints.
+    Normal,
+}
+
+impl From<SqliteSync> for SqliteSynchronous {
+    fn from(s: SqliteSync) -> Self {
+        match s {
+            SqliteSync::Full => SqliteSynchronous::Full,
+            SqliteSync::Normal => SqliteSynchronous::Normal,
+        }
+    }
 }
 
 impl Default for DatabaseConfig {
@@ -129,6 +152,7 @@ impl Default for DatabaseConfig {
             auto_migrate: None,
             max_connections: 0,
             connect_timeout_ms: 5_000,
+            sqlite_synchronous: SqliteSync::Full,
         }
     }
 }

@@ -30,6 +30,7 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
         // One COPY client per event writer (the sink's only caller of append_events).
         copy_connections: config.sink().writers,
         connect_timeout: Duration::from_millis(config.database.connect_timeout_ms),
+        sqlite_synchronous: config.database.sqlite_synchronous.into(),
         ..StoreOptions::default()
     };
     let store = Store::connect(&config.database.url, options).map_err(|e| {

@@ -287,6 +287,7 @@ pub fn test_options() -> StoreOptions {
         acquire_timeout: Duration::from_secs(2),
         sqlite_busy_timeout: Duration::from_secs(5),
         poll_interval: Duration::from_millis(50),
+        ..StoreOptions::default()
     }
 }
 
