@@ -112,9 +112,12 @@ bench: bench-domain bench-handler bench-instructions bench-store bench-http
 
 ci: lint test
 
-## Validate deploy/ (YAML, Kubernetes and compose schemas, systemd-analyze, hadolint) without a
+## Validate deploy/ (YAML, Kubernetes and compose schemas, the kustomizations built,
+## systemd-analyze, hadolint, the alert rules with `promtool check rules` and their unit tests
+## with `promtool test rules`, the Grafana dashboard, metric names against the code) without a
 ## container engine. Not part of `test`/`ci`: its first run installs tools from PyPI into
-## target/deploy-venv (later runs are offline, about 1 s).
+## target/deploy-venv, and promtool from Debian's `prometheus` package when none is on PATH
+## (later runs are offline, about 3 s). With CI=true a missing promtool fails the check.
 .PHONY: deploy-check
 deploy-check:
 	bash deploy/validate.sh

@@ -12,7 +12,11 @@ to be served. Prints one Markdown table (also written to target/bench-http/resul
 Only the standard library; needs wrk, psql and a PostgreSQL server on 127.0.0.1:5432.
 Environment: BENCH_DURATION (seconds per measured run, default 15), BENCH_WARMUP (default 3),
 BENCH_CONNECTIONS (default 64), BENCH_ONLY (comma-separated scenario names: resolve, batch10,
-batch50, events, change), BENCH_ROUNDS (single resolve alternates flowgate and the baseline
+batch50, events (with its buffered and jetstream variants, or only one of them with
+events_buffered or events_jetstream, which run alone too), change), BENCH_NATS_SERVER (the
+nats-server binary for the jetstream events, default from PATH), BENCH_INGEST_ENV (settings
+for `flowgate ingest` alone, `KEY=VALUE,KEY=VALUE`), BENCH_PERF=ingest (`perf record` of
+ingest's first 10 s) or =events_jetstream (of serve publishing), BENCH_ROUNDS (single resolve alternates flowgate and the baseline
 this many times and reports the round of median ratio, default 3), BENCH_PERF=1 or =<scenario> (`perf record` of the server during the
 measured single-resolve run, or that scenario's, into target/bench-http/perf-<scenario>.data),
 BENCH_GLIBC_TUNABLES (when set, passed to the server alone as GLIBC_TUNABLES, e.g.
@@ -31,6 +35,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,6 +49,13 @@ BIN = os.environ.get("BENCH_BIN") or os.path.join(ROOT, "target", "release", "fl
 BASELINE = os.environ.get("BENCH_BASELINE_BIN") or os.path.join(
     ROOT, "target", "release", "flowgate-bench-baseline"
 )
+# The JetStream baseline: a minimal async-nats publisher of the same messages (D16).
+PUBLISHER = os.path.join(os.path.dirname(BASELINE), "flowgate-bench-publisher")
+NATS_SERVER = os.environ.get("BENCH_NATS_SERVER") or shutil.which("nats-server") or "/usr/sbin/nats-server"
+NATS_PORT = 18422
+# Acknowledgements the baseline publisher keeps pending: what serve's sink can have in flight
+# (4 writers, each a batch of up to 1,000 events in messages of 100).
+PUBLISH_IN_FLIGHT = 40
 DURATION = int(os.environ.get("BENCH_DURATION", "15"))
 WARMUP = int(os.environ.get("BENCH_WARMUP", "3"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "64"))
@@ -399,21 +411,26 @@ def run(meta, procs):
     copy = None
     if "events" in results:
         log("events: raw COPY of the same rows through psql")
-        csv = os.path.join(OUT, "events.csv")
-        psql("\\copy (SELECT * FROM analytics_events WHERE event_id::text LIKE '00000002-%%') TO '%s' WITH (FORMAT csv)" % csv)
-        # Three times into a fresh table, the median kept: one COPY on this shared machine
-        # moved between 60k and 185k rows/s from run to run.
-        times = []
-        for _ in range(3):
-            psql("DROP TABLE IF EXISTS copy_target")
-            psql("CREATE TABLE copy_target (LIKE analytics_events INCLUDING ALL)")
-            psql("CHECKPOINT")
-            start = time.monotonic()
-            psql("\\copy copy_target FROM '%s' WITH (FORMAT csv)" % csv)
-            times.append(time.monotonic() - start)
-        n = int(psql("SELECT count(*) FROM copy_target"))
-        copy = (n, sorted(times)[1], times)
-        os.remove(csv)
+        copy = raw_copy("'00000002-%%'")
+
+    # The other events modes, each on a server of its own: `events.ack = "buffered"` (D15),
+    # and the event bus (D16): serve publishing to JetStream, then `flowgate ingest` storing
+    # what it published.
+    buffered = bus = None
+    if "events" in results and (not ONLY or "events_buffered" in ONLY or "events" in ONLY):
+        stop(server)
+        log("events, 100 per request, events.ack=buffered: flowgate")
+        server, _ = start_flowgate(extra={"FLOWGATE__EVENTS__ACK": "buffered"})
+        procs.append(server)
+        buffered = measure_flowgate("events", server, "events.lua", dict(env, BENCH_RUN_BASE="16"), None)
+        stop(server)
+        server, _ = start_flowgate()
+        procs.append(server)
+    if not ONLY or "events_jetstream" in ONLY or "events" in ONLY:
+        stop(server)
+        bus = jetstream_events(env, procs)
+        server, _ = start_flowgate()
+        procs.append(server)
 
     change = None
     if not ONLY or "change" in ONLY:
@@ -459,8 +476,12 @@ def run(meta, procs):
     for name, (label, r, b) in results.items():
         bytes_col = name.startswith("batch")
         if name == "events":
-            row(label, r, b, events="%.0f stored/s" % r["events_per_s"],
-                note="%d events stored end to end; %.0f accepted/s while wrk ran" % (r["stored"], r["rps"] * 100))
+            row(label + ", ack=stored", r, b, events="%.0f stored/s" % r["events_per_s"],
+                note="each 202 after its batch committed (D15); %d events stored end to end; %.0f accepted/s while wrk ran"
+                % (r["stored"], r["rps"] * 100))
+            if buffered:
+                row(label + ", ack=buffered", buffered, b, events="%.0f stored/s" % buffered["events_per_s"],
+                    note="each 202 once queued in memory; %d events stored end to end" % buffered["stored"])
         elif name == "resolve":
             row(label, r, b, events="%.0f no-flow stored/s" % r["no_flow_per_s"],
                 note="resolve_no_flow events (D8) written to PostgreSQL on the same cores; "
@@ -483,10 +504,32 @@ def run(meta, procs):
             row("baseline: " + label + ", paced", pb, note=note)
         if name == "events" and copy:
             n, secs, times = copy
-            rows.append(["raw COPY of the same rows (psql \\copy)", "", "", "", "%.2fx (events/s)" % (r["events_per_s"] / (n / secs)),
+            ratios = "stored %.2fx" % (r["events_per_s"] / (n / secs))
+            if buffered:
+                ratios += ", buffered %.2fx" % (buffered["events_per_s"] / (n / secs))
+            rows.append(["raw COPY of the same rows (psql \\copy)", "", "", "", ratios + " (events/s)",
                          "", "%.0f rows/s" % (n / secs), "", "", "",
                          "%d rows in %.3f s (median of %s s), psql start included"
                          % (n, secs, ", ".join("%.3f" % t for t in times))])
+    if bus:
+        j, pub, ingest, jcopy = bus["serve"], bus["publisher"], bus["ingest"], bus["copy"]
+        row("events, 100 per request, jetstream: serve publishing", j, None, events="%.0f published/s" % j["events_per_s"],
+            note="each 202 after the stream acknowledged (D15, D16); %d events published; nats-server %s, file storage, 1 replica"
+            % (j["published"], bus["nats_version"]))
+        rows.append(["baseline: minimal async-nats publisher of the same messages", "", "", "",
+                     "serve %.2fx (events/s)" % (j["events_per_s"] / pub["events_per_s"]), "",
+                     "%.0f published/s" % pub["events_per_s"], "", "", "",
+                     "%d messages (%d events) in %.3f s (median of %s s), %d acknowledgements in flight"
+                     % (pub["messages"], pub["events"], pub["seconds"], ", ".join("%.3f" % t for t in pub["rounds"]),
+                        PUBLISH_IN_FLIGHT)])
+        jn, jsecs, jtimes = jcopy
+        rows.append(["flowgate ingest: the stream into PostgreSQL", "", "", "",
+                     "%.2fx of raw COPY (events/s)" % (ingest["events_per_s"] / (jn / jsecs)), "",
+                     "%.0f stored/s" % ingest["events_per_s"], "%.0f MiB" % (ingest["rss"] / MIB), "", "",
+                     "%d events in %.3f s from the first row stored, %.2f µs of ingest's CPU per event%s; raw COPY of the same rows %.0f rows/s (median of %s s)"
+                     % (ingest["events"], ingest["seconds"], ingest["cpu_us_per_event"],
+                        " (%s)" % ingest["settings"] if ingest["settings"] else "",
+                        jn / jsecs, ", ".join("%.3f" % t for t in jtimes))])
     limit = 1.5 * meta["catalog_bytes"] + 64 * MIB
     rows.append(["catalog at scale: start-up to ready", "", "", "", "", "", "", "%.0f MiB" % (rss_loaded / MIB), "", "",
                  "%.2f s to /readyz 200; RSS after load (catalog JSON %.1f MB, limit %.0f MiB); import %.1f s"
@@ -512,7 +555,16 @@ def run(meta, procs):
     if copy:
         _, r, _ = results["events"]
         ratio = r["events_per_s"] / (copy[0] / copy[1])
-        checks.append(("events >= 0.5x raw COPY rows/s", "%.2fx" % ratio, ratio >= 0.5))
+        checks.append(("events, ack=stored >= 0.6x raw COPY rows/s", "%.2fx" % ratio, ratio >= 0.6))
+        if buffered:
+            ratio = buffered["events_per_s"] / (copy[0] / copy[1])
+            checks.append(("events, ack=buffered >= 0.5x raw COPY rows/s", "%.2fx" % ratio, ratio >= 0.5))
+    if bus:
+        ratio = bus["serve"]["events_per_s"] / bus["publisher"]["events_per_s"]
+        checks.append(("serve publishing >= 0.5x a minimal async-nats publisher", "%.2fx" % ratio, ratio >= 0.5))
+        jn, jsecs, _ = bus["copy"]
+        ratio = bus["ingest"]["events_per_s"] / (jn / jsecs)
+        checks.append(("flowgate ingest >= 0.6x raw COPY rows/s", "%.2fx" % ratio, ratio >= 0.6))
     checks.append(("RSS at catalog scale <= 1.5x JSON + 64 MiB", "%.0f of %.0f MiB" % (rss_loaded / MIB, limit / MIB), rss_loaded <= limit))
     if change:
         checks.append(("published change served within 1 s (after the import committed)", "%.3f s" % change[0], change[0] <= 1.0))
@@ -527,6 +579,138 @@ def run(meta, procs):
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump({k: {"flowgate": v[1], "baseline": v[2]} for k, v in results.items()}, f, indent=1)
     return 0
+
+
+def raw_copy(pattern):
+    """Raw COPY, through psql, of the stored events whose id is LIKE `pattern`, into a fresh
+    table, three times: (rows, median seconds, the three times). One COPY on this shared
+    machine moved between 60k and 185k rows/s from run to run."""
+    csv = os.path.join(OUT, "events.csv")
+    psql("\\copy (SELECT * FROM analytics_events WHERE event_id::text LIKE %s) TO '%s' WITH (FORMAT csv)" % (pattern, csv))
+    times = []
+    for _ in range(3):
+        psql("DROP TABLE IF EXISTS copy_target")
+        psql("CREATE TABLE copy_target (LIKE analytics_events INCLUDING ALL)")
+        psql("CHECKPOINT")
+        start = time.monotonic()
+        psql("\\copy copy_target FROM '%s' WITH (FORMAT csv)" % csv)
+        times.append(time.monotonic() - start)
+    n = int(psql("SELECT count(*) FROM copy_target"))
+    psql("DROP TABLE copy_target")
+    os.remove(csv)
+    return (n, sorted(times)[1], times)
+
+
+def metric(port, name):
+    """A sample's value from a /metrics page (None when absent)."""
+    _, page = call(port, "GET", "/metrics")
+    for line in page.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def settled(read, quiet=1.0):
+    """Polls `read()` until it has not changed for `quiet` seconds: (value, monotonic time of
+    the last change)."""
+    last, changed = read(), time.monotonic()
+    while time.monotonic() - changed < quiet:
+        time.sleep(0.1)
+        n = read()
+        if n != last:
+            last, changed = n, time.monotonic()
+    return last, changed
+
+
+def jetstream_events(env, procs):
+    """The events scenario through the bus (D16): a nats-server of the benchmark's own, serve
+    publishing (measured like the other rows), the same messages published by the minimal
+    async-nats publisher, then `flowgate ingest` draining the stream into PostgreSQL, against
+    a raw COPY of the rows it stored."""
+    store = os.path.join(OUT, "nats")
+    subprocess.run(["rm", "-rf", store], check=True)
+    nats = subprocess.Popen([NATS_SERVER, "-a", "127.0.0.1", "-p", str(NATS_PORT), "-js", "-sd", store],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs.append(nats)
+    version = subprocess.run([NATS_SERVER, "--version"], capture_output=True, text=True).stdout.strip().split()[-1]
+    url = "nats://127.0.0.1:%d" % NATS_PORT
+    bus = {"FLOWGATE__EVENTS__SINK": "jetstream", "FLOWGATE__EVENTS__JETSTREAM__URL": url}
+    for _ in range(100):
+        try:
+            out = subprocess.run([BIN, "migrate"], env=dict(flowgate_env(), **bus), capture_output=True, text=True, cwd=ROOT)
+            if out.returncode == 0:
+                break
+        except OSError:
+            pass
+        time.sleep(0.1)
+    else:
+        raise RuntimeError("flowgate migrate (jetstream): %s" % out.stderr)
+
+    log("events, 100 per request, events.sink=jetstream: flowgate serve publishing")
+    server, _ = start_flowgate(extra=bus)
+    procs.append(server)
+    written = lambda: metric(ADMIN, "flowgate_sink_events_written_total") or 0.0
+    marked = {}
+
+    def mark():
+        marked["w0"], _ = settled(written)
+
+    perf = "perf-events_jetstream.data" if os.environ.get("BENCH_PERF") == "events_jetstream" else None
+    r = measure(server.pid, API, "events.lua", dict(env, BENCH_RUN_BASE="32"), before_run=mark, perf=perf)
+    w1, last = settled(written)
+    r["events_per_s"] = (w1 - marked["w0"]) / (last - r["start"])
+    r["published"] = int(w1 - marked["w0"])
+    stop(server)
+
+    log("the same messages through a minimal async-nats publisher")
+    out = subprocess.run([PUBLISHER, url, "FLOWGATE_EVENTS", "bench.publish", str(PUBLISH_IN_FLIGHT)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError("flowgate-bench-publisher: %s" % out.stderr)
+    publisher = json.loads(out.stdout.strip().splitlines()[-1])
+
+    log("flowgate ingest: the stream into PostgreSQL")
+    n0 = count_events()
+    target = n0 + publisher["events"]
+    extra = dict(kv.split("=", 1) for kv in os.environ.get("BENCH_INGEST_ENV", "").split(",") if kv)
+    ingest = subprocess.Popen([BIN, "ingest"], env=dict(flowgate_env(), **bus, **extra),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    procs.append(ingest)
+    profiler = None
+    if os.environ.get("BENCH_PERF") == "ingest":
+        profiler = subprocess.Popen(
+            ["perf", "record", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf,16384", "-p", str(ingest.pid),
+             "-o", os.path.join(OUT, "perf-ingest.data"), "--", "sleep", "10"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    cpu0 = None
+    first = None
+    deadline = time.monotonic() + 300
+    while True:
+        n = count_events()
+        now = time.monotonic()
+        if first is None and n > n0:
+            first = (now, n)
+            cpu0 = cpu_seconds(ingest.pid)
+        if n >= target:
+            break
+        if now > deadline:
+            raise RuntimeError("ingest stored %d of %d events in 300 s" % (n - n0, target - n0))
+        time.sleep(0.05)
+    done = time.monotonic()
+    rss = rss_bytes(ingest.pid)
+    ingest_cpu = cpu_seconds(ingest.pid) - cpu0
+    if profiler:
+        profiler.wait()
+    stop(ingest)
+    stop(nats)
+    # From the first stored row: the rows stored before the first poll are not timed.
+    events = target - first[1]
+    ingested = {"events": events, "seconds": done - first[0], "events_per_s": events / (done - first[0]), "rss": rss,
+                "cpu_us_per_event": 1e6 * ingest_cpu / events, "settings": os.environ.get("BENCH_INGEST_ENV", "")}
+    log("events (jetstream): raw COPY of the same rows through psql")
+    jcopy = raw_copy("'0000002_-%%'")
+    return {"serve": r, "publisher": publisher, "ingest": ingested, "copy": jcopy, "nats_version": version}
 
 
 def published_change(meta, headers):

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 
 . bench/install.sh
 install_missing wrk
+command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || install_missing nats-server
 for tool in psql python3; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 1; }
 done

@@ -7,7 +7,8 @@ done = c.done
 local app = c.apps[1]
 local flow = os.getenv("BENCH_FLOW")
 local version = os.getenv("BENCH_FLOW_VERSION")
-local run = tonumber(os.getenv("BENCH_RUN") or "1")
+-- BENCH_RUN_BASE keeps the ids of each events scenario (stored, buffered, jetstream) apart.
+local run = tonumber(os.getenv("BENCH_RUN") or "1") + tonumber(os.getenv("BENCH_RUN_BASE") or "0")
 local stamp = os.date("!%Y-%m-%dT%H:%M:%SZ")
 local types = {
   ',"event_type":"flow_open"',

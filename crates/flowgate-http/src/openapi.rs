@@ -153,7 +153,7 @@ fn paths() -> Value {
     let resolve_desc = "Resolves the published flow version for a placement and a user (D3). No match is also 200 with `flow_id: null`; a `resolve_no_flow` event is then recorded (D8). `?export=true` skips audiences and experiments and serves the placement's default flow (D3.5).";
     let export = json!({"name": "export", "in": "query", "required": false, "description": "`true` serves the default flow deterministically and records nothing; any value other than true or false is a 400.", "schema": {"type": "string", "enum": ["true", "false"]}});
     let events_desc = format!(
-        "Accepts one event or an array of 1 to {MAX_EVENTS_PER_REQUEST} (at most {DEFAULT_EVENTS_BODY_LIMIT} bytes, decoded when `Content-Encoding: gzip`). Each event is validated (D7); valid ones are buffered for asynchronous storage, idempotent on `event_id`. When the buffer is full the whole request gets 503 and nothing is accepted."
+        "Accepts one event or an array of 1 to {MAX_EVENTS_PER_REQUEST} (at most {DEFAULT_EVENTS_BODY_LIMIT} bytes, decoded when `Content-Encoding: gzip`). Each event is validated (D7); valid ones are stored, idempotent on `event_id`. The 202 is sent once every accepted event is stored (committed, or acknowledged by the event bus; D15), unless the server runs with `events.ack = \"buffered\"`, which answers once they are queued. When the buffer is full, or the events are not stored within the server's acknowledgement timeout, the whole request gets 503 with `Retry-After`: send it again (events already stored are counted as accepted and not stored twice)."
     );
     let events_ok = ok_json(
         "Accepted for storage; invalid events are counted in `rejected`.",
@@ -178,7 +178,7 @@ fn paths() -> Value {
         "Deprecated: use `/v1/apps/{appId}/events`. Each event's `app_id` names its app; an event whose app is not in the key's workspace is rejected.",
         vec![json!({"$ref": "#/components/parameters/ContentEncoding"})],
         schema_ref("EventBody"),
-        ("202", ok_json("Accepted for storage.", schema_ref("EventsAccepted"), true)),
+        ("202", ok_json("Stored (D15).", schema_ref("EventsAccepted"), true)),
     ));
     legacy_events["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
     json!({
@@ -328,7 +328,7 @@ fn components() -> Value {
             "PayloadTooLarge": problem_response("The body exceeds the limit.", &[]),
             "UnsupportedMediaType": problem_response("The body is not application/json, or its encoding is not accepted.", &[]),
             "RateLimited": problem_response("Rate limited (D10).", &["Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
-            "Overloaded": problem_response("The event buffer is full: nothing of the request was accepted (D7).", &["Retry-After"])
+            "Overloaded": problem_response("The event buffer is full, or the events were not stored in time: nothing of the request counts as accepted (D7, D15). Send it again after `Retry-After`; events already stored are not stored twice.", &["Retry-After"])
         },
         "schemas": {
             "ResolveRequest": resolve_request,

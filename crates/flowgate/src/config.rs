@@ -339,6 +339,8 @@ pub struct JetStreamSettings {
     pub ack_wait_ms: u64,
     /// Longest connection or JetStream API call.
     pub connect_timeout_ms: u64,
+    /// About how many events `flowgate ingest` writes to the store at once.
+    pub ingest_batch_size: usize,
 }
 
 impl Default for JetStreamSettings {
@@ -353,6 +355,7 @@ impl Default for JetStreamSettings {
             max_deliveries: c.max_deliveries,
             ack_wait_ms: millis(c.ack_wait),
             connect_timeout_ms: millis(c.connect_timeout),
+            ingest_batch_size: c.ingest_batch_size,
         }
     }
 }
@@ -375,6 +378,7 @@ impl JetStreamSettings {
             max_deliveries: self.max_deliveries,
             ack_wait: Duration::from_millis(self.ack_wait_ms),
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            ingest_batch_size: self.ingest_batch_size,
         }
     }
 }

@@ -37,8 +37,13 @@ pub async fn ingest(config: Config) -> ExitCode {
     let sink = config.sink();
     let settings = IngestConfig {
         loops: sink.writers,
-        // Messages hold up to 100 events: a write of about `batch_size` events.
-        messages_per_write: sink.batch_size.div_ceil(100).max(1),
+        // Messages hold up to 100 events: a write of about `ingest_batch_size` events.
+        messages_per_write: config
+            .events
+            .jetstream
+            .ingest_batch_size
+            .div_ceil(100)
+            .max(1),
         write_timeout: sink.write_timeout,
         fetch_wait: Duration::from_secs(1),
         retry_base: sink.backoff.base,
