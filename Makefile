@@ -92,10 +92,12 @@ bench-store: pg-up
 	$(CARGO) bench -p flowgate-store --bench events
 	$(CARGO) bench -p flowgate-store --bench catalog
 
-## HTTP load benchmark (issue 7): release build, the catalog at scale on PostgreSQL, wrk at 64
+## HTTP load benchmark: release build, the catalog at scale on PostgreSQL, wrk at 64
 ## connections against flowgate and against a no-logic actix-web baseline in the same run;
-## prints one table (single resolve, batch 10/50, events vs raw COPY, start-up, RSS, time for
-## a published change to be served). Installs wrk when missing. About 5 minutes once built.
+## prints one table (single resolve, batch 10/50, events with ack=stored and ack=buffered vs
+## raw COPY, events through NATS JetStream: serve publishing vs a minimal async-nats publisher
+## and ingest vs raw COPY, start-up, RSS, time for a published change to be served). Installs
+## wrk and nats-server when missing. About 8 minutes once built.
 bench-http: pg-up
 	bash bench/run.sh
 
