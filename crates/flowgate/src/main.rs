@@ -9,6 +9,7 @@ mod config;
 mod demo;
 mod heap;
 mod ingest;
+mod refresh;
 mod runtime;
 mod serve;
 mod telemetry;

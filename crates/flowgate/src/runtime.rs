@@ -86,7 +86,7 @@ impl Runtime {
         self.catalog_loaded.load(Ordering::Relaxed)
     }
 
-    fn store_healthy(&self) -> bool {
+    pub(crate) fn store_healthy(&self) -> bool {
         let recent = self
             .now_ms()
             .saturating_sub(self.store_ok_at_ms.load(Ordering::Relaxed))

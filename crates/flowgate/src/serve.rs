@@ -5,13 +5,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::{web, HttpServer};
 use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
-use flowgate_domain::catalog::CatalogError;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::{admin_app, api_app, AdminState, ApiState, CatalogHandle, HttpMetrics};
@@ -21,6 +20,7 @@ use tokio::sync::watch;
 
 use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
+use crate::refresh::Refresher;
 use crate::runtime::{Admin, DeadLetterGauge, Runtime};
 use crate::{demo, open_store};
 
@@ -35,7 +35,13 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     }
     let runtime = Arc::new(Runtime::default());
     let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
-    if let Err(e) = reload(&store, &catalog, &runtime, None).await {
+    let mut refresher = Refresher {
+        source: Arc::new(store.clone()),
+        catalog: catalog.clone(),
+        runtime: runtime.clone(),
+        known: None,
+    };
+    if let Err(e) = refresher.reload(None).await {
         // Not fatal: the listeners start, /readyz says not_ready, the refresher retries.
         tracing::error!(error = %e, "the first catalog load failed; retrying in the background");
     }
@@ -77,13 +83,8 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         metrics,
     ));
     let (stop_tx, stop_rx) = watch::channel(false);
-    let refresher = tokio::spawn(refresh_loop(
-        Reloader {
-            store: store.clone(),
-            catalog: catalog.clone(),
-            runtime: runtime.clone(),
-            api: api_state.clone(),
-        },
+    let refresher = tokio::spawn(refresher.run(
+        Some(api_state.clone()),
         Duration::from_millis(config.catalog.refresh_interval_ms),
         stop_rx,
     ));
@@ -208,127 +209,6 @@ pub fn base_url(listen: &str) -> String {
         .replace("0.0.0.0", "127.0.0.1")
         .replace("[::]", "[::1]");
     format!("http://{listen}")
-}
-
-/// What the refresher needs to reload the catalog.
-struct Reloader {
-    store: Store,
-    catalog: CatalogHandle,
-    runtime: Arc<Runtime>,
-    api: web::Data<ApiState>,
-}
-
-/// Loads the catalog and swaps it in; building (CPU-bound for large catalogs) runs off the
-/// async workers, and so does handing the API's per-version state (compressed flows) over to
-/// the new snapshot (`api`, absent on the first load). A catalog that does not build is logged
-/// and the last good one keeps serving.
-async fn reload(
-    store: &Store,
-    catalog: &CatalogHandle,
-    runtime: &Runtime,
-    api: Option<&web::Data<ApiState>>,
-) -> Result<u64, String> {
-    let started = Instant::now();
-    let data = match store.load_catalog().await {
-        Ok(data) => data,
-        Err(e) => {
-            runtime.store_failed();
-            return Err(e.to_string());
-        }
-    };
-    runtime.store_ok();
-    let revision = data.revision;
-    let api = api.cloned();
-    let built = tokio::task::spawn_blocking(move || -> Result<_, CatalogError> {
-        let snapshot = Catalog::build(data)?;
-        let carried = api.map_or(0, |api| api.prepare_snapshot(&snapshot));
-        Ok((snapshot, carried))
-    })
-    .await
-    .map_err(|e| e.to_string())?;
-    match built {
-        Ok((snapshot, carried)) => {
-            let previous = Arc::downgrade(&catalog.swap(Arc::new(snapshot)));
-            runtime.catalog_reloaded();
-            // The load's intermediate data is free now, and the previous snapshot once the
-            // requests in flight and every worker's held copy let go of it (a worker's next
-            // request or its sweeper, within a second): give the pages back then (src/heap.rs).
-            tokio::spawn(crate::heap::release_once_freed(
-                previous,
-                crate::heap::RELEASE_POLL,
-                crate::heap::RELEASE_WAIT_MAX,
-                crate::heap::release_free_memory,
-            ));
-            tracing::info!(
-                revision,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                compressed_flows_kept = carried,
-                "catalog loaded"
-            );
-            Ok(revision)
-        }
-        Err(e) => {
-            runtime.catalog_build_failed();
-            tracing::error!(revision, problems = e.problems.len(), first = %e.problems.first().map(ToString::to_string).unwrap_or_default(), "the stored catalog does not build; keeping the last good snapshot");
-            Err(e.to_string())
-        }
-    }
-}
-
-/// Waits for store changes and reloads (D12). While the store fails, the last snapshot keeps
-/// serving and the loop retries with a growing pause.
-async fn refresh_loop(reloader: Reloader, interval: Duration, mut stop: watch::Receiver<bool>) {
-    let Reloader {
-        store,
-        catalog,
-        runtime,
-        api,
-    } = reloader;
-    let mut known = catalog.load().revision();
-    let mut failures: u32 = 0;
-    loop {
-        let started = Instant::now();
-        let outcome = tokio::select! {
-            result = store.wait_for_change(known, interval) => result,
-            _ = stop.changed() => return,
-        };
-        match outcome {
-            Ok(revision) => {
-                runtime.store_ok();
-                failures = 0;
-                if revision != known || !runtime.catalog_loaded() {
-                    // A failed build keeps `known` at the broken revision so it is not rebuilt in a
-                    // loop; the next change is picked up.
-                    known = reload(&store, &catalog, &runtime, Some(&api))
-                        .await
-                        .unwrap_or(revision);
-                } else {
-                    runtime.catalog_fresh();
-                    if started.elapsed() < interval / 4 {
-                        // A source that cannot wait answered at once: pace the polling.
-                        pause(interval, &mut stop).await;
-                    }
-                }
-            }
-            Err(e) => {
-                runtime.store_failed();
-                failures = failures.saturating_add(1);
-                tracing::warn!(error = %e, failures, "the store is failing; serving the last catalog snapshot");
-                let backoff = interval.saturating_mul(failures.min(5));
-                pause(backoff, &mut stop).await;
-            }
-        }
-        if *stop.borrow() {
-            return;
-        }
-    }
-}
-
-async fn pause(duration: Duration, stop: &mut watch::Receiver<bool>) {
-    tokio::select! {
-        _ = tokio::time::sleep(duration) => {}
-        _ = stop.changed() => {}
-    }
 }
 
 /// SIGTERM (orchestrators) or SIGINT (Ctrl-C).

@@ -1,0 +1,435 @@
+//! The catalog refresher (D12): waits for the store's changes through the [`CatalogSource`]
+//! port and swaps a new snapshot in, so a published change is served within
+//! `catalog.refresh_interval_ms`.
+//!
+//! What it remembers (`known`) is the revision of the snapshot it swapped in, or of a stored
+//! catalog that does not build (rebuilding it in a loop would change nothing: the next change
+//! is picked up), and nothing before either. A load that failed (the store dropped the
+//! connection, a statement timed out) leaves `known` as it was, so the next pass loads the
+//! change again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_web::web;
+use flowgate_domain::catalog::CatalogError;
+use flowgate_domain::ports::{CatalogSource, StoreError};
+use flowgate_domain::{Catalog, CatalogData};
+use flowgate_http::{ApiState, CatalogHandle};
+use tokio::sync::watch;
+
+use crate::runtime::Runtime;
+
+/// Why a reload did not swap a snapshot in.
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The catalog could not be loaded: try again.
+    Load(StoreError),
+    /// The stored catalog at `revision` does not build: the last good snapshot keeps serving
+    /// until the next change.
+    Build {
+        /// The broken revision.
+        revision: u64,
+        /// The problems.
+        error: CatalogError,
+    },
+    /// The build task failed (a panic): try again.
+    Task(String),
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::Load(e) => write!(f, "loading the catalog failed: {e}"),
+            ReloadError::Build { revision, error } => {
+                write!(
+                    f,
+                    "the stored catalog (revision {revision}) does not build: {error}"
+                )
+            }
+            ReloadError::Task(e) => write!(f, "building the catalog failed: {e}"),
+        }
+    }
+}
+
+/// Loads snapshots from a [`CatalogSource`] into the shared [`CatalogHandle`].
+pub struct Refresher {
+    /// Where catalogs come from: the store.
+    pub source: Arc<dyn CatalogSource>,
+    /// The snapshot the API serves.
+    pub catalog: CatalogHandle,
+    /// Health flags and counters.
+    pub runtime: Arc<Runtime>,
+    /// The revision last swapped in or found not to build (`known`, module doc).
+    pub known: Option<u64>,
+}
+
+impl Refresher {
+    /// Loads the catalog and swaps it in; building (CPU-bound for large catalogs) runs off the
+    /// async workers, and so does handing the API's per-version state (compressed flows) over
+    /// to the new snapshot (`api`, absent on the first load). Returns the revision now served.
+    pub async fn reload(&mut self, api: Option<&web::Data<ApiState>>) -> Result<u64, ReloadError> {
+        let started = Instant::now();
+        let data = match self.source.load_catalog().await {
+            Ok(data) => data,
+            Err(e) => {
+                self.runtime.store_failed();
+                return Err(ReloadError::Load(e));
+            }
+        };
+        self.runtime.store_ok();
+        let result = self.install(data, api, started).await;
+        match &result {
+            Ok(revision) | Err(ReloadError::Build { revision, .. }) => self.known = Some(*revision),
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// Builds `data` and swaps it in.
+    pub async fn install(
+        &self,
+        data: CatalogData,
+        api: Option<&web::Data<ApiState>>,
+        started: Instant,
+    ) -> Result<u64, ReloadError> {
+        let revision = data.revision;
+        let api = api.cloned();
+        let built = tokio::task::spawn_blocking(move || -> Result<_, CatalogError> {
+            let snapshot = Catalog::build(data)?;
+            let carried = api.map_or(0, |api| api.prepare_snapshot(&snapshot));
+            Ok((snapshot, carried))
+        })
+        .await
+        .map_err(|e| ReloadError::Task(e.to_string()))?;
+        match built {
+            Ok((snapshot, carried)) => {
+                let previous = Arc::downgrade(&self.catalog.swap(Arc::new(snapshot)));
+                self.runtime.catalog_reloaded();
+                // The load's intermediate data is free now, and the previous snapshot once the
+                // requests in flight and every worker's held copy let go of it (a worker's next
+                // request or its sweeper, within a second): give the pages back then
+                // (src/heap.rs).
+                tokio::spawn(crate::heap::release_once_freed(
+                    previous,
+                    crate::heap::RELEASE_POLL,
+                    crate::heap::RELEASE_WAIT_MAX,
+                    crate::heap::release_free_memory,
+                ));
+                tracing::info!(
+                    revision,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    compressed_flows_kept = carried,
+                    "catalog loaded"
+                );
+                Ok(revision)
+            }
+            Err(error) => {
+                self.runtime.catalog_build_failed();
+                tracing::error!(revision, problems = error.problems.len(), first = %error.problems.first().map(ToString::to_string).unwrap_or_default(), "the stored catalog does not build; keeping the last good snapshot");
+                Err(ReloadError::Build { revision, error })
+            }
+        }
+    }
+
+    /// Waits for store changes and reloads (D12) until `stop` turns true. While the store
+    /// fails, the last snapshot keeps serving and the loop retries with a growing pause.
+    pub async fn run(
+        mut self,
+        api: Option<web::Data<ApiState>>,
+        interval: Duration,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut failures: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let outcome = tokio::select! {
+                result = self.source.wait_for_change(self.known.unwrap_or(u64::MAX), interval) => result,
+                _ = stop.changed() => return,
+            };
+            let failed = match outcome {
+                Ok(revision) if Some(revision) != self.known => {
+                    self.runtime.store_ok();
+                    match self.reload(api.as_ref()).await {
+                        // A catalog that does not build is remembered too: not rebuilt in a
+                        // loop, the next change is picked up.
+                        Ok(_) | Err(ReloadError::Build { .. }) => None,
+                        // `known` stays: the next pass loads the change again.
+                        Err(e) => Some(e.to_string()),
+                    }
+                }
+                Ok(_) => {
+                    self.runtime.store_ok();
+                    self.runtime.catalog_fresh();
+                    if started.elapsed() < interval / 4 {
+                        // A source that cannot wait answered at once: pace the polling.
+                        pause(interval, &mut stop).await;
+                    }
+                    None
+                }
+                Err(e) => {
+                    self.runtime.store_failed();
+                    Some(e.to_string())
+                }
+            };
+            match failed {
+                Some(error) => {
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(%error, failures, "the store is failing; serving the last catalog snapshot");
+                    pause(interval.saturating_mul(failures.min(5)), &mut stop).await;
+                }
+                None => failures = 0,
+            }
+            if *stop.borrow() {
+                return;
+            }
+        }
+    }
+}
+
+async fn pause(duration: Duration, stop: &mut watch::Receiver<bool>) {
+    tokio::select! {
+        _ = tokio::time::sleep(duration) => {}
+        _ = stop.changed() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use arc_swap::ArcSwap;
+    use flowgate_domain::catalog::{FlowData, WorkspaceData};
+    use flowgate_domain::ids::{AppId, FlowId, WorkspaceId};
+    use flowgate_domain::ports::BoxFuture;
+
+    use super::*;
+
+    /// A catalog source whose revision and data the test sets, and whose loads or waits fail
+    /// on command.
+    #[derive(Default)]
+    struct Source {
+        revision: AtomicU64,
+        data: Mutex<CatalogData>,
+        failing_loads: AtomicBool,
+        /// Fail this many more loads.
+        fail_next_loads: AtomicU64,
+        down: AtomicBool,
+        loads: AtomicU64,
+    }
+
+    impl Source {
+        /// Publishes a change: a catalog with `apps` apps (or one that does not build).
+        fn publish(&self, apps: usize, builds: bool) {
+            let mut data = CatalogData::default();
+            let workspace = WorkspaceId::from_uuid(uuid::Uuid::from_u128(1));
+            let mut ws = WorkspaceData {
+                id: workspace,
+                name: "w".to_owned(),
+                apps: Vec::new(),
+            };
+            for n in 0..apps {
+                let mut app: flowgate_domain::catalog::AppData = serde_json::from_value(
+                    serde_json::json!({"id": AppId::from_uuid(uuid::Uuid::from_u128(100 + n as u128)),
+                        "name": "a", "media_base_url": "https://m/", "icon_base_url": "https://i/"}),
+                )
+                .unwrap();
+                if !builds {
+                    // Published version 9 does not exist: the catalog does not build.
+                    app.flows.push(FlowData {
+                        id: FlowId::from_uuid(uuid::Uuid::from_u128(900)),
+                        name: "f".to_owned(),
+                        published_version: Some(9),
+                        versions: Vec::new(),
+                    });
+                }
+                ws.apps.push(app);
+            }
+            data.workspaces.push(ws);
+            *self.data.lock().unwrap() = data;
+            self.revision.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl CatalogSource for Source {
+        fn load_catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
+            self.loads.fetch_add(1, Ordering::SeqCst);
+            let fail_next = self
+                .fail_next_loads
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            let result = if self.down.load(Ordering::SeqCst)
+                || self.failing_loads.load(Ordering::SeqCst)
+                || fail_next
+            {
+                Err(StoreError::Unavailable("connection reset".to_owned()))
+            } else {
+                let mut data = self.data.lock().unwrap().clone();
+                data.revision = self.revision.load(Ordering::SeqCst);
+                Ok(data)
+            };
+            Box::pin(std::future::ready(result))
+        }
+
+        fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+            Box::pin(std::future::ready(Ok(self.revision.load(Ordering::SeqCst))))
+        }
+
+        fn wait_for_change(
+            &self,
+            known: u64,
+            max_wait: Duration,
+        ) -> BoxFuture<'_, Result<u64, StoreError>> {
+            Box::pin(async move {
+                let end = tokio::time::Instant::now() + max_wait;
+                loop {
+                    if self.down.load(Ordering::SeqCst) {
+                        return Err(StoreError::Unavailable("down".to_owned()));
+                    }
+                    let now = self.revision.load(Ordering::SeqCst);
+                    if now != known || tokio::time::Instant::now() >= end {
+                        return Ok(now);
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            })
+        }
+    }
+
+    struct Running {
+        source: Arc<Source>,
+        catalog: CatalogHandle,
+        runtime: Arc<Runtime>,
+        stop: watch::Sender<bool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    const INTERVAL: Duration = Duration::from_millis(20);
+
+    /// A refresher that loaded the source's first catalog (one app) and runs.
+    async fn running() -> Running {
+        start(true).await
+    }
+
+    /// A refresher that loaded the source's first catalog (one app; one that does not build
+    /// unless `builds`), as `serve` does at start, and runs.
+    async fn start(builds: bool) -> Running {
+        let source = Arc::new(Source::default());
+        source.publish(1, builds);
+        let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+        let runtime = Arc::new(Runtime::default());
+        let mut refresher = Refresher {
+            source: source.clone(),
+            catalog: catalog.clone(),
+            runtime: runtime.clone(),
+            known: None,
+        };
+        assert_eq!(refresher.reload(None).await.is_ok(), builds);
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(refresher.run(None, INTERVAL, stopped));
+        Running {
+            source,
+            catalog,
+            runtime,
+            stop,
+            task,
+        }
+    }
+
+    impl Running {
+        async fn served(&self, apps: usize) -> bool {
+            for _ in 0..200 {
+                if self.catalog.load().app_count() == apps {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            false
+        }
+
+        async fn finish(self) {
+            self.stop.send(true).unwrap();
+            self.task.await.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_published_change_is_served() {
+        let r = running().await;
+        r.source.publish(2, true);
+        assert!(r.served(2).await);
+        r.finish().await;
+    }
+
+    /// The change whose load failed is loaded again on the next pass, not skipped until
+    /// another change comes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_whose_load_failed_is_loaded_again() {
+        let r = running().await;
+        r.source.failing_loads.store(true, Ordering::SeqCst);
+        r.source.publish(2, true);
+        // The refresher saw the change and failed to load it, at least once.
+        for _ in 0..200 {
+            if r.source.loads.load(Ordering::SeqCst) >= 3 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(r.source.loads.load(Ordering::SeqCst) >= 3);
+        assert_eq!(r.catalog.load().app_count(), 1);
+        r.source.failing_loads.store(false, Ordering::SeqCst);
+        assert!(r.served(2).await, "the change was skipped");
+        r.finish().await;
+    }
+
+    /// A catalog that does not build is not rebuilt in a loop, even the first one (nothing
+    /// to serve yet), and the next change is picked up; a broken change keeps the last good
+    /// snapshot serving.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_catalog_that_does_not_build_is_built_once() {
+        let r = start(false).await;
+        tokio::time::sleep(INTERVAL * 10).await;
+        assert_eq!(
+            r.source.loads.load(Ordering::SeqCst),
+            1,
+            "not rebuilt in a loop"
+        );
+        assert!(!r.runtime.catalog_loaded());
+        r.source.publish(2, true);
+        assert!(r.served(2).await);
+        let before = r.source.loads.load(Ordering::SeqCst);
+        r.source.publish(3, false);
+        tokio::time::sleep(INTERVAL * 10).await;
+        assert_eq!(r.source.loads.load(Ordering::SeqCst) - before, 1);
+        assert_eq!(
+            r.catalog.load().app_count(),
+            2,
+            "the last good snapshot serves"
+        );
+        r.source.publish(4, true);
+        assert!(r.served(4).await);
+        r.finish().await;
+    }
+
+    /// While the store is down the last snapshot serves and readiness says so; a change
+    /// published during the outage is served once it is back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_change_during_an_outage_is_served_after_it() {
+        let r = running().await;
+        r.source.down.store(true, Ordering::SeqCst);
+        tokio::time::sleep(INTERVAL * 3).await;
+        assert!(!r.runtime.store_healthy());
+        r.source.publish(5, true);
+        tokio::time::sleep(INTERVAL * 3).await;
+        assert_eq!(r.catalog.load().app_count(), 1, "the last snapshot serves");
+        // Back, but the first load fails (a pooled connection the outage broke).
+        r.source.fail_next_loads.store(1, Ordering::SeqCst);
+        r.source.down.store(false, Ordering::SeqCst);
+        assert!(r.served(5).await);
+        assert!(r.runtime.store_healthy());
+        r.finish().await;
+    }
+}
