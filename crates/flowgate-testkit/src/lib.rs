@@ -6,8 +6,8 @@
 //!   `FLOWGATE_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), dropped
 //!   when the `TestDb` is dropped, also when the test panics. Databases of crashed runs (older
 //!   than an hour, by the time in their name) are swept before each test. A server that cannot
-//!   be reached skips the PostgreSQL variant with a message, except in CI (`CI=true`), where it
-//!   fails the test.
+//!   be reached fails the test, unless `FLOWGATE_TEST_SKIP_PG=1` is set on purpose, which
+//!   skips the PostgreSQL variants with a message.
 //! - SQLite: a file in a fresh temporary folder, removed on drop.
 //!
 //! [`Proxy`] is a TCP proxy on 127.0.0.1 that a test cuts and restores, to take a store away
@@ -63,8 +63,11 @@ fn split_url(url: &str) -> (String, String, String) {
     )
 }
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+/// Whether tests may skip what needs PostgreSQL when it cannot be used: only when
+/// `FLOWGATE_TEST_SKIP_PG=1` says so on purpose. Otherwise a test that cannot reach its
+/// database fails, it never passes silently.
+pub fn pg_skip_allowed() -> bool {
+    std::env::var("FLOWGATE_TEST_SKIP_PG").is_ok_and(|v| v == "1" || v == "true")
 }
 
 /// Short timeouts: a broken setup fails fast instead of hanging the suite.
@@ -151,7 +154,8 @@ pub struct TestDb {
 }
 
 impl TestDb {
-    /// A migrated PostgreSQL database, or `None` (outside CI) when the server is down.
+    /// A migrated PostgreSQL database, or `None` when the server is down and
+    /// `FLOWGATE_TEST_SKIP_PG=1` allows skipping (else the test fails).
     pub async fn postgres() -> Option<TestDb> {
         let db = Self::postgres_unmigrated().await?;
         db.store.migrate().await.expect("migrations apply");
@@ -165,18 +169,23 @@ impl TestDb {
         db
     }
 
-    /// An empty PostgreSQL database, or `None` (outside CI) when the server is down.
+    /// An empty PostgreSQL database, or `None` when the server is down and
+    /// `FLOWGATE_TEST_SKIP_PG=1` allows skipping (else the test fails).
     pub async fn postgres_unmigrated() -> Option<TestDb> {
         let mut admin = match admin_connection().await {
             Ok(conn) => conn,
-            Err(e) if in_ci() => panic!("PostgreSQL is required in CI ({}): {e}", admin_url()),
-            Err(e) => {
+            Err(e) if pg_skip_allowed() => {
                 eprintln!(
-                    "SKIPPED: PostgreSQL at {} is not reachable ({e}); start it with `make pg-up`",
+                    "SKIPPED (FLOWGATE_TEST_SKIP_PG=1): PostgreSQL at {} is not reachable ({e})",
                     admin_url()
                 );
                 return None;
             }
+            Err(e) => panic!(
+                "PostgreSQL at {} is not reachable ({e}): start it with `make pg-up`, point \
+                 FLOWGATE_TEST_PG_URL at one, or set FLOWGATE_TEST_SKIP_PG=1 to skip these tests",
+                admin_url()
+            ),
         };
         sweep(&mut admin).await;
         let name = format!(

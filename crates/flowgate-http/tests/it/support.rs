@@ -153,7 +153,7 @@ pub fn bind_api(
 
 impl TestServer {
     /// Starts a server over `backend` with the fixture catalog, or `None` when PostgreSQL is
-    /// not available outside CI.
+    /// not available and `FLOWGATE_TEST_SKIP_PG=1` allows skipping.
     pub async fn start(backend: Backend) -> Option<TestServer> {
         Self::start_with(backend, HttpConfig::default()).await
     }
@@ -423,7 +423,7 @@ macro_rules! on_both_stores {
 }
 pub(crate) use on_both_stores;
 
-/// Starts the server or skips (PostgreSQL unavailable outside CI).
+/// Starts the server or skips (PostgreSQL unavailable and `FLOWGATE_TEST_SKIP_PG=1`).
 macro_rules! server {
     ($backend:expr) => {
         match $crate::support::TestServer::start($backend).await {

@@ -15,7 +15,7 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use flowgate_domain::ports::{CatalogSource, KeyStore, StoreError};
 use flowgate_store::{Store, StoreOptions, TlsMode};
-use flowgate_testkit::test_options;
+use flowgate_testkit::{pg_skip_allowed, test_options};
 use time::OffsetDateTime;
 
 use crate::support::{self, TestDb, WS1};
@@ -49,22 +49,26 @@ async fn setting(db: &TestDb, name: &str) -> String {
     rows.into_iter().next().expect("setting exists").value
 }
 
-/// A migrated PostgreSQL database on a server with `ssl = on`; `None` (with a message) when
-/// PostgreSQL is not reachable (outside CI, as everywhere) or reports `ssl = off`.
+/// A migrated PostgreSQL database on a server with `ssl = on`. A server that is not reachable,
+/// or reports `ssl = off`, fails the test unless `FLOWGATE_TEST_SKIP_PG=1` allows skipping.
 async fn tls_db() -> Option<TestDb> {
     let db = TestDb::postgres().await?;
     if setting(&db, "ssl").await != "on" {
-        eprintln!(
-            "SKIPPED: the PostgreSQL server reports `ssl = off`; these tests need a server with \
-             TLS (Debian's cluster has it on with the snakeoil certificate)"
+        let why = "the PostgreSQL server reports `ssl = off`; these tests need a server with \
+                   TLS (Debian's cluster has it on with the snakeoil certificate)";
+        assert!(
+            pg_skip_allowed(),
+            "{why} (FLOWGATE_TEST_SKIP_PG=1 skips them)"
         );
+        eprintln!("SKIPPED: {why}");
         return None;
     }
     Some(db)
 }
 
-/// The server's certificate (PEM file path), when this process can read it; else `None` with a
-/// message (a remote `FLOWGATE_TEST_PG_URL`), except in CI where the local cluster must do.
+/// The server's certificate (PEM file path), when this process can read it. A certificate it
+/// cannot read (a remote `FLOWGATE_TEST_PG_URL`) fails the test unless
+/// `FLOWGATE_TEST_SKIP_PG=1` allows skipping.
 async fn server_cert(db: &TestDb) -> Option<(String, Vec<u8>)> {
     let mut path = setting(db, "ssl_cert_file").await;
     if !path.starts_with('/') {
@@ -72,13 +76,13 @@ async fn server_cert(db: &TestDb) -> Option<(String, Vec<u8>)> {
     }
     match std::fs::read(&path) {
         Ok(pem) => Some((path, pem)),
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-            panic!("cannot read the server's certificate {path}: {e}")
-        }
-        Err(e) => {
+        Err(e) if pg_skip_allowed() => {
             eprintln!("SKIPPED: cannot read the server's certificate {path}: {e}");
             None
         }
+        Err(e) => panic!(
+            "cannot read the server's certificate {path}: {e} (FLOWGATE_TEST_SKIP_PG=1 skips)"
+        ),
     }
 }
 

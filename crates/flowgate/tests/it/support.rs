@@ -107,7 +107,7 @@ pub struct Served {
 impl Served {
     /// Imports the fixture catalog (directly), creates a key, starts `serve` on PostgreSQL
     /// through a proxy with the extra settings, and waits until ready. `None` when
-    /// PostgreSQL is unavailable outside CI.
+    /// PostgreSQL is unavailable and `FLOWGATE_TEST_SKIP_PG=1` allows skipping.
     pub async fn start(settings: &[(&str, &str)]) -> Option<Served> {
         Self::start_on(Backend::Postgres, settings).await
     }
