@@ -12,6 +12,7 @@ pub mod memory;
 pub mod placement;
 pub mod ports;
 pub mod resolve;
+pub mod shown;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};
 pub use identity::Platform;

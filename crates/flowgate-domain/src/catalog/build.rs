@@ -14,6 +14,7 @@ use crate::bucketing::{bucket_ranges, Namespace};
 use crate::conditions::{Condition, Patterns, SavedGroups};
 use crate::ids::{FlowId, WorkspaceId};
 use crate::placement::validate_placement_key;
+use crate::shown::{shown, shown_str};
 
 /// One problem in catalog data: where (RFC 6901 JSON pointer into the data) and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +66,13 @@ impl Problems {
 
 fn check_url(problems: &mut Problems, pointer: String, url: &str) {
     if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 {
-        problems.push(pointer, "must be an http(s) URL of at most 2048 characters");
+        problems.push(
+            pointer,
+            format!(
+                "must be an http(s) URL of at most 2048 characters, not {}",
+                shown_str(url)
+            ),
+        );
     }
 }
 
@@ -73,7 +80,10 @@ fn check_name(problems: &mut Problems, pointer: String, name: &str) {
     if name.trim().is_empty() || name.chars().count() > 256 {
         problems.push(
             pointer,
-            "must be a non-blank name of at most 256 characters",
+            format!(
+                "must be a non-blank name of at most 256 characters, not {}",
+                shown_str(name)
+            ),
         );
     }
 }
@@ -174,11 +184,23 @@ fn build_app(
     check_url(p, format!("{ap}/media_base_url"), &app.media_base_url);
     check_url(p, format!("{ap}/icon_base_url"), &app.icon_base_url);
     for (id, values) in &app.saved_groups {
-        if id.is_empty() || values.iter().any(|v| v.is_object() || v.is_array()) {
+        let pointer = format!("{ap}/saved_groups/{}", escape(id));
+        if id.is_empty() {
             p.push(
-                format!("{ap}/saved_groups/{}", escape(id)),
-                "a saved group needs a non-empty id and a list of plain values",
+                pointer.clone(),
+                "a saved group needs a non-empty id, not \"\"",
             );
+        }
+        for (i, v) in values.iter().enumerate() {
+            if v.is_object() || v.is_array() {
+                p.push(
+                    format!("{pointer}/{i}"),
+                    format!(
+                        "a saved group holds plain values (strings, numbers, booleans), not {}",
+                        shown(v)
+                    ),
+                );
+            }
         }
     }
 
@@ -203,7 +225,7 @@ fn build_app(
                 );
             }
             if v.version == 0 {
-                p.push(format!("{vp}/version"), "must be an integer >= 1");
+                p.push(format!("{vp}/version"), "must be an integer >= 1, not 0");
             } else if !numbers.insert(v.version) {
                 p.push(
                     format!("{vp}/version"),
@@ -211,17 +233,25 @@ fn build_app(
                 );
             }
             if v.schema_version == 0 {
-                p.push(format!("{vp}/schema_version"), "must be an integer >= 1");
+                p.push(
+                    format!("{vp}/schema_version"),
+                    "must be an integer >= 1, not 0",
+                );
             }
             if !v.flow_schema.get().trim_start().starts_with('{') {
-                p.push(format!("{vp}/flow_schema"), "must be a JSON object");
+                let found = serde_json::from_str::<serde_json::Value>(v.flow_schema.get())
+                    .map_or_else(|_| v.flow_schema.get().to_owned(), |value| shown(&value));
+                p.push(
+                    format!("{vp}/flow_schema"),
+                    format!("must be a JSON object, not {found}"),
+                );
             }
             for (i, font) in v.fonts.iter().enumerate() {
                 let fontp = format!("{vp}/fonts/{i}");
                 if !(100..=900).contains(&font.weight) {
                     p.push(
                         format!("{fontp}/weight"),
-                        "must be an integer from 100 to 900",
+                        format!("must be an integer from 100 to 900, not {}", font.weight),
                     );
                 }
                 check_name(p, format!("{fontp}/family"), &font.family);
@@ -295,46 +325,54 @@ fn build_app(
     for (pi, placement) in app.placements.into_iter().enumerate() {
         let pp = format!("{ap}/placements/{pi}");
         if let Err(e) = validate_placement_key(&placement.key) {
-            p.push(format!("{pp}/key"), e.to_string());
+            p.push(
+                format!("{pp}/key"),
+                format!("{e}, not {}", shown_str(&placement.key)),
+            );
         }
         let default = placement
             .default_flow_id
             .map(|id| target(p, format!("{pp}/default_flow_id"), id));
         let mut rules = Vec::with_capacity(placement.rules.len());
         for (ri, rule) in placement.rules.into_iter().enumerate() {
+            // Every part of a rule is checked, so all of its problems are listed at once.
             let rp = format!("{pp}/rules/{ri}");
             let audience = match &rule.audience {
-                None => Condition::compile_lenient(&serde_json::Value::Object(Default::default())),
+                None => Some(Condition::compile_lenient(&serde_json::Value::Object(
+                    Default::default(),
+                ))),
                 Some(doc) => match Condition::compile_with(doc, patterns) {
-                    Ok(c) => c,
+                    Ok(c) => Some(c),
                     Err(errors) => {
                         for e in errors {
                             p.push(format!("{rp}/audience{}", e.pointer), e.message);
                         }
-                        continue;
+                        None
                     }
                 },
             };
-            let built_target = match (rule.flow_id, rule.experiment) {
-                (Some(id), None) => Target::Flow(target(p, format!("{rp}/flow_id"), id)),
-                (None, Some(exp)) => {
-                    match build_experiment(p, seen_ids, &format!("{rp}/experiment"), exp, &target) {
-                        Some(e) => Target::Experiment(Box::new(e)),
-                        None => continue,
-                    }
-                }
-                (Some(_), Some(_)) => {
-                    p.push(
-                        rp,
-                        "a rule has exactly one target: flow_id or experiment, not both",
-                    );
-                    continue;
-                }
-                (None, None) => {
-                    p.push(rp, "a rule needs a target: flow_id or experiment");
-                    continue;
-                }
+            if rule.flow_id.is_some() && rule.experiment.is_some() {
+                p.push(
+                    rp.clone(),
+                    "a rule has exactly one target: flow_id or experiment, not both",
+                );
+            }
+            if rule.flow_id.is_none() && rule.experiment.is_none() {
+                p.push(rp.clone(), "a rule needs a target: flow_id or experiment");
+            }
+            let flow = rule
+                .flow_id
+                .map(|id| target(p, format!("{rp}/flow_id"), id));
+            let experiment = rule.experiment.and_then(|exp| {
+                build_experiment(p, seen_ids, &format!("{rp}/experiment"), exp, &target)
+            });
+            let built_target = match (flow, experiment) {
+                (Some(flow), None) => Target::Flow(flow),
+                (None, Some(e)) => Target::Experiment(Box::new(e)),
+                // Reported above: the app is not built.
+                _ => continue,
             };
+            let Some(audience) = audience else { continue };
             rules.push(Rule {
                 audience,
                 target: built_target,
@@ -387,11 +425,21 @@ fn build_experiment(
     check_name(p, format!("{ep}/name"), &exp.name);
     let coverage = exp.coverage.unwrap_or(1.0);
     if !(0.0..=1.0).contains(&coverage) {
-        p.push(format!("{ep}/coverage"), "must be a number from 0.0 to 1.0");
+        p.push(
+            format!("{ep}/coverage"),
+            format!("must be a number from 0.0 to 1.0, not {coverage}"),
+        );
     }
     if let Some(seed) = &exp.seed {
         if seed.is_empty() || seed.len() > 256 {
-            p.push(format!("{ep}/seed"), "must be 1 to 256 bytes");
+            p.push(
+                format!("{ep}/seed"),
+                format!(
+                    "must be 1 to 256 bytes, not {} bytes: {}",
+                    seed.len(),
+                    shown_str(seed)
+                ),
+            );
         }
     }
     let namespace = exp.namespace.map(|(id, start, end)| {
@@ -402,7 +450,10 @@ fn build_experiment(
         {
             p.push(
                 format!("{ep}/namespace"),
-                "must be [id, start, end] with a non-empty id and 0 <= start <= end <= 1",
+                format!(
+                    "must be [id, start, end] with a non-empty id and 0 <= start <= end <= 1, not [{}, {start}, {end}]",
+                    shown_str(&id)
+                ),
             );
         }
         Namespace { id, start, end }
@@ -417,7 +468,7 @@ fn build_experiment(
     if !(total.is_finite() && total > 0.0) {
         p.push(
             format!("{ep}/variants"),
-            "variant weights must sum to a positive finite number",
+            format!("variant weights must sum to a positive finite number, not {total}"),
         );
     }
     let mut variants = Vec::with_capacity(exp.variants.len());
@@ -431,7 +482,10 @@ fn build_experiment(
         }
         check_name(p, format!("{vp}/name"), &v.name);
         if !(v.weight.is_finite() && v.weight >= 0.0) {
-            p.push(format!("{vp}/weight"), "must be a finite number >= 0");
+            p.push(
+                format!("{vp}/weight"),
+                format!("must be a finite number >= 0, not {}", v.weight),
+            );
         }
         let flow = v.flow_id.map(|id| target(p, format!("{vp}/flow_id"), id));
         variants.push(Variant {

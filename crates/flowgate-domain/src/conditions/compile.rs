@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use crate::conditions::js::{self, Primitive};
 use crate::conditions::jsregex::{JsRegex, PatternError};
 use crate::conditions::ConditionError;
+use crate::shown::{shown, shown_str};
 
 /// Deepest nesting of documents, operators and operand conditions that is compiled. Audience
 /// rules from our catalog stay far below it; the cap keeps both compile and evaluation
@@ -426,7 +427,7 @@ impl<'p> Compiler<'p> {
                 .map(|(key, value)| self.at(key.as_str(), |c| c.doc_entry(key, value, depth)))
                 .collect(),
             Value::Array(items) => {
-                self.error("expected a condition object, found an array");
+                self.error(format!("expected a condition object, not {}", shown(v)));
                 items
                     .iter()
                     .enumerate()
@@ -437,18 +438,15 @@ impl<'p> Compiler<'p> {
                     .collect()
             }
             Value::String(s) => {
-                self.error("expected a condition object, found a string");
+                self.error(format!("expected a condition object, not {}", shown(v)));
                 string_entries(s)
             }
             Value::Number(_) | Value::Bool(_) => {
-                self.error(format!(
-                    "expected a condition object, found a {}",
-                    js::type_name(v)
-                ));
+                self.error(format!("expected a condition object, not {}", shown(v)));
                 Vec::new()
             }
             Value::Null => {
-                self.error("expected a condition object, found null");
+                self.error("expected a condition object, not null");
                 vec![Clause::Abort]
             }
         };
@@ -604,7 +602,10 @@ impl<'p> Compiler<'p> {
         match op {
             "$veq" | "$vne" | "$vgt" | "$vgte" | "$vlt" | "$vlte" => {
                 if !matches!(operand, Value::String(_) | Value::Number(_)) {
-                    self.error(format!("{op} expects a version string"));
+                    self.error(format!(
+                        "{op} expects a version string, not {}",
+                        shown(operand)
+                    ));
                 }
                 let kind = match op {
                     "$veq" => VersionOp::Eq,
@@ -630,7 +631,10 @@ impl<'p> Compiler<'p> {
             }
             "$lt" | "$lte" | "$gt" | "$gte" => {
                 if !matches!(operand, Value::String(_) | Value::Number(_)) {
-                    self.error(format!("{op} expects a number or a string"));
+                    self.error(format!(
+                        "{op} expects a number or a string, not {}",
+                        shown(operand)
+                    ));
                 }
                 let kind = match op {
                     "$lt" => RelOp::Lt,
@@ -646,7 +650,10 @@ impl<'p> Compiler<'p> {
             }
             "$exists" => {
                 if !operand.is_boolean() {
-                    self.error("$exists expects true or false");
+                    self.error(format!(
+                        "$exists expects true or false, not {}",
+                        shown(operand)
+                    ));
                 }
                 Op::Exists(js::truthy(operand))
             }
@@ -654,7 +661,10 @@ impl<'p> Compiler<'p> {
                 let negate = op == "$nin" || op == "$nini";
                 let fold = op == "$ini" || op == "$nini";
                 let Value::Array(items) = operand else {
-                    self.error(format!("{op} expects an array of values"));
+                    self.error(format!(
+                        "{op} expects an array of values, not {}",
+                        shown(operand)
+                    ));
                     return Op::Const(false);
                 };
                 for (i, item) in items.iter().enumerate() {
@@ -673,7 +683,10 @@ impl<'p> Compiler<'p> {
             }
             "$inGroup" | "$notInGroup" => {
                 if !operand.is_string() {
-                    self.error(format!("{op} expects a saved group id (a string)"));
+                    self.error(format!(
+                        "{op} expects a saved group id (a string), not {}",
+                        shown(operand)
+                    ));
                 }
                 Op::InGroup {
                     group: js::to_js_string(operand).into(),
@@ -686,19 +699,25 @@ impl<'p> Compiler<'p> {
                     Value::Number(n) => {
                         let x = js::number_value(n);
                         if x < 0.0 || x.fract() != 0.0 {
-                            self.error(
-                                "$size expects a non-negative integer or an operator object",
-                            );
+                            self.error(format!(
+                                "$size expects a non-negative integer or an operator object, not {}",
+                                shown(operand)
+                            ));
                         }
                     }
                     Value::Object(map) if is_operator_object(map) => {}
-                    _ => self.error("$size expects a non-negative integer or an operator object"),
+                    _ => self.error(format!(
+                        "$size expects a non-negative integer or an operator object, not {}",
+                        shown(operand)
+                    )),
                 }
                 Op::Size(self.test(operand, depth + 1, false))
             }
             "$elemMatch" => match operand {
                 Value::Null => {
-                    self.error("$elemMatch expects an operator object or a condition object");
+                    self.error(
+                        "$elemMatch expects an operator object or a condition object, not null",
+                    );
                     Op::ElemMatch(ElemMatch::Abort)
                 }
                 Value::Object(map) if is_operator_object(map) => {
@@ -710,7 +729,10 @@ impl<'p> Compiler<'p> {
             },
             "$all" | "$alli" => {
                 let Value::Array(items) = operand else {
-                    self.error(format!("{op} expects an array of values"));
+                    self.error(format!(
+                        "{op} expects an array of values, not {}",
+                        shown(operand)
+                    ));
                     return Op::Const(false);
                 };
                 let fold = op == "$alli";
@@ -724,7 +746,10 @@ impl<'p> Compiler<'p> {
             }
             "$regex" | "$regexi" => {
                 let Value::String(pattern) = operand else {
-                    self.error(format!("{op} expects a pattern string"));
+                    self.error(format!(
+                        "{op} expects a pattern string, not {}",
+                        shown(operand)
+                    ));
                     return Op::Regex(None);
                 };
                 if pattern.len() > MAX_PATTERN_BYTES {
@@ -736,11 +761,17 @@ impl<'p> Compiler<'p> {
                 match self.patterns.get(pattern, op == "$regexi") {
                     Ok(regex) => Op::Regex(Some(regex)),
                     Err(PatternError::Invalid(why)) => {
-                        self.error(format!("invalid regular expression: {why}"));
+                        self.error(format!(
+                            "invalid regular expression {}: {why}",
+                            shown_str(pattern)
+                        ));
                         Op::Regex(None)
                     }
                     Err(PatternError::Unsupported(why)) => {
-                        self.error(format!("unsupported regular expression: {why}"));
+                        self.error(format!(
+                            "unsupported regular expression {}: {why}",
+                            shown_str(pattern)
+                        ));
                         Op::Regex(None)
                     }
                 }
@@ -756,7 +787,7 @@ impl<'p> Compiler<'p> {
                     Op::Type(name.as_str().into())
                 }
                 _ => {
-                    self.error("$type expects a type name");
+                    self.error(format!("$type expects a type name, not {}", shown(operand)));
                     Op::Const(false)
                 }
             },

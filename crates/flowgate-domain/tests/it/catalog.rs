@@ -163,16 +163,92 @@ fn every_problem_is_reported_with_its_pointer() {
     app["flows"][0]["versions"][1]["fonts"][0]["weight"] = json!(950);
     app["flows"][1]["versions"][0]["flow_schema"] = json!([1, 2]);
     app["media_base_url"] = json!("ftp://nope");
-    let got = pointers(doc);
+    app["name"] = json!("   ");
+    let got = problems(doc);
+    let expected: Vec<(String, String)> = [
+        (
+            "name",
+            "must be a non-blank name of at most 256 characters, not \"   \"".to_owned(),
+        ),
+        (
+            "media_base_url",
+            "must be an http(s) URL of at most 2048 characters, not \"ftp://nope\"".to_owned(),
+        ),
+        (
+            "flows/0/versions/1/fonts/0/weight",
+            "must be an integer from 100 to 900, not 950".to_owned(),
+        ),
+        (
+            "flows/0/published_version",
+            "version 9 does not exist in this flow".to_owned(),
+        ),
+        (
+            "flows/1/versions/0/flow_schema",
+            "must be a JSON object, not [1,2]".to_owned(),
+        ),
+        (
+            "placements/0/key",
+            "a placement key has only the characters A-Z a-z 0-9 _ . : -, not \"bad key!\""
+                .to_owned(),
+        ),
+        (
+            "placements/0/default_flow_id",
+            format!("flow {FLOW_APP2} is not a flow of this app"),
+        ),
+    ]
+    .into_iter()
+    .map(|(at, message)| (format!("{A}/{at}"), message))
+    .collect();
     assert_eq!(
-        got,
+        got, expected,
+        "every problem, each quoting the value it is about"
+    );
+}
+
+/// Every part of a rule is checked: a rule with two targets whose flow id is dangling reports
+/// both; so does a rule whose audience and target are both wrong.
+#[test]
+fn every_problem_of_a_rule_is_listed() {
+    let dangling = "40000000-0000-4000-8000-0000000000ee";
+    let mut doc = catalog_json();
+    let rules = &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"];
+    rules[1]["flow_id"] = json!(dangling);
+    rules[1]["experiment"]["coverage"] = json!(2);
+    let p = format!("{A}/placements/1/rules/1");
+    assert_eq!(
+        problems(doc),
         vec![
-            format!("{A}/media_base_url"),
-            format!("{A}/flows/0/versions/1/fonts/0/weight"),
-            format!("{A}/flows/0/published_version"),
-            format!("{A}/flows/1/versions/0/flow_schema"),
-            format!("{A}/placements/0/key"),
-            format!("{A}/placements/0/default_flow_id"),
+            (
+                p.clone(),
+                "a rule has exactly one target: flow_id or experiment, not both".to_owned()
+            ),
+            (
+                format!("{p}/flow_id"),
+                format!("flow {dangling} is not a flow of this app")
+            ),
+            (
+                format!("{p}/experiment/coverage"),
+                "must be a number from 0.0 to 1.0, not 2".to_owned()
+            ),
+        ]
+    );
+
+    let mut doc = catalog_json();
+    let rule = &mut doc["workspaces"][0]["apps"][0]["placements"][0]["rules"][0];
+    rule["audience"] = json!({"country": {"$in": "US"}});
+    rule["flow_id"] = json!(dangling);
+    let p = format!("{A}/placements/0/rules/0");
+    assert_eq!(
+        problems(doc),
+        vec![
+            (
+                format!("{p}/audience/country/$in"),
+                "$in expects an array of values, not \"US\"".to_owned()
+            ),
+            (
+                format!("{p}/flow_id"),
+                format!("flow {dangling} is not a flow of this app")
+            ),
         ]
     );
 }

@@ -267,6 +267,11 @@ backend_tests! {
         assert!(found[1].contains("`admin` is not a key type"), "{found:?}");
         assert!(found[2].contains("30000000-0000-4000-8000-0000000000ff"), "{found:?}");
         assert!(found[6].contains("look-ahead"), "{found:?}");
+        // Each problem about a value quotes it.
+        assert_eq!(found[3], "/workspaces/0/apps/0/placements/0/rules/1/experiment/variants: variant weights must sum to a positive finite number, not 0");
+        assert_eq!(found[4], "/workspaces/0/apps/0/placements/0/rules/1/experiment/variants/0/weight: must be a finite number >= 0, not -1");
+        assert_eq!(found[5], "/workspaces/0/apps/0/placements/1/key: a placement key has only the characters A-Z a-z 0-9 _ . : -, not \"bad key!\"");
+        assert!(found[6].contains("\"(?=x)\""), "{found:?}");
         assert!(!found.iter().any(|p| p.contains(&bad_key)), "a key is never echoed");
         assert_eq!(state(&db.store).await, before, "nothing written, revision unchanged");
     }
