@@ -49,7 +49,7 @@ pub use keys::CreatedKey;
 pub use store::{
     Backend, SqliteSynchronous, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS,
 };
-pub use tls::TlsMode;
+pub use tls::{url_tls, TlsMode, UrlTls};
 
 /// The error type inside transactions: diesel's errors (so `?` works on queries and diesel can
 /// roll back) and the store's own (a decode failure aborts the transaction too).

@@ -184,17 +184,18 @@ impl Store {
     /// - `postgres://user:password@host:port/db` (or `postgresql://`): PostgreSQL. TLS follows
     ///   libpq's `sslmode` URL parameter (`disable`, `prefer` (the default), `require`,
     ///   `verify-ca`, `verify-full`; see [`TlsMode`]), with the trusted roots of the two
-    ///   `verify-*` modes from `sslrootcert=PATH` (PEM), else Mozilla's roots built into the
-    ///   binary. Other parameters are tokio-postgres's (`application_name`, `connect_timeout`,
-    ///   `options`, ...);
+    ///   `verify-*` modes from `sslrootcert=PATH` (PEM, required) or `sslrootcert=system` (the
+    ///   operating system's, with `verify-full` only), as libpq. Other parameters are
+    ///   tokio-postgres's (`application_name`, `connect_timeout`, `options`, ...);
     /// - `sqlite://path/to/file.db` (relative to the working directory), `sqlite:///abs/path.db`
     ///   or `sqlite:path`: a SQLite file, created with its folder when missing.
     ///
     /// In-memory SQLite is refused: every pooled connection would see its own empty database.
     ///
-    /// A malformed URL, an unknown `sslmode` or an unreadable `sslrootcert` fails here with
-    /// [`StoreError::Other`] (a configuration error); the database itself is reached only by
-    /// the first operation. No error message contains the URL's password.
+    /// A malformed URL, an unknown `sslmode`, a verifying mode without `sslrootcert`, or an
+    /// unreadable one fails here with [`StoreError::Other`] (a configuration error); the
+    /// database itself is reached only by the first operation. No error message contains the
+    /// URL's password.
     pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let (pools, target) = if Backend::of_url(url) == Backend::Postgres {
             let target = Arc::new(PgTarget::parse(url)?);

@@ -57,10 +57,13 @@ pub enum TlsMode {
     /// without authentication of the server). With `sslrootcert` it behaves as
     /// [`TlsMode::VerifyCa`], as in libpq.
     Require,
-    /// `verify-ca`: TLS, and the server's certificate must chain to a trusted root
-    /// (`sslrootcert`, else Mozilla's roots built into the binary); its host name is not checked.
+    /// `verify-ca`: TLS, and the server's certificate must chain to the root in
+    /// `sslrootcert=FILE` (required, as in libpq); its host name is not checked.
     VerifyCa,
-    /// `verify-full`: as `verify-ca`, and the certificate must name the host of the URL.
+    /// `verify-full`: as `verify-ca`, and the certificate must name the host of the URL. With
+    /// `sslrootcert=system` (as in PostgreSQL 16's libpq) the operating system's roots are
+    /// trusted; that is the only mode that accepts them, since they trust certificates of every
+    /// host, so only the host name check ties the certificate to the database.
     VerifyFull,
 }
 
@@ -125,9 +128,71 @@ impl fmt::Debug for PgTarget {
     }
 }
 
-impl PgTarget {
-    /// Parses a `postgres://` URL. Errors never contain the URL (it may hold a password).
-    pub(crate) fn parse(url: &str) -> Result<PgTarget, StoreError> {
+/// The trusted roots of `sslrootcert`: a PEM file, or the operating system's (`system`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Roots {
+    File(String),
+    System,
+}
+
+impl Roots {
+    fn setting(&self) -> String {
+        match self {
+            Roots::File(path) => format!("sslrootcert={path}"),
+            Roots::System => "sslrootcert=system".to_owned(),
+        }
+    }
+}
+
+/// What a `postgres://` URL asks of TLS, read without touching any file ([`url_tls`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UrlTls {
+    /// The mode in effect (`require` with `sslrootcert=FILE` reads as `verify-ca`, and
+    /// `sslrootcert=system` without `sslmode` as `verify-full`, as in libpq).
+    pub mode: TlsMode,
+    /// Whether every host of the URL is this machine (`localhost`, a loopback address or a
+    /// Unix socket), where TLS protects nothing.
+    pub loopback: bool,
+}
+
+impl UrlTls {
+    /// Whether the server's certificate is checked (`verify-ca`, `verify-full`).
+    pub fn authenticates(&self) -> bool {
+        matches!(self.mode, TlsMode::VerifyCa | TlsMode::VerifyFull)
+    }
+}
+
+/// What `url` asks of TLS, applying libpq's rules; the same errors as [`Store::connect`]
+/// gives for the TLS parameters (a file named in `sslrootcert` is not read here).
+///
+/// [`Store::connect`]: crate::Store::connect
+pub fn url_tls(url: &str) -> Result<UrlTls, StoreError> {
+    let parsed = Parsed::new(url)?;
+    let loopback = parsed.config.get_hosts().iter().all(|host| match host {
+        tokio_postgres::config::Host::Tcp(name) => {
+            name == "localhost"
+                || name
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        tokio_postgres::config::Host::Unix(_) => true,
+    });
+    Ok(UrlTls {
+        mode: parsed.mode,
+        loopback,
+    })
+}
+
+/// A `postgres://` URL with its TLS parameters taken out and checked against libpq's rules.
+struct Parsed {
+    config: tokio_postgres::Config,
+    mode: TlsMode,
+    roots: Option<Roots>,
+    secrets: Vec<String>,
+}
+
+impl Parsed {
+    fn new(url: &str) -> Result<Parsed, StoreError> {
         let secrets = url_password(url);
         let scrub_err = |e: StoreError| scrub_store_error(e, &secrets);
         let (base, query) = match url.split_once('?') {
@@ -135,14 +200,15 @@ impl PgTarget {
             None => (url, ""),
         };
         let mut mode = None;
-        let mut root_cert = None;
+        let mut roots = None;
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let decoded = percent_decode_str(value).decode_utf8_lossy().into_owned();
             match key {
                 "sslmode" => mode = Some(decoded.parse::<TlsMode>().map_err(scrub_err)?),
-                "sslrootcert" => root_cert = Some(decoded),
+                "sslrootcert" if decoded == "system" => roots = Some(Roots::System),
+                "sslrootcert" => roots = Some(Roots::File(decoded)),
                 _ => kept.push(pair),
             }
         }
@@ -151,17 +217,56 @@ impl PgTarget {
         } else {
             format!("{base}?{}", kept.join("&"))
         };
-        let mut config = tokio_postgres::Config::from_str(&stripped).map_err(|e| {
+        let config = tokio_postgres::Config::from_str(&stripped).map_err(|e| {
             scrub_store_error(
                 StoreError::Other(format!("invalid PostgreSQL URL: {e}")),
                 &secrets,
             )
         })?;
-        let mut mode = mode.unwrap_or_default();
-        if mode == TlsMode::Require && root_cert.is_some() {
-            mode = TlsMode::VerifyCa;
+        let mode = match (mode, &roots) {
+            // libpq: `sslrootcert=system` defaults the mode to verify-full.
+            (None, Some(Roots::System)) => TlsMode::VerifyFull,
+            // libpq: `require` with a root file verifies the chain, as verify-ca.
+            (Some(TlsMode::Require), Some(Roots::File(_))) => TlsMode::VerifyCa,
+            (mode, _) => mode.unwrap_or_default(),
+        };
+        match (mode, &roots) {
+            (TlsMode::VerifyCa | TlsMode::VerifyFull, None) => {
+                return Err(StoreError::Other(format!(
+                    "the database URL's sslmode={mode} needs sslrootcert: the file of the \
+                     certificate authority that signed the server's certificate \
+                     (sslrootcert=/path/root.pem), or sslrootcert=system with \
+                     sslmode=verify-full to trust the operating system's roots"
+                )))
+            }
+            (mode, Some(Roots::System)) if mode != TlsMode::VerifyFull => {
+                return Err(StoreError::Other(format!(
+                    "the database URL's sslrootcert=system needs sslmode=verify-full, not \
+                     sslmode={mode}: the system's roots trust certificates of every host, so \
+                     only the host name check ties the certificate to the database"
+                )))
+            }
+            _ => {}
         }
-        let verify = match (mode, &root_cert) {
+        Ok(Parsed {
+            config,
+            mode,
+            roots,
+            secrets,
+        })
+    }
+}
+
+impl PgTarget {
+    /// Parses a `postgres://` URL. Errors never contain the URL (it may hold a password).
+    pub(crate) fn parse(url: &str) -> Result<PgTarget, StoreError> {
+        let Parsed {
+            mut config,
+            mode,
+            roots,
+            secrets,
+        } = Parsed::new(url)?;
+        let verify = match (mode, &roots) {
             (TlsMode::Disable, _) => None,
             (TlsMode::Prefer | TlsMode::Require, None) => Some(Verify::Nothing),
             (TlsMode::Prefer | TlsMode::Require | TlsMode::VerifyCa, _) => Some(Verify::Chain),
@@ -174,7 +279,7 @@ impl PgTarget {
         });
         let connector = match verify {
             None => None,
-            Some(verify) => Some(RustlsConnect::new(verify, root_cert.as_deref())?),
+            Some(verify) => Some(RustlsConnect::new(verify, mode, roots.as_ref())?),
         };
         Ok(PgTarget {
             config,
@@ -352,22 +457,38 @@ enum Verify {
 #[derive(Clone)]
 struct RustlsConnect {
     config: Arc<ClientConfig>,
+    /// The URL's TLS settings (`sslmode=verify-full, sslrootcert=/path`), named by the
+    /// message of a refused certificate.
+    settings: Arc<str>,
 }
 
 impl RustlsConnect {
-    fn new(verify: Verify, root_cert: Option<&str>) -> Result<RustlsConnect, StoreError> {
+    fn new(
+        verify: Verify,
+        mode: TlsMode,
+        roots: Option<&Roots>,
+    ) -> Result<RustlsConnect, StoreError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| StoreError::Other(format!("cannot set up TLS: {e}")))?;
+        let settings: Arc<str> = match roots {
+            Some(roots) => format!("sslmode={mode}, {}", roots.setting()),
+            None => format!("sslmode={mode}"),
+        }
+        .into();
         let verifier: Arc<dyn ServerCertVerifier> = match verify {
             Verify::Nothing => Arc::new(NoCertificateCheck { provider }),
             Verify::Chain | Verify::ChainAndName => {
-                let roots = match root_cert {
-                    Some(path) => roots_from_file(path)?,
-                    None => RootCertStore {
-                        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-                    },
+                let roots = match roots {
+                    Some(Roots::File(path)) => roots_from_file(path)?,
+                    Some(Roots::System) => system_roots()?,
+                    // Parsed::new refuses a verifying mode without roots.
+                    None => {
+                        return Err(StoreError::Other(format!(
+                            "{settings}: no trusted roots to verify the server with"
+                        )))
+                    }
                 };
                 let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                     .build()
@@ -385,8 +506,35 @@ impl RustlsConnect {
             .with_no_client_auth();
         Ok(RustlsConnect {
             config: Arc::new(config),
+            settings,
         })
     }
+}
+
+/// The operating system's trusted roots (`sslrootcert=system`), as OpenSSL finds them
+/// (`SSL_CERT_FILE`, `SSL_CERT_DIR`, the distribution's bundle).
+fn system_roots() -> Result<RootCertStore, StoreError> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (_added, _unusable) = roots.add_parsable_certificates(found.certs);
+    if roots.is_empty() {
+        let why = found
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Err(StoreError::Other(format!(
+            "the database URL's sslrootcert=system: no trusted root certificates found on this \
+             system{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        )));
+    }
+    Ok(roots)
 }
 
 /// The PEM certificates of `sslrootcert`.
@@ -420,7 +568,9 @@ impl MakeTlsConnect<Socket> for RustlsConnect {
     fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsHandshake, io::Error> {
         Ok(RustlsHandshake {
             config: self.config.clone(),
+            host: domain.to_owned(),
             server_name: ServerName::try_from(domain.to_owned()).map_err(|_| domain.to_owned()),
+            settings: self.settings.clone(),
         })
     }
 }
@@ -428,7 +578,37 @@ impl MakeTlsConnect<Socket> for RustlsConnect {
 /// One handshake.
 struct RustlsHandshake {
     config: Arc<ClientConfig>,
+    host: String,
     server_name: Result<ServerName<'static>, String>,
+    settings: Arc<str>,
+}
+
+/// A refused certificate explained with the setting that refused it: the host name check of
+/// `verify-full`, or the roots of `sslrootcert`.
+fn explain(error: io::Error, host: &str, settings: &str) -> io::Error {
+    let certificate = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|e| match e {
+            rustls::Error::InvalidCertificate(c) => Some(c.clone()),
+            _ => None,
+        });
+    let Some(problem) = certificate else {
+        return error;
+    };
+    let message = match problem {
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!(
+                "the server's certificate is not valid for the host `{host}` ({settings}: \
+                 verify-full checks the host name): {problem:?}"
+            )
+        }
+        other => format!(
+            "the server's certificate is not trusted ({settings}: it must chain to those \
+             roots): {other:?}"
+        ),
+    };
+    io::Error::new(io::ErrorKind::InvalidData, message)
 }
 
 impl TlsConnect<Socket> for RustlsHandshake {
@@ -446,7 +626,8 @@ impl TlsConnect<Socket> for RustlsHandshake {
             })?;
             let stream = tokio_rustls::TlsConnector::from(self.config)
                 .connect(name, stream)
-                .await?;
+                .await
+                .map_err(|e| explain(e, &self.host, &self.settings))?;
             Ok(RustlsStream(Box::new(stream)))
         })
     }

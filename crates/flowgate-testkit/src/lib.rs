@@ -16,14 +16,19 @@
 //! [`NatsServer`] and [`NatsCluster`] are `nats-server` processes with JetStream of the test's
 //! own, on free ports, for the event bus (D16).
 //!
+//! [`TestCa`] and [`TlsProxy`] give TLS tests certificates of their own: a proxy in front of
+//! PostgreSQL presents the certificate the test issued (another host, another authority).
+//!
 //! Setup failures panic on purpose: this is test code, and a broken setup must stop the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod nats;
 mod proxy;
+mod tls;
 
 pub use nats::{NatsCluster, NatsServer};
 pub use proxy::Proxy;
+pub use tls::{ServerCert, TestCa, TlsProxy};
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

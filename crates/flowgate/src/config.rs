@@ -15,7 +15,7 @@ use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
 use flowgate_jetstream::JetStreamConfig;
-use flowgate_store::{Backend, SqliteSynchronous};
+use flowgate_store::{Backend, SqliteSynchronous, TlsMode};
 use serde::{Deserialize, Serialize};
 
 /// The deployment environment (`FLOWGATE_ENV` or `--env`).
@@ -161,6 +161,19 @@ impl DatabaseConfig {
     /// The URL with any password replaced by `***`, for logs and messages.
     pub fn redacted_url(&self) -> String {
         redact_url(&self.url)
+    }
+
+    /// What start-up warns about the URL's TLS: `sslmode=require` to another host encrypts
+    /// but does not authenticate the server, so anyone on the path can pose as it.
+    pub fn tls_warning(&self) -> Option<String> {
+        let tls = flowgate_store::url_tls(&self.url).ok()?;
+        (tls.mode == TlsMode::Require && !tls.loopback).then(|| {
+            format!(
+                "database {}: sslmode=require encrypts but does not authenticate the database \
+                 server; use sslmode=verify-full with sslrootcert",
+                self.redacted_url()
+            )
+        })
     }
 }
 
@@ -584,6 +597,19 @@ impl Config {
                     "production needs PostgreSQL (postgres://...); the embedded SQLite store is for development",
                 ));
             }
+            let tls =
+                flowgate_store::url_tls(url).map_err(|e| invalid("database.url", e.to_string()))?;
+            if matches!(tls.mode, TlsMode::Disable | TlsMode::Prefer) && !tls.loopback {
+                return Err(invalid(
+                    "database.url",
+                    format!(
+                        "production needs sslmode=require or stronger for a database on another \
+                         host, not sslmode={} (it sends the password and the data in plain text, \
+                         or may fall back to it); use sslmode=verify-full with sslrootcert",
+                        tls.mode
+                    ),
+                ));
+            }
         }
         if self.catalog.refresh_interval_ms == 0 || self.catalog.refresh_interval_ms > 5_000 {
             return Err(invalid(
@@ -919,9 +945,86 @@ mod tests {
         );
         assert!(load(
             Environment::Production,
-            &[("FLOWGATE__DATABASE__URL", "postgres://db/fg")]
+            &[(
+                "FLOWGATE__DATABASE__URL",
+                "postgres://db/fg?sslmode=require"
+            )]
         )
         .is_ok());
+    }
+
+    /// Production refuses a database on another host without TLS, or with TLS it may skip
+    /// (libpq's default `prefer`); `require` and the verifying modes start, and so does a
+    /// database on this host.
+    #[test]
+    fn production_refuses_plain_text_to_another_host() {
+        for url in [
+            "postgres://db.example.com/fg",
+            "postgres://db.example.com/fg?sslmode=prefer",
+            "postgres://10.0.0.5/fg?sslmode=disable",
+        ] {
+            let err = load(Environment::Production, &[("FLOWGATE__DATABASE__URL", url)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("database.url") && err.contains("sslmode=require or stronger"),
+                "{url}: {err}"
+            );
+        }
+        for url in [
+            "postgres://db.example.com/fg?sslmode=require",
+            "postgres://db.example.com/fg?sslrootcert=system",
+            "postgres://localhost/fg",
+            "postgres://127.0.0.1/fg?sslmode=disable",
+            "postgres://%2Frun%2Fpostgresql/fg",
+        ] {
+            assert!(
+                load(Environment::Production, &[("FLOWGATE__DATABASE__URL", url)]).is_ok(),
+                "{url}"
+            );
+        }
+        // Elsewhere the URL is the operator's business.
+        assert!(load(
+            Environment::Staging,
+            &[("FLOWGATE__DATABASE__URL", "postgres://db.example.com/fg")]
+        )
+        .is_ok());
+        // The TLS parameters' own rules hold in every environment's start-up (Store::connect),
+        // and production checks them while loading.
+        let err = load(
+            Environment::Production,
+            &[(
+                "FLOWGATE__DATABASE__URL",
+                "postgres://db.example.com/fg?sslmode=verify-ca",
+            )],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("needs sslrootcert"), "{err}");
+    }
+
+    #[test]
+    fn require_to_another_host_is_warned_about() {
+        let warning = |url: &str| {
+            DatabaseConfig {
+                url: url.into(),
+                ..DatabaseConfig::default()
+            }
+            .tls_warning()
+        };
+        let w = warning("postgres://fg:secret@db.example.com/fg?sslmode=require").unwrap();
+        assert!(
+            w.contains("does not authenticate")
+                && w.contains("db.example.com")
+                && !w.contains("secret"),
+            "{w}"
+        );
+        assert_eq!(warning("postgres://127.0.0.1/fg?sslmode=require"), None);
+        assert_eq!(
+            warning("postgres://db.example.com/fg?sslmode=verify-full&sslrootcert=/ca.pem"),
+            None
+        );
+        assert_eq!(warning("sqlite://data/fg.db"), None);
     }
 
     #[test]

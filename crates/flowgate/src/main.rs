@@ -34,6 +34,9 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
         sqlite_synchronous: config.database.sqlite_synchronous.into(),
         ..StoreOptions::default()
     };
+    if let Some(warning) = config.database.tls_warning() {
+        tracing::warn!("{warning}");
+    }
     let store = Store::connect(&config.database.url, options).map_err(|e| {
         eprintln!(
             "flowgate: cannot use database {}: {e}",

@@ -1,4 +1,6 @@
-//! TLS to PostgreSQL: the `sslmode` and `sslrootcert` URL parameters against the local server.
+//! TLS to PostgreSQL: the `sslmode` and `sslrootcert` URL parameters against the local server,
+//! and, through a TLS proxy in front of it, against certificates of authorities the tests
+//! make (another host, another authority, the system's roots).
 //!
 //! The tests that need TLS skip, with a message, only when the server reports `ssl = off`.
 //! Debian's cluster (the one `make pg-up` starts) has `ssl = on` with the "snakeoil"
@@ -15,7 +17,7 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use flowgate_domain::ports::{CatalogSource, KeyStore, StoreError};
 use flowgate_store::{Store, StoreOptions, TlsMode};
-use flowgate_testkit::{pg_skip_allowed, test_options};
+use flowgate_testkit::{pg_skip_allowed, test_options, TestCa, TlsProxy};
 use time::OffsetDateTime;
 
 use crate::support::{self, TestDb, WS1};
@@ -143,7 +145,10 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
     let store = connect(&with(&with(&on_ip, "sslmode=verify-full"), &root));
     let err = store.ping().await.expect_err("verify-full to 127.0.0.1");
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
-    assert!(message(&err).contains("not valid for name"), "{err}");
+    assert!(
+        message(&err).contains("not valid for the host `127.0.0.1`"),
+        "{err}"
+    );
 
     // The chain is good: verify-ca passes, and so does require with a root (libpq: verify-ca).
     let store = connect(&with(&with(&on_ip, "sslmode=verify-ca"), &root));
@@ -151,11 +156,6 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
     let store = connect(&with(&with(&on_ip, "sslmode=require"), &root));
     assert_eq!(store.tls_mode(), Some(TlsMode::VerifyCa));
     assert!(store.uses_tls().await.expect("require + sslrootcert"));
-
-    // Without the root, Mozilla's roots do not trust a self-signed certificate.
-    let store = connect(&with(&on_ip, "sslmode=verify-ca"));
-    let err = store.ping().await.expect_err("verify-ca without the root");
-    assert!(message(&err).contains("UnknownIssuer"), "{err}");
 
     // By the name the certificate carries (connecting to 127.0.0.1 all the same).
     if pem_names_localhost(&pem) {
@@ -298,8 +298,12 @@ async fn connection_errors_never_contain_the_password() {
         ..StoreOptions::default()
     };
     // Refused, every mode.
+    let ca = TestCa::new("any");
     for mode in ["disable", "prefer", "require", "verify-full"] {
-        let url = format!("postgres://flowgate:pw-XYZZY@127.0.0.1:1/db?sslmode={mode}");
+        let mut url = format!("postgres://flowgate:pw-XYZZY@127.0.0.1:1/db?sslmode={mode}");
+        if mode == "verify-full" {
+            url = with(&url, &ca.sslrootcert());
+        }
         let store = Store::connect(&url, options.clone()).expect("lazy");
         for err in [
             store.ping().await.expect_err("refused"),
@@ -315,12 +319,227 @@ async fn connection_errors_never_contain_the_password() {
         assert!(!format!("{store:?}").contains("pw-XYZZY"));
     }
 
-    // A TLS failure against the real server (trust authentication ignores the password).
+    // A TLS failure against the real server (trust authentication ignores the password): its
+    // certificate is not from the authority named.
     let Some(db) = tls_db().await else { return };
-    let url = with(&with_password(&db, "pw-XYZZY"), "sslmode=verify-full");
+    let url = with(
+        &with(&with_password(&db, "pw-XYZZY"), "sslmode=verify-full"),
+        &ca.sslrootcert(),
+    );
     let store = Store::connect(&url, options).expect("lazy");
     let err = store.ping().await.expect_err("self-signed");
     let text = format!("{err} {err:?}");
     assert!(!text.contains("pw-XYZZY"), "{text}");
     assert!(text.contains("certificate"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// libpq's rules, against certificates the tests issue: a proxy in front of the server presents
+// them (testkit::TlsProxy), so every case is exact whatever the server's own certificate.
+
+/// A proxy presenting a certificate of `ca` for `names`; the database's URL through it with
+/// the host `host` and the parameters `params`.
+async fn through_proxy(
+    db: &TestDb,
+    ca: &TestCa,
+    names: &[&str],
+    host: &str,
+    params: &[&str],
+) -> (TlsProxy, String) {
+    let proxy = TlsProxy::start(db.server_authority(), &ca.issue(names)).await;
+    let mut url = db.url_via(&format!("{host}:{}", proxy.addr.port()));
+    if host == "localhost" {
+        // The proxy listens on IPv4 only.
+        url = with(&url, "hostaddr=127.0.0.1");
+    }
+    for param in params {
+        url = with(&url, param);
+    }
+    (proxy, url)
+}
+
+async fn refused(url: &str) -> String {
+    let store = Store::connect(url, test_options()).expect("the URL is valid");
+    message(&store.ping().await.expect_err("the certificate is refused"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_named_authority_and_host_are_accepted() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let ca = TestCa::new("ours");
+    for mode in ["sslmode=verify-full", "sslmode=verify-ca"] {
+        let (_proxy, url) = through_proxy(
+            &db,
+            &ca,
+            &["localhost"],
+            "localhost",
+            &[mode, &ca.sslrootcert()],
+        )
+        .await;
+        connect(&url).ping().await.expect(mode);
+    }
+    // An IP address the certificate names.
+    let (_proxy, url) = through_proxy(
+        &db,
+        &ca,
+        &["127.0.0.1"],
+        "127.0.0.1",
+        &["sslmode=verify-full", &ca.sslrootcert()],
+    )
+    .await;
+    connect(&url)
+        .ping()
+        .await
+        .expect("verify-full to a named IP");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_full_refuses_a_certificate_for_another_host_naming_the_setting() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let ca = TestCa::new("ours");
+    let (_proxy, url) = through_proxy(
+        &db,
+        &ca,
+        &["db.example.com"],
+        "localhost",
+        &["sslmode=verify-full", &ca.sslrootcert()],
+    )
+    .await;
+    let err = refused(&url).await;
+    assert!(
+        err.contains("not valid for the host `localhost`") && err.contains("sslmode=verify-full"),
+        "{err}"
+    );
+    // verify-ca checks the chain only: the same certificate passes.
+    let (_proxy, url) = through_proxy(
+        &db,
+        &ca,
+        &["db.example.com"],
+        "localhost",
+        &["sslmode=verify-ca", &ca.sslrootcert()],
+    )
+    .await;
+    connect(&url)
+        .ping()
+        .await
+        .expect("verify-ca ignores the host");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_of_another_authority_is_refused_naming_sslrootcert() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let theirs = TestCa::new("theirs");
+    let ours = TestCa::new("ours");
+    for mode in [
+        "sslmode=verify-full",
+        "sslmode=verify-ca",
+        "sslmode=require",
+    ] {
+        let (_proxy, url) = through_proxy(
+            &db,
+            &theirs,
+            &["localhost"],
+            "localhost",
+            &[mode, &ours.sslrootcert()],
+        )
+        .await;
+        let err = refused(&url).await;
+        assert!(
+            err.contains("not trusted") && err.contains(&ours.sslrootcert()),
+            "{mode}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_encrypts_without_checking_the_certificate() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let theirs = TestCa::new("theirs");
+    let (_proxy, url) = through_proxy(
+        &db,
+        &theirs,
+        &["db.example.com"],
+        "localhost",
+        &["sslmode=require"],
+    )
+    .await;
+    let store = connect(&url);
+    assert_eq!(store.tls_mode(), Some(TlsMode::Require));
+    store.ping().await.expect("require checks no certificate");
+}
+
+#[test]
+fn verifying_modes_need_a_root_and_a_missing_file_is_named() {
+    for mode in ["verify-ca", "verify-full"] {
+        let err = Store::connect(
+            &format!("postgres://u@127.0.0.1/db?sslmode={mode}"),
+            StoreOptions::default(),
+        )
+        .expect_err("no sslrootcert");
+        let text = message(&err);
+        assert!(
+            text.contains(&format!("sslmode={mode} needs sslrootcert")),
+            "{text}"
+        );
+        let err = Store::connect(
+            &format!("postgres://u@127.0.0.1/db?sslmode={mode}&sslrootcert=/nonexistent/root.pem"),
+            StoreOptions::default(),
+        )
+        .expect_err("missing file");
+        assert!(
+            message(&err).contains("sslrootcert=/nonexistent/root.pem")
+                && message(&err).contains("cannot read it"),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sslrootcert_system_needs_verify_full_and_trusts_the_system_roots_only() {
+    for mode in ["disable", "prefer", "require", "verify-ca"] {
+        let err = Store::connect(
+            &format!("postgres://u@127.0.0.1/db?sslmode={mode}&sslrootcert=system"),
+            StoreOptions::default(),
+        )
+        .expect_err("system with a weaker mode");
+        assert!(
+            message(&err).contains(&format!(
+                "sslrootcert=system needs sslmode=verify-full, not sslmode={mode}"
+            )),
+            "{err}"
+        );
+    }
+    // Without sslmode it means verify-full (PostgreSQL 16's libpq).
+    let store = Store::connect(
+        "postgres://u@127.0.0.1/db?sslrootcert=system",
+        StoreOptions::default(),
+    )
+    .expect("system roots");
+    assert_eq!(store.tls_mode(), Some(TlsMode::VerifyFull));
+    // A private authority is not among the system's roots.
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let ca = TestCa::new("private");
+    let (_proxy, url) = through_proxy(
+        &db,
+        &ca,
+        &["localhost"],
+        "localhost",
+        &["sslrootcert=system"],
+    )
+    .await;
+    let err = refused(&url).await;
+    assert!(
+        err.contains("not trusted") && err.contains("sslrootcert=system"),
+        "{err}"
+    );
 }
