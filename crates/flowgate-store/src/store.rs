@@ -292,6 +292,24 @@ impl Store {
         }
     }
 
+    /// Which database this store is, without credentials or options: `postgres://HOST:PORT/DB`
+    /// (hosts and ports as the URL lists them, libpq's defaults for those it leaves out:
+    /// port 5432, the user's name as the database), or `sqlite:PATH` with the file's absolute
+    /// path. Two URLs of one database give the same identity (D20: a cached catalog is used
+    /// only for the database it was read from).
+    pub fn identity(&self) -> String {
+        match &self.inner.target {
+            Target::Pg(target) => target.identity(),
+            Target::Sqlite(path) => {
+                let path = Path::new(path);
+                let absolute = std::fs::canonicalize(path)
+                    .or_else(|_| std::path::absolute(path))
+                    .unwrap_or_else(|_| path.to_owned());
+                format!("sqlite:{}", absolute.display())
+            }
+        }
+    }
+
     /// The TLS mode of a PostgreSQL store (`require` with `sslrootcert` reads as
     /// `verify-ca`); `None` on SQLite. For a start-up log line.
     pub fn tls_mode(&self) -> Option<TlsMode> {

@@ -258,6 +258,37 @@ impl Parsed {
 }
 
 impl PgTarget {
+    /// `postgres://HOST:PORT[,HOST:PORT]/DB` ([`crate::Store::identity`]).
+    pub(crate) fn identity(&self) -> String {
+        let ports = self.config.get_ports();
+        let hosts = self
+            .config
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, host)| {
+                let port = ports
+                    .get(i)
+                    .or_else(|| ports.first().filter(|_| ports.len() == 1))
+                    .copied()
+                    .unwrap_or(5432);
+                match host {
+                    tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+                    tokio_postgres::config::Host::Unix(dir) => {
+                        format!("{}:{port}", dir.display()).replace('/', "%2F")
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let db = self
+            .config
+            .get_dbname()
+            .or_else(|| self.config.get_user())
+            .unwrap_or("postgres");
+        format!("postgres://{hosts}/{db}")
+    }
+
     /// Parses a `postgres://` URL. Errors never contain the URL (it may hold a password).
     pub(crate) fn parse(url: &str) -> Result<PgTarget, StoreError> {
         let Parsed {

@@ -232,12 +232,16 @@ pub struct CatalogConfig {
     /// Longest wait for a change notification before the revision is checked again (D12: a
     /// change is served within 5 s; PostgreSQL is notified at once, SQLite is polled).
     pub refresh_interval_ms: u64,
+    /// The local copy of the last catalog that built, served when the store is unreachable at
+    /// start (D20); empty: no cache.
+    pub cache_path: String,
 }
 
 impl Default for CatalogConfig {
     fn default() -> Self {
         Self {
             refresh_interval_ms: 1_000,
+            cache_path: "data/catalog-cache.json".into(),
         }
     }
 }

@@ -3,6 +3,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod bus;
+mod cache;
 mod cli;
 mod commands;
 mod config;

@@ -7,6 +7,10 @@
 //! is picked up), and nothing before either. A load that failed (the store dropped the
 //! connection, a statement timed out) leaves `known` as it was, so the next pass loads the
 //! change again.
+//!
+//! Each catalog loaded from the store that builds is written to the local cache
+//! ([`CatalogCache`], D20); [`Refresher::serve_cache`] installs the cached one when the store
+//! is unreachable at start, and the store's replaces it as soon as the store answers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +22,17 @@ use flowgate_domain::{Catalog, CatalogData};
 use flowgate_http::{ApiState, CatalogHandle};
 use tokio::sync::watch;
 
+use crate::cache::CatalogCache;
 use crate::runtime::Runtime;
+
+/// Where a catalog being installed comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The store: confirmed current, and written to the cache once built.
+    Store,
+    /// The local cache (D20): served until the store answers.
+    Cache,
+}
 
 /// Why a reload did not swap a snapshot in.
 #[derive(Debug)]
@@ -60,8 +74,11 @@ pub struct Refresher {
     pub catalog: CatalogHandle,
     /// Health flags and counters.
     pub runtime: Arc<Runtime>,
-    /// The revision last swapped in or found not to build (`known`, module doc).
+    /// The revision last swapped in from the store or found not to build (`known`, module
+    /// doc).
     pub known: Option<u64>,
+    /// The local copy of the last good catalog (`catalog.cache_path`), if any.
+    pub cache: Option<Arc<CatalogCache>>,
 }
 
 impl Refresher {
@@ -78,7 +95,7 @@ impl Refresher {
             }
         };
         self.runtime.store_ok();
-        let result = self.install(data, api, started).await;
+        let result = self.install(data, api, started, Origin::Store).await;
         match &result {
             Ok(revision) | Err(ReloadError::Build { revision, .. }) => self.known = Some(*revision),
             Err(_) => {}
@@ -86,18 +103,35 @@ impl Refresher {
         result
     }
 
-    /// Builds `data` and swaps it in.
+    /// Builds `data` and swaps it in; a catalog from the store that builds is then written
+    /// to the cache (off the async workers; a failed write is logged and counted, and serving
+    /// goes on).
     pub async fn install(
         &self,
         data: CatalogData,
         api: Option<&web::Data<ApiState>>,
         started: Instant,
+        origin: Origin,
     ) -> Result<u64, ReloadError> {
         let revision = data.revision;
         let api = api.cloned();
+        let cache = self.cache.clone().filter(|_| origin == Origin::Store);
+        let runtime = self.runtime.clone();
         let built = tokio::task::spawn_blocking(move || -> Result<_, CatalogError> {
+            // Encoded before the build consumes the data, written only once it built: the
+            // cache holds the last good catalog.
+            let encoded = cache.as_ref().map(|cache| cache.encode(&data));
             let snapshot = Catalog::build(data)?;
             let carried = api.map_or(0, |api| api.prepare_snapshot(&snapshot));
+            if let (Some(cache), Some(encoded)) = (cache, encoded) {
+                let written = encoded
+                    .map_err(std::io::Error::other)
+                    .and_then(|bytes| cache.write(&bytes));
+                if let Err(error) = written {
+                    runtime.catalog_cache_write_failed();
+                    tracing::warn!(path = %cache.path().display(), %error, "cannot write the catalog cache; a restart during a store outage would not find this catalog");
+                }
+            }
             Ok((snapshot, carried))
         })
         .await
@@ -105,7 +139,10 @@ impl Refresher {
         match built {
             Ok((snapshot, carried)) => {
                 let previous = Arc::downgrade(&self.catalog.swap(Arc::new(snapshot)));
-                self.runtime.catalog_reloaded();
+                match origin {
+                    Origin::Store => self.runtime.catalog_reloaded(),
+                    Origin::Cache => self.runtime.catalog_from_cache(),
+                }
                 // The load's intermediate data is free now, and the previous snapshot once the
                 // requests in flight and every worker's held copy let go of it (a worker's next
                 // request or its sweeper, within a second): give the pages back then
@@ -118,6 +155,11 @@ impl Refresher {
                 ));
                 tracing::info!(
                     revision,
+                    from = if origin == Origin::Store {
+                        "store"
+                    } else {
+                        "cache"
+                    },
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     compressed_flows_kept = carried,
                     "catalog loaded"
@@ -128,6 +170,51 @@ impl Refresher {
                 self.runtime.catalog_build_failed();
                 tracing::error!(revision, problems = error.problems.len(), first = %error.problems.first().map(ToString::to_string).unwrap_or_default(), "the stored catalog does not build; keeping the last good snapshot");
                 Err(ReloadError::Build { revision, error })
+            }
+        }
+    }
+
+    /// Serves the cached catalog (D20), when there is a usable one: for a start whose first
+    /// load failed because the store is unreachable. Returns whether it did; a cache that
+    /// cannot be used (another database, unreadable) is logged and left alone. `known` stays
+    /// unset, so the store's catalog replaces it as soon as the store answers.
+    pub async fn serve_cache(&self) -> bool {
+        let Some(cache) = self.cache.clone() else {
+            return false;
+        };
+        let started = Instant::now();
+        let loaded = tokio::task::spawn_blocking(move || cache.load()).await;
+        let cached = match loaded {
+            Ok(Ok(Some(cached))) => cached,
+            Ok(Ok(None)) => {
+                tracing::warn!("no catalog cache file: not ready until the store answers");
+                return false;
+            }
+            Ok(Err(error)) => {
+                tracing::error!(%error, "not ready until the store answers");
+                return false;
+            }
+            Err(error) => {
+                tracing::error!(%error, "reading the catalog cache failed");
+                return false;
+            }
+        };
+        let (revision, written_at) = (cached.data.revision, cached.written_at);
+        match self
+            .install(cached.data, None, started, Origin::Cache)
+            .await
+        {
+            Ok(_) => {
+                tracing::warn!(
+                    revision,
+                    written_at,
+                    "the store is unreachable: serving the cached catalog until it answers"
+                );
+                true
+            }
+            Err(error) => {
+                tracing::error!(%error, "the cached catalog does not build; not ready until the store answers");
+                false
             }
         }
     }
@@ -317,6 +404,11 @@ mod tests {
     /// A refresher that loaded the source's first catalog (one app; one that does not build
     /// unless `builds`), as `serve` does at start, and runs.
     async fn start(builds: bool) -> Running {
+        start_with(builds, None).await
+    }
+
+    /// As [`start`], with a catalog cache.
+    async fn start_with(builds: bool, cache: Option<Arc<CatalogCache>>) -> Running {
         let source = Arc::new(Source::default());
         source.publish(1, builds);
         let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
@@ -326,6 +418,7 @@ mod tests {
             catalog: catalog.clone(),
             runtime: runtime.clone(),
             known: None,
+            cache,
         };
         assert_eq!(refresher.reload(None).await.is_ok(), builds);
         let (stop, stopped) = watch::channel(false);
@@ -431,5 +524,117 @@ mod tests {
         assert!(r.served(5).await);
         assert!(r.runtime.store_healthy());
         r.finish().await;
+    }
+
+    fn cached_apps(cache: &CatalogCache) -> Option<usize> {
+        cache
+            .load()
+            .unwrap()
+            .map(|c| c.data.workspaces.iter().map(|w| w.apps.len()).sum())
+    }
+
+    async fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+        for _ in 0..200 {
+            if condition() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    /// Each catalog from the store that builds is written to the cache (D20); one that does
+    /// not build leaves the last good one there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_cache_holds_the_last_catalog_that_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Arc::new(CatalogCache::new(
+            dir.path().join("catalog-cache.json"),
+            "postgres://db:5432/fg",
+        ));
+        let r = start_with(true, Some(cache.clone())).await;
+        assert_eq!(cached_apps(&cache), Some(1));
+        r.source.publish(2, true);
+        assert!(r.served(2).await);
+        assert!(eventually(|| cached_apps(&cache) == Some(2)).await);
+        r.source.publish(3, false);
+        tokio::time::sleep(INTERVAL * 10).await;
+        assert_eq!(
+            cached_apps(&cache),
+            Some(2),
+            "the broken catalog is not cached"
+        );
+        assert!(!r.runtime.catalog_cached());
+        r.finish().await;
+    }
+
+    /// A start with the store down serves the cached catalog, says so, and serves the
+    /// store's as soon as it answers (even at the same revision: it was never confirmed).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_start_without_the_store_serves_the_cache_until_the_store_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Arc::new(CatalogCache::new(
+            dir.path().join("catalog-cache.json"),
+            "postgres://db:5432/fg",
+        ));
+        // An earlier process cached a catalog of 3 apps.
+        let source = Arc::new(Source::default());
+        source.publish(3, true);
+        let stored = source.load_catalog().await.unwrap();
+        cache.write(&cache.encode(&stored).unwrap()).unwrap();
+        source.publish(4, true);
+        source.down.store(true, Ordering::SeqCst);
+
+        let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+        let runtime = Arc::new(Runtime::default());
+        let mut refresher = Refresher {
+            source: source.clone(),
+            catalog: catalog.clone(),
+            runtime: runtime.clone(),
+            known: None,
+            cache: Some(cache.clone()),
+        };
+        assert!(matches!(
+            refresher.reload(None).await,
+            Err(ReloadError::Load(_))
+        ));
+        assert!(refresher.serve_cache().await);
+        assert_eq!(catalog.load().app_count(), 3);
+        assert!(runtime.catalog_loaded() && runtime.catalog_cached());
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(refresher.run(None, INTERVAL, stopped));
+        tokio::time::sleep(INTERVAL * 5).await;
+        assert_eq!(catalog.load().app_count(), 3, "the cache serves meanwhile");
+        source.down.store(false, Ordering::SeqCst);
+        assert!(eventually(|| catalog.load().app_count() == 4).await);
+        assert!(!runtime.catalog_cached());
+        assert_eq!(cached_apps(&cache), Some(4));
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+
+    /// A cache of another database is not served; neither is a missing one.
+    #[tokio::test]
+    async fn a_cache_of_another_database_or_none_is_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog-cache.json");
+        let source = Arc::new(Source::default());
+        let mut refresher = Refresher {
+            source: source.clone(),
+            catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
+            runtime: Arc::new(Runtime::default()),
+            known: None,
+            cache: Some(Arc::new(CatalogCache::new(&path, "postgres://a:5432/fg"))),
+        };
+        assert!(!refresher.serve_cache().await, "no file");
+        source.publish(2, true);
+        let other = CatalogCache::new(&path, "postgres://b:5432/fg");
+        other
+            .write(&other.encode(&source.load_catalog().await.unwrap()).unwrap())
+            .unwrap();
+        assert!(!refresher.serve_cache().await, "another database's");
+        assert!(!refresher.runtime.catalog_loaded());
+        refresher.cache = None;
+        assert!(!refresher.serve_cache().await, "no cache configured");
     }
 }

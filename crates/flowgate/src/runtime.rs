@@ -21,6 +21,9 @@ const STORE_STALE_AFTER: Duration = Duration::from_secs(15);
 pub struct Runtime {
     started: Instant,
     catalog_loaded: AtomicBool,
+    /// The served snapshot came from the local cache (D20), not the store.
+    catalog_cached: AtomicBool,
+    catalog_cache_write_errors: AtomicU64,
     /// Milliseconds since `started` of the last successful store check.
     store_ok_at_ms: AtomicU64,
     store_failing: AtomicBool,
@@ -36,6 +39,8 @@ impl Default for Runtime {
         Self {
             started: Instant::now(),
             catalog_loaded: AtomicBool::new(false),
+            catalog_cached: AtomicBool::new(false),
+            catalog_cache_write_errors: AtomicU64::new(0),
             store_ok_at_ms: AtomicU64::new(0),
             store_failing: AtomicBool::new(false),
             store_errors: AtomicU64::new(0),
@@ -63,11 +68,32 @@ impl Runtime {
         self.store_failing.store(true, Ordering::Relaxed);
     }
 
-    /// A new snapshot was built and swapped in.
+    /// A new snapshot was built from the store's catalog and swapped in.
     pub fn catalog_reloaded(&self) {
         self.catalog_loaded.store(true, Ordering::Relaxed);
+        self.catalog_cached.store(false, Ordering::Relaxed);
         self.catalog_reloads.fetch_add(1, Ordering::Relaxed);
         self.catalog_fresh();
+    }
+
+    /// A snapshot was built from the local cache and swapped in (D20): serving, but not
+    /// confirmed to match the store (its age keeps growing until the store answers).
+    pub fn catalog_from_cache(&self) {
+        self.catalog_loaded.store(true, Ordering::Relaxed);
+        self.catalog_cached.store(true, Ordering::Relaxed);
+        self.catalog_reloads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the served snapshot came from the local cache.
+    pub fn catalog_cached(&self) -> bool {
+        self.catalog_cached.load(Ordering::Relaxed)
+    }
+
+    /// Writing the local cache failed (serving goes on; a restart during an outage would
+    /// find an older file or none).
+    pub fn catalog_cache_write_failed(&self) {
+        self.catalog_cache_write_errors
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// The snapshot was confirmed to match the store.
@@ -211,7 +237,14 @@ impl AdminSource for Admin {
                 "catalog",
                 check(
                     self.runtime.catalog_loaded(),
-                    &format!("revision {revision}"),
+                    &if self.runtime.catalog_cached() {
+                        format!(
+                            "revision {revision}, cached: read from the local cache file, \
+                             the store has not answered since start"
+                        )
+                    } else {
+                        format!("revision {revision}")
+                    },
                     "no catalog snapshot loaded yet".to_owned(),
                 ),
             )
@@ -249,6 +282,21 @@ impl AdminSource for Admin {
             "gauge",
             "Seconds since the snapshot was last confirmed to match the store.",
             r.catalog_age_secs(),
+        );
+        metric(
+            out,
+            "flowgate_catalog_cached",
+            "gauge",
+            "1 while the served snapshot was read from the local cache file because the store \
+             has not answered since start (D20).",
+            u8::from(r.catalog_cached()),
+        );
+        metric(
+            out,
+            "flowgate_catalog_cache_write_errors",
+            "counter",
+            "Failed writes of the local catalog cache file (catalog.cache_path).",
+            r.catalog_cache_write_errors.load(Ordering::Relaxed),
         );
         metric(
             out,

@@ -18,9 +18,10 @@ use flowgate_jetstream::{Bus, Publisher};
 use flowgate_store::{Backend, Store};
 use tokio::sync::watch;
 
+use crate::cache::CatalogCache;
 use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
-use crate::refresh::Refresher;
+use crate::refresh::{Refresher, ReloadError};
 use crate::runtime::{Admin, DeadLetterGauge, Runtime};
 use crate::{demo, open_store};
 
@@ -35,15 +36,30 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     }
     let runtime = Arc::new(Runtime::default());
     let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
+    let cache = (!config.catalog.cache_path.is_empty()).then(|| {
+        Arc::new(CatalogCache::new(
+            &config.catalog.cache_path,
+            store.identity(),
+        ))
+    });
     let mut refresher = Refresher {
         source: Arc::new(store.clone()),
         catalog: catalog.clone(),
         runtime: runtime.clone(),
         known: None,
+        cache,
     };
-    if let Err(e) = refresher.reload(None).await {
-        // Not fatal: the listeners start, /readyz says not_ready, the refresher retries.
-        tracing::error!(error = %e, "the first catalog load failed; retrying in the background");
+    match refresher.reload(None).await {
+        Ok(_) => {}
+        // Not fatal: the listeners start, and the refresher retries. Meanwhile the cached
+        // catalog serves (D20), or /readyz says not_ready.
+        Err(e @ ReloadError::Load(_)) => {
+            tracing::error!(error = %e, "the store is unreachable at start; retrying in the background");
+            refresher.serve_cache().await;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the first catalog load failed; retrying in the background")
+        }
     }
 
     // Where the sink writes (D16): the store, or the stream `flowgate ingest` reads. Events

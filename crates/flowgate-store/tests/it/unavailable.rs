@@ -70,3 +70,40 @@ fn unsupported_urls_are_refused() {
         assert!(matches!(err, StoreError::Other(_)), "{url}: {err:?}");
     }
 }
+
+/// A store's identity names the database (D20's cache check): credentials and options do not
+/// change it, another host, port or database does; libpq's defaults fill what a URL leaves out.
+#[tokio::test]
+async fn the_identity_names_host_port_and_database_only() {
+    let identity = |url: &str| Store::connect(url, short()).unwrap().identity();
+    let base = identity("postgres://fg:one@db.example.com:5433/flowgate?sslmode=require");
+    assert_eq!(base, "postgres://db.example.com:5433/flowgate");
+    assert_eq!(
+        identity("postgresql://other:two@db.example.com:5433/flowgate?application_name=x"),
+        base
+    );
+    assert_ne!(
+        identity("postgres://fg@db.example.com:5433/flowgate2"),
+        base
+    );
+    assert_ne!(
+        identity("postgres://fg@db2.example.com:5433/flowgate"),
+        base
+    );
+    assert_eq!(
+        identity("postgres://fg@db.example.com/fg"),
+        "postgres://db.example.com:5432/fg"
+    );
+    assert_eq!(
+        identity("postgres://alice@db.example.com"),
+        "postgres://db.example.com:5432/alice"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fg.db");
+    let sqlite = identity(&format!("sqlite://{}", file.display()));
+    assert!(
+        sqlite.starts_with("sqlite:/") && sqlite.ends_with("/fg.db"),
+        "{sqlite}"
+    );
+    assert_eq!(identity(&format!("sqlite:{}", file.display())), sqlite);
+}

@@ -6,10 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::fixtures;
-use crate::support::{assert_exactly_once, event, http, Load, Served};
+use crate::support::{
+    assert_exactly_once, event, http, publish_version_3, resolve_onboarding, Load, Served,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_outage_mid_load_loses_no_accepted_event() {
@@ -155,24 +157,17 @@ async fn an_event_sent_again_after_it_was_stored_is_stored_once() {
     assert_eq!(stored.len(), 2);
 }
 
-fn resolve(s: &Served) -> (u16, Value) {
-    let body = json!({"user_id": "u1", "session_id": "s1", "device_platform": "ios", "attributes": {"country": "US"}}).to_string();
-    let path = format!("/v1/apps/{}/placements/onboarding/resolve", fixtures::APP1);
-    let (status, reply) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
-    (status, serde_json::from_str(&reply).unwrap_or(Value::Null))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolve_keeps_serving_through_a_store_outage_and_picks_up_changes_after() {
     let Some(s) = Served::start(&[]).await else {
         return;
     };
-    assert_eq!(resolve(&s).1["flow_version"], 2);
+    assert_eq!(resolve_onboarding(&s).1["flow_version"], 2);
     s.proxy().cut();
     let (mut ok, mut total) = (0, 0);
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
-        let (status, body) = resolve(&s);
+        let (status, body) = resolve_onboarding(&s);
         total += 1;
         if status == 200 && body["flow_id"] == fixtures::FLOW_US {
             ok += 1;
@@ -185,19 +180,17 @@ async fn resolve_keeps_serving_through_a_store_outage_and_picks_up_changes_after
     s.wait_ready("degraded", Duration::from_secs(10)).await;
 
     // Publish a new version while the service still cannot reach the store.
-    let mut doc = fixtures::catalog_json();
-    let flow = &mut doc["workspaces"][0]["apps"][0]["flows"][0];
-    flow["versions"].as_array_mut().unwrap().push(json!({
-        "id": "40000000-0000-4000-8000-0000000000f3", "version": 3, "schema_version": 3, "fonts": [], "flow_schema": {"screens": ["v3"]}
-    }));
-    flow["published_version"] = json!(3);
-    crate::support::import(&s.db.url, &doc);
-    assert_eq!(resolve(&s).1["flow_version"], 2, "still the last snapshot");
+    publish_version_3(&s.db.url);
+    assert_eq!(
+        resolve_onboarding(&s).1["flow_version"],
+        2,
+        "still the last snapshot"
+    );
 
     s.proxy().restore();
     let restored = Instant::now();
     loop {
-        let (status, body) = resolve(&s);
+        let (status, body) = resolve_onboarding(&s);
         assert_eq!(status, 200);
         if body["flow_version"] == 3 {
             break;

@@ -4,6 +4,7 @@
 #[path = "../../../flowgate-domain/tests/it/fixtures.rs"]
 mod fixtures;
 
+mod cache;
 mod durability;
 mod faults;
 mod jetstream;

@@ -45,6 +45,10 @@ async fn a_reload_keeps_the_flows_compressed_for_gzip_clients() {
         .env("FLOWGATE__SERVER__LISTEN", format!("127.0.0.1:{api}"))
         .env("FLOWGATE__ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
         .env("FLOWGATE__DATABASE__URL", &db_url)
+        .env(
+            "FLOWGATE__CATALOG__CACHE_PATH",
+            dir.join("catalog-cache.json"),
+        )
         .env("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "100")
         .env("FLOWGATE__LOG__LEVEL", "info")
         .env("FLOWGATE__LOG__FORMAT", "json")

@@ -123,6 +123,10 @@ fn request_lines_and_the_last_shutdown_line_are_logged() {
     let child = flowgate()
         .arg("serve")
         .env("FLOWGATE__DATABASE__URL", &db)
+        .env(
+            "FLOWGATE__CATALOG__CACHE_PATH",
+            dir.join("catalog-cache.json"),
+        )
         .env("FLOWGATE__SERVER__LISTEN", format!("127.0.0.1:{api}"))
         .env("FLOWGATE__ADMIN__LISTEN", format!("127.0.0.1:{admin}"))
         .env("FLOWGATE__LOG__LEVEL", "info")

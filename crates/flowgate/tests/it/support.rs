@@ -101,6 +101,8 @@ pub struct Served {
     pub api: SocketAddr,
     pub admin: SocketAddr,
     settings: Vec<(String, String)>,
+    /// Holds `catalog.cache_path` (D20), one per server.
+    cache_dir: tempfile::TempDir,
     child: Child,
 }
 
@@ -185,6 +187,7 @@ impl Served {
             api,
             admin,
             settings,
+            cache_dir: tempfile::tempdir().unwrap(),
         };
         served.child = served.spawn();
         served.wait_ready("ready", Duration::from_secs(30)).await;
@@ -219,6 +222,7 @@ impl Served {
             .env("FLOWGATE__EVENTS__RETRY_MAX_MS", "500")
             .env("FLOWGATE__EVENTS__WRITE_TIMEOUT_MS", "2000")
             .env("FLOWGATE__EVENTS__DRAIN_DEADLINE_MS", "30000")
+            .env("FLOWGATE__CATALOG__CACHE_PATH", self.cache_path())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         for (k, v) in &self.settings {
@@ -236,12 +240,23 @@ impl Served {
     /// Starts the server again on the same store and addresses (after it died) and waits
     /// until ready.
     pub async fn restart(&mut self) {
+        self.respawn();
+        self.wait_ready("ready", Duration::from_secs(30)).await;
+    }
+
+    /// Starts the server again on the same store and addresses (after it died), without
+    /// waiting.
+    pub fn respawn(&mut self) {
         assert!(
             self.child.try_wait().unwrap().is_some(),
             "the previous process is gone"
         );
         self.child = self.spawn();
-        self.wait_ready("ready", Duration::from_secs(30)).await;
+    }
+
+    /// Where this server keeps its catalog cache (D20).
+    pub fn cache_path(&self) -> std::path::PathBuf {
+        self.cache_dir.path().join("catalog-cache.json")
     }
 
     /// Waits until `/readyz` reports `status` (ready, degraded).
@@ -599,4 +614,26 @@ pub async fn wait_stored(db: &TestDb, accepted: &[String], within: Duration) {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Resolves the fixture's `onboarding` placement for a US iOS user: status and body.
+pub fn resolve_onboarding(s: &Served) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({"user_id": "u1", "session_id": "s1", "device_platform": "ios", "attributes": {"country": "US"}}).to_string();
+    let path = format!("/v1/apps/{}/placements/onboarding/resolve", fixtures::APP1);
+    let (status, reply) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+    (
+        status,
+        serde_json::from_str(&reply).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// Publishes version 3 of the fixture's first flow, straight into the database at `db_url`.
+pub fn publish_version_3(db_url: &str) {
+    let mut doc = fixtures::catalog_json();
+    let flow = &mut doc["workspaces"][0]["apps"][0]["flows"][0];
+    flow["versions"].as_array_mut().unwrap().push(serde_json::json!({
+        "id": "40000000-0000-4000-8000-0000000000f3", "version": 3, "schema_version": 3, "fonts": [], "flow_schema": {"screens": ["v3"]}
+    }));
+    flow["published_version"] = serde_json::json!(3);
+    import(db_url, &doc);
 }
