@@ -112,6 +112,8 @@ pub(crate) fn pool(
 pub(crate) enum CopyError {
     /// An `event_id` of the batch is already stored: nothing of it was stored.
     AlreadyStored,
+    /// No partition holds one of the rows (D21): nothing of it was stored.
+    NoPartition(StoreError),
     /// Anything else, as the store reports it.
     Store(StoreError),
 }
@@ -144,6 +146,10 @@ pub(crate) async fn copy_events(
             }
             if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
                 Err(CopyError::AlreadyStored)
+            } else if e.as_db_error().is_some_and(|db| {
+                crate::retention::is_missing_partition(Some(db.code().code()), db.message())
+            }) {
+                Err(CopyError::NoPartition(copy_error(&e)))
             } else {
                 Err(CopyError::Store(copy_error(&e)))
             }

@@ -35,6 +35,7 @@ use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
 
 use crate::copy::{copy_events, CopyError};
 use crate::error::{pool_error, query_error};
+use crate::retention::{day_span, is_missing_partition};
 use crate::schema::analytics_events;
 use crate::store::{Pools, SqliteConn, Store};
 use crate::types::{sql, DbJson, DbJsonObject, DbTimestamp, DbUuid};
@@ -107,23 +108,22 @@ impl EventStore for Store {
                 return Ok(AppendOutcome::default());
             }
             let inserted = match self.pools() {
-                Pools::Pg { pool, copy } => match copy_events(copy, &rows).await {
-                    Ok(n) => n,
-                    Err(CopyError::Store(e)) => return Err(e),
-                    Err(CopyError::AlreadyStored) => {
-                        // An event_id of the batch is already stored (only the primary key is
-                        // unique), so nothing of it was: the same rows again, with
-                        // `ON CONFLICT`.
-                        self.inner
-                            .event_conflict_retries
-                            .fetch_add(1, Ordering::Relaxed);
-                        let mut conn = pool.get().await.map_err(pool_error)?;
-                        (&UnnestInsert::new(&rows))
-                            .execute(&mut conn)
-                            .await
-                            .map_err(query_error)?
+                Pools::Pg { .. } => {
+                    let mut created = false;
+                    loop {
+                        match self.write_pg(&rows).await {
+                            Ok(n) => break n,
+                            // A day without its partition (D21): create it, write again.
+                            Err(PgWrite::NoPartition(_)) if !created => {
+                                if let Some((first, last)) = day_span(rows.iter().copied()) {
+                                    self.ensure_event_partitions(first, last).await?;
+                                }
+                                created = true;
+                            }
+                            Err(PgWrite::NoPartition(e) | PgWrite::Store(e)) => return Err(e),
+                        }
                     }
-                },
+                }
                 Pools::Sqlite(pool) => {
                     let mut conn = pool.get().await.map_err(pool_error)?;
                     insert_sqlite(&mut conn, rows.into_iter().map(EventRow::new).collect()).await?
@@ -134,6 +134,58 @@ impl EventStore for Store {
                 duplicates: events.len().saturating_sub(inserted),
             })
         })
+    }
+}
+
+/// Why a PostgreSQL write of a batch failed.
+enum PgWrite {
+    /// No partition holds one of the rows (nothing was stored).
+    NoPartition(StoreError),
+    /// Anything else.
+    Store(StoreError),
+}
+
+impl From<StoreError> for PgWrite {
+    fn from(e: StoreError) -> Self {
+        PgWrite::Store(e)
+    }
+}
+
+impl Store {
+    /// One `COPY` of `rows`, or when an `event_id` of theirs is already stored, the same rows
+    /// with `ON CONFLICT`: how many were stored.
+    async fn write_pg(&self, rows: &[&AnalyticsEvent]) -> Result<usize, PgWrite> {
+        let Pools::Pg { pool, copy } = self.pools() else {
+            return Err(PgWrite::Store(StoreError::Other(
+                "a PostgreSQL write on another backend".to_owned(),
+            )));
+        };
+        match copy_events(copy, rows).await {
+            Ok(n) => Ok(n),
+            Err(CopyError::NoPartition(e)) => Err(PgWrite::NoPartition(e)),
+            Err(CopyError::Store(e)) => Err(PgWrite::Store(e)),
+            Err(CopyError::AlreadyStored) => {
+                // An (event_id, occurred_at) of the batch is already stored (only the primary
+                // key is unique), so nothing of it was: the same rows again, with
+                // `ON CONFLICT`.
+                self.inner
+                    .event_conflict_retries
+                    .fetch_add(1, Ordering::Relaxed);
+                let mut conn = pool.get().await.map_err(pool_error)?;
+                match (&UnnestInsert::new(rows)).execute(&mut conn).await {
+                    Ok(n) => Ok(n),
+                    Err(diesel::result::Error::DatabaseError(kind, info))
+                        if matches!(kind, diesel::result::DatabaseErrorKind::CheckViolation)
+                            && is_missing_partition(Some("23514"), info.message()) =>
+                    {
+                        Err(PgWrite::NoPartition(StoreError::Conflict(
+                            info.message().to_owned(),
+                        )))
+                    }
+                    Err(e) => Err(PgWrite::Store(query_error(e))),
+                }
+            }
+        }
     }
 }
 
@@ -232,7 +284,7 @@ impl QueryFragment<Pg> for UnnestInsert<'_> {
             reason: Array<Nullable<Text>> as "text",
             payload: Array<sql::Json> as "jsonb",
         }
-        out.push_sql(") ON CONFLICT (event_id) DO NOTHING");
+        out.push_sql(") ON CONFLICT (event_id, occurred_at) DO NOTHING");
         Ok(())
     }
 }
@@ -321,7 +373,7 @@ mod tests {
              payload) SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::uuid[], \
              $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], \
              $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], \
-             $16::text[], $17::jsonb[]) ON CONFLICT (event_id) DO NOTHING"
+             $16::text[], $17::jsonb[]) ON CONFLICT (event_id, occurred_at) DO NOTHING"
         );
     }
 }

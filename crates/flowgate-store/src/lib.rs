@@ -37,6 +37,7 @@ mod error;
 mod events;
 pub mod import;
 mod keys;
+mod retention;
 pub mod schema;
 mod store;
 mod tls;
@@ -46,6 +47,7 @@ pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
 pub use import::{import_file, FileProblem, ImportError, ImportReport};
 pub use keys::CreatedKey;
+pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};
 pub use store::{
     Backend, SqliteSynchronous, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS,
 };

@@ -366,6 +366,12 @@ impl Store {
         self.run_migrations(Direction::DownAll).await
     }
 
+    /// Reverts the newest applied migration (its `down.sql`): for tests of one migration on a
+    /// database with data, and for an operator stepping back one release.
+    pub async fn revert_last_migration(&self) -> Result<Vec<String>, StoreError> {
+        self.run_migrations(Direction::DownLast).await
+    }
+
     /// The versions of the applied migrations, oldest first.
     pub async fn applied_migrations(&self) -> Result<Vec<String>, StoreError> {
         self.run_migrations(Direction::List).await
@@ -420,6 +426,7 @@ impl Store {
 enum Direction {
     Up,
     DownAll,
+    DownLast,
     List,
 }
 
@@ -432,6 +439,9 @@ impl Direction {
         let versions = match self {
             Direction::Up => harness.run_pending_migrations(migrations),
             Direction::DownAll => harness.revert_all_migrations(migrations),
+            Direction::DownLast => harness
+                .revert_last_migration(migrations)
+                .map(|version| vec![version]),
             Direction::List => harness.applied_migrations(),
         }
         .map_err(|e| e.to_string())?;

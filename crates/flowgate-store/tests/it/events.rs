@@ -234,12 +234,21 @@ async fn the_copy_backend(monitor: &tokio_postgres::Client) -> i32 {
 
 /// Starts a transaction on `observer` that inserts a row with `event_id` and stays open: a
 /// `COPY` of the same `event_id` waits on the primary key until it ends.
-async fn hold_event_id(observer: &tokio_postgres::Client, event_id: uuid::Uuid) {
+async fn hold_event_id(observer: &tokio_postgres::Client, event: &AnalyticsEvent) {
+    // The store keeps microseconds, cut (not rounded as PostgreSQL's text input would).
+    let at = event.occurred_at;
+    let (event_id, occurred_at) = (
+        event.event_id.0,
+        at.replace_nanosecond(at.nanosecond() / 1_000 * 1_000)
+            .unwrap()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    );
     observer
         .batch_execute(&format!(
             "BEGIN; INSERT INTO analytics_events (event_id, source, event_type, app_id, \
              user_id, session_id, device_platform, occurred_at) VALUES ('{event_id}', 'sdk', \
-             'screen_view', '{APP1}', 'observer', 's', 'ios', now())"
+             'screen_view', '{APP1}', 'observer', 's', 'ios', '{occurred_at}')"
         ))
         .await
         .expect("insert, transaction left open");
@@ -289,7 +298,7 @@ async fn a_write_given_up_midway_stores_nothing_of_it() {
     // About 700 KB, several CopyData chunks. The COPY stores the rows before the last one, then
     // waits on the primary key for the observer's transaction, which holds the last event_id.
     let batch: Vec<_> = (1..=2_000).map(sdk_event).collect();
-    hold_event_id(&observer, batch[batch.len() - 1].event_id.0).await;
+    hold_event_id(&observer, &batch[batch.len() - 1]).await;
     let give_up = tokio::time::timeout(Duration::from_secs(2), db.store.append_events(&batch));
     let blocked = wait_for(&monitor, "the COPY waiting on the observer", |backends| {
         backends.iter().any(|b| {
@@ -366,7 +375,7 @@ async fn a_copy_the_server_refuses_keeps_its_client_and_a_lock_timeout_is_transi
         .expect("lock_timeout");
 
     let batch: Vec<_> = (0..10).map(sdk_event).collect();
-    hold_event_id(&observer, batch[9].event_id.0).await;
+    hold_event_id(&observer, &batch[9]).await;
     let err = db
         .store
         .append_events(&batch)

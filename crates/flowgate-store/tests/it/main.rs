@@ -31,6 +31,7 @@ mod events;
 mod import;
 mod keys;
 mod migrations;
+mod retention;
 mod support;
 mod tls;
 mod unavailable;

@@ -1,0 +1,218 @@
+//! The events table over time (D21): partitions ahead of the events, and retention.
+//!
+//! On PostgreSQL `analytics_events` is partitioned by UTC day of `occurred_at` (the migration
+//! `2026-11-25-000000_events_partitioned` has the layout and the two SQL functions used here).
+//! [`Store::maintain_events`] creates the day partitions of the accepted window and a few days
+//! beyond it, and drops those wholly older than the retention; every process connected to the
+//! store calls it now and then, and the functions serialise the callers with an advisory lock.
+//! An event whose partition is missing all the same (a window larger than the maintenance
+//! covered, a dead letter replayed after its day was dropped) makes the write create it and
+//! try again: an event never fails for a missing partition.
+//!
+//! On SQLite the table is one table; retention deletes old rows in batches of
+//! [`SQLITE_DELETE_BATCH`], each its own short transaction, so writers wait for one batch at
+//! most.
+
+use std::time::Duration;
+
+use diesel::sql_types::{BigInt, Integer, Text};
+use diesel::QueryableByName;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use flowgate_domain::ports::StoreError;
+use time::{Date, OffsetDateTime};
+
+use crate::error::pool_error;
+use crate::store::{Pools, Store};
+use crate::types::{sql, DbTimestamp};
+use crate::Failure;
+
+/// Rows deleted per SQLite statement and transaction.
+pub const SQLITE_DELETE_BATCH: i64 = 5_000;
+
+/// Days of partitions created beyond the accepted window's future edge, so that a day's
+/// partition exists well before its first event even when maintenance stalls for a while.
+pub const PARTITION_DAYS_AHEAD: i64 = 3;
+
+/// Longest wait for the table locks partition changes take; past it the round gives up and
+/// the next one tries again (writers are never queued behind a long wait).
+const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+
+/// What maintenance is asked to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRetention {
+    /// The oldest event timestamp accepted (`events.max_past_secs`).
+    pub max_past: Duration,
+    /// The newest event timestamp accepted (`events.max_future_secs`).
+    pub max_future: Duration,
+    /// Events older than this many days are dropped; 0 keeps everything
+    /// (`events.retention_days`).
+    pub retention_days: u32,
+}
+
+/// What one maintenance round did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Maintenance {
+    /// Day partitions created (PostgreSQL).
+    pub partitions_created: u32,
+    /// Partitions dropped by retention (PostgreSQL).
+    pub partitions_dropped: u32,
+    /// Rows deleted by retention (SQLite).
+    pub rows_deleted: u64,
+}
+
+#[derive(QueryableByName)]
+struct Count {
+    #[diesel(sql_type = Integer)]
+    n: i32,
+}
+
+/// The UTC day of `at`.
+fn utc_day(at: OffsetDateTime) -> Date {
+    at.to_offset(time::UtcOffset::UTC).date()
+}
+
+fn days(duration: Duration) -> time::Duration {
+    time::Duration::try_from(duration).unwrap_or(time::Duration::MAX)
+}
+
+impl Store {
+    /// One maintenance round at `now`: the partitions of the accepted window exist (from the
+    /// day of `now - max_past` to `PARTITION_DAYS_AHEAD` days past `now + max_future`), and
+    /// with a retention, the events older than `retention_days` are gone (whole partitions
+    /// on PostgreSQL, rows in batches on SQLite).
+    pub async fn maintain_events(
+        &self,
+        now: OffsetDateTime,
+        policy: EventRetention,
+    ) -> Result<Maintenance, StoreError> {
+        let mut done = Maintenance::default();
+        let cutoff = (policy.retention_days > 0)
+            .then(|| now.saturating_sub(time::Duration::days(i64::from(policy.retention_days))));
+        if let Pools::Pg { .. } = self.pools() {
+            // Never a partition that retention would drop at once.
+            let first = utc_day(now.saturating_sub(days(policy.max_past)))
+                .max(cutoff.map_or(Date::MIN, utc_day));
+            let last = utc_day(now.saturating_add(days(policy.max_future)))
+                .saturating_add(time::Duration::days(PARTITION_DAYS_AHEAD));
+            done.partitions_created = self.ensure_event_partitions(first, last).await?;
+        }
+        if let Some(cutoff) = cutoff {
+            let (partitions, rows) = self.drop_events_before(cutoff).await?;
+            done.partitions_dropped = partitions;
+            done.rows_deleted = rows;
+        }
+        Ok(done)
+    }
+
+    /// Creates the missing day partitions from `first` to `last` (UTC days, inclusive) on
+    /// PostgreSQL; how many it created. Nothing to do on SQLite.
+    pub async fn ensure_event_partitions(
+        &self,
+        first: Date,
+        last: Date,
+    ) -> Result<u32, StoreError> {
+        let Pools::Pg { pool, .. } = self.pools() else {
+            return Ok(0);
+        };
+        let mut conn = pool.get().await.map_err(pool_error)?;
+        let created = conn
+            .transaction::<_, Failure, _>(async |conn| {
+                diesel::sql_query(LOCK_TIMEOUT).execute(conn).await?;
+                let count: Count = diesel::sql_query(
+                    "SELECT flowgate_ensure_event_partitions($1::date, $2::date) AS n",
+                )
+                .bind::<Text, _>(first.to_string())
+                .bind::<Text, _>(last.to_string())
+                .get_result(conn)
+                .await?;
+                Ok(count.n)
+            })
+            .await?;
+        Ok(u32::try_from(created).unwrap_or(0))
+    }
+
+    /// Drops the events wholly older than `cutoff`: the partitions whose every instant is
+    /// before it (PostgreSQL: events of the cutoff's own day stay until their whole day
+    /// passes), or the rows, in batches (SQLite). Returns (partitions dropped, rows deleted).
+    pub async fn drop_events_before(
+        &self,
+        cutoff: OffsetDateTime,
+    ) -> Result<(u32, u64), StoreError> {
+        match self.pools() {
+            Pools::Pg { pool, .. } => {
+                let mut conn = pool.get().await.map_err(pool_error)?;
+                let dropped = conn
+                    .transaction::<_, Failure, _>(async |conn| {
+                        diesel::sql_query(LOCK_TIMEOUT).execute(conn).await?;
+                        let count: Count =
+                            diesel::sql_query("SELECT flowgate_drop_event_partitions($1) AS n")
+                                .bind::<sql::Instant, _>(DbTimestamp(cutoff))
+                                .get_result(conn)
+                                .await?;
+                        Ok(count.n)
+                    })
+                    .await?;
+                Ok((u32::try_from(dropped).unwrap_or(0), 0))
+            }
+            Pools::Sqlite(pool) => {
+                let mut deleted: u64 = 0;
+                loop {
+                    let mut conn = pool.get().await.map_err(pool_error)?;
+                    let n = diesel::sql_query(
+                        "DELETE FROM analytics_events WHERE rowid IN \
+                         (SELECT rowid FROM analytics_events WHERE occurred_at < ? LIMIT ?)",
+                    )
+                    .bind::<sql::Instant, _>(DbTimestamp(cutoff))
+                    .bind::<BigInt, _>(SQLITE_DELETE_BATCH)
+                    .execute(&mut conn)
+                    .await
+                    .map_err(crate::error::query_error)?;
+                    deleted += n as u64;
+                    if (n as i64) < SQLITE_DELETE_BATCH {
+                        return Ok((0, deleted));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a write failed because no partition holds one of its rows (PostgreSQL's check
+/// violation "no partition of relation ... found for row").
+pub(crate) fn is_missing_partition(code: Option<&str>, message: &str) -> bool {
+    code == Some("23514") && message.contains("no partition of relation")
+}
+
+/// The UTC days of the batch's first and last event.
+pub(crate) fn day_span<'a>(
+    events: impl IntoIterator<Item = &'a flowgate_domain::events::AnalyticsEvent>,
+) -> Option<(Date, Date)> {
+    events.into_iter().fold(None, |span, e| {
+        let day = utc_day(e.occurred_at);
+        Some(match span {
+            None => (day, day),
+            Some((first, last)) => (first.min(day), last.max(day)),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_missing_partition_error_is_told_from_other_check_violations() {
+        assert!(is_missing_partition(
+            Some("23514"),
+            "no partition of relation \"analytics_events\" found for row"
+        ));
+        assert!(!is_missing_partition(
+            Some("23514"),
+            "new row violates check constraint \"payload_small\""
+        ));
+        assert!(!is_missing_partition(
+            Some("23505"),
+            "no partition of relation"
+        ));
+    }
+}

@@ -1,0 +1,1 @@
+DROP INDEX analytics_events_occurred;
