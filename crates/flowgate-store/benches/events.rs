@@ -1,6 +1,8 @@
 //! Event insert throughput: `EventStore::append_events` on PostgreSQL and SQLite (with
 //! `synchronous` FULL and NORMAL) for batches of 10, 100 and 1,000, beside raw `COPY` of the
-//! same number of rows through `psql` into the same table in the same run. Run with `make bench-store` (needs PostgreSQL and `psql`).
+//! same number of rows through `psql` into the same table in the same run. Then the cost of
+//! the partitioned events table (D21): `append_events` into it and into the one table of the
+//! schema before it (a second database with that migration reverted), in alternating rounds. Run with `make bench-store` (needs PostgreSQL and `psql`).
 //! Prints a Markdown table.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -175,6 +177,48 @@ async fn main() {
         );
         println!("| PostgreSQL | psql \\copy (one command, process start included) | all | {ROWS} | {:.3} | {} |", d.as_secs_f64(), rate(ROWS, d));
     }
+
+    // The partitioned table against the one table it replaced, same rows, alternating rounds.
+    let flat_db = format!("{db}_flat");
+    psql("postgres", &format!("CREATE DATABASE {flat_db}"));
+    let flat = Store::connect(
+        &format!("postgres://postgres@127.0.0.1:5432/{flat_db}"),
+        StoreOptions::default(),
+    )
+    .unwrap();
+    flat.migrate().await.unwrap();
+    let reverted = flat.revert_last_migration().await.unwrap();
+    assert_eq!(reverted, ["20261125000000"], "the partitioning migration");
+    println!();
+    println!(
+        "| batch | rounds | partitioned rows/s (median) | one table rows/s (median) | ratio |"
+    );
+    println!("|---|---|---|---|---|");
+    const ROUNDS: usize = 5;
+    for batch in [100usize, 1000] {
+        let (mut parted, mut single) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            let order: [(&Store, &mut Vec<f64>); 2] = if round % 2 == 0 {
+                [(&pg, &mut parted), (&flat, &mut single)]
+            } else {
+                [(&flat, &mut single), (&pg, &mut parted)]
+            };
+            for (store, out) in order {
+                let rows = events(ROWS * 2, offset);
+                offset += (ROWS * 2) as u128;
+                let d = append_all(store, &rows, batch).await;
+                out.push((ROWS * 2) as f64 / d.as_secs_f64());
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (p, f) = (median(&mut parted), median(&mut single));
+        println!("| {batch} | {ROUNDS} | {p:.0} | {f:.0} | {:.2} |", p / f);
+    }
+    drop(flat);
+    psql("postgres", &format!("DROP DATABASE {flat_db} WITH (FORCE)"));
 
     drop(pg);
     psql("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));

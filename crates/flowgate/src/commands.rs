@@ -37,6 +37,19 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
         Ok(applied) => applied,
         Err(e) => return store_failure("migrations failed", &e),
     };
+    // The events table's partitions for this configuration's accepted window (D21; the
+    // migration made those of the default window). Retention is left to the running service.
+    let window = flowgate_store::EventRetention {
+        retention_days: 0,
+        ..config.event_retention()
+    };
+    let partitions = match store
+        .maintain_events(time::OffsetDateTime::now_utc(), window)
+        .await
+    {
+        Ok(done) => done.partitions_created,
+        Err(e) => return store_failure("creating the events table's partitions failed", &e),
+    };
     let mut bus = None;
     if config.events.sink == SinkKind::Jetstream {
         let settings = config.events.jetstream.bus();
@@ -54,7 +67,7 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
         }
     }
     if json {
-        let mut out = json!({"applied": applied});
+        let mut out = json!({"applied": applied, "event_partitions_created": partitions});
         if let Some((settings, stream, consumer)) = &bus {
             out["stream"] = json!({"name": settings.stream, "replicas": settings.replicas, "result": stream.as_str()});
             out["consumer"] = json!({"name": settings.consumer, "result": consumer.as_str()});
@@ -66,6 +79,9 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
         }
         for m in &applied {
             println!("applied {m}");
+        }
+        if partitions > 0 {
+            println!("events table: {partitions} day partition(s) created");
         }
         if let Some((settings, stream, consumer)) = &bus {
             println!(

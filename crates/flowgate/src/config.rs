@@ -436,6 +436,8 @@ pub struct EventsConfig {
     pub max_future_secs: u64,
     /// How far in the past an event timestamp may be (D7: 31 days).
     pub max_past_secs: u64,
+    /// Events older than this many days are dropped (D21); 0 keeps everything.
+    pub retention_days: u32,
     /// The event bus, with `sink = "jetstream"`.
     pub jetstream: JetStreamSettings,
 }
@@ -460,6 +462,7 @@ impl Default for EventsConfig {
             retry_max_ms: millis(sink.backoff.max),
             max_future_secs: 24 * 3600,
             max_past_secs: 31 * 24 * 3600,
+            retention_days: 0,
             jetstream: JetStreamSettings::default(),
         }
     }
@@ -635,6 +638,17 @@ impl Config {
             }
         }
         self.trusted_proxies()?;
+        let retention_secs = u64::from(self.events.retention_days) * 86_400;
+        if self.events.retention_days > 0 && retention_secs <= self.events.max_past_secs + 86_400 {
+            return Err(invalid(
+                "events.retention_days",
+                format!(
+                    "{} days would drop events the service still accepts: keep more than \
+                     events.max_past_secs ({} s) plus one day, or 0 to keep everything",
+                    self.events.retention_days, self.events.max_past_secs
+                ),
+            ));
+        }
         if self.events.max_future_secs == 0 || self.events.max_past_secs == 0 {
             return Err(invalid("events.max_future_secs", "the timestamp window must be positive (events.max_future_secs, events.max_past_secs)"));
         }
@@ -692,6 +706,15 @@ impl Config {
                 ),
             },
         })
+    }
+
+    /// What the events table keeps (D21): the accepted window and the retention.
+    pub fn event_retention(&self) -> flowgate_store::EventRetention {
+        flowgate_store::EventRetention {
+            max_past: Duration::from_secs(self.events.max_past_secs),
+            max_future: Duration::from_secs(self.events.max_future_secs),
+            retention_days: self.events.retention_days,
+        }
     }
 
     /// Settings of the analytics sink. `events.writers = 0` picks the backend's default:
@@ -1005,6 +1028,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("needs sslrootcert"), "{err}");
+    }
+
+    /// Retention must keep every event the service still accepts, with a day to spare for
+    /// events that reach the store late (through the bus).
+    #[test]
+    fn retention_keeps_the_accepted_window() {
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__EVENTS__RETENTION_DAYS", "32")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("events.retention_days")
+                && err.contains("32 days")
+                && err.contains("2678400"),
+            "{err}"
+        );
+        for days in ["0", "33", "400"] {
+            assert!(
+                load(
+                    Environment::Development,
+                    &[("FLOWGATE__EVENTS__RETENTION_DAYS", days)]
+                )
+                .is_ok(),
+                "{days}"
+            );
+        }
     }
 
     #[test]

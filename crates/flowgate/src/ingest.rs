@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::cli::ExitCode;
 use crate::config::Config;
-use crate::runtime::{metric, DeadLetterGauge};
+use crate::runtime::{metric, DeadLetterGauge, EventMaintenance};
 
 /// How often the consumer's lag is read for `/metrics`.
 const LAG_REFRESH: Duration = Duration::from_secs(5);
@@ -60,6 +60,8 @@ pub async fn ingest(config: Config) -> ExitCode {
     lag.spawn_refresh(bus.clone());
     let dead_letters = Arc::new(DeadLetterGauge::default());
     dead_letters.spawn_refresh(store.clone());
+    let maintenance = Arc::new(EventMaintenance::default());
+    maintenance.spawn(store.clone(), config.event_retention());
 
     let Ok(admin_addr) = config.admin_addr() else {
         return ExitCode::Config;
@@ -69,6 +71,7 @@ pub async fn ingest(config: Config) -> ExitCode {
         stats: stats.clone(),
         lag,
         dead_letters,
+        maintenance,
     });
     let registry = Arc::new(prometheus_client::registry::Registry::default());
     let state = AdminState::new(registry, source);
@@ -154,6 +157,7 @@ struct IngestAdmin {
     stats: Arc<IngestStats>,
     lag: Arc<LagGauge>,
     dead_letters: Arc<DeadLetterGauge>,
+    maintenance: Arc<EventMaintenance>,
 }
 
 impl AdminSource for IngestAdmin {
@@ -247,6 +251,7 @@ impl AdminSource for IngestAdmin {
             );
         }
         self.dead_letters.write(out);
+        self.maintenance.write(out);
         let _ = writeln!(out, "# HELP flowgate_ingest_info The stream and consumer ingest reads.\n# TYPE flowgate_ingest_info gauge\nflowgate_ingest_info{{stream=\"{}\",consumer=\"{}\"}} 1", self.bus.config().stream, self.bus.config().consumer);
     }
 }

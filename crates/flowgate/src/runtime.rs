@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use flowgate_analytics::{HistogramSnapshot, Sink};
 use flowgate_http::{AdminSource, CatalogHandle, Check, ReadinessReport};
 use flowgate_jetstream::Bus;
-use flowgate_store::Store;
+use flowgate_store::{EventRetention, Maintenance, Store};
 
 use crate::config::{Ack, SinkKind};
 
@@ -144,6 +144,8 @@ pub struct Admin {
     pub bus: Option<Bus>,
     /// Dead letters in the store, counted now and then ([`DeadLetterGauge`]).
     pub dead_letters: Arc<DeadLetterGauge>,
+    /// The events table's maintenance.
+    pub maintenance: Arc<EventMaintenance>,
     /// The store, for its own counters.
     pub store: Store,
 }
@@ -187,6 +189,77 @@ impl DeadLetterGauge {
                 "Dead letters in the store waiting for a replay (D17; counted every 15 s).",
                 self.count.load(Ordering::Relaxed),
             );
+        }
+    }
+}
+
+/// The events table's maintenance (D21): partitions created ahead of the events, retention.
+/// Every process connected to the store runs it (the store serialises them).
+#[derive(Debug, Default)]
+pub struct EventMaintenance {
+    partitions_created: AtomicU64,
+    partitions_dropped: AtomicU64,
+    rows_deleted: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl EventMaintenance {
+    /// How often a round runs after a successful one.
+    pub const INTERVAL: Duration = Duration::from_secs(3600);
+    /// How soon a failed round is tried again.
+    pub const RETRY: Duration = Duration::from_secs(60);
+
+    /// Runs a round now and then every [`Self::INTERVAL`] for as long as the process runs.
+    pub fn spawn(self: &Arc<Self>, store: Store, policy: EventRetention) {
+        let stats = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                let pause = match store
+                    .maintain_events(time::OffsetDateTime::now_utc(), policy)
+                    .await
+                {
+                    Ok(done) => {
+                        stats.record(done);
+                        Self::INTERVAL
+                    }
+                    Err(error) => {
+                        stats.errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(%error, "events table maintenance failed; trying again in a minute (a write creates a missing partition itself)");
+                        Self::RETRY
+                    }
+                };
+                tokio::time::sleep(pause).await;
+            }
+        });
+    }
+
+    fn record(&self, done: Maintenance) {
+        self.partitions_created
+            .fetch_add(u64::from(done.partitions_created), Ordering::Relaxed);
+        self.partitions_dropped
+            .fetch_add(u64::from(done.partitions_dropped), Ordering::Relaxed);
+        self.rows_deleted
+            .fetch_add(done.rows_deleted, Ordering::Relaxed);
+        if done != Maintenance::default() {
+            tracing::info!(
+                partitions_created = done.partitions_created,
+                partitions_dropped = done.partitions_dropped,
+                rows_deleted = done.rows_deleted,
+                "events table maintained"
+            );
+        }
+    }
+
+    /// Appends the counters.
+    pub fn write(&self, out: &mut String) {
+        let counters: [(&str, &str, &AtomicU64); 4] = [
+            ("flowgate_events_partitions_created", "Day partitions of the events table this process created ahead of their events (PostgreSQL, D21).", &self.partitions_created),
+            ("flowgate_events_partitions_dropped", "Partitions of the events table this process dropped by retention (events.retention_days, PostgreSQL).", &self.partitions_dropped),
+            ("flowgate_events_rows_deleted", "Events this process deleted by retention (events.retention_days, SQLite).", &self.rows_deleted),
+            ("flowgate_events_maintenance_errors", "Events table maintenance rounds that failed (retried within a minute).", &self.errors),
+        ];
+        for (name, help, value) in counters {
+            metric(out, name, "counter", help, value.load(Ordering::Relaxed));
         }
     }
 }
@@ -385,6 +458,7 @@ impl AdminSource for Admin {
             &s.write_latency,
         );
         self.dead_letters.write(out);
+        self.maintenance.write(out);
         metric(
             out,
             "flowgate_sink_queue_capacity",

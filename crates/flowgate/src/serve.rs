@@ -22,7 +22,7 @@ use crate::cache::CatalogCache;
 use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
 use crate::refresh::{Refresher, ReloadError};
-use crate::runtime::{Admin, DeadLetterGauge, Runtime};
+use crate::runtime::{Admin, DeadLetterGauge, EventMaintenance, Runtime};
 use crate::{demo, open_store};
 
 /// Runs the service until a shutdown signal.
@@ -106,6 +106,8 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     ));
     let dead_letters = Arc::new(DeadLetterGauge::default());
     dead_letters.spawn_refresh(store.clone());
+    let maintenance = Arc::new(EventMaintenance::default());
+    maintenance.spawn(store.clone(), config.event_retention());
     let admin_state = AdminState::new(
         Arc::new(registry),
         Arc::new(Admin {
@@ -116,6 +118,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             ack: config.events.ack,
             bus,
             dead_letters,
+            maintenance,
             store: store.clone(),
         }),
     );

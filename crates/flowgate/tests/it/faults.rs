@@ -124,8 +124,8 @@ async fn an_event_sent_again_after_it_was_stored_is_stored_once() {
     };
     let path = format!("/v1/apps/{}/events", fixtures::APP1);
     let metric = "flowgate_store_event_conflict_retries_total";
-    let first = uuid::Uuid::new_v4().to_string();
-    let body = Value::Array(vec![event(&first)]).to_string();
+    let first = event(&uuid::Uuid::new_v4().to_string());
+    let body = Value::Array(vec![first.clone()]).to_string();
     let (status, _) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
     assert_eq!(status, 202);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -138,9 +138,10 @@ async fn an_event_sent_again_after_it_was_stored_is_stored_once() {
         Some(0),
         "a new event takes the plain insert"
     );
-    // An SDK retry: the stored event again, with a new one in the same request.
+    // An SDK retry: the stored event again (the same body, timestamp included), with a new
+    // one in the same request.
     let second = uuid::Uuid::new_v4().to_string();
-    let body = Value::Array(vec![event(&first), event(&second)]).to_string();
+    let body = Value::Array(vec![first.clone(), event(&second)]).to_string();
     let (status, reply) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
     assert_eq!(status, 202, "{reply}");
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -153,6 +154,7 @@ async fn an_event_sent_again_after_it_was_stored_is_stored_once() {
     }
     assert_eq!(s.terminate().await, Some(0));
     let stored = s.stored_sdk_event_ids().await;
+    let first = first["event_id"].as_str().unwrap().to_owned();
     assert_exactly_once(&stored, &[first, second]);
     assert_eq!(stored.len(), 2);
 }

@@ -396,12 +396,15 @@ impl Load {
                             .map(|_| uuid::Uuid::new_v4().to_string())
                             .collect()
                     };
+                    let batch = |ids: &[String]| {
+                        serde_json::Value::Array(ids.iter().map(|id| event(id)).collect())
+                            .to_string()
+                    };
                     let mut ids = fresh();
+                    // A retry sends the same body, timestamps included, as an SDK does.
+                    let mut body = batch(&ids);
                     let mut retrying = false;
                     while !stop.load(Ordering::Relaxed) {
-                        let body =
-                            serde_json::Value::Array(ids.iter().map(|id| event(id)).collect())
-                                .to_string();
                         let sent = Instant::now();
                         let answer = http(api, "POST", &path, Some(&key), body.as_bytes());
                         let took = sent.elapsed();
@@ -421,6 +424,7 @@ impl Load {
                                 }
                                 o.accepted.append(&mut ids);
                                 ids = fresh();
+                                body = batch(&ids);
                                 continue;
                             }
                             Ok((503, reply)) => {
@@ -440,6 +444,7 @@ impl Load {
                             None => {
                                 outcome.lock().unwrap().unanswered.append(&mut ids);
                                 ids = fresh();
+                                body = batch(&ids);
                                 std::thread::sleep(Duration::from_millis(20));
                             }
                         }
