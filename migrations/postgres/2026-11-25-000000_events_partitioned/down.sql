@@ -1,24 +1,8 @@
 -- Back to one table: every row copied into it (a rewrite of the whole table). Rows that differ
 -- only in occurred_at keep the first stored.
 CREATE TABLE analytics_events_unpartitioned (
-    event_id UUID PRIMARY KEY,
-    source TEXT NOT NULL,
-    event_type TEXT NOT NULL,
-    app_id UUID NOT NULL,
-    flow_id UUID,
-    flow_version_id UUID,
-    placement_key TEXT,
-    user_id TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    device_platform TEXT NOT NULL,
-    occurred_at TIMESTAMPTZ NOT NULL,
-    received_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    sdk_version TEXT,
-    experiment_id TEXT,
-    variant_id TEXT,
-    variant_name TEXT,
-    reason TEXT,
-    payload JSONB NOT NULL DEFAULT '{}'
+    LIKE analytics_events INCLUDING DEFAULTS,
+    CONSTRAINT analytics_events_unpartitioned_pkey PRIMARY KEY (event_id)
 );
 INSERT INTO analytics_events_unpartitioned
     SELECT * FROM analytics_events ORDER BY received_at

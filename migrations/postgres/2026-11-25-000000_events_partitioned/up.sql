@@ -13,25 +13,9 @@ ALTER TABLE analytics_events RENAME TO analytics_events_legacy;
 ALTER TABLE analytics_events_legacy RENAME CONSTRAINT analytics_events_pkey TO analytics_events_legacy_pkey;
 ALTER INDEX analytics_events_app_occurred RENAME TO analytics_events_legacy_app_occurred;
 
+-- The same columns and defaults; the key gains the partition key.
 CREATE TABLE analytics_events (
-    event_id UUID NOT NULL,
-    source TEXT NOT NULL,
-    event_type TEXT NOT NULL,
-    app_id UUID NOT NULL,
-    flow_id UUID,
-    flow_version_id UUID,
-    placement_key TEXT,
-    user_id TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    device_platform TEXT NOT NULL,
-    occurred_at TIMESTAMPTZ NOT NULL,
-    received_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    sdk_version TEXT,
-    experiment_id TEXT,
-    variant_id TEXT,
-    variant_name TEXT,
-    reason TEXT,
-    payload JSONB NOT NULL DEFAULT '{}',
+    LIKE analytics_events_legacy INCLUDING DEFAULTS,
     PRIMARY KEY (event_id, occurred_at)
 ) PARTITION BY RANGE (occurred_at);
 CREATE INDEX analytics_events_app_occurred ON analytics_events (app_id, occurred_at);

@@ -275,20 +275,7 @@ impl Served {
 
     /// Sends SIGTERM and waits for the exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        terminate_child(&mut self.child).await
     }
 
     /// The `event_id` of every stored SDK event, one entry per row (read directly, not
@@ -555,20 +542,7 @@ impl Ingester {
 
     /// SIGTERM; the exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "no exit after SIGTERM");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        terminate_child(&mut self.child).await
     }
 
     /// A metric's value from `/metrics`.
@@ -641,4 +615,22 @@ pub fn publish_version_3(db_url: &str) {
     }));
     flow["published_version"] = serde_json::json!(3);
     import(db_url, &doc);
+}
+
+/// Sends SIGTERM to `child` and waits (at most a minute) for its exit code.
+async fn terminate_child(child: &mut Child) -> Option<i32> {
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
