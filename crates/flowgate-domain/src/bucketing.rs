@@ -167,13 +167,23 @@ pub struct Namespace {
 impl Namespace {
     /// GrowthBook's `inNamespace(userId, [id, start, end])`.
     pub fn contains(&self, user_id: &str) -> bool {
+        self.includes(self.hash(user_id))
+    }
+
+    /// The user's namespace hash: `hash_v1("__" + id, user_id)`, in `[0, 1)` with three
+    /// decimals.
+    pub fn hash(&self, user_id: &str) -> f64 {
         let h = Fnv1a32::new()
             .write_str(user_id)
             .write_ascii(b"__")
             .write_str(&self.id)
             .0;
-        let n = f64::from(h % 1_000) / 1_000.0;
-        n >= self.start && n < self.end
+        f64::from(h % 1_000) / 1_000.0
+    }
+
+    /// True when a namespace hash falls in `[start, end)`.
+    pub fn includes(&self, hash: f64) -> bool {
+        hash >= self.start && hash < self.end
     }
 }
 

@@ -5,6 +5,7 @@ pub mod bucketing;
 pub mod catalog;
 pub mod conditions;
 pub mod events;
+pub mod explain;
 pub mod identity;
 pub mod ids;
 pub mod keys;

@@ -14,7 +14,7 @@ use crate::bucketing::{choose_variation, hash_v2};
 use crate::catalog::{
     App, Experiment, ExperimentStatus, FlowTarget, Placement, PublishedVersion, Target, Variant,
 };
-use crate::conditions::Attributes;
+use crate::conditions::{Attributes, Condition, SavedGroups};
 use crate::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
 use crate::identity::Platform;
 use crate::ids::EventId;
@@ -226,42 +226,160 @@ fn serve<'c>(target: &'c FlowTarget, assignment: Option<Assignment<'c>>) -> Reso
     }
 }
 
+/// How an experiment treated a user (D5), step by step: what [`Experiment::assign`] decides,
+/// with the hash values explain (D18) shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Bucketing {
+    /// The experiment is not running: its rule is skipped.
+    NotRunning,
+    /// The user's namespace hash is outside the experiment's namespace range.
+    OutsideNamespace {
+        /// The namespace hash.
+        namespace_hash: f64,
+    },
+    /// The user's hash is in no variant's range: outside the experiment's coverage.
+    OutsideCoverage {
+        /// The namespace hash, when the experiment has a namespace.
+        namespace_hash: Option<f64>,
+        /// The user's hash.
+        hash: f64,
+    },
+    /// The user is assigned the variant at `index`.
+    Assigned {
+        /// The namespace hash, when the experiment has a namespace.
+        namespace_hash: Option<f64>,
+        /// The user's hash.
+        hash: f64,
+        /// The variant's position.
+        index: usize,
+    },
+}
+
 impl Experiment {
+    /// How `user_id` is bucketed: not running, outside the namespace, outside the coverage,
+    /// or assigned a variant (D3.2, D5).
+    #[inline]
+    pub fn bucket(&self, user_id: &str) -> Bucketing {
+        if self.status != ExperimentStatus::Running {
+            return Bucketing::NotRunning;
+        }
+        let namespace_hash = match &self.namespace {
+            Some(ns) => {
+                let namespace_hash = ns.hash(user_id);
+                if !ns.includes(namespace_hash) {
+                    return Bucketing::OutsideNamespace { namespace_hash };
+                }
+                Some(namespace_hash)
+            }
+            None => None,
+        };
+        let hash = hash_v2(&self.seed, user_id);
+        match choose_variation(hash, &self.ranges) {
+            Some(index) if index < self.variants.len() => Bucketing::Assigned {
+                namespace_hash,
+                hash,
+                index,
+            },
+            _ => Bucketing::OutsideCoverage {
+                namespace_hash,
+                hash,
+            },
+        }
+    }
+
     /// The variant `user_id` is assigned, or `None` when the experiment is not running, the
     /// user is outside its namespace, or outside its coverage (D3.2, D5).
     pub fn assign(&self, user_id: &str) -> Option<&Variant> {
-        if self.status != ExperimentStatus::Running {
-            return None;
+        match self.bucket(user_id) {
+            Bucketing::Assigned { index, .. } => self.variants.get(index),
+            _ => None,
         }
-        if let Some(ns) = &self.namespace {
-            if !ns.contains(user_id) {
-                return None;
-            }
-        }
-        let n = hash_v2(&self.seed, user_id);
-        choose_variation(n, &self.ranges).and_then(|i| self.variants.get(i))
     }
+}
+
+/// What an evaluation tells its observer (D18). Resolve uses [`Untraced`], whose methods do
+/// nothing and compile away; explain records every step. Both run [`Placement::evaluate`], so
+/// they cannot disagree.
+pub(crate) trait Tracer {
+    /// Whether rule `index`'s audience (not `{}`) matches.
+    fn audience(
+        &mut self,
+        index: usize,
+        audience: &Condition,
+        request: &ResolveRequest<'_>,
+        groups: &SavedGroups,
+    ) -> bool;
+    /// Rule `index` (its audience matched) serves a flow.
+    fn flow(&mut self, index: usize, target: &FlowTarget);
+    /// Rule `index` (its audience matched) bucketed the user into its experiment.
+    fn experiment(&mut self, index: usize, experiment: &Experiment, bucketing: Bucketing);
+    /// No rule decided: the placement's default (if any) applies.
+    fn reached_default(&mut self, target: Option<&FlowTarget>);
+}
+
+/// The resolve path: no trace.
+pub(crate) struct Untraced;
+
+impl Tracer for Untraced {
+    #[inline(always)]
+    fn audience(
+        &mut self,
+        _: usize,
+        audience: &Condition,
+        request: &ResolveRequest<'_>,
+        groups: &SavedGroups,
+    ) -> bool {
+        audience.eval(request, groups)
+    }
+    #[inline(always)]
+    fn flow(&mut self, _: usize, _: &FlowTarget) {}
+    #[inline(always)]
+    fn experiment(&mut self, _: usize, _: &Experiment, _: Bucketing) {}
+    #[inline(always)]
+    fn reached_default(&mut self, _: Option<&FlowTarget>) {}
 }
 
 impl Placement {
     /// Resolves this placement for a request (D3.2 to D3.5).
+    #[inline]
     pub fn resolve<'c>(
         &'c self,
         app: &App,
         request: &ResolveRequest<'_>,
         mode: ResolveMode,
     ) -> Resolution<'c> {
+        self.evaluate(app, request, mode, &mut Untraced)
+    }
+
+    /// The one evaluation behind resolve and explain: rules in order, the first whose audience
+    /// matches and that decides wins; an experiment decides when it assigns a variant.
+    #[inline(always)]
+    pub(crate) fn evaluate<'c, T: Tracer>(
+        &'c self,
+        app: &App,
+        request: &ResolveRequest<'_>,
+        mode: ResolveMode,
+        tracer: &mut T,
+    ) -> Resolution<'c> {
         if mode == ResolveMode::Normal {
-            for rule in &self.rules {
+            for (index, rule) in self.rules.iter().enumerate() {
                 if !rule.audience.is_always_true()
-                    && !rule.audience.eval(request, &app.saved_groups)
+                    && !tracer.audience(index, &rule.audience, request, &app.saved_groups)
                 {
                     continue;
                 }
                 match &rule.target {
-                    Target::Flow(target) => return serve(target, None),
+                    Target::Flow(target) => {
+                        tracer.flow(index, target);
+                        return serve(target, None);
+                    }
                     Target::Experiment(experiment) => {
-                        let Some(variant) = experiment.assign(request.user_id()) else {
+                        let bucketing = experiment.bucket(request.user_id());
+                        tracer.experiment(index, experiment, bucketing);
+                        let Bucketing::Assigned { index: chosen, .. } = bucketing else {
+                            continue;
+                        };
+                        let Some(variant) = experiment.variants.get(chosen) else {
                             continue;
                         };
                         let assignment = Some(Assignment {
@@ -279,6 +397,7 @@ impl Placement {
                 }
             }
         }
+        tracer.reached_default(self.default.as_ref());
         match &self.default {
             Some(target) => serve(target, None),
             None => Resolution::NoFlow {

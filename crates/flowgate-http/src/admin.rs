@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::middleware::request_id_of;
 use crate::problem::PROBLEM_JSON;
+use crate::state::CatalogHandle;
 
 /// One readiness check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -129,17 +130,125 @@ pub trait AdminSource: Send + Sync {
     fn extra_metrics(&self, _out: &mut String) {}
 }
 
+/// What the explain endpoint (D18) needs: the token callers must present, the live catalog,
+/// and the settings resolve renders with.
+#[derive(Clone)]
+pub struct ExplainAccess {
+    /// `admin.token`: requests must send `Authorization: Bearer <token>`.
+    pub token: String,
+    /// The catalog resolve serves.
+    pub catalog: CatalogHandle,
+    /// `cache_ttl_seconds` for apps without their own (as resolve renders it).
+    pub default_ttl: u32,
+    /// Largest request body, in bytes (resolve's limit).
+    pub body_limit: usize,
+}
+
+impl std::fmt::Debug for ExplainAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExplainAccess")
+            .field("token", &"<redacted>")
+            .field("default_ttl", &self.default_ttl)
+            .field("body_limit", &self.body_limit)
+            .finish_non_exhaustive()
+    }
+}
+
 /// State of the admin listener.
 #[derive(Clone)]
 pub struct AdminState {
     registry: Arc<Registry>,
     source: Arc<dyn AdminSource>,
+    explain: Option<Arc<ExplainAccess>>,
 }
 
 impl AdminState {
     /// Serves `registry` and `source`.
     pub fn new(registry: Arc<Registry>, source: Arc<dyn AdminSource>) -> Self {
-        Self { registry, source }
+        Self {
+            registry,
+            source,
+            explain: None,
+        }
+    }
+
+    /// Also serves `POST /admin/v1/apps/{appId}/placements/{placementId}/explain` (D18), to
+    /// callers presenting `access.token`. Without it the route does not exist (404).
+    pub fn with_explain(mut self, access: ExplainAccess) -> Self {
+        self.explain = Some(Arc::new(access));
+        self
+    }
+}
+
+/// Equal strings, compared in time that depends only on their lengths.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// The 401 of the admin API: no or another token.
+fn admin_unauthorized(req: &HttpRequest, detail: &str) -> HttpResponse {
+    let body = serde_json::json!({
+        "type": "https://flowgate.dev/problems/admin_unauthorized",
+        "title": "Admin token required",
+        "status": 401,
+        "detail": detail,
+        "code": "admin_unauthorized",
+        "request_id": request_id_of(req),
+    });
+    HttpResponse::build(StatusCode::UNAUTHORIZED)
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
+        .insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")))
+        .body(body.to_string())
+}
+
+/// `POST /admin/v1/apps/{appId}/placements/{placementId}/explain` (D18).
+async fn explain(
+    req: HttpRequest,
+    payload: web::Payload,
+    path: web::Path<(String, String)>,
+    state: web::Data<AdminState>,
+) -> HttpResponse {
+    let Some(access) = state.explain.as_deref() else {
+        return crate::routes::no_route(&req);
+    };
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(flowgate_domain::keys::bearer_token);
+    match presented {
+        None => return admin_unauthorized(&req, "send Authorization: Bearer <admin.token>"),
+        Some(token) if !same_secret(token.as_bytes(), access.token.as_bytes()) => {
+            return admin_unauthorized(&req, "the bearer token is not the admin token")
+        }
+        Some(_) => {}
+    }
+    let (app_id, key) = path.into_inner();
+    let result = async {
+        let body = crate::body::read_document(
+            &req,
+            payload.into_inner(),
+            access.body_limit,
+            crate::body::Encoding::IdentityOnly,
+        )
+        .await?;
+        let catalog = access.catalog.load();
+        crate::explain::explain(&catalog, &app_id, &key, &body, access.default_ttl)
+    }
+    .await;
+    match result {
+        Ok(explained) => HttpResponse::Ok()
+            .insert_header((
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ))
+            .body(explained.to_json()),
+        Err(e) => e.to_response(&request_id_of(&req)),
     }
 }
 
@@ -196,6 +305,9 @@ async fn metrics(state: web::Data<AdminState>) -> HttpResponse {
         .body(out)
 }
 
+/// The explain route (D18).
+const EXPLAIN_PATH: &str = "/admin/v1/apps/{appId}/placements/{placementId}/explain";
+
 /// A resource that reports its path as its route label (`middleware::Route`).
 fn labelled(path: &'static str) -> actix_web::Resource {
     web::resource(path).app_data(crate::middleware::Route(path))
@@ -218,6 +330,13 @@ pub fn admin_app(
         .service(labelled("/healthz").route(web::get().to(healthz)))
         .service(labelled("/readyz").route(web::get().to(readyz)))
         .service(labelled("/metrics").route(web::get().to(metrics)))
+        .service(
+            labelled(EXPLAIN_PATH)
+                .route(web::post().to(explain))
+                .default_service(web::to(|req: HttpRequest| async move {
+                    crate::routes::method_not_allowed(&req, "POST")
+                })),
+        )
         .default_service(web::to(crate::routes::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

@@ -6,6 +6,7 @@ mod body;
 pub mod client_ip;
 pub mod config;
 mod dispatch;
+pub mod explain;
 mod guard;
 pub mod metrics;
 mod middleware;
@@ -24,7 +25,9 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{fn_service, ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::{web, App};
 
-pub use admin::{admin_app, AdminSource, AdminState, Check, Readiness, ReadinessReport};
+pub use admin::{
+    admin_app, AdminSource, AdminState, Check, ExplainAccess, Readiness, ReadinessReport,
+};
 pub use config::{HttpConfig, RateLimitConfig};
 pub use metrics::HttpMetrics;
 pub use state::{ApiState, CatalogHandle};

@@ -45,11 +45,23 @@ fn json_response(status: StatusCode, body: impl MessageBody + 'static) -> HttpRe
 }
 
 /// Identity fields of resolve and batch bodies (contract: identity fields).
-struct Identity<'a> {
+pub(crate) struct Identity<'a> {
     user_id: Cow<'a, str>,
     session_id: Cow<'a, str>,
     platform: Platform,
     attributes: BodyAttributes<'a>,
+}
+
+impl Identity<'_> {
+    /// The resolve request of this identity.
+    pub(crate) fn request(&self) -> ResolveRequest<'_> {
+        ResolveRequest::new(
+            &self.user_id,
+            &self.session_id,
+            self.platform,
+            &self.attributes,
+        )
+    }
 }
 
 fn string_field<'a>(field: Field<'a>, name: &str, errors: &mut Vec<FieldError>) -> Cow<'a, str> {
@@ -79,7 +91,10 @@ fn string_field<'a>(field: Field<'a>, name: &str, errors: &mut Vec<FieldError>) 
 }
 
 /// Takes the identity members out of the body (moved, not copied).
-fn identity<'a>(body: &mut ResolveBody<'a>, errors: &mut Vec<FieldError>) -> Identity<'a> {
+pub(crate) fn identity<'a>(
+    body: &mut ResolveBody<'a>,
+    errors: &mut Vec<FieldError>,
+) -> Identity<'a> {
     let user_id = string_field(std::mem::take(&mut body.user_id), "user_id", errors);
     let session_id = string_field(std::mem::take(&mut body.session_id), "session_id", errors);
     let platform = match &body.device_platform {
@@ -183,7 +198,7 @@ fn resolve_one(
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
+    let request = id.request();
     let resolution = app.resolve(key, &request, mode);
     let mut body = Spliced::with_capacity(512);
     write_result(
@@ -325,7 +340,7 @@ pub async fn resolve_batch(
                 error.to_string(),
             )]),
         })?;
-        let request = ResolveRequest::new(&id.user_id, &id.session_id, id.platform, &id.attributes);
+        let request = id.request();
         let resolutions: Vec<_> = keys
             .iter()
             .map(|key| (key, app.resolve(key, &request, ResolveMode::Normal)))

@@ -16,8 +16,10 @@ use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use flowgate_domain::catalog::{plan_import, CatalogFile, ImportSummary, Problem};
-use flowgate_domain::ports::StoreError;
+use flowgate_domain::catalog::{
+    plan_dry_run, plan_import, CatalogDiff, CatalogFile, DryRun, ImportSummary, Problem,
+};
+use flowgate_domain::ports::{CatalogSource, StoreError};
 use time::OffsetDateTime;
 
 use crate::store::Store;
@@ -219,6 +221,78 @@ pub async fn import_text(
                 .collect(),
         )),
     }
+}
+
+/// What an import would do (D19): its report as if applied (`revision` is the stored one,
+/// which the dry run leaves alone) and what would change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DryRunReport {
+    /// The counts, whether anything would be written, and the warnings.
+    pub report: ImportReport,
+    /// Entities, rule lists and experiment assignments that would change.
+    pub diff: CatalogDiff,
+}
+
+/// Validates the catalog file at `path` as [`import_file`] does and says what it would change,
+/// writing nothing (D19).
+pub async fn dry_run_file(
+    store: &Store,
+    path: &Path,
+    now: OffsetDateTime,
+) -> Result<DryRunReport, ImportError> {
+    let text = read_text(path).await?;
+    dry_run_text(store, path, FileFormat::of(path), &text, now).await
+}
+
+/// [`dry_run_file`] for catalog text read elsewhere; `path` only labels the problems.
+pub async fn dry_run_text(
+    store: &Store,
+    path: &Path,
+    format: FileFormat,
+    text: &str,
+    now: OffsetDateTime,
+) -> Result<DryRunReport, ImportError> {
+    let json = match format {
+        FileFormat::Json => Cow::Borrowed(text),
+        FileFormat::Yaml => Cow::Owned(yaml_to_json(text).map_err(|p| invalid(path, vec![p]))?),
+    };
+    let file = CatalogFile::parse(&json).map_err(|problems| invalid(path, problems))?;
+    drop(json);
+    let stored = store.load_catalog().await?;
+    let revision = stored.revision;
+    let DryRun { plan, diff } =
+        plan_dry_run(file, &stored, now).map_err(|problems| invalid(path, problems))?;
+    let warnings = plan
+        .warnings
+        .into_iter()
+        .map(|w| FileProblem::new(path, w))
+        .collect();
+    Ok(DryRunReport {
+        report: ImportReport::new(plan.summary, plan.changed, revision, warnings),
+        diff,
+    })
+}
+
+/// The text of a catalog file.
+async fn read_text(path: &Path) -> Result<String, ImportError> {
+    let owned = path.to_owned();
+    let io = |source| ImportError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = tokio::task::spawn_blocking(move || std::fs::read(owned))
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?
+        .map_err(io)?;
+    String::from_utf8(bytes).map_err(|_| {
+        invalid(
+            path,
+            vec![Problem {
+                pointer: String::new(),
+                message: "the file is not UTF-8 text".to_owned(),
+            }],
+        )
+    })
 }
 
 /// YAML text to JSON text, mapping order kept (serde_norway's mappings are ordered), so a

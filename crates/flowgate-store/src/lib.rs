@@ -45,7 +45,9 @@ pub mod types;
 
 pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
-pub use import::{import_file, FileProblem, ImportError, ImportReport};
+pub use import::{
+    dry_run_file, dry_run_text, import_file, DryRunReport, FileProblem, ImportError, ImportReport,
+};
 pub use keys::CreatedKey;
 pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};
 pub use store::{

@@ -45,7 +45,27 @@ pub enum Command {
     Import {
         /// The catalog file.
         file: PathBuf,
+        /// Validate and print what would change (entities, rule lists, the share of each
+        /// running experiment's users who would move), writing nothing (D19).
+        #[arg(long)]
+        dry_run: bool,
         /// Print the report (or the problems) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain a resolve on the stored catalog (D18): the result resolve would answer, each
+    /// rule's audience and experiment step, and the reason. Records nothing.
+    Explain {
+        /// The app id.
+        #[arg(long)]
+        app: String,
+        /// The placement key.
+        #[arg(long)]
+        placement: String,
+        /// The resolve request body: JSON, `@FILE`, or `-` for standard input.
+        #[arg(long)]
+        body: String,
+        /// Print `{"result": ..., "trace": [...], "reason": "..."}`.
         #[arg(long)]
         json: bool,
     },

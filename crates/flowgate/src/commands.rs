@@ -7,7 +7,7 @@ use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
 use flowgate_domain::keys::KeyRecord;
 use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError};
 use flowgate_jetstream::{codec, Bus};
-use flowgate_store::{import_file, ImportError, Store};
+use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, Store};
 use serde_json::json;
 use time::OffsetDateTime;
 
@@ -250,8 +250,152 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
     }
 }
 
-/// `flowgate import FILE`
-pub async fn import(store: &Store, file: &std::path::Path, json: bool) -> ExitCode {
+/// Problems of a file the import refuses, and failures to read it or reach the store.
+fn import_failure(file: &std::path::Path, error: ImportError, json: bool) -> ExitCode {
+    match error {
+        ImportError::Invalid(problems) => {
+            if json {
+                let list: Vec<_> = problems
+                    .iter()
+                    .map(|p| json!({"file": p.path.display().to_string(), "pointer": p.pointer, "message": p.message}))
+                    .collect();
+                print_json(&json!({"problems": list}));
+            } else {
+                eprintln!(
+                    "{}: {} problem(s); nothing was written:",
+                    file.display(),
+                    problems.len()
+                );
+                for p in &problems {
+                    eprintln!("  {p}");
+                }
+            }
+            ExitCode::InvalidInput
+        }
+        ImportError::Io { path, source } => {
+            eprintln!("flowgate: cannot read {}: {source}", path.display());
+            ExitCode::Failure
+        }
+        ImportError::Store(e) => store_failure("the import failed; nothing was written", &e),
+        other => {
+            eprintln!("flowgate: {other}");
+            ExitCode::Failure
+        }
+    }
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.2}%", share * 100.0)
+}
+
+/// `flowgate import --dry-run FILE` (D19): what the import would change, written nowhere.
+async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode {
+    let DryRunReport { report, diff } =
+        match dry_run_file(store, file, OffsetDateTime::now_utc()).await {
+            Ok(done) => done,
+            Err(e) => return import_failure(file, e, json),
+        };
+    let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
+    if json {
+        print_json(&json!({
+            "dry_run": true, "changed": report.changed, "revision": report.revision,
+            "workspaces": report.workspaces, "apps": report.apps, "flows": report.flows,
+            "versions": report.versions, "placements": report.placements, "keys": report.keys,
+            "warnings": warnings, "changes": diff.entities, "rule_lists": diff.placements,
+            "experiments": diff.experiments,
+        }));
+        return ExitCode::Success;
+    }
+    println!(
+        "{}: valid; dry run, nothing written (the store is at revision {})",
+        file.display(),
+        report.revision
+    );
+    if !report.changed {
+        println!("no change: the store already holds everything in this file");
+        return ExitCode::Success;
+    }
+    if !diff.entities.is_empty() {
+        println!("changes:");
+        for e in &diff.entities {
+            let change = serde_json::to_value(e.change).unwrap_or_default();
+            let change = change.as_str().unwrap_or_default();
+            let detail = if e.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", e.detail)
+            };
+            println!("  {change} {} {} `{}`{detail}", e.entity, e.id, e.name);
+        }
+    }
+    if !diff.placements.is_empty() {
+        println!("rule lists:");
+        for p in &diff.placements {
+            let rules: Vec<String> = p
+                .rules
+                .iter()
+                .map(|r| format!("rule {}: {}", r.rule, r.change.join(", ")))
+                .collect();
+            let default = if p.default_changed {
+                "; default flow changed"
+            } else {
+                ""
+            };
+            println!(
+                "  {}/{}: {} -> {} rule(s); {}{default}",
+                p.app_id,
+                p.key,
+                p.rules_before,
+                p.rules_after,
+                rules.join("; ")
+            );
+        }
+    }
+    if !diff.experiments.is_empty() {
+        println!("experiments whose users move (shares of the users who reach the rule):");
+        for e in &diff.experiments {
+            let status = |s: Option<flowgate_domain::catalog::ExperimentStatus>| {
+                s.map_or("absent", |s| s.as_str())
+            };
+            println!(
+                "  `{}` ({}) in {}/{}, {} -> {}:",
+                e.name,
+                e.id,
+                e.app_id,
+                e.placement_key,
+                status(e.status_before),
+                status(e.status_after)
+            );
+            println!(
+                "    change variant {}, enter {}, leave {}, keep variant {}, outside {}",
+                percent(e.change_variant),
+                percent(e.enter),
+                percent(e.leave),
+                percent(e.keep_variant),
+                percent(e.outside)
+            );
+            let variants: Vec<String> = e
+                .variants
+                .iter()
+                .map(|v| format!("{} {} -> {}", v.name, percent(v.before), percent(v.after)))
+                .collect();
+            println!("    variants: {}", variants.join("; "));
+            if e.rule_changed {
+                println!("    its rule's audience or position changes too: the shares are of users who reach it both before and after");
+            }
+        }
+    }
+    for w in &warnings {
+        println!("warning: {w}");
+    }
+    ExitCode::Success
+}
+
+/// `flowgate import [--dry-run] FILE`
+pub async fn import(store: &Store, file: &std::path::Path, dry: bool, json: bool) -> ExitCode {
+    if dry {
+        return dry_run(store, file, json).await;
+    }
     match import_file(store, file, OffsetDateTime::now_utc()).await {
         Ok(report) => {
             let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
@@ -278,34 +422,7 @@ pub async fn import(store: &Store, file: &std::path::Path, json: bool) -> ExitCo
             }
             ExitCode::Success
         }
-        Err(ImportError::Invalid(problems)) => {
-            if json {
-                let list: Vec<_> = problems
-                    .iter()
-                    .map(|p| json!({"file": p.path.display().to_string(), "pointer": p.pointer, "message": p.message}))
-                    .collect();
-                print_json(&json!({"problems": list}));
-            } else {
-                eprintln!(
-                    "{}: {} problem(s); nothing was written:",
-                    file.display(),
-                    problems.len()
-                );
-                for p in &problems {
-                    eprintln!("  {p}");
-                }
-            }
-            ExitCode::InvalidInput
-        }
-        Err(ImportError::Io { path, source }) => {
-            eprintln!("flowgate: cannot read {}: {source}", path.display());
-            ExitCode::Failure
-        }
-        Err(ImportError::Store(e)) => store_failure("the import failed; nothing was written", &e),
-        Err(other) => {
-            eprintln!("flowgate: {other}");
-            ExitCode::Failure
-        }
+        Err(e) => import_failure(file, e, json),
     }
 }
 

@@ -86,20 +86,41 @@ impl Default for ServerConfig {
 }
 
 /// `[admin]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Address of the admin listener (D11: separate port).
     pub listen: String,
+    /// Bearer token of the admin API (explain, D18); empty: the admin API is off. A secret:
+    /// never logged.
+    pub token: String,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:9090".into(),
+            token: String::new(),
         }
     }
 }
+
+impl fmt::Debug for AdminConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let token = if self.token.is_empty() {
+            "(off)"
+        } else {
+            "<redacted>"
+        };
+        f.debug_struct("AdminConfig")
+            .field("listen", &self.listen)
+            .field("token", &token)
+            .finish()
+    }
+}
+
+/// Shortest accepted `admin.token`.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 24;
 
 /// Sink writers on PostgreSQL when `events.writers` is 0.
 pub const PG_WRITERS: usize = 4;
@@ -572,6 +593,21 @@ impl Config {
     pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
         parse_addr("server.listen", &self.server.listen)?;
         parse_addr("admin.listen", &self.admin.listen)?;
+        let token = &self.admin.token;
+        if !token.is_empty()
+            && (token.chars().count() < MIN_ADMIN_TOKEN_CHARS
+                || !token.chars().all(|c| c.is_ascii_graphic()))
+        {
+            // The message never repeats the token: it is a secret.
+            return Err(invalid(
+                "admin.token",
+                format!(
+                    "must be at least {MIN_ADMIN_TOKEN_CHARS} printable ASCII characters without \
+                     spaces (a random secret, e.g. `openssl rand -hex 24`); the one given has {}",
+                    token.chars().count()
+                ),
+            ));
+        }
         let url = self.database.url.trim();
         if url.is_empty() {
             return Err(invalid(

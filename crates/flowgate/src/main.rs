@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod config;
 mod demo;
+mod explain;
 mod heap;
 mod ingest;
 mod refresh;
@@ -107,7 +108,17 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Serve | Command::Ingest => ExitCode::Success,
             Command::Migrate { json } => commands::migrate(&store, &config, json).await,
-            Command::Import { file, json } => commands::import(&store, &file, json).await,
+            Command::Import {
+                file,
+                dry_run,
+                json,
+            } => commands::import(&store, &file, dry_run, json).await,
+            Command::Explain {
+                app,
+                placement,
+                body,
+                json,
+            } => explain::explain(&store, &config, &app, &placement, &body, json).await,
             Command::Keys { command } => commands::keys(&store, command).await,
             Command::Demo { json } => commands::demo(&store, &config, json).await,
             Command::Events {

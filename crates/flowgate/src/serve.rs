@@ -13,7 +13,9 @@ use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
-use flowgate_http::{admin_app, api_app, AdminState, ApiState, CatalogHandle, HttpMetrics};
+use flowgate_http::{
+    admin_app, api_app, AdminState, ApiState, CatalogHandle, ExplainAccess, HttpMetrics,
+};
 use flowgate_jetstream::{Bus, Publisher};
 use flowgate_store::{Backend, Store};
 use tokio::sync::watch;
@@ -108,6 +110,12 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     dead_letters.spawn_refresh(store.clone());
     let maintenance = Arc::new(EventMaintenance::default());
     maintenance.spawn(store.clone(), config.event_retention());
+    let explain = ExplainAccess {
+        token: config.admin.token.clone(),
+        catalog: catalog.clone(),
+        default_ttl: config.resolve.cache_ttl_seconds,
+        body_limit: config.resolve.body_limit_bytes,
+    };
     let admin_state = AdminState::new(
         Arc::new(registry),
         Arc::new(Admin {
@@ -122,6 +130,12 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             store: store.clone(),
         }),
     );
+    // The admin API (D18) exists only with a token.
+    let admin_state = if explain.token.is_empty() {
+        admin_state
+    } else {
+        admin_state.with_explain(explain)
+    };
 
     let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
         return ExitCode::Config;

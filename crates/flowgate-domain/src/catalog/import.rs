@@ -22,6 +22,7 @@ use super::data::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData,
     PlacementData, WorkspaceData,
 };
+use super::diff::{diff_catalogs, CatalogDiff};
 use super::file::CatalogFile;
 use super::{Catalog, Problem};
 use crate::ids::{AppId, ExperimentId, FlowId, FlowVersionId, KeyId, VariantId, WorkspaceId};
@@ -80,10 +81,45 @@ pub fn imported_key_id(digest: &KeyDigest) -> KeyId {
 /// New keys are recorded as created at `now`; keys already stored keep their record (only the
 /// name follows the file; a revoked key stays revoked).
 pub fn plan_import(
-    mut file: CatalogFile,
+    file: CatalogFile,
     stored: &CatalogData,
     now: OffsetDateTime,
 ) -> Result<ImportPlan, Vec<Problem>> {
+    plan(file, stored, now, |_| ()).map(|(plan, ())| plan)
+}
+
+/// What an import would do, without doing it (D19): the plan, and the difference between the
+/// stored catalog and the one the import would leave.
+#[derive(Debug)]
+pub struct DryRun {
+    /// The plan [`plan_import`] makes.
+    pub plan: ImportPlan,
+    /// What would change.
+    pub diff: CatalogDiff,
+}
+
+/// [`plan_import`], and what the import would change (D19). The same validation: a file the
+/// import refuses is refused here with the same problems.
+pub fn plan_dry_run(
+    file: CatalogFile,
+    stored: &CatalogData,
+    now: OffsetDateTime,
+) -> Result<DryRun, Vec<Problem>> {
+    let (plan, merged) = plan(file, stored, now, CatalogData::clone)?;
+    // Both catalogs built: the stored one is served, and the merged one built in `plan`.
+    let built_before = Catalog::build(stored.clone()).unwrap_or_default();
+    let built_after = Catalog::build(merged.clone()).unwrap_or_default();
+    let diff = diff_catalogs(stored, &merged, &built_before, &built_after);
+    Ok(DryRun { plan, diff })
+}
+
+/// Validates and plans; `keep` takes what it needs of the merged view before it is built.
+fn plan<K>(
+    mut file: CatalogFile,
+    stored: &CatalogData,
+    now: OffsetDateTime,
+    keep: impl FnOnce(&CatalogData) -> K,
+) -> Result<(ImportPlan, K), Vec<Problem>> {
     let index = StoredIndex::new(stored);
     let mut check = Check {
         index: &index,
@@ -111,6 +147,7 @@ pub fn plan_import(
 
     let mut merger = Merger::new(&index, &file);
     let merged = merger.merge(&file, &keys, stored);
+    let kept = keep(&merged);
     if let Err(e) = Catalog::build(merged) {
         problems.extend(e.problems.into_iter().map(|p| merger.map_problem(p)));
     }
@@ -134,12 +171,15 @@ pub fn plan_import(
             .collect(),
         api_keys: keys.into_iter().map(|(_, record)| record).collect(),
     };
-    Ok(ImportPlan {
-        write,
-        changed,
-        warnings,
-        summary,
-    })
+    Ok((
+        ImportPlan {
+            write,
+            changed,
+            warnings,
+            summary,
+        },
+        kept,
+    ))
 }
 
 fn summarize(file: &CatalogFile) -> ImportSummary {

@@ -8,6 +8,7 @@
 
 mod build;
 mod data;
+mod diff;
 mod file;
 mod import;
 
@@ -21,8 +22,12 @@ pub use data::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
     FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
 };
+pub use diff::{
+    diff_catalogs, CatalogDiff, Change, EntityChange, ExperimentShift, PlacementChange, RuleChange,
+    VariantShare,
+};
 pub use file::{CatalogFile, FileKey, WorkspaceFile};
-pub use import::{imported_key_id, plan_import, ImportPlan, ImportSummary};
+pub use import::{imported_key_id, plan_dry_run, plan_import, DryRun, ImportPlan, ImportSummary};
 
 use crate::bucketing::{BucketRange, Namespace};
 use crate::conditions::{Condition, SavedGroups};

@@ -92,32 +92,96 @@ fn walk<'a>(start: &'a Value, parts: &[Box<str>]) -> Cow<'a, Value> {
     Cow::Borrowed(current)
 }
 
+/// Told where a top-level evaluation stopped: the first clause that did not hold (or threw),
+/// with the attribute value a field clause read. Resolve passes `()`, which does nothing and
+/// compiles away; explain (D18) records the failure.
+pub(crate) trait Observe {
+    /// Clause `index` did not hold (`aborted`: it threw). `seen` is the value a field clause
+    /// read (after the literal-then-nested lookup of D4); `None` for logical clauses.
+    fn stopped(&mut self, index: usize, seen: Option<&Value>, aborted: bool);
+}
+
+impl Observe for () {
+    #[inline(always)]
+    fn stopped(&mut self, _: usize, _: Option<&Value>, _: bool) {}
+}
+
 /// `evalCondition`: every clause holds.
 pub(crate) fn doc<S: Source>(source: &S, doc: &Doc, groups: &SavedGroups) -> Outcome {
-    for clause in doc.clauses.iter() {
-        let holds = match clause {
-            Clause::Field { path, test: t } => test(t, &source.lookup(path), groups)?,
-            Clause::Or(docs) => any_doc(source, docs, groups)?,
-            Clause::And(docs) => {
-                let mut all = true;
-                for d in docs.iter() {
-                    if !self::doc(source, d, groups)? {
-                        all = false;
-                        break;
-                    }
+    doc_observed(source, doc, groups, &mut ())
+}
+
+/// [`doc`], telling `observe` which clause stopped the evaluation.
+#[inline(always)]
+pub(crate) fn doc_observed<S: Source, O: Observe>(
+    source: &S,
+    doc: &Doc,
+    groups: &SavedGroups,
+    observe: &mut O,
+) -> Outcome {
+    for (index, clause) in doc.clauses.iter().enumerate() {
+        let outcome = match clause {
+            Clause::Field { path, test: t } => {
+                let value = source.lookup(path);
+                let outcome = test(t, &value, groups);
+                if !matches!(outcome, Ok(true)) {
+                    observe.stopped(index, Some(&value), outcome.is_err());
                 }
-                all
+                outcome
             }
-            Clause::Nor(docs) => !any_doc(source, docs, groups)?,
-            Clause::Not(d) => !self::doc(source, d, groups)?,
-            Clause::Const(b) => *b,
-            Clause::Abort => return Err(Abort),
+            other => {
+                let outcome = logical(source, other, groups);
+                if !matches!(outcome, Ok(true)) {
+                    observe.stopped(index, None, outcome.is_err());
+                }
+                outcome
+            }
         };
-        if !holds {
+        if !outcome? {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// A clause other than a field test.
+fn logical<S: Source>(source: &S, clause: &Clause, groups: &SavedGroups) -> Outcome {
+    Ok(match clause {
+        Clause::Field { path, test: t } => test(t, &source.lookup(path), groups)?,
+        Clause::Or(docs) => any_doc(source, docs, groups)?,
+        Clause::And(docs) => {
+            let mut all = true;
+            for d in docs.iter() {
+                if !self::doc(source, d, groups)? {
+                    all = false;
+                    break;
+                }
+            }
+            all
+        }
+        Clause::Nor(docs) => !any_doc(source, docs, groups)?,
+        Clause::Not(d) => !self::doc(source, d, groups)?,
+        Clause::Const(b) => *b,
+        Clause::Abort => return Err(Abort),
+    })
+}
+
+/// The attribute paths a logical clause reads at the top level (not those inside
+/// `$elemMatch` documents, which read array elements), in document order.
+pub(crate) fn field_paths<'d>(clause: &'d Clause, out: &mut Vec<&'d Path>) {
+    let docs = |docs: &'d [Doc], out: &mut Vec<&'d Path>| {
+        for d in docs {
+            for c in d.clauses.iter() {
+                field_paths(c, out);
+            }
+        }
+    };
+    match clause {
+        Clause::Field { path, .. } => out.push(path),
+        Clause::Or(list) | Clause::And(list) | Clause::Nor(list) => docs(list, out),
+        Clause::Not(d) => docs(std::slice::from_ref(d), out),
+        Clause::Const(_) | Clause::Abort => {}
+    }
 }
 
 fn any_doc<S: Source>(source: &S, docs: &[Doc], groups: &SavedGroups) -> Outcome {

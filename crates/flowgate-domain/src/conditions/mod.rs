@@ -29,11 +29,13 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 pub use crate::conditions::compile::Patterns;
 use crate::conditions::compile::{Compiler, Doc, InSet};
+use crate::conditions::eval::Source as _;
 
 /// Attribute source: the evaluator looks keys up through this trait so callers need not build
 /// a merged map per request.
@@ -144,6 +146,37 @@ impl SavedGroups {
 #[derive(Clone, Debug)]
 pub struct Condition {
     root: Doc,
+    /// The document as written, for explain (D18) to quote the clause that failed; `null`
+    /// for a lenient compile of a document the strict compile refuses.
+    source: Arc<Value>,
+}
+
+/// Why a condition did not match (D18): its first top-level clause that did not hold.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Mismatch {
+    /// Position of the clause among the document's members.
+    #[serde(rename = "clause_index")]
+    pub index: usize,
+    /// The clause as written, such as `{"country": {"$in": ["US", "CA"]}}`.
+    pub clause: Value,
+    /// The attribute values the clause read, by key as written: what the condition saw after
+    /// the literal-then-nested lookup (D4), `null` for a missing attribute.
+    pub seen: Map<String, Value>,
+    /// True when evaluation stopped where GrowthBook's JavaScript throws (no match).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub aborted: bool,
+}
+
+/// Records where the root document stopped.
+#[derive(Default)]
+struct Stop {
+    at: Option<(usize, Option<Value>, bool)>,
+}
+
+impl eval::Observe for Stop {
+    fn stopped(&mut self, index: usize, seen: Option<&Value>, aborted: bool) {
+        self.at = Some((index, seen.cloned(), aborted));
+    }
 }
 
 /// One reason why [`Condition::compile`] refused a document.
@@ -179,7 +212,10 @@ impl Condition {
         let mut compiler = Compiler::new(patterns);
         let root = compiler.doc(doc, 0);
         if compiler.errors.is_empty() {
-            Ok(Condition { root })
+            Ok(Condition {
+                root,
+                source: Arc::new(doc.clone()),
+            })
         } else {
             Err(compiler.errors)
         }
@@ -192,8 +228,19 @@ impl Condition {
     /// not match. Patterns the linear-time engine cannot run are false (D4), and parts nested
     /// deeper than 64 levels evaluate as false.
     pub fn compile_lenient(doc: &Value) -> Condition {
+        let mut patterns = Patterns::new();
+        let mut compiler = Compiler::new(&mut patterns);
+        let root = compiler.doc(doc, 0);
+        // A document the strict compile refuses may be nested without bound: it is not kept
+        // (copying it could exhaust the stack), so explain names its clauses by position only.
+        let source = if compiler.errors.is_empty() {
+            doc.clone()
+        } else {
+            Value::Null
+        };
         Condition {
-            root: Compiler::new(&mut Patterns::new()).doc(doc, 0),
+            root,
+            source: Arc::new(source),
         }
     }
 
@@ -205,6 +252,67 @@ impl Condition {
     /// Evaluates against attributes and the app's saved groups.
     pub fn eval<A: Attributes + ?Sized>(&self, attrs: &A, groups: &SavedGroups) -> bool {
         eval::doc(&eval::Root(attrs), &self.root, groups).unwrap_or(false)
+    }
+
+    /// [`Condition::eval`], saying why when it does not match (D18): the same evaluation,
+    /// observed, so the two cannot disagree.
+    pub fn explain<A: Attributes + ?Sized>(
+        &self,
+        attrs: &A,
+        groups: &SavedGroups,
+    ) -> Result<(), Mismatch> {
+        let source = eval::Root(attrs);
+        let mut stop = Stop::default();
+        let outcome = eval::doc_observed(&source, &self.root, groups, &mut stop);
+        if outcome.unwrap_or(false) {
+            return Ok(());
+        }
+        let Some((index, value, aborted)) = stop.at else {
+            // Only a clause can make a document fail; keep a clear answer regardless.
+            return Err(Mismatch {
+                index: 0,
+                clause: (*self.source).clone(),
+                seen: Map::new(),
+                aborted: outcome.is_err(),
+            });
+        };
+        let mut seen = Map::new();
+        if let Some(clause) = self.root.clauses.get(index) {
+            match (clause, value) {
+                (compile::Clause::Field { path, .. }, Some(value)) => {
+                    seen.insert(path.full.to_string(), value);
+                }
+                (clause, _) => {
+                    let mut paths = Vec::new();
+                    eval::field_paths(clause, &mut paths);
+                    for path in paths {
+                        if !seen.contains_key(&*path.full) {
+                            seen.insert(path.full.to_string(), source.lookup(path).into_owned());
+                        }
+                    }
+                }
+            }
+        }
+        let clause = match &*self.source {
+            Value::Object(map) => map
+                .iter()
+                .nth(index)
+                .map(|(k, v)| Value::Object(Map::from_iter([(k.clone(), v.clone())])))
+                .unwrap_or(Value::Null),
+            other => other.clone(),
+        };
+        Err(Mismatch {
+            index,
+            clause,
+            seen,
+            aborted,
+        })
+    }
+
+    /// The document as written (`null` after a lenient compile of a document the strict
+    /// compile refuses).
+    pub fn source(&self) -> &Value {
+        &self.source
     }
 }
 

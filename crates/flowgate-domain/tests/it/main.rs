@@ -3,6 +3,8 @@
 
 mod catalog;
 mod conformance;
+mod diff;
+mod explain;
 mod fixtures;
 mod memory;
 mod properties;

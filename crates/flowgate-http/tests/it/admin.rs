@@ -3,8 +3,14 @@
 use std::sync::{Arc, Mutex};
 
 use actix_web::HttpServer;
-use flowgate_http::{admin_app, AdminSource, AdminState, Check, HttpMetrics, ReadinessReport};
+use flowgate_http::{
+    admin_app, AdminSource, AdminState, Check, ExplainAccess, HttpMetrics, ReadinessReport,
+};
 use prometheus_client::registry::Registry;
+use serde_json::{json, Value};
+
+use crate::fixtures::{APP1, APP2};
+use crate::support::{Backend, TestServer};
 
 struct Source(Mutex<ReadinessReport>);
 
@@ -84,5 +90,187 @@ async fn health_readiness_and_metrics() {
         "{text}"
     );
     assert!(text.trim_end().ends_with("# EOF"));
+    handle.stop(false).await;
+}
+
+const TOKEN: &str = "admin-token-0123456789abcdef";
+
+/// An admin listener over `catalog`, with the explain API when `explain` is set.
+fn bind_admin(
+    catalog: flowgate_http::CatalogHandle,
+    explain: bool,
+) -> (String, actix_web::dev::ServerHandle) {
+    let source = Arc::new(Source(Mutex::new(ReadinessReport::new())));
+    let mut state = AdminState::new(Arc::new(Registry::default()), source);
+    if explain {
+        state = state.with_explain(ExplainAccess {
+            token: TOKEN.into(),
+            catalog,
+            default_ttl: 300,
+            body_limit: 64 * 1024,
+        });
+    }
+    let bound = HttpServer::new(move || admin_app(state.clone()))
+        .workers(1)
+        .disable_signals()
+        .bind(("127.0.0.1", 0))
+        .unwrap();
+    let base = format!("http://{}", bound.addrs()[0]);
+    let server = bound.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    (base, handle)
+}
+
+/// D18: the admin explain answers, for every placement of the fixture and several users, the
+/// very bytes resolve answers as its `result`, with a trace and a reason; it records no event.
+#[actix_web::test]
+async fn explain_returns_resolves_bytes_with_a_trace() {
+    let server = TestServer::start(Backend::Sqlite).await.unwrap();
+    let (base, handle) = bind_admin(server.catalog.clone(), true);
+    let client = awc::Client::default();
+    let mut reasons = std::collections::BTreeSet::new();
+    for key in [
+        "onboarding",
+        "paywall",
+        "broken",
+        "empty",
+        "welcome",
+        "missing",
+    ] {
+        for (user, country) in [
+            ("u1", "US"),
+            ("u-beta-1", "DE"),
+            ("u9", "FR"),
+            ("u12", "CA"),
+        ] {
+            let body = json!({"user_id": user, "session_id": "s1", "device_platform": "ios",
+                              "attributes": {"country": country}});
+            let path = format!("/v1/apps/{APP1}/placements/{key}/resolve");
+            let resolved = server.post(&path, &body).await;
+            assert_eq!(resolved.status, 200);
+            let mut r = client
+                .post(format!(
+                    "{base}/admin/v1/apps/{APP1}/placements/{key}/explain"
+                ))
+                .insert_header(("authorization", format!("Bearer {TOKEN}")))
+                .insert_header(("content-type", "application/json"))
+                .send_body(body.to_string())
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            let bytes = r.body().await.unwrap();
+            let text = std::str::from_utf8(&bytes).unwrap();
+            let prefix = format!(
+                "{{\"result\":{}",
+                std::str::from_utf8(&resolved.body).unwrap()
+            );
+            assert!(text.starts_with(&prefix), "{key}/{user}: {text}");
+            let doc: Value = serde_json::from_slice(&bytes).unwrap();
+            assert!(doc["trace"].is_array());
+            reasons.insert(doc["reason"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(
+        reasons.into_iter().collect::<Vec<_>>(),
+        [
+            "default",
+            "experiment",
+            "flow_unpublished",
+            "holdout",
+            "no_rule_matched",
+            "rule",
+            "unknown_placement"
+        ]
+    );
+    // Resolve recorded its no-flow events; explain recorded none.
+    let recorded = server.sink.events().len();
+    let mut again = client
+        .post(format!(
+            "{base}/admin/v1/apps/{APP1}/placements/empty/explain"
+        ))
+        .insert_header(("authorization", format!("Bearer {TOKEN}")))
+        .insert_header(("content-type", "application/json"))
+        .send_body(r#"{"user_id":"u1","session_id":"s","device_platform":"web"}"#)
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    let _ = again.body().await.unwrap();
+    assert_eq!(server.sink.events().len(), recorded);
+    handle.stop(false).await;
+}
+
+/// Without the token: 401; with another: 401; bad input: the resolve problems; no token
+/// configured: the route does not exist.
+#[actix_web::test]
+async fn explain_requires_the_admin_token_and_valid_input() {
+    let server = TestServer::start(Backend::Sqlite).await.unwrap();
+    let (base, handle) = bind_admin(server.catalog.clone(), true);
+    let client = awc::Client::default();
+    let call = |auth: Option<String>, app: &str, key: &str, body: &'static str| {
+        let mut req = client
+            .post(format!(
+                "{base}/admin/v1/apps/{app}/placements/{key}/explain"
+            ))
+            .insert_header(("content-type", "application/json"));
+        if let Some(auth) = auth {
+            req = req.insert_header(("authorization", auth));
+        }
+        async move {
+            let mut r = req.send_body(body).await.unwrap();
+            let status = r.status().as_u16();
+            let body: Value = serde_json::from_slice(&r.body().await.unwrap()).unwrap();
+            (status, body)
+        }
+    };
+    let ok = r#"{"user_id":"u1","session_id":"s","device_platform":"web"}"#;
+    let (status, body) = call(None, APP1, "onboarding", ok).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("admin_unauthorized"))
+    );
+    let (status, _) = call(Some(format!("Bearer {TOKEN}x")), APP1, "onboarding", ok).await;
+    assert_eq!(status, 401);
+    // An SDK key is not the admin token.
+    let sdk = format!("Bearer {}", server.keys.sdk.expose());
+    assert_eq!(call(Some(sdk), APP1, "onboarding", ok).await.0, 401);
+    let auth = || Some(format!("Bearer {TOKEN}"));
+    let (status, body) = call(auth(), APP1, "onboarding", r#"{"user_id":""}"#).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("validation_failed"))
+    );
+    let (status, body) = call(auth(), "not-a-uuid", "onboarding", ok).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_request"))
+    );
+    let unknown = "20000000-0000-4000-8000-0000000000ff";
+    let (status, body) = call(auth(), unknown, "onboarding", ok).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (404, Some("app_not_found"))
+    );
+    // The admin sees every workspace: an app of workspace 2 is explained too.
+    let (status, body) = call(auth(), APP2, "onboarding", ok).await;
+    assert_eq!((status, body["reason"].as_str()), (200, Some("default")));
+    let (status, body) = call(auth(), APP1, "bad%20key", ok).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_request"))
+    );
+    handle.stop(false).await;
+
+    let (base, handle) = bind_admin(server.catalog.clone(), false);
+    let mut r = client
+        .post(format!(
+            "{base}/admin/v1/apps/{APP1}/placements/onboarding/explain"
+        ))
+        .insert_header(("authorization", format!("Bearer {TOKEN}")))
+        .send_body(ok)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "no admin.token, no admin API");
+    let _ = r.body().await;
     handle.stop(false).await;
 }

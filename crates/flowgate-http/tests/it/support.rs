@@ -124,6 +124,8 @@ pub struct TestServer {
     pub db: TestDb,
     pub sink: Arc<CollectingSink>,
     pub keys: Keys,
+    /// The catalog the server serves.
+    pub catalog: flowgate_http::CatalogHandle,
     pub client: awc::Client,
     handle: actix_web::dev::ServerHandle,
 }
@@ -197,11 +199,8 @@ impl TestServer {
         let catalog = Catalog::build(db.store.load_catalog().await.expect("catalog loads"))
             .expect("catalog builds");
         let sink = Arc::new(CollectingSink::default());
-        let (addr, server) = bind_api(
-            config,
-            Arc::new(ArcSwap::from_pointee(catalog)),
-            sink.clone(),
-        );
+        let catalog: flowgate_http::CatalogHandle = Arc::new(ArcSwap::from_pointee(catalog));
+        let (addr, server) = bind_api(config, catalog.clone(), sink.clone());
         let handle_srv = server.handle();
         actix_web::rt::spawn(server);
         Some(TestServer {
@@ -209,6 +208,7 @@ impl TestServer {
             db,
             sink,
             keys,
+            catalog,
             client: awc::Client::builder().disable_redirects().finish(),
             handle: handle_srv,
         })

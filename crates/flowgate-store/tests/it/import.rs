@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use flowgate_domain::catalog::imported_key_id;
+use flowgate_domain::catalog::Change;
 use flowgate_domain::ids::FlowId;
 use flowgate_domain::keys::{ApiKey, AuthError, KeyEnvironment, KeyType};
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::Catalog;
-use flowgate_store::{import_file, ImportError, ImportReport, Store};
+use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, ImportReport, Store};
 use serde_json::{json, Value};
 use time::macros::datetime;
 use time::OffsetDateTime;
@@ -377,6 +378,47 @@ backend_tests! {
             found[0].contains(&format!("stored app {APP} (not in this file) at /placements/0/default_flow_id")),
             "{found:#?}"
         );
+        assert_eq!(state(&db.store).await, before);
+    }
+
+    // D19: a dry run validates like the import, reports what would change with the share of
+    // users who move, and writes nothing.
+    async fn a_dry_run_reports_the_change_and_writes_nothing(db) {
+        import(&db.store, &d13()).await.expect("valid import");
+        let before = state(&db.store).await;
+        let mut file = d13();
+        let variants = "/workspaces/0/apps/0/placements/0/rules/1/experiment/variants";
+        set(&mut file, &format!("{variants}/0/weight"), json!(7));
+        set(&mut file, &format!("{variants}/1/weight"), json!(3));
+        set(&mut file, "/workspaces/0/apps/0/flows/1/published_version", Value::Null);
+        let tmp = TempFile::new("catalog.json", &text(&file));
+        let DryRunReport { report, diff } =
+            dry_run_file(&db.store, &tmp.path, IMPORTED_AT).await.expect("valid");
+        assert!(report.changed);
+        assert_eq!(report.revision, before.1, "the stored revision");
+        assert_eq!(report.warnings.len(), 2, "{:?}", report.warnings);
+        let shift = &diff.experiments[0];
+        assert_eq!((shift.change_variant, shift.enter, shift.leave), (0.2, 0.0, 0.0));
+        let unpublished: Vec<_> = diff.entities.iter().filter(|e| e.change == Change::Unpublished).map(|e| e.name.as_str()).collect();
+        assert_eq!(unpublished, ["Paywall"]);
+        assert_eq!(state(&db.store).await, before, "nothing written");
+
+        // The stored file itself: no change.
+        let same = TempFile::new("catalog.json", &text(&d13()));
+        let DryRunReport { report, diff } =
+            dry_run_file(&db.store, &same.path, IMPORTED_AT).await.expect("valid");
+        assert!(!report.changed);
+        assert!(diff.is_empty(), "{diff:?}");
+
+        // A file the import refuses is refused with the same problems.
+        set(&mut file, "/workspaces/0/apps/0/placements/0/rules/0/flow_id", json!("30000000-0000-4000-8000-0000000000ff"));
+        let bad = TempFile::new("catalog.json", &text(&file));
+        let imported = problems(import_file(&db.store, &bad.path, IMPORTED_AT).await);
+        let dry = match dry_run_file(&db.store, &bad.path, IMPORTED_AT).await {
+            Err(ImportError::Invalid(p)) => p.iter().map(|p| format!("{}: {}", p.pointer, p.message)).collect::<Vec<_>>(),
+            other => panic!("expected problems, got {other:?}"),
+        };
+        assert_eq!(dry, imported);
         assert_eq!(state(&db.store).await, before);
     }
 }

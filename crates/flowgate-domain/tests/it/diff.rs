@@ -1,0 +1,223 @@
+//! What a catalog change does to running experiments (D19): shares computed from the ranges,
+//! checked exactly where the arithmetic is simple and against hashed users everywhere.
+
+use flowgate_domain::catalog::{diff_catalogs, Change, Experiment, ExperimentShift, Target};
+use flowgate_domain::ids::AppId;
+use flowgate_domain::{Catalog, CatalogData};
+use serde_json::{json, Value};
+
+use crate::fixtures::*;
+
+/// The running 50/50 paywall experiment of the fixture, changed by `edit`.
+fn with_experiment(edit: impl FnOnce(&mut Value)) -> Value {
+    let mut doc = catalog_json();
+    edit(&mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"]);
+    doc
+}
+
+fn shift_of(before: &Value, after: &Value) -> ExperimentShift {
+    let (a, b) = (data_from(before), data_from(after));
+    let diff = diff_catalogs(&a, &b, &build(before), &build(after));
+    let found: Vec<_> = diff
+        .experiments
+        .into_iter()
+        .filter(|e| e.id.to_string() == EXP)
+        .collect();
+    assert_eq!(found.len(), 1, "one shift for the running experiment");
+    found.into_iter().next().unwrap()
+}
+
+fn paywall_experiment(c: &Catalog) -> &Experiment {
+    let app = c.app(APP1.parse::<AppId>().unwrap()).unwrap();
+    match &app.placement("paywall").unwrap().rules[1].target {
+        Target::Experiment(e) => e,
+        Target::Flow(_) => panic!("an experiment"),
+    }
+}
+
+/// Hashed users (deterministic ids) through the real assignment before and after: the share of
+/// each kind of move.
+fn sampled(before: &Catalog, after: &Catalog) -> [f64; 4] {
+    let (old, new) = (paywall_experiment(before), paywall_experiment(after));
+    let n = 100_000;
+    let mut counts = [0usize; 4];
+    for i in 0..n {
+        let user = format!("user-{i:06}-{}", i * 7919 % 1000);
+        match (
+            old.assign(&user).map(|v| v.id),
+            new.assign(&user).map(|v| v.id),
+        ) {
+            (Some(a), Some(b)) if a != b => counts[0] += 1,
+            (None, Some(_)) => counts[1] += 1,
+            (Some(_), None) => counts[2] += 1,
+            _ => counts[3] += 1,
+        }
+    }
+    counts.map(|c| c as f64 / n as f64)
+}
+
+/// The computed shares agree with hashed users within five standard errors.
+fn agrees(shift: &ExperimentShift, before: &Value, after: &Value) {
+    let got = sampled(&build(before), &build(after));
+    let expected = [
+        shift.change_variant,
+        shift.enter,
+        shift.leave,
+        shift.keep_variant + shift.outside,
+    ];
+    for (g, e) in got.iter().zip(expected) {
+        let sigma = (e * (1.0 - e) / 100_000.0).sqrt().max(1e-4);
+        assert!(
+            (g - e).abs() < 5.0 * sigma,
+            "sampled {got:?}, computed {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn a_reweight_from_50_50_to_70_30_moves_exactly_20_percent() {
+    let before = catalog_json();
+    let after = with_experiment(|e| {
+        e["variants"][0]["weight"] = json!(7);
+        e["variants"][1]["weight"] = json!(3);
+    });
+    let shift = shift_of(&before, &after);
+    assert_eq!(shift.change_variant, 0.2);
+    assert_eq!(shift.keep_variant, 0.8);
+    assert_eq!((shift.enter, shift.leave, shift.outside), (0.0, 0.0, 0.0));
+    assert_eq!(shift.variants.len(), 2);
+    assert_eq!(
+        (shift.variants[0].before, shift.variants[0].after),
+        (0.5, 0.7)
+    );
+    assert_eq!(
+        (shift.variants[1].before, shift.variants[1].after),
+        (0.5, 0.3)
+    );
+    assert!(!shift.rule_changed);
+    agrees(&shift, &before, &after);
+}
+
+#[test]
+fn adding_a_variant_at_the_end_moves_the_users_of_the_shifted_ranges() {
+    let before = catalog_json();
+    let after = with_experiment(|e| {
+        e["variants"].as_array_mut().unwrap().push(
+            json!({"id": "60000000-0000-4000-8000-0000000000ff", "name": "third", "weight": 1, "flow_id": FLOW_US}),
+        );
+    });
+    let shift = shift_of(&before, &after);
+    // Ranges [0, 1/3), [1/3, 2/3), [2/3, 1) over hash values k / 10000: control -> new for
+    // k in 3334..=4999 (1,666 values), new -> third for k in 6667..=9999 (3,333 values).
+    assert_eq!(shift.change_variant, 4_999.0 / 10_000.0);
+    assert_eq!(shift.keep_variant, 5_001.0 / 10_000.0);
+    assert_eq!((shift.enter, shift.leave), (0.0, 0.0));
+    assert_eq!(shift.variants[2].name, "third");
+    assert_eq!(shift.variants[2].before, 0.0);
+    agrees(&shift, &before, &after);
+}
+
+#[test]
+fn raising_coverage_moves_nobody_and_adds_users() {
+    let before = with_experiment(|e| e["coverage"] = json!(0.5));
+    let after = catalog_json();
+    let shift = shift_of(&before, &after);
+    assert_eq!(shift.change_variant, 0.0, "nobody changes variant");
+    assert_eq!(shift.leave, 0.0, "nobody leaves");
+    assert_eq!(shift.enter, 0.5);
+    assert_eq!(shift.keep_variant, 0.5);
+    agrees(&shift, &before, &after);
+    // And lowering it is the reverse.
+    let back = shift_of(&after, &before);
+    assert_eq!(
+        (back.leave, back.enter, back.change_variant),
+        (0.5, 0.0, 0.0)
+    );
+}
+
+#[test]
+fn namespaces_seeds_and_pausing_are_counted() {
+    let before = catalog_json();
+    // A namespace of half the users: half leave, nobody changes variant.
+    let narrowed = with_experiment(|e| e["namespace"] = json!(["pricing", 0.0, 0.5]));
+    let shift = shift_of(&before, &narrowed);
+    assert_eq!(
+        (shift.leave, shift.change_variant, shift.enter),
+        (0.5, 0.0, 0.0)
+    );
+    agrees(&shift, &before, &narrowed);
+    // Moving the namespace range: the same hash, so exactly the users of [0.3, 0.5) stay.
+    let moved = with_experiment(|e| e["namespace"] = json!(["pricing", 0.3, 0.8]));
+    let shift = shift_of(&narrowed, &moved);
+    assert_eq!((shift.leave, shift.enter), (0.3, 0.3));
+    assert_eq!(shift.keep_variant, 0.2);
+    agrees(&shift, &narrowed, &moved);
+    // Another seed re-buckets everyone independently: half change variant.
+    let reseeded = with_experiment(|e| e["seed"] = json!("another-seed"));
+    let shift = shift_of(&before, &reseeded);
+    assert!((shift.change_variant - 0.5).abs() < 1e-12, "{shift:?}");
+    agrees(&shift, &before, &reseeded);
+    // Pausing: everyone leaves.
+    let paused = with_experiment(|e| e["status"] = json!("paused"));
+    let shift = shift_of(&before, &paused);
+    assert_eq!((shift.leave, shift.outside), (1.0, 0.0));
+    assert_eq!(shift.status_after.map(|s| s.as_str()), Some("paused"));
+}
+
+#[test]
+fn unchanged_experiments_are_not_reported_and_renames_are_not_moves() {
+    let before = catalog_json();
+    let renamed = with_experiment(|e| {
+        e["name"] = json!("renamed");
+        e["variants"][1]["name"] = json!("renamed variant");
+    });
+    let (a, b) = (data_from(&before), data_from(&renamed));
+    let diff = diff_catalogs(&a, &b, &build(&before), &build(&renamed));
+    assert!(diff.experiments.is_empty(), "{:?}", diff.experiments);
+    assert_eq!(diff.placements.len(), 1, "the rule's target changed");
+    assert_eq!(diff.placements[0].rules[0].change, ["target"]);
+    assert!(diff_catalogs(&a, &a, &build(&before), &build(&before)).is_empty());
+}
+
+#[test]
+fn entity_changes_name_what_is_added_published_and_unpublished() {
+    let before = catalog_json();
+    let mut after = catalog_json();
+    let app = &mut after["workspaces"][0]["apps"][0];
+    app["flows"][0]["published_version"] = json!(1);
+    app["flows"][1]["published_version"] = Value::Null;
+    app["flows"].as_array_mut().unwrap().push(json!({
+        "id": "30000000-0000-4000-8000-0000000000aa", "name": "Added", "published_version": null,
+        "versions": [{"id": "40000000-0000-4000-8000-0000000000aa", "version": 1, "schema_version": 1, "flow_schema": {}}]
+    }));
+    app["placements"][0]["rules"][0]["audience"] = json!({"country": "FR"});
+    app["placements"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "fresh", "default_flow_id": FLOW_NEW}));
+    let (a, b): (CatalogData, CatalogData) = (data_from(&before), data_from(&after));
+    let diff = diff_catalogs(&a, &b, &build(&before), &build(&after));
+    let changes: Vec<(&str, &str, Change)> = diff
+        .entities
+        .iter()
+        .map(|e| (e.entity, e.name.as_str(), e.change))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("flow", "US onboarding", Change::Published),
+            ("flow", "Default", Change::Unpublished),
+            ("flow", "Added", Change::Added),
+            ("version", "Added version 1", Change::Added),
+            ("placement", "onboarding", Change::Changed),
+            ("placement", "fresh", Change::Added),
+        ]
+    );
+    assert_eq!(diff.entities[0].detail, "version 2 -> version 1");
+    let onboarding = &diff.placements[0];
+    assert_eq!(
+        (onboarding.key.as_str(), onboarding.rules[0].rule),
+        ("onboarding", 0)
+    );
+    assert_eq!(onboarding.rules[0].change, ["audience"]);
+}
