@@ -1119,6 +1119,25 @@ mod tests {
     }
 
     #[test]
+    fn the_admin_token_is_checked_and_never_shown() {
+        let token = "a-long-enough-admin-token-42";
+        let config = load(
+            Environment::Development,
+            &[("FLOWGATE__ADMIN__TOKEN", token)],
+        )
+        .unwrap();
+        assert_eq!(config.admin.token, token);
+        assert!(!format!("{config:?}").contains(token), "Debug redacts it");
+        for bad in ["too-short", "has spaces in it but is long enough"] {
+            let err = load(Environment::Development, &[("FLOWGATE__ADMIN__TOKEN", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("admin.token") && !err.contains(bad), "{err}");
+        }
+        assert_eq!(Config::default().admin.token, "", "off by default");
+    }
+
+    #[test]
     fn invalid_values_name_their_key() {
         let err = load(
             Environment::Development,

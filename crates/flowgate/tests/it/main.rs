@@ -8,6 +8,7 @@ mod cache;
 mod durability;
 mod faults;
 mod jetstream;
+mod operators;
 mod quickstart;
 mod reload;
 mod startup;
