@@ -8,6 +8,7 @@
 
 mod build;
 mod data;
+mod export;
 mod file;
 mod import;
 
@@ -21,6 +22,7 @@ pub use data::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
     FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
 };
+pub use export::ExportError;
 pub use file::{CatalogFile, FileKey, WorkspaceFile};
 pub use import::{imported_key_id, plan_import, ImportPlan, ImportSummary};
 
