@@ -35,6 +35,7 @@ mod copy;
 mod dead_letters;
 mod error;
 mod events;
+mod history;
 pub mod import;
 mod keys;
 mod retention;
@@ -45,6 +46,7 @@ pub mod types;
 
 pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
+pub use history::ImportRecord;
 pub use import::{import_file, FileProblem, ImportError, ImportReport};
 pub use keys::CreatedKey;
 pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};

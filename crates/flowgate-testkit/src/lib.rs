@@ -16,6 +16,9 @@
 //! [`NatsServer`] and [`NatsCluster`] are `nats-server` processes with JetStream of the test's
 //! own, on free ports, for the event bus (D16).
 //!
+//! [`scale::catalog_file`] is the benchmark catalog (100 apps, 5,000 placements, 2,000 flow
+//! versions) as catalog file text, for benchmarks and tests at that scale.
+//!
 //! [`TestCa`] and [`TlsProxy`] give TLS tests certificates of their own: a proxy in front of
 //! PostgreSQL presents the certificate the test issued (another host, another authority).
 //!
@@ -24,6 +27,7 @@
 
 mod nats;
 mod proxy;
+pub mod scale;
 mod tls;
 
 pub use nats::{NatsCluster, NatsServer};
