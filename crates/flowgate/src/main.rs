@@ -4,6 +4,7 @@
 
 mod bus;
 mod cache;
+mod catalog_cmd;
 mod cli;
 mod commands;
 mod config;
@@ -108,6 +109,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve | Command::Ingest => ExitCode::Success,
             Command::Migrate { json } => commands::migrate(&store, &config, json).await,
             Command::Import { file, json } => commands::import(&store, &file, json).await,
+            Command::Catalog { command } => catalog_cmd::catalog(&store, command).await,
             Command::Keys { command } => commands::keys(&store, command).await,
             Command::Demo { json } => commands::demo(&store, &config, json).await,
             Command::Events {
