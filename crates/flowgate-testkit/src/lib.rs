@@ -92,6 +92,22 @@ pub fn test_options() -> StoreOptions {
     }
 }
 
+/// Reverts the newest migrations one at a time until `version` is reverted too; returns the
+/// reverted versions, newest first. For a test or benchmark of one migration on a database with
+/// data, whatever migrations came after it.
+pub async fn revert_through(store: &Store, version: &str) -> Vec<String> {
+    let mut reverted = Vec::new();
+    while reverted.last().map(String::as_str) != Some(version) {
+        let step = store
+            .revert_last_migration()
+            .await
+            .expect("revert a migration");
+        assert!(!step.is_empty(), "migration {version} was never applied");
+        reverted.extend(step);
+    }
+    reverted
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
