@@ -49,9 +49,10 @@ pub(crate) struct ImportEntry {
     pub(crate) summary: ImportSummary,
 }
 
-#[derive(Insertable)]
+/// A row of `catalog_imports` (its `id` is generated and only orders the rows).
+#[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = catalog_imports)]
-pub(crate) struct NewImportRow {
+pub(crate) struct ImportRow {
     revision: i64,
     imported_at: DbTimestamp,
     sha256: String,
@@ -70,14 +71,14 @@ fn count(n: usize, what: &str) -> Result<i64, StoreError> {
 
 impl ImportEntry {
     /// The row to insert for an import that left the catalog at `revision`.
-    pub(crate) fn row(&self, revision: i64) -> Result<NewImportRow, StoreError> {
+    pub(crate) fn row(&self, revision: i64) -> Result<ImportRow, StoreError> {
         let s = &self.summary;
-        Ok(NewImportRow {
+        Ok(ImportRow {
             revision,
             imported_at: DbTimestamp(self.imported_at.to_offset(UtcOffset::UTC)),
             sha256: self.sha256.clone(),
-            // PostgreSQL's text cannot hold NUL, which a path on Linux cannot either; kept
-            // storable whatever the caller passed.
+            // PostgreSQL's text cannot hold NUL; a `Path` given to `import_text` may, though
+            // no file has such a name.
             file: self.file.replace('\0', "\u{FFFD}"),
             workspaces: count(s.workspaces, "workspaces")?,
             apps: count(s.apps, "apps")?,
@@ -87,21 +88,6 @@ impl ImportEntry {
             keys: count(s.keys, "keys")?,
         })
     }
-}
-
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = catalog_imports)]
-struct ImportRow {
-    revision: i64,
-    imported_at: DbTimestamp,
-    sha256: String,
-    file: String,
-    workspaces: i64,
-    apps: i64,
-    flows: i64,
-    versions: i64,
-    placements: i64,
-    keys: i64,
 }
 
 impl ImportRow {

@@ -16,6 +16,9 @@
 //! [`NatsServer`] and [`NatsCluster`] are `nats-server` processes with JetStream of the test's
 //! own, on free ports, for the event bus (D16).
 //!
+//! [`revert_through`] steps a store's migrations back past one of them, for tests of that
+//! migration on a database with data.
+//!
 //! [`scale::catalog_file`] is the benchmark catalog (100 apps, 5,000 placements, 2,000 flow
 //! versions) as catalog file text, for benchmarks and tests at that scale.
 //!
