@@ -5,139 +5,15 @@
 //! SQLite. Run with `make bench-store` (needs PostgreSQL and `psql`). Prints Markdown tables.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use flowgate_domain::keys::{ApiKey, KeyEnvironment};
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::Catalog;
 use flowgate_store::{import_file, Store, StoreOptions};
+use flowgate_testkit::scale::{self, catalog_file};
 
-const WORKSPACES: usize = 10;
-const APPS_PER_WORKSPACE: usize = 10;
-const FLOWS_PER_APP: usize = 10;
-const VERSIONS_PER_FLOW: usize = 2;
-const PLACEMENTS_PER_APP: usize = 50;
-const SCHEMA_BYTES: usize = 20_000;
 const RUNS: usize = 3;
-
-fn uuid(kind: u128, n: usize) -> String {
-    uuid::Uuid::from_u128((kind << 96) | 0x4000_8000_0000_0000 | n as u128)
-        .hyphenated()
-        .to_string()
-}
-
-/// A flow definition of about `SCHEMA_BYTES`: screens of text, image and button components.
-fn flow_schema(out: &mut String, seed: usize) {
-    let start = out.len();
-    write!(out, r##"{{"id":"flow-{seed}","theme":{{"background":"#FFFFFF","accent":"#3355FF"}},"screens":["##).unwrap();
-    let mut i = 0;
-    while out.len() - start < SCHEMA_BYTES {
-        if i > 0 {
-            out.push(',');
-        }
-        write!(
-            out,
-            r##"{{"id":"screen-{i}","type":"page","components":[{{"type":"text","text":"Welcome to step {i} of flow {seed}: everything you need, nothing you do not.","style":{{"font":"Inter","size":17,"weight":600,"color":"#1A1A1A"}}}},{{"type":"image","url":"media/hero-{seed}-{i}.webp","aspect":1.777}},{{"type":"button","label":"Continue","action":{{"type":"next"}},"style":{{"radius":12}}}}]}}"##
-        )
-        .unwrap();
-        i += 1;
-    }
-    out.push_str("]}");
-}
-
-/// The catalog file, in D13's JSON shape.
-fn catalog_file() -> String {
-    let mut out = String::with_capacity(45_000_000);
-    out.push_str(r#"{"workspaces":["#);
-    let mut app_n = 0;
-    for w in 0..WORKSPACES {
-        if w > 0 {
-            out.push(',');
-        }
-        let key = ApiKey::from_random(KeyEnvironment::Live, &format!("{w:0>30}"));
-        write!(
-            out,
-            r#"{{"id":"{}","name":"Workspace {w}","api_keys":[{{"key":"{}","type":"sdk","name":"sdk"}}],"apps":["#,
-            uuid(1, w),
-            key.expose()
-        )
-        .unwrap();
-        for a in 0..APPS_PER_WORKSPACE {
-            if a > 0 {
-                out.push(',');
-            }
-            write!(
-                out,
-                r#"{{"id":"{}","name":"App {app_n}","media_base_url":"https://cdn.example.com/{app_n}/media/","icon_base_url":"https://cdn.example.com/{app_n}/icons/","saved_groups":{{"beta":["u-1","u-2","u-3"]}},"flows":["#,
-                uuid(2, app_n)
-            )
-            .unwrap();
-            for f in 0..FLOWS_PER_APP {
-                let flow = app_n * FLOWS_PER_APP + f;
-                if f > 0 {
-                    out.push(',');
-                }
-                write!(
-                    out,
-                    r#"{{"id":"{}","name":"Flow {flow}","published_version":{VERSIONS_PER_FLOW},"versions":["#,
-                    uuid(3, flow)
-                )
-                .unwrap();
-                for v in 0..VERSIONS_PER_FLOW {
-                    let version = flow * VERSIONS_PER_FLOW + v;
-                    if v > 0 {
-                        out.push(',');
-                    }
-                    write!(
-                        out,
-                        r#"{{"id":"{}","version":{},"schema_version":1,"fonts":[{{"family":"Inter","weight":400,"style":"normal","url":"https://cdn.example.com/inter.woff2"}}],"flow_schema":"#,
-                        uuid(4, version),
-                        v + 1
-                    )
-                    .unwrap();
-                    flow_schema(&mut out, version);
-                    out.push('}');
-                }
-                out.push_str("]}");
-            }
-            out.push_str(r#"],"placements":["#);
-            for p in 0..PLACEMENTS_PER_APP {
-                let placement = app_n * PLACEMENTS_PER_APP + p;
-                if p > 0 {
-                    out.push(',');
-                }
-                let flow = |k: usize| uuid(3, app_n * FLOWS_PER_APP + (p + k) % FLOWS_PER_APP);
-                write!(
-                    out,
-                    r#"{{"key":"placement.{p}","default_flow_id":"{}","rules":[{{"audience":{{"country":{{"$in":["US","CA","GB"]}},"app.version":{{"$vgte":"2.1.0"}}}},"flow_id":"{}"}},{{"audience":{{"email":{{"$regex":"@example\\.(org|com)$"}}}},"flow_id":"{}"}}"#,
-                    flow(0),
-                    flow(1),
-                    flow(2)
-                )
-                .unwrap();
-                if p % 5 == 0 {
-                    write!(
-                        out,
-                        r#",{{"audience":{{}},"experiment":{{"id":"{}","name":"test {placement}","status":"running","coverage":0.9,"variants":[{{"id":"{}","name":"control","weight":1,"flow_id":null}},{{"id":"{}","name":"new","weight":1,"flow_id":"{}"}}]}}}}"#,
-                        uuid(5, placement),
-                        uuid(6, placement * 2),
-                        uuid(6, placement * 2 + 1),
-                        flow(3)
-                    )
-                    .unwrap();
-                }
-                out.push_str("]}");
-            }
-            out.push_str("]}");
-            app_n += 1;
-        }
-        out.push_str("]}");
-    }
-    out.push_str("]}");
-    out
-}
 
 fn psql(db: &str, command: &str) {
     let out = Command::new("psql")
@@ -179,7 +55,7 @@ async fn measure(name: &str, store: &Store, file: &std::path::Path) {
     assert!(report.changed);
     assert_eq!(
         (report.apps, report.placements, report.versions),
-        (100, 5000, 2000)
+        (scale::APPS, scale::PLACEMENTS, scale::VERSIONS)
     );
     println!(
         "| {name} | import_file (new catalog, one transaction) | {} |",
@@ -206,7 +82,7 @@ async fn measure(name: &str, store: &Store, file: &std::path::Path) {
         let start = Instant::now();
         let catalog = Catalog::build(data).expect("build");
         builds.push(start.elapsed());
-        assert_eq!(catalog.app_count(), 100);
+        assert_eq!(catalog.app_count(), scale::APPS);
     }
     println!(
         "| {name} | load_catalog (median of {RUNS}) | {} |",
@@ -237,11 +113,11 @@ async fn main() {
     println!(
         "catalog file: {:.1} MB ({} workspaces, {} apps, {} placements, {} versions of ~{} KB), generated in {} s\n",
         text.len() as f64 / 1e6,
-        WORKSPACES,
-        WORKSPACES * APPS_PER_WORKSPACE,
-        WORKSPACES * APPS_PER_WORKSPACE * PLACEMENTS_PER_APP,
-        WORKSPACES * APPS_PER_WORKSPACE * FLOWS_PER_APP * VERSIONS_PER_FLOW,
-        SCHEMA_BYTES / 1000,
+        scale::WORKSPACES,
+        scale::APPS,
+        scale::PLACEMENTS,
+        scale::VERSIONS,
+        scale::SCHEMA_BYTES / 1000,
         secs(generated)
     );
     drop(text);

@@ -19,10 +19,11 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use crate::error::{connection_error, corrupt, query_error, unstorable};
+use crate::history::ImportEntry;
 use crate::keys::{KeyRow, NewKey};
 use crate::schema::{
-    api_keys, apps, catalog_revision, experiments, flow_versions, flows, placements, rules,
-    variants, workspaces,
+    api_keys, apps, catalog_imports, catalog_revision, experiments, flow_versions, flows,
+    placements, rules, variants, workspaces,
 };
 use crate::store::{Backend, Store, Target};
 use crate::types::{sql, DbUuid};
@@ -496,15 +497,17 @@ impl Store {
     /// Reads the catalog as stored, lets `plan` decide what to write, and writes it, all in one
     /// transaction that holds the catalog write lock from its first statement: what `plan` saw
     /// is what the write lands on (the catalog import, D13). `plan` returns the data to write
-    /// with [`Store::replace_catalog`]'s upsert (`None`: nothing) and a value, or an error that
-    /// ends the transaction without writing. On success the revision after the write comes
-    /// back with the value.
+    /// with [`Store::replace_catalog`]'s upsert together with the import's history entry
+    /// (`None`: nothing is written), and a value, or an error that ends the transaction
+    /// without writing. A write is recorded in `catalog_imports` with the revision it left, in
+    /// the same transaction (D19). On success the revision after the write comes back with the
+    /// value.
     pub(crate) async fn update_catalog<T, E, P>(
         &self,
         plan: P,
     ) -> Result<Result<(T, u64), E>, StoreError>
     where
-        P: FnOnce(CatalogData) -> Result<(Option<CatalogData>, T), E> + Send,
+        P: FnOnce(CatalogData) -> Result<(Option<(CatalogData, ImportEntry)>, T), E> + Send,
         T: Send,
         E: Send,
     {
@@ -515,11 +518,21 @@ impl Store {
                 match plan(data) {
                     Err(e) => Ok(Err(e)),
                     Ok((write, value)) => {
-                        if let Some(write) = write {
-                            let rows = WriteRows::from_data(&write)?;
-                            write_rows!(conn, &rows);
-                        }
+                        let written = match write {
+                            Some((data, entry)) => {
+                                let rows = WriteRows::from_data(&data)?;
+                                write_rows!(conn, &rows);
+                                Some(entry)
+                            }
+                            None => None,
+                        };
                         let revision = revision_query!().get_result::<i64>(conn).await?;
+                        if let Some(entry) = written {
+                            diesel::insert_into(catalog_imports::table)
+                                .values(entry.row(revision)?)
+                                .execute(conn)
+                                .await?;
+                        }
                         Ok(Ok((value, decode_revision(revision)?)))
                     }
                 }

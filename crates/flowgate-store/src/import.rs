@@ -7,7 +7,8 @@
 //! hold afterwards) and applies it with [`Store::replace_catalog`]'s upsert. Any problem
 //! rejects the whole file: every problem is returned with the file path and a JSON pointer,
 //! and nothing is written. A file the store already holds writes nothing, so the revision
-//! stays and no server reloads (D12).
+//! stays and no server reloads (D12). An import that writes is recorded in the import history
+//! (D19: revision, time, the file's SHA-256 and name, the summary) in the same transaction.
 //!
 //! YAML is converted to JSON text first (key order kept), so both formats take the same path
 //! and the pointers of YAML problems name the same nodes.
@@ -22,6 +23,7 @@ use flowgate_domain::catalog::{
 use flowgate_domain::ports::{CatalogSource, StoreError};
 use time::OffsetDateTime;
 
+use crate::history::{sha256_hex, ImportEntry};
 use crate::store::Store;
 
 /// How a catalog file is written.
@@ -98,6 +100,8 @@ pub struct ImportReport {
     pub changed: bool,
     /// The catalog revision after the import.
     pub revision: u64,
+    /// SHA-256 of the file's bytes as read, lowercase hex: how the history names it (D19).
+    pub sha256: String,
     /// Allowed but noteworthy changes (D5: a running experiment's weights or variant order).
     pub warnings: Vec<FileProblem>,
 }
@@ -107,6 +111,7 @@ impl ImportReport {
         summary: ImportSummary,
         changed: bool,
         revision: u64,
+        sha256: String,
         warnings: Vec<FileProblem>,
     ) -> Self {
         ImportReport {
@@ -118,6 +123,7 @@ impl ImportReport {
             keys: summary.keys,
             changed,
             revision,
+            sha256,
             warnings,
         }
     }
@@ -167,28 +173,13 @@ pub async fn import_file(
     path: &Path,
     now: OffsetDateTime,
 ) -> Result<ImportReport, ImportError> {
-    let owned = path.to_owned();
-    let io = |source| ImportError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    let bytes = tokio::task::spawn_blocking(move || std::fs::read(owned))
-        .await
-        .map_err(|e| io(std::io::Error::other(e)))?
-        .map_err(io)?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        invalid(
-            path,
-            vec![Problem {
-                pointer: String::new(),
-                message: "the file is not UTF-8 text".to_owned(),
-            }],
-        )
-    })?;
+    let text = read_text(path).await?;
     import_text(store, path, FileFormat::of(path), &text, now).await
 }
 
-/// Imports catalog text read elsewhere; `path` only labels the problems.
+/// Imports catalog text read elsewhere; `path` labels the problems and names the file in the
+/// import history (D19), which records an import that changed the store with the SHA-256 of
+/// `text`'s bytes and `now` as its time.
 pub async fn import_text(
     store: &Store,
     path: &Path,
@@ -202,10 +193,18 @@ pub async fn import_text(
     };
     let file = CatalogFile::parse(&json).map_err(|problems| invalid(path, problems))?;
     drop(json);
+    let sha256 = sha256_hex(text.as_bytes());
+    let (recorded_sha256, file_name) = (sha256.clone(), path.display().to_string());
     let outcome = store
         .update_catalog(move |stored| {
             let plan = plan_import(file, &stored, now)?;
-            let write = plan.changed.then_some(plan.write);
+            let entry = ImportEntry {
+                imported_at: now,
+                sha256: recorded_sha256,
+                file: file_name,
+                summary: plan.summary,
+            };
+            let write = plan.changed.then_some((plan.write, entry));
             Ok((write, (plan.summary, plan.changed, plan.warnings)))
         })
         .await?;
@@ -215,6 +214,7 @@ pub async fn import_text(
             summary,
             changed,
             revision,
+            sha256,
             warnings
                 .into_iter()
                 .map(|w| FileProblem::new(path, w))
@@ -268,7 +268,13 @@ pub async fn dry_run_text(
         .map(|w| FileProblem::new(path, w))
         .collect();
     Ok(DryRunReport {
-        report: ImportReport::new(plan.summary, plan.changed, revision, warnings),
+        report: ImportReport::new(
+            plan.summary,
+            plan.changed,
+            revision,
+            sha256_hex(text.as_bytes()),
+            warnings,
+        ),
         diff,
     })
 }

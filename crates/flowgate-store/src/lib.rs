@@ -35,6 +35,7 @@ mod copy;
 mod dead_letters;
 mod error;
 mod events;
+mod history;
 pub mod import;
 mod keys;
 mod retention;
@@ -45,6 +46,7 @@ pub mod types;
 
 pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
+pub use history::ImportRecord;
 pub use import::{
     dry_run_file, dry_run_text, import_file, DryRunReport, FileProblem, ImportError, ImportReport,
 };

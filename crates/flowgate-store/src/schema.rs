@@ -184,6 +184,25 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::Instant;
+
+    catalog_imports (id) {
+        id -> BigInt,
+        revision -> BigInt,
+        imported_at -> Instant,
+        sha256 -> Text,
+        file -> Text,
+        workspaces -> BigInt,
+        apps -> BigInt,
+        flows -> BigInt,
+        versions -> BigInt,
+        placements -> BigInt,
+        keys -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     catalog_revision,
     workspaces,
@@ -197,4 +216,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
     analytics_events,
     analytics_dead_letters,
+    catalog_imports,
 );

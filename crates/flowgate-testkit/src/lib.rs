@@ -16,6 +16,12 @@
 //! [`NatsServer`] and [`NatsCluster`] are `nats-server` processes with JetStream of the test's
 //! own, on free ports, for the event bus (D16).
 //!
+//! [`revert_through`] steps a store's migrations back past one of them, for tests of that
+//! migration on a database with data.
+//!
+//! [`scale::catalog_file`] is the benchmark catalog (100 apps, 5,000 placements, 2,000 flow
+//! versions) as catalog file text, for benchmarks and tests at that scale.
+//!
 //! [`TestCa`] and [`TlsProxy`] give TLS tests certificates of their own: a proxy in front of
 //! PostgreSQL presents the certificate the test issued (another host, another authority).
 //!
@@ -24,6 +30,7 @@
 
 mod nats;
 mod proxy;
+pub mod scale;
 mod tls;
 
 pub use nats::{NatsCluster, NatsServer};
@@ -86,6 +93,22 @@ pub fn test_options() -> StoreOptions {
         poll_interval: Duration::from_millis(50),
         ..StoreOptions::default()
     }
+}
+
+/// Reverts the newest migrations one at a time until `version` is reverted too; returns the
+/// reverted versions, newest first. For a test or benchmark of one migration on a database with
+/// data, whatever migrations came after it.
+pub async fn revert_through(store: &Store, version: &str) -> Vec<String> {
+    let mut reverted = Vec::new();
+    while reverted.last().map(String::as_str) != Some(version) {
+        let step = store
+            .revert_last_migration()
+            .await
+            .expect("revert a migration");
+        assert!(!step.is_empty(), "migration {version} was never applied");
+        reverted.extend(step);
+    }
+    reverted
 }
 
 fn now_secs() -> u64 {

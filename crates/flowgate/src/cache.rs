@@ -122,36 +122,10 @@ impl CatalogCache {
         })
     }
 
-    /// Replaces the file with `bytes` ([`CatalogCache::encode`]) atomically; blocking.
+    /// Replaces the file with `bytes` ([`CatalogCache::encode`]) atomically, mode 0600 (it
+    /// holds key digests); blocking.
     pub fn write(&self, bytes: &[u8]) -> io::Result<()> {
-        let dir = match self.path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        fs::create_dir_all(&dir)?;
-        let name = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "catalog-cache.json".to_owned());
-        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-        let result = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            fs::rename(&tmp, &self.path)?;
-            // The rename itself is durable once the folder is.
-            File::open(&dir)?.sync_all()
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        write_atomically(&self.path, bytes, 0o600)
     }
 
     /// The cached catalog: `Ok(None)` when there is no file; an error when it cannot be used
@@ -192,6 +166,40 @@ impl CatalogCache {
             written_at: stored.written_at,
         }))
     }
+}
+
+/// Replaces the file at `path` with `bytes` so that a reader sees the old file or the new one,
+/// never a part, even across a crash: a temporary file beside it (created with `mode`, less
+/// the umask), fsync, rename over `path`, fsync of the folder. Creates the folder when missing.
+/// Blocking.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "flowgate.json".to_owned());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        // The rename itself is durable once the folder is.
+        File::open(&dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
 }
 
 #[cfg(test)]

@@ -69,6 +69,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The catalog's import history and its export as an importable file (D19).
+    Catalog {
+        /// The catalog operation.
+        #[command(subcommand)]
+        command: CatalogCommand,
+    },
     /// Manage API keys.
     Keys {
         /// The key operation.
@@ -90,6 +96,32 @@ pub enum Command {
         /// The events operation.
         #[command(subcommand)]
         command: EventsCommand,
+    },
+}
+
+/// `flowgate catalog ...`
+#[derive(Debug, Subcommand)]
+pub enum CatalogCommand {
+    /// List the applied catalog imports, newest first: revision, time, SHA-256 of the file,
+    /// file name and what the file held. An import that changed nothing is not listed.
+    History {
+        /// Show at most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print a JSON array (full SHA-256).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the stored catalog as a catalog file that `flowgate import` reads (JSON), without
+    /// API keys: importing it changes no key.
+    Export {
+        /// Only this workspace.
+        #[arg(long)]
+        workspace: Option<uuid::Uuid>,
+        /// Write the file here (atomically: a temporary file, then a rename) instead of to
+        /// standard output.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
     },
 }
 
@@ -219,6 +251,7 @@ pub enum ExitCode {
     Config = 3,
     /// Invalid input: an import file with problems.
     InvalidInput = 4,
-    /// The named record does not exist (e.g. `keys revoke` of an unknown id or workspace).
+    /// The named record does not exist (e.g. `keys revoke` of an unknown id or workspace,
+    /// `catalog export --workspace` of an unknown workspace).
     NotFound = 5,
 }

@@ -1,5 +1,5 @@
-//! The commands other than `serve` and `ingest`: migrate, import, keys, demo, events
-//! dead-letters. Human output goes to stdout,
+//! The commands other than `serve`, `ingest` and `catalog` (`catalog_cmd`): migrate, import,
+//! keys, demo, events dead-letters. Human output goes to stdout,
 //! logs to stderr; `--json` prints one JSON document for scripts.
 
 use flowgate_domain::events::{decode_event, AnalyticsEvent, EVENT_JSON_FORMAT};
@@ -15,7 +15,7 @@ use crate::cli::{DeadLettersCommand, ExitCode, KeysCommand};
 use crate::config::{Config, SinkKind};
 use crate::{demo, serve};
 
-fn store_failure(context: &str, e: &StoreError) -> ExitCode {
+pub(crate) fn store_failure(context: &str, e: &StoreError) -> ExitCode {
     eprintln!("flowgate: {context}: {e}");
     match e {
         StoreError::NotFound(_) => ExitCode::NotFound,
@@ -23,7 +23,7 @@ fn store_failure(context: &str, e: &StoreError) -> ExitCode {
     }
 }
 
-fn print_json(value: &serde_json::Value) {
+pub(crate) fn print_json(value: &serde_json::Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_default()
@@ -124,7 +124,7 @@ fn letter_json(letter: &DeadLetter) -> serde_json::Value {
     })
 }
 
-fn rfc3339(at: OffsetDateTime) -> String {
+pub(crate) fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }
@@ -401,7 +401,7 @@ pub async fn import(store: &Store, file: &std::path::Path, dry: bool, json: bool
             let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
             if json {
                 print_json(&json!({
-                    "changed": report.changed, "revision": report.revision,
+                    "changed": report.changed, "revision": report.revision, "sha256": report.sha256,
                     "workspaces": report.workspaces, "apps": report.apps, "flows": report.flows,
                     "versions": report.versions, "placements": report.placements, "keys": report.keys,
                     "warnings": warnings,

@@ -4,6 +4,7 @@
 
 mod bus;
 mod cache;
+mod catalog_cmd;
 mod cli;
 mod commands;
 mod config;
@@ -119,6 +120,7 @@ fn main() -> std::process::ExitCode {
                 body,
                 json,
             } => explain::explain(&store, &config, &app, &placement, &body, json).await,
+            Command::Catalog { command } => catalog_cmd::catalog(&store, command).await,
             Command::Keys { command } => commands::keys(&store, command).await,
             Command::Demo { json } => commands::demo(&store, &config, json).await,
             Command::Events {

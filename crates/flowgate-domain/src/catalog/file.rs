@@ -34,8 +34,9 @@ pub struct WorkspaceFile {
     pub id: WorkspaceId,
     /// Display name.
     pub name: String,
-    /// API keys in plaintext; the store keeps only their digests (D1).
-    #[serde(default)]
+    /// API keys in plaintext; the store keeps only their digests (D1). Left out of the JSON
+    /// when empty, as in an export (D19).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_keys: Vec<FileKey>,
     /// Its apps.
     #[serde(default)]

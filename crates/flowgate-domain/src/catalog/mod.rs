@@ -9,6 +9,7 @@
 mod build;
 mod data;
 mod diff;
+mod export;
 mod file;
 mod import;
 
@@ -26,6 +27,7 @@ pub use diff::{
     diff_catalogs, CatalogDiff, Change, EntityChange, ExperimentShift, PlacementChange, RuleChange,
     VariantShare,
 };
+pub use export::ExportError;
 pub use file::{CatalogFile, FileKey, WorkspaceFile};
 pub use import::{imported_key_id, plan_dry_run, plan_import, DryRun, ImportPlan, ImportSummary};
 

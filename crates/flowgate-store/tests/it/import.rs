@@ -24,9 +24,9 @@ const FLOW_NEW: &str = "30000000-0000-4000-8000-0000000000a2";
 const V1: &str = "40000000-0000-4000-8000-0000000000a1";
 const V2: &str = "40000000-0000-4000-8000-0000000000a2";
 const V_NEW: &str = "40000000-0000-4000-8000-0000000000a3";
-const IMPORTED_AT: OffsetDateTime = datetime!(2026-11-20 10:00 UTC);
+pub(crate) const IMPORTED_AT: OffsetDateTime = datetime!(2026-11-20 10:00 UTC);
 
-fn sdk_key() -> ApiKey {
+pub(crate) fn sdk_key() -> ApiKey {
     ApiKey::from_random(KeyEnvironment::Test, &"k".repeat(30))
 }
 
@@ -36,7 +36,7 @@ fn secret_key() -> ApiKey {
 
 /// D13's example file with real UUIDs. Version 1's `flow_schema` is a placeholder that
 /// [`text`] replaces by [`EXACT_SCHEMA`], so the file carries text a re-encoder would change.
-fn d13() -> Value {
+pub(crate) fn d13() -> Value {
     json!({
       "workspaces": [{
         "id": WS, "name": "Acme",
@@ -79,26 +79,26 @@ fn d13() -> Value {
     })
 }
 
-fn text(file: &Value) -> String {
+pub(crate) fn text(file: &Value) -> String {
     serde_json::to_string_pretty(file)
         .expect("serialise")
         .replace("\"EXACT\"", EXACT_SCHEMA)
 }
 
-fn set(file: &mut Value, pointer: &str, value: Value) {
+pub(crate) fn set(file: &mut Value, pointer: &str, value: Value) {
     *file
         .pointer_mut(pointer)
         .unwrap_or_else(|| panic!("{pointer}")) = value;
 }
 
 /// A file in a fresh temporary folder, removed on drop.
-struct TempFile {
+pub(crate) struct TempFile {
     dir: PathBuf,
-    path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl TempFile {
-    fn new(name: &str, content: &str) -> TempFile {
+    pub(crate) fn new(name: &str, content: &str) -> TempFile {
         let dir = std::env::temp_dir().join(format!(
             "flowgate-import-test-{}",
             uuid::Uuid::new_v4().simple()
@@ -116,7 +116,7 @@ impl Drop for TempFile {
     }
 }
 
-async fn import(store: &Store, file: &Value) -> Result<ImportReport, ImportError> {
+pub(crate) async fn import(store: &Store, file: &Value) -> Result<ImportReport, ImportError> {
     let tmp = TempFile::new("catalog.json", &text(file));
     import_file(store, &tmp.path, IMPORTED_AT).await
 }

@@ -28,6 +28,8 @@ macro_rules! backend_tests {
 mod catalog;
 mod change;
 mod events;
+mod export;
+mod history;
 mod import;
 mod keys;
 mod migrations;

@@ -5,6 +5,7 @@
 mod fixtures;
 
 mod cache;
+mod catalog;
 mod durability;
 mod faults;
 mod jetstream;

@@ -59,6 +59,8 @@ fn every_command_has_help_and_usage_errors_exit_2() {
         vec!["keys", "revoke", "--help"],
         vec!["keys", "list", "--help"],
         vec!["demo", "--help"],
+        vec!["catalog", "history", "--help"],
+        vec!["catalog", "export", "--help"],
     ] {
         let out = flowgate().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{args:?}");
