@@ -607,7 +607,8 @@ mod tests {
         assert_eq!(catalog.load().app_count(), 3, "the cache serves meanwhile");
         source.down.store(false, Ordering::SeqCst);
         assert!(eventually(|| catalog.load().app_count() == 4).await);
-        assert!(!runtime.catalog_cached());
+        // The flag follows the swap (a moment later, in the refresher's task).
+        assert!(eventually(|| !runtime.catalog_cached()).await);
         assert_eq!(cached_apps(&cache), Some(4));
         stop.send(true).unwrap();
         task.await.unwrap();
