@@ -1,6 +1,6 @@
 //! Explain (D18): why a user gets what resolve gives them.
 //!
-//! [`App::explain`] runs the resolver's own evaluation ([`Placement::evaluate`]) with a tracer
+//! [`App::explain`] runs the resolver's own evaluation (`Placement::evaluate`) with a tracer
 //! that records each step, so its [`Resolution`] is resolve's by construction. The trace names,
 //! for each rule reached, whether its audience matched and, when not, the first clause that
 //! failed with the attribute values it saw (identity fields first, D3.6; dotted keys literal

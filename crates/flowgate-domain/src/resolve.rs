@@ -297,8 +297,8 @@ impl Experiment {
     }
 }
 
-/// What an evaluation tells its observer (D18). Resolve uses [`Untraced`], whose methods do
-/// nothing and compile away; explain records every step. Both run [`Placement::evaluate`], so
+/// What an evaluation tells its observer (D18). Resolve uses `Untraced`, whose methods do
+/// nothing and compile away; explain records every step. Both run `Placement::evaluate`, so
 /// they cannot disagree.
 pub(crate) trait Tracer {
     /// Whether rule `index`'s audience (not `{}`) matches.
