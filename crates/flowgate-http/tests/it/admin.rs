@@ -41,15 +41,7 @@ async fn health_readiness_and_metrics() {
     let mut registry = Registry::default();
     let _metrics = HttpMetrics::new(&mut registry);
     let state = AdminState::new(Arc::new(registry), source.clone());
-    let bound = HttpServer::new(move || admin_app(state.clone()))
-        .workers(1)
-        .disable_signals()
-        .bind(("127.0.0.1", 0))
-        .unwrap();
-    let base = format!("http://{}", bound.addrs()[0]);
-    let server = bound.run();
-    let handle = server.handle();
-    actix_web::rt::spawn(server);
+    let (base, handle) = serve(state);
     let client = awc::Client::default();
     let get = |p: &str| client.get(format!("{base}{p}")).send();
 
@@ -110,6 +102,11 @@ fn bind_admin(
             body_limit: 64 * 1024,
         });
     }
+    serve(state)
+}
+
+/// Runs the admin app over `state` on a free port: its base URL and handle.
+fn serve(state: AdminState) -> (String, actix_web::dev::ServerHandle) {
     let bound = HttpServer::new(move || admin_app(state.clone()))
         .workers(1)
         .disable_signals()

@@ -11,6 +11,13 @@ use crate::support::{http, run, Served};
 
 const TOKEN: &str = "operators-test-token-0123456789";
 
+fn explain_path(placement: &str) -> String {
+    format!(
+        "/admin/v1/apps/{}/placements/{placement}/explain",
+        fixtures::APP1
+    )
+}
+
 fn body(user: &str, country: &str) -> String {
     json!({"user_id": user, "session_id": "s1", "device_platform": "ios", "attributes": {"country": country}})
         .to_string()
@@ -36,10 +43,7 @@ async fn explain_answers_what_resolve_answers_on_the_admin_listener_and_the_comm
         let (status, resolved) =
             http(s.api, "POST", &resolve, Some(&s.key), request.as_bytes()).unwrap();
         assert_eq!(status, 200, "{resolved}");
-        let explain = format!(
-            "/admin/v1/apps/{}/placements/{placement}/explain",
-            fixtures::APP1
-        );
+        let explain = explain_path(placement);
         let (status, explained) =
             http(s.admin, "POST", &explain, Some(TOKEN), request.as_bytes()).unwrap();
         assert_eq!(status, 200, "{explained}");
@@ -68,10 +72,7 @@ async fn explain_answers_what_resolve_answers_on_the_admin_listener_and_the_comm
         assert_eq!(cli, doc, "the command line explains as the endpoint does");
     }
     // An SDK key is not the admin token.
-    let explain = format!(
-        "/admin/v1/apps/{}/placements/onboarding/explain",
-        fixtures::APP1
-    );
+    let explain = explain_path("onboarding");
     let (status, _) = http(
         s.admin,
         "POST",
@@ -133,10 +134,7 @@ async fn explain_answers_what_resolve_answers_on_the_admin_listener_and_the_comm
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_api_needs_a_strong_token() {
     let s = Served::start_on(Backend::Sqlite, &[]).await.unwrap();
-    let explain = format!(
-        "/admin/v1/apps/{}/placements/onboarding/explain",
-        fixtures::APP1
-    );
+    let explain = explain_path("onboarding");
     let (status, _) = http(
         s.admin,
         "POST",
