@@ -214,7 +214,7 @@ async fn explain(
     state: web::Data<AdminState>,
 ) -> HttpResponse {
     let Some(access) = state.explain.as_deref() else {
-        return crate::routes::no_route(&req);
+        return crate::handlers::no_route(&req);
     };
     let presented = req
         .headers()
@@ -230,11 +230,11 @@ async fn explain(
     }
     let (app_id, key) = path.into_inner();
     let result = async {
-        let body = crate::body::read_document(
+        let body = crate::request_body::read_document(
             &req,
             payload.into_inner(),
             access.body_limit,
-            crate::body::Encoding::IdentityOnly,
+            crate::request_body::Encoding::IdentityOnly,
         )
         .await?;
         let catalog = access.catalog.load();
@@ -334,9 +334,9 @@ pub fn admin_app(
             labelled(EXPLAIN_PATH)
                 .route(web::post().to(explain))
                 .default_service(web::to(|req: HttpRequest| async move {
-                    crate::routes::method_not_allowed(&req, "POST")
+                    crate::handlers::method_not_allowed(&req, "POST")
                 })),
         )
-        .default_service(web::to(crate::routes::not_found))
+        .default_service(web::to(crate::handlers::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

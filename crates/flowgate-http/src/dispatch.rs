@@ -7,11 +7,11 @@
 //! 3. the endpoint: 404 `not_found` for an unknown path, 405 `method_not_allowed` with `Allow`
 //!    for a known one called with another method, else its handler (the D9 checks run there);
 //! 4. on `/v1`, `RateLimit-*` (D10) and CORS headers (D11);
-//! 5. compression in the negotiated coding (D11, `middleware::response_coding`);
+//! 5. compression in the negotiated coding (D11, `response::compression`);
 //! 6. `X-Request-Id`, one metrics observation and one log line.
 //!
-//! This replaced actix's scope, resources and three middleware services, which cost about a
-//! quarter of the server's CPU per single resolve (docs/benchmarks.md, 2026-11-21 night).
+//! One hand-matched service rather than actix's scope, resources and middleware services:
+//! those cost about a quarter of the server's CPU per single resolve.
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -22,9 +22,10 @@ use actix_web::http::header::ContentEncoding;
 use actix_web::http::Method;
 use actix_web::{Error, HttpRequest, HttpResponse};
 
+use crate::handlers::{self, legacy};
 use crate::middleware;
+use crate::response::compression;
 use crate::router::Endpoint;
-use crate::routes;
 use crate::worker::{Worker, SWEEP_INTERVAL};
 
 /// Answers one API request.
@@ -42,10 +43,9 @@ pub(crate) async fn serve(
     } else {
         None
     };
-    // Negotiated once: resolve handlers write their body for it (gzip splicing).
-    let coding = middleware::response_coding(&req);
-    let res = match preflight {
-        Some(res) => res,
+    let coding = compression::negotiate(&req);
+    let mut res = match preflight {
+        Some(res) => compression::encode(coding, res.into(), &worker.shared.compressed_flows),
         None => {
             let mut res = handle(endpoint, &req, payload, &worker, coding).await;
             if endpoint.is_v1() {
@@ -54,7 +54,6 @@ pub(crate) async fn serve(
             res
         }
     };
-    let mut res = middleware::compress(coding, res);
     middleware::finish(
         Some(&worker.latencies),
         &req,
@@ -67,33 +66,43 @@ pub(crate) async fn serve(
     Ok(ServiceResponse::new(req, res))
 }
 
+/// The endpoint's answer, encoded for `coding`.
 async fn handle(
     endpoint: Endpoint<'_>,
     req: &HttpRequest,
     payload: Payload,
-    state: &Worker,
+    worker: &Worker,
     coding: ContentEncoding,
 ) -> HttpResponse {
+    let flows = &worker.shared.compressed_flows;
     let Some(method) = endpoint.method() else {
-        return routes::no_route(req);
+        return handlers::no_route(req);
     };
     if req.method() != method {
         let allow = if method == Method::GET { "GET" } else { "POST" };
-        return routes::method_not_allowed(req, allow);
+        return handlers::method_not_allowed(req, allow);
     }
-    match endpoint {
+    let reply = match endpoint {
         Endpoint::Resolve { app, placement } => {
-            routes::resolve(req, payload, state, coding, app, placement).await
+            handlers::resolve::resolve(req, payload, worker, app, placement).await
         }
         Endpoint::ResolveBatch { app } => {
-            routes::resolve_batch(req, payload, state, coding, app).await
+            handlers::resolve::resolve_batch(req, payload, worker, coding, app).await
         }
-        Endpoint::Events { app } => routes::events(req, payload, state, app).await,
+        Endpoint::Events { app } => handlers::events::events(req, payload, worker, app).await,
         Endpoint::LegacyResolve { placement } => {
-            routes::legacy_resolve(req, payload, state, coding, placement).await
+            let (reply, successor) =
+                handlers::legacy::resolve(req, payload, worker, placement).await;
+            let res = compression::encode(coding, reply, flows);
+            return legacy::deprecated(res, &successor);
         }
-        Endpoint::LegacyEvents => routes::legacy_events(req, payload, state).await,
-        Endpoint::OpenApi => crate::openapi::serve().await,
-        Endpoint::UnknownV1 | Endpoint::Unknown => routes::no_route(req),
-    }
+        Endpoint::LegacyEvents => {
+            let reply = handlers::legacy::events(req, payload, worker).await;
+            let res = compression::encode(coding, reply, flows);
+            return legacy::deprecated(res, legacy::EVENTS_SUCCESSOR);
+        }
+        Endpoint::OpenApi => crate::openapi::serve().await.into(),
+        Endpoint::UnknownV1 | Endpoint::Unknown => handlers::no_route(req).into(),
+    };
+    compression::encode(coding, reply, flows)
 }

@@ -6,12 +6,12 @@ use actix_web::web::Bytes;
 use flowgate_domain::explain::{Reason, Step};
 use flowgate_domain::Catalog;
 
-use crate::body;
 use crate::guard;
+use crate::handlers::identity::identity;
 use crate::problem::ApiError;
-use crate::render::{write_result, Spliced};
+use crate::request_body;
 use crate::resolve_body::Parsed;
-use crate::routes::identity;
+use crate::response::{write_result, BodyWriter};
 
 /// An explained resolve.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ pub fn explain(
     let app_id = guard::app_id_param(app_id)?;
     let key = guard::placement_param(key)?;
     let app = catalog.app(app_id).ok_or_else(ApiError::app_not_found)?;
-    let mut body = match Parsed::from_slice(body).map_err(body::not_json)? {
+    let mut body = match Parsed::from_slice(body).map_err(request_body::not_json)? {
         Parsed::Object(body) => body,
         Parsed::NotObject => {
             return Err(ApiError::invalid_request("the body must be a JSON object"))
@@ -79,7 +79,7 @@ pub fn explain(
     }
     let request = id.request();
     let explanation = app.explain(key, &request);
-    let mut result = Spliced::contiguous(512);
+    let mut result = BodyWriter::contiguous(512);
     write_result(
         &mut result,
         app,
@@ -328,7 +328,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let request: ResolveRequest<'_> = id.request();
         let resolution = app.resolve("home", &request, ResolveMode::Normal);
-        let mut out = Spliced::contiguous(512);
+        let mut out = BodyWriter::contiguous(512);
         write_result(&mut out, app, &resolution, 300, None, None);
         out.finish_joined().to_vec()
     }

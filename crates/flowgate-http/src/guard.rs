@@ -15,7 +15,7 @@ use crate::client_ip::client_ip;
 use crate::problem::ApiError;
 use crate::ratelimit::Decision;
 use crate::state::ApiState;
-use crate::worker::{Held, Worker};
+use crate::worker::{Worker, WorkerSnapshot};
 
 /// The rate-limit state reported in `RateLimit-*` headers, left in the request's extensions for
 /// the middleware that writes them on every response of a limited route (D10).
@@ -27,12 +27,13 @@ pub struct RateLimitInfo(pub Decision);
 pub struct Caller {
     /// The snapshot the whole request uses (one request never sees two catalogs), held
     /// through the worker's own `Rc` (worker.rs).
-    pub catalog: Rc<Held>,
+    pub catalog: Rc<WorkerSnapshot>,
     /// The key's workspace (D1: derived from the key, never sent).
     pub workspace: WorkspaceId,
 }
 
-fn remember(req: &HttpRequest, decision: Decision) {
+/// Keeps, of the limits checked so far, the one to report in `RateLimit-*`.
+fn keep_closest_limit(req: &HttpRequest, decision: Decision) {
     let mut ext = req.extensions_mut();
     // Report the limit closest to refusing: it is the one the client should pace itself by.
     let keep = match ext.get::<RateLimitInfo>() {
@@ -64,15 +65,16 @@ pub fn client_address(req: &HttpRequest, state: &ApiState) -> Option<IpAddr> {
 }
 
 /// Per-client limit, key, per-key limit.
-pub(crate) fn authenticate(req: &HttpRequest, state: &Worker) -> Result<Caller, ApiError> {
+pub(crate) fn authenticate(req: &HttpRequest, worker: &Worker) -> Result<Caller, ApiError> {
     // Clients without an address (not seen on TCP listeners) share one bucket.
+    let state = &worker.shared;
     let decision = state.ip_limiter.check(&client_address(req, state));
-    remember(req, decision);
+    keep_closest_limit(req, decision);
     if !decision.allowed {
         state.metrics.rate_limited("ip");
         return Err(ApiError::rate_limited(decision.retry_after_secs));
     }
-    let catalog = state.catalog();
+    let catalog = worker.snapshot();
     let authorization = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -82,7 +84,7 @@ pub(crate) fn authenticate(req: &HttpRequest, state: &Worker) -> Result<Caller, 
         .map_err(ApiError::unauthorized)?;
     let workspace = record.workspace_id;
     let decision = state.key_limiter.check(&record.id);
-    remember(req, decision);
+    keep_closest_limit(req, decision);
     if !decision.allowed {
         state.metrics.rate_limited("key");
         return Err(ApiError::rate_limited(decision.retry_after_secs));

@@ -2,22 +2,22 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admin;
-mod body;
 pub mod client_ip;
 pub mod config;
 mod dispatch;
 pub mod explain;
 mod guard;
+mod handlers;
 pub mod metrics;
 mod middleware;
 pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
-mod render;
+mod request_body;
 pub mod request_id;
 mod resolve_body;
+mod response;
 pub mod router;
-mod routes;
 mod state;
 mod worker;
 

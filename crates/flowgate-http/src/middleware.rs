@@ -1,16 +1,13 @@
 //! What every response passes through: request id, per-request log line and metrics (both
-//! listeners), response compression, and on `/v1` the `RateLimit-*` headers (D10) and CORS for
-//! browser SDKs (D11). The API's dispatcher (`dispatch::serve`) calls these functions inline;
+//! listeners), and on `/v1` the `RateLimit-*` headers (D10) and CORS for browser SDKs (D11).
+//! Compression is `response::compression`'s. The API's dispatcher (`dispatch::serve`) calls these functions inline;
 //! the admin listener runs them as the [`observe`] middleware.
 
 use std::time::Instant;
 
-use actix_http::encoding::Encoder;
-use actix_web::body::{BodySize, BoxBody, MessageBody};
+use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{
-    self, AcceptEncoding, ContentEncoding, Encoding, HeaderName, HeaderValue,
-};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{web, Error, HttpMessage, HttpRequest, HttpResponse};
@@ -23,90 +20,6 @@ use crate::request_id::{self, RequestId};
 /// data, so the middleware reads it after the call instead of matching the path again.
 #[derive(Clone, Copy, Debug)]
 pub struct Route(pub &'static str);
-
-/// The content coding of a response (D11: compressed when the client asks).
-///
-/// gzip whenever the client accepts it, whatever its q-values say: single resolve sends the
-/// flow compressed once per version (`render::Spliced::finish_gzip`), and actix's brotli
-/// encoder sets up a 4 MiB window for every response (2.4 ms of CPU per 20 KB flow and 430 MiB
-/// at 64 connections, against 0.18 ms for gzip). Otherwise the best of brotli, zstd and deflate
-/// by the client's q-values, as actix negotiates them; identity when the header is absent or
-/// names nothing we have (RFC 9110 §12.5.3: send identity rather than refuse).
-pub(crate) fn response_coding(req: &HttpRequest) -> ContentEncoding {
-    let Some(text) = req
-        .headers()
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return ContentEncoding::Identity;
-    };
-    if gzip_acceptable(text) {
-        return ContentEncoding::Gzip;
-    }
-    const OTHERS: [Encoding; 4] = [
-        Encoding::identity(),
-        Encoding::brotli(),
-        Encoding::deflate(),
-        Encoding::zstd(),
-    ];
-    match req
-        .get_header::<AcceptEncoding>()
-        .and_then(|accept| accept.negotiate(OTHERS.iter()))
-    {
-        Some(Encoding::Known(coding)) => coding,
-        _ => ContentEncoding::Identity,
-    }
-}
-
-/// Whether an `Accept-Encoding` value accepts gzip: named without `q=0`, or not named and
-/// covered by a `*` without `q=0`.
-pub(crate) fn gzip_acceptable(accept_encoding: &str) -> bool {
-    let mut star = false;
-    for item in accept_encoding.split(',') {
-        let (name, refused) = coding(item);
-        if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
-            return !refused;
-        }
-        star |= name == "*" && !refused;
-    }
-    star
-}
-
-/// One `Accept-Encoding` item: its coding and whether it is refused (`q=0`).
-fn coding(item: &str) -> (&str, bool) {
-    let mut parts = item.split(';');
-    let name = parts.next().unwrap_or("").trim();
-    let refused = parts.any(|p| {
-        let p = p.trim();
-        p.strip_prefix("q=")
-            .or_else(|| p.strip_prefix("Q="))
-            .and_then(|q| q.trim().parse::<f32>().ok())
-            == Some(0.0)
-    });
-    (name, refused)
-}
-
-/// Bodies shorter than this go out uncompressed whatever the client accepts: a resolve without
-/// a flow or a problem body (a few hundred bytes) fits one TCP segment either way, and a
-/// compressor set up for it cost more CPU than the rest of the request (about 25 µs for gzip,
-/// `make bench-handler`, docs/benchmarks.md 2026-11-21 third session).
-pub(crate) const MIN_COMPRESSED_BYTES: u64 = 1024;
-
-/// Compresses a response body in the negotiated coding, unless the handler already encoded it
-/// (resolve's gzip splicing), the coding is identity, or the body is known to be shorter than
-/// [`MIN_COMPRESSED_BYTES`] (then sent as it is, with `Vary: Accept-Encoding` as every response
-/// to a client that accepts a coding).
-pub(crate) fn compress(coding: ContentEncoding, mut res: HttpResponse) -> HttpResponse {
-    if coding == ContentEncoding::Identity || res.headers().contains_key(header::CONTENT_ENCODING) {
-        return res;
-    }
-    if matches!(res.body().size(), BodySize::Sized(n) if n < MIN_COMPRESSED_BYTES) {
-        res.headers_mut()
-            .append(header::VARY, HeaderValue::from_static("accept-encoding"));
-        return res;
-    }
-    res.map_body(|head, body| BoxBody::new(Encoder::response(coding, head, body)))
-}
 
 /// Request id, then one log line and one metrics observation per request (the admin
 /// listener; the API's dispatcher does the same inline, `dispatch::serve`).
@@ -162,7 +75,7 @@ impl RecordLatency for HttpMetrics {
 }
 
 /// Answers with the request id, then records the request: one metrics observation and one log
-/// line (issue 6 §5: no key, no user id, no body).
+/// line (no key, no user id, no body).
 pub(crate) fn finish(
     metrics: Option<&dyn RecordLatency>,
     req: &HttpRequest,

@@ -20,14 +20,16 @@ pub type CatalogHandle = Arc<ArcSwap<Catalog>>;
 /// Shared state of the public API.
 pub struct ApiState {
     pub(crate) config: HttpConfig,
-    pub(crate) catalog: CatalogHandle,
+    /// The snapshot the refresher publishes; a request reads it through its worker
+    /// (`Worker::snapshot`).
+    pub(crate) published: CatalogHandle,
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ip_limiter: RateLimiter<Option<IpAddr>>,
     pub(crate) key_limiter: RateLimiter<KeyId>,
     pub(crate) metrics: HttpMetrics,
     /// Flow schemas compressed once, for gzip resolve responses.
-    pub(crate) deflated_flows: crate::render::DeflatedFlows,
+    pub(crate) compressed_flows: crate::response::CompressedFlows,
 }
 
 impl ApiState {
@@ -45,13 +47,13 @@ impl ApiState {
         let key_limiter = RateLimiter::new(rl.per_key_rps, rl.per_key_burst);
         Self {
             config,
-            catalog,
+            published: catalog,
             sink,
             clock,
             ip_limiter,
             key_limiter,
             metrics,
-            deflated_flows: crate::render::DeflatedFlows::default(),
+            compressed_flows: crate::response::CompressedFlows::default(),
         }
     }
 
@@ -65,7 +67,7 @@ impl ApiState {
     /// version's bytes are unchanged, so a reload does not make requests compress every
     /// served flow again. Returns how many versions were carried over.
     pub fn prepare_snapshot(&self, next: &Catalog) -> usize {
-        self.deflated_flows.carry_over(next)
+        self.compressed_flows.carry_over(next)
     }
 }
 

@@ -7,9 +7,8 @@
 //! request move those cache lines between the cores: an atomic write to a line the other core
 //! wrote last costs a transfer, on every request of every worker. Here a request only counts
 //! references on its own worker's `Rc`s and records its latency in the worker's own
-//! histograms (docs/benchmarks.md, 2026-11-23). Rate limits stay one shared, exact GCRA check
-//! per request (`ratelimit.rs`): per-worker leases on the buckets were measured, gained nothing
-//! and could admit beyond the burst, so they were taken out.
+//! histograms. Rate limits stay one shared, exact GCRA check per request (`ratelimit.rs`):
+//! per-worker leases on the buckets gain nothing measurable and could admit beyond the burst.
 //!
 //! The snapshot stays the one the refresher publishes (D12): a worker compares the published
 //! pointer with the one it holds on every request and takes the new one when they differ, so a
@@ -34,9 +33,9 @@ pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A published snapshot as one worker holds it: requests share it through the worker's `Rc`.
 #[derive(Debug)]
-pub(crate) struct Held(Arc<Catalog>);
+pub(crate) struct WorkerSnapshot(Arc<Catalog>);
 
-impl Deref for Held {
+impl Deref for WorkerSnapshot {
     type Target = Catalog;
 
     fn deref(&self) -> &Catalog {
@@ -44,29 +43,23 @@ impl Deref for Held {
     }
 }
 
-/// One worker's view of the shared [`ApiState`] (it derefs to it).
+/// One worker's own state, beside the [`ApiState`] all workers share.
 pub(crate) struct Worker {
-    state: web::Data<ApiState>,
+    /// What every worker shares: configuration, the published catalog handle, the sink, the
+    /// rate limiters, the metrics.
+    pub(crate) shared: web::Data<ApiState>,
     /// The snapshot this worker's requests use, as long as it is the published one.
-    snapshot: RefCell<Option<Rc<Held>>>,
+    snapshot: RefCell<Option<Rc<WorkerSnapshot>>>,
     sweeping: Cell<bool>,
     /// This worker's request latencies (summed with the other workers' when scraped).
     pub(crate) latencies: LatencyRecorder,
-}
-
-impl Deref for Worker {
-    type Target = ApiState;
-
-    fn deref(&self) -> &ApiState {
-        &self.state
-    }
 }
 
 impl Worker {
     pub(crate) fn new(state: web::Data<ApiState>) -> Self {
         Self {
             latencies: state.metrics.recorder(),
-            state,
+            shared: state,
             snapshot: RefCell::new(None),
             sweeping: Cell::new(false),
         }
@@ -74,15 +67,15 @@ impl Worker {
 
     /// The published snapshot, for one request. Counts a reference on this worker's `Rc`
     /// only; the shared `Arc` is cloned once per published snapshot and worker.
-    pub(crate) fn catalog(&self) -> Rc<Held> {
-        let published = self.state.catalog.load();
+    pub(crate) fn snapshot(&self) -> Rc<WorkerSnapshot> {
+        let published = self.shared.published.load();
         let mut held = self.snapshot.borrow_mut();
         if let Some(snapshot) = held.as_ref() {
             if Arc::ptr_eq(&snapshot.0, &published) {
                 return Rc::clone(snapshot);
             }
         }
-        let fresh = Rc::new(Held(arc_swap::Guard::into_inner(published)));
+        let fresh = Rc::new(WorkerSnapshot(arc_swap::Guard::into_inner(published)));
         *held = Some(Rc::clone(&fresh));
         fresh
     }
@@ -90,7 +83,7 @@ impl Worker {
     /// Lets go of the held snapshot when the refresher replaced it; true when it did. Requests
     /// still running keep theirs.
     pub(crate) fn release_replaced(&self) -> bool {
-        let published = self.state.catalog.load();
+        let published = self.shared.published.load();
         let mut held = self.snapshot.borrow_mut();
         let replaced = held
             .as_ref()
@@ -173,9 +166,9 @@ mod tests {
     #[test]
     fn requests_share_the_held_snapshot_until_it_is_replaced() {
         let (worker, handle) = worker();
-        let first = worker.catalog();
+        let first = worker.snapshot();
         assert!(Arc::ptr_eq(&first.0, &handle.load()));
-        let requests: Vec<_> = (0..10).map(|_| worker.catalog()).collect();
+        let requests: Vec<_> = (0..10).map(|_| worker.snapshot()).collect();
         assert!(
             requests.iter().all(|r| Rc::ptr_eq(r, &first)),
             "no new Arc clone"
@@ -187,7 +180,7 @@ mod tests {
             "the handle's and the worker's"
         );
         handle.store(snapshot());
-        let second = worker.catalog();
+        let second = worker.snapshot();
         assert!(
             Arc::ptr_eq(&second.0, &handle.load()),
             "the new snapshot at once"
@@ -198,7 +191,7 @@ mod tests {
     #[test]
     fn a_replaced_snapshot_is_released_without_a_request() {
         let (worker, handle) = worker();
-        let old = Arc::clone(&worker.catalog().0);
+        let old = Arc::clone(&worker.snapshot().0);
         assert!(!worker.release_replaced(), "still the published one");
         handle.store(snapshot());
         assert_eq!(Arc::strong_count(&old), 2, "this test and the worker");
@@ -209,7 +202,7 @@ mod tests {
     #[actix_web::test]
     async fn the_sweeper_releases_a_replaced_snapshot() {
         let (worker, handle) = worker();
-        let old = Arc::clone(&worker.catalog().0);
+        let old = Arc::clone(&worker.snapshot().0);
         worker.start_sweeper(Duration::from_millis(5));
         handle.store(snapshot());
         for _ in 0..400 {

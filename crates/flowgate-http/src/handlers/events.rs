@@ -1,0 +1,171 @@
+//! Event ingestion (D7, D15).
+
+use actix_web::dev::Payload;
+use actix_web::http::StatusCode;
+use actix_web::HttpRequest;
+use flowgate_domain::events::{validate_event, EventError};
+use flowgate_domain::ids::AppId;
+use flowgate_domain::ports::Admission;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{or_problem, Result};
+use crate::config::{MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
+use crate::guard::{self, Caller};
+use crate::problem::ApiError;
+use crate::request_body::{self as body, read_json, Encoding};
+use crate::response::{json_response, Reply};
+use crate::worker::Worker;
+
+/// One entry of the events response's `errors` (D7).
+#[derive(Serialize)]
+struct EventErrorItem {
+    index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<String>,
+    code: &'static str,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct EventsAccepted {
+    accepted: usize,
+    rejected: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    errors: Vec<EventErrorItem>,
+}
+
+/// The events of a body: one object or an array of 1..=100 (D7).
+fn event_list(body: Value) -> Result<Vec<Value>> {
+    match body {
+        Value::Object(_) => Ok(vec![body]),
+        Value::Array(items) if items.is_empty() => {
+            Err(ApiError::invalid_request("the array of events is empty"))
+        }
+        Value::Array(items) if items.len() > MAX_EVENTS_PER_REQUEST => Err(
+            ApiError::too_many_events(items.len(), MAX_EVENTS_PER_REQUEST),
+        ),
+        Value::Array(items) => Ok(items),
+        _ => Err(ApiError::invalid_request(
+            "the body must be an event object or an array of events",
+        )),
+    }
+}
+
+/// Holds room in the sink for a full request ([`MAX_EVENTS_PER_REQUEST`] events) before the
+/// body is read (D7). The sink may make the request wait, in arrival order, for its writers
+/// to free room. When it refuses, the body is read and dropped unparsed (which keeps the
+/// connection usable) and the request gets 503 `overloaded`: nothing of it was accepted, and
+/// an overloaded server spends no CPU parsing events it cannot take.
+pub(super) async fn admit<'s>(
+    worker: &'s Worker,
+    payload: &mut Payload,
+) -> Result<Box<dyn Admission + 's>> {
+    match worker.shared.sink.admit(MAX_EVENTS_PER_REQUEST).await {
+        Ok(admission) => Ok(admission),
+        Err(o) => {
+            body::discard(payload, worker.shared.config.events_body_limit).await;
+            worker.shared.metrics.event_request_refused_unread();
+            Err(ApiError::overloaded(o.retry_after_secs))
+        }
+    }
+}
+
+/// Reads an events body (gzip allowed, limit on the decoded size) into its list of events.
+pub(super) async fn events_body(
+    req: &HttpRequest,
+    payload: Payload,
+    worker: &Worker,
+) -> Result<Vec<Value>> {
+    event_list(
+        read_json(
+            req,
+            payload,
+            worker.shared.config.events_body_limit,
+            Encoding::AllowGzip,
+        )
+        .await?,
+    )
+}
+
+/// Validates each event with `app_of` choosing the app it is checked against, enqueues the
+/// accepted ones all at once, waits until the sink says they are stored (D15: with
+/// `events.ack = "stored"`, their batch committed), and answers 202; or 503 when the sink
+/// refuses them (D7) or does not store them within `events.ack_timeout_ms` (they stay queued,
+/// the SDK's retry is counted once).
+pub(super) async fn ingest(
+    worker: &Worker,
+    caller: &Caller,
+    admission: Box<dyn Admission + '_>,
+    items: Vec<Value>,
+    app_of: impl Fn(&Value) -> std::result::Result<AppId, EventError>,
+) -> Result<Reply> {
+    let now = worker.shared.clock.now();
+    let mut accepted = Vec::with_capacity(items.len());
+    let mut errors = Vec::new();
+    let mut rejected = 0;
+    for (index, raw) in items.iter().enumerate() {
+        let outcome = app_of(raw).and_then(|app| {
+            validate_event(
+                raw,
+                app,
+                &**caller.catalog,
+                now,
+                &worker.shared.config.event_limits,
+            )
+        });
+        match outcome {
+            Ok(event) => accepted.push(event),
+            Err(e) => {
+                rejected += 1;
+                worker.shared.metrics.event_rejected(e.code.as_str());
+                if errors.len() < MAX_EVENT_ERRORS {
+                    errors.push(EventErrorItem {
+                        index,
+                        event_id: e.event_id.clone(),
+                        code: e.code.as_str(),
+                        message: e.message.clone(),
+                    });
+                }
+            }
+        }
+    }
+    let count = accepted.len();
+    if count > 0 {
+        let receipt = admission.enqueue(accepted).map_err(|o| {
+            worker.shared.metrics.events_refused(count);
+            ApiError::overloaded(o.retry_after_secs)
+        })?;
+        receipt.await.map_err(|o| {
+            worker.shared.metrics.events_not_stored_in_time(count);
+            ApiError::overloaded(o.retry_after_secs)
+        })?;
+    }
+    worker.shared.metrics.events_accepted(count);
+    let body = serde_json::to_vec(&EventsAccepted {
+        accepted: count,
+        rejected,
+        errors,
+    })
+    .map_err(|_| ApiError::internal())?;
+    Ok(json_response(StatusCode::ACCEPTED, body).into())
+}
+
+/// `POST /v1/apps/{appId}/events`, with the path's raw `appId`.
+pub async fn events(
+    req: &HttpRequest,
+    mut payload: Payload,
+    worker: &Worker,
+    app_id: &str,
+) -> Reply {
+    let result = async {
+        let caller = guard::authenticate(req, worker)?;
+        let app_id = guard::app_id_param(app_id)?;
+        guard::app(&caller, app_id)?;
+        let admission = admit(worker, &mut payload).await?;
+        let items = events_body(req, payload, worker).await?;
+        ingest(worker, &caller, admission, items, |_| Ok(app_id)).await
+    }
+    .await;
+    or_problem(req, result)
+}

@@ -1,0 +1,153 @@
+//! Response compression (D11), decided here and only here: which coding a request gets
+//! ([`negotiate`]), which bodies are too small to compress ([`MIN_COMPRESSED_BYTES`]), how a
+//! batch body is laid out for its coding ([`batch_body`]), and how each answer is encoded
+//! ([`encode`]): a resolve body holding large flows goes out as one gzip member whose flows
+//! were compressed once per version ([`BodyWriter::finish_gzip`]); every other body to
+//! compress goes through actix's encoder.
+
+use actix_http::encoding::Encoder;
+use actix_web::body::{BodySize, BoxBody, MessageBody};
+use actix_web::http::header::{self, AcceptEncoding, ContentEncoding, Encoding, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::{HttpMessage, HttpRequest, HttpResponse};
+
+use super::body::BodyWriter;
+use super::flow_cache::CompressedFlows;
+use super::json::json_response;
+
+/// The content coding of a response (D11: compressed when the client asks).
+///
+/// gzip whenever the client accepts it, whatever its q-values say: single resolve sends the
+/// flow compressed once per version ([`BodyWriter::finish_gzip`]), and actix's brotli
+/// encoder sets up a 4 MiB window for every response (more than ten times gzip's CPU per flow, and
+/// hundreds of MiB at a few dozen connections). Otherwise the best of brotli, zstd and deflate
+/// by the client's q-values, as actix negotiates them; identity when the header is absent or
+/// names nothing we have (RFC 9110 §12.5.3: send identity rather than refuse).
+pub(crate) fn negotiate(req: &HttpRequest) -> ContentEncoding {
+    let Some(text) = req
+        .headers()
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return ContentEncoding::Identity;
+    };
+    if gzip_acceptable(text) {
+        return ContentEncoding::Gzip;
+    }
+    const OTHERS: [Encoding; 4] = [
+        Encoding::identity(),
+        Encoding::brotli(),
+        Encoding::deflate(),
+        Encoding::zstd(),
+    ];
+    match req
+        .get_header::<AcceptEncoding>()
+        .and_then(|accept| accept.negotiate(OTHERS.iter()))
+    {
+        Some(Encoding::Known(coding)) => coding,
+        _ => ContentEncoding::Identity,
+    }
+}
+
+/// Whether an `Accept-Encoding` value accepts gzip: named without `q=0`, or not named and
+/// covered by a `*` without `q=0`.
+fn gzip_acceptable(accept_encoding: &str) -> bool {
+    let mut star = false;
+    for item in accept_encoding.split(',') {
+        let (name, refused) = coding(item);
+        if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+            return !refused;
+        }
+        star |= name == "*" && !refused;
+    }
+    star
+}
+
+/// One `Accept-Encoding` item: its coding and whether it is refused (`q=0`).
+fn coding(item: &str) -> (&str, bool) {
+    let mut parts = item.split(';');
+    let name = parts.next().unwrap_or("").trim();
+    let refused = parts.any(|p| {
+        let p = p.trim();
+        p.strip_prefix("q=")
+            .or_else(|| p.strip_prefix("Q="))
+            .and_then(|q| q.trim().parse::<f32>().ok())
+            == Some(0.0)
+    });
+    (name, refused)
+}
+
+/// Bodies shorter than this go out uncompressed whatever the client accepts: a resolve without
+/// a flow or a problem body (a few hundred bytes) fits one TCP segment either way, and a
+/// compressor set up for it cost more CPU than the rest of the request.
+pub(crate) const MIN_COMPRESSED_BYTES: u64 = 1024;
+
+/// What a handler answers: a finished response, or a 200 resolve body whose encoding
+/// [`encode`] chooses.
+pub(crate) enum Reply {
+    /// A response to send as it is, compressed when it is large enough.
+    Response(HttpResponse),
+    /// A resolve or batch resolve result (`application/json`, 200).
+    Resolved(BodyWriter),
+}
+
+impl From<HttpResponse> for Reply {
+    fn from(res: HttpResponse) -> Self {
+        Reply::Response(res)
+    }
+}
+
+/// The body a batch of results is written into. For gzip, flows stay shared, to go out
+/// compressed once per version (compressing a batch of 50 flows per request costs about a
+/// millisecond of CPU); otherwise one contiguous chunk of about `size()` bytes, since actix
+/// writes a body of many chunks to the socket in many writes.
+pub(crate) fn batch_body(coding: ContentEncoding, size: impl FnOnce() -> usize) -> BodyWriter {
+    if coding == ContentEncoding::Gzip {
+        BodyWriter::with_capacity(1024)
+    } else {
+        BodyWriter::contiguous(size())
+    }
+}
+
+/// The response for `reply` in `coding`, the coding [`negotiate`] chose for the request.
+pub(crate) fn encode(
+    coding: ContentEncoding,
+    reply: Reply,
+    flows: &CompressedFlows,
+) -> HttpResponse {
+    let res = match reply {
+        Reply::Response(res) => res,
+        Reply::Resolved(body) => match coding {
+            ContentEncoding::Identity => return json_response(StatusCode::OK, body.finish()),
+            ContentEncoding::Gzip => match body.finish_gzip(flows) {
+                Ok(gzip) => {
+                    let mut res = json_response(StatusCode::OK, gzip);
+                    let headers = res.headers_mut();
+                    headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+                    return res;
+                }
+                Err(body) => json_response(StatusCode::OK, body.finish_joined()),
+            },
+            // One chunk for the compressor: actix's encoder hands every chunk over 1 KiB to
+            // the blocking pool and flushes after each.
+            _ => json_response(StatusCode::OK, body.finish_joined()),
+        },
+    };
+    compress(coding, res)
+}
+
+/// Compresses a response body in `coding`, unless the coding is identity or the body is known
+/// to be shorter than [`MIN_COMPRESSED_BYTES`] (then sent as it is, with
+/// `Vary: Accept-Encoding` as every response to a client that accepts a coding).
+fn compress(coding: ContentEncoding, mut res: HttpResponse) -> HttpResponse {
+    if coding == ContentEncoding::Identity {
+        return res;
+    }
+    if matches!(res.body().size(), BodySize::Sized(n) if n < MIN_COMPRESSED_BYTES) {
+        res.headers_mut()
+            .append(header::VARY, HeaderValue::from_static("accept-encoding"));
+        return res;
+    }
+    res.map_body(|head, body| BoxBody::new(Encoder::response(coding, head, body)))
+}

@@ -1,0 +1,54 @@
+//! Flows and versions for the response modules' tests.
+
+use std::io::Read as _;
+use std::sync::Arc;
+
+use flowgate_domain::catalog::PublishedVersion;
+
+use super::gzip::{stored_blocks, DeflatedFlow};
+
+pub(crate) fn version(schema: &str) -> Arc<PublishedVersion> {
+    version_with_id(schema, 0)
+}
+
+pub(crate) fn version_with_id(schema: &str, id: u128) -> Arc<PublishedVersion> {
+    Arc::new(PublishedVersion {
+        id: flowgate_domain::ids::FlowVersionId(uuid::Uuid::from_u128(id)),
+        flow_id: flowgate_domain::ids::FlowId(uuid::Uuid::nil()),
+        version: 1,
+        schema_version: 1,
+        flow_schema: serde_json::value::RawValue::from_string(schema.to_owned()).unwrap(),
+        fonts: Vec::new(),
+        fonts_json: serde_json::value::RawValue::from_string("[]".to_owned()).unwrap(),
+    })
+}
+
+pub(crate) fn inflate(deflated: &DeflatedFlow) -> String {
+    let mut stream = deflated.data.to_vec();
+    stored_blocks(&mut stream, &[], true);
+    let mut text = String::new();
+    flate2::read::DeflateDecoder::new(stream.as_slice())
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
+/// `len` characters that compress to about three quarters (a copy of a flow must cost
+/// visibly less than compressing it again).
+pub(crate) fn noise(seed: &str, len: usize) -> String {
+    const ALPHABET: &[u8; 64] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+    let mut state = seed
+        .bytes()
+        .fold(0x9e37_79b9_u32, |h, b| h.rotate_left(5) ^ u32::from(b));
+    (0..len)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            char::from(ALPHABET[(state >> 26) as usize])
+        })
+        .collect()
+}
+
+/// A flow of about 2.4 KB.
+pub(crate) fn large_schema(tag: &str) -> String {
+    format!(r#"{{"tag":"{tag}","text":"{}"}}"#, noise(tag, 2400))
+}
