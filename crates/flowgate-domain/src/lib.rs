@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod conditions;
 pub mod events;
 pub mod explain;
+pub mod fields;
 pub mod identity;
 pub mod ids;
 pub mod keys;

@@ -4,6 +4,7 @@
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
 
 /// Largest single or batch resolve body (a few identity fields and targeting attributes).
 pub const DEFAULT_RESOLVE_BODY_LIMIT: usize = 64 * 1024;
@@ -13,6 +14,8 @@ pub const DEFAULT_EVENTS_BODY_LIMIT: usize = 256 * 1024;
 pub const MAX_EVENTS_PER_REQUEST: usize = 100;
 /// Most entries in the `errors` list of an events response (D7).
 pub const MAX_EVENT_ERRORS: usize = 100;
+/// `cache_ttl_seconds` of apps without their own (D3.9).
+pub const DEFAULT_CACHE_TTL_SECONDS: u32 = 300;
 
 /// HTTP adapter settings.
 #[derive(Clone, Debug)]
@@ -37,7 +40,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             key_environment: KeyEnvironment::Test,
-            default_cache_ttl_seconds: 300,
+            default_cache_ttl_seconds: DEFAULT_CACHE_TTL_SECONDS,
             resolve_body_limit: DEFAULT_RESOLVE_BODY_LIMIT,
             events_body_limit: DEFAULT_EVENTS_BODY_LIMIT,
             rate_limit: RateLimitConfig::default(),
@@ -47,8 +50,10 @@ impl Default for HttpConfig {
     }
 }
 
-/// Rate limits (D10): GCRA per API key and per client IP.
-#[derive(Clone, Debug)]
+/// Rate limits (D10): GCRA per API key and per client IP. The binary reads it as the
+/// `[rate_limit]` section of its configuration (D14).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct RateLimitConfig {
     /// Sustained requests per second per key (default 2,000).
     pub per_key_rps: u32,
@@ -58,7 +63,9 @@ pub struct RateLimitConfig {
     pub per_ip_rps: u32,
     /// Burst per client IP (default 400).
     pub per_ip_burst: u32,
-    /// Peers whose `X-Forwarded-For` is believed (addresses or CIDR ranges).
+    /// Peers whose `X-Forwarded-For` is believed: addresses or CIDR ranges, written as
+    /// strings (`"10.0.0.0/8"`, `"192.0.2.7"`).
+    #[serde(with = "proxies")]
     pub trusted_proxies: Vec<IpNet>,
 }
 
@@ -71,5 +78,35 @@ impl Default for RateLimitConfig {
             per_ip_burst: 400,
             trusted_proxies: Vec::new(),
         }
+    }
+}
+
+/// `trusted_proxies` as strings: a CIDR range, or an address (a range of one).
+mod proxies {
+    use ipnet::IpNet;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(list: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(list.iter().map(|net| {
+            if net.prefix_len() == net.max_prefix_len() {
+                net.addr().to_string()
+            } else {
+                net.to_string()
+            }
+        }))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                    .map_err(|_| {
+                        D::Error::custom(format!("`{s}` is not an IP address or CIDR range"))
+                    })
+            })
+            .collect()
     }
 }

@@ -59,7 +59,7 @@ pub struct Config {
     /// Resolve.
     pub resolve: ResolveConfig,
     /// Rate limits (D10).
-    pub rate_limit: RateLimitSettings,
+    pub rate_limit: RateLimitConfig,
     /// Event ingestion and the analytics sink (D7, D8).
     pub events: EventsConfig,
     /// Logging.
@@ -280,37 +280,8 @@ pub struct ResolveConfig {
 impl Default for ResolveConfig {
     fn default() -> Self {
         Self {
-            cache_ttl_seconds: 300,
+            cache_ttl_seconds: flowgate_http::config::DEFAULT_CACHE_TTL_SECONDS,
             body_limit_bytes: flowgate_http::config::DEFAULT_RESOLVE_BODY_LIMIT,
-        }
-    }
-}
-
-/// `[rate_limit]` (D10)
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RateLimitSettings {
-    /// Sustained requests per second per API key.
-    pub per_key_rps: u32,
-    /// Burst per API key.
-    pub per_key_burst: u32,
-    /// Sustained requests per second per client IP.
-    pub per_ip_rps: u32,
-    /// Burst per client IP.
-    pub per_ip_burst: u32,
-    /// Proxies (addresses or CIDR ranges) whose `X-Forwarded-For` is believed.
-    pub trusted_proxies: Vec<String>,
-}
-
-impl Default for RateLimitSettings {
-    fn default() -> Self {
-        let d = RateLimitConfig::default();
-        Self {
-            per_key_rps: d.per_key_rps,
-            per_key_burst: d.per_key_burst,
-            per_ip_rps: d.per_ip_rps,
-            per_ip_burst: d.per_ip_burst,
-            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -673,7 +644,6 @@ impl Config {
                 return Err(invalid(key, "must be at least 1"));
             }
         }
-        self.trusted_proxies()?;
         let retention_secs = u64::from(self.events.retention_days) * 86_400;
         if self.events.retention_days > 0 && retention_secs <= self.events.max_past_secs + 86_400 {
             return Err(invalid(
@@ -701,23 +671,6 @@ impl Config {
         Ok(())
     }
 
-    fn trusted_proxies(&self) -> Result<Vec<ipnet::IpNet>, ConfigError> {
-        self.rate_limit
-            .trusted_proxies
-            .iter()
-            .map(|s| {
-                s.parse::<ipnet::IpNet>()
-                    .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                    .map_err(|_| {
-                        invalid(
-                            "rate_limit.trusted_proxies",
-                            format!("`{s}` is not an IP address or CIDR range"),
-                        )
-                    })
-            })
-            .collect()
-    }
-
     /// Settings of the HTTP adapter.
     pub fn http(&self) -> Result<HttpConfig, ConfigError> {
         Ok(HttpConfig {
@@ -725,13 +678,7 @@ impl Config {
             default_cache_ttl_seconds: self.resolve.cache_ttl_seconds,
             resolve_body_limit: self.resolve.body_limit_bytes,
             events_body_limit: flowgate_http::config::DEFAULT_EVENTS_BODY_LIMIT,
-            rate_limit: RateLimitConfig {
-                per_key_rps: self.rate_limit.per_key_rps,
-                per_key_burst: self.rate_limit.per_key_burst,
-                per_ip_rps: self.rate_limit.per_ip_rps,
-                per_ip_burst: self.rate_limit.per_ip_burst,
-                trusted_proxies: self.trusted_proxies()?,
-            },
+            rate_limit: self.rate_limit.clone(),
             record_resolve_no_flow: self.events.record_resolve_no_flow,
             event_limits: ValidationLimits {
                 max_future: time::Duration::seconds(

@@ -27,8 +27,10 @@ use std::io;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
+use validator::Validate as _;
 
 use super::{AnalyticsEvent, EventSource, EventType};
+use crate::fields::{broken_rule, reported_event_id, EventText, FieldRule};
 use crate::identity::Platform;
 use crate::ids::{parse_hyphenated, AppId, EventId, FlowId, FlowVersionId};
 
@@ -183,13 +185,6 @@ pub struct EventError {
     pub event_id: Option<String>,
 }
 
-/// Longest `event_id` echoed back in an error; longer strings are certainly not UUIDs and
-/// would only bloat the response.
-const MAX_REPORTED_EVENT_ID_CHARS: usize = 256;
-/// D7: `user_id`, `session_id` and every optional string are at most 256 characters.
-const MAX_STRING_CHARS: usize = 256;
-/// D7: `sdk_version` is at most 64 characters.
-const MAX_SDK_VERSION_CHARS: usize = 64;
 /// D7: `properties` is at most 8 KiB serialised.
 const MAX_PROPERTIES_BYTES: usize = 8 * 1024;
 
@@ -261,10 +256,7 @@ pub fn validate_event(
     // The event_id is read before any check so that every later error can name the event.
     let cx = Event {
         obj,
-        event_id: obj
-            .get("event_id")
-            .and_then(Value::as_str)
-            .filter(|s| chars_at_most(s, MAX_REPORTED_EVENT_ID_CHARS)),
+        event_id: reported_event_id(raw),
     };
 
     // D7: required fields are present, non-null and strings, checked in contract order.
@@ -309,15 +301,44 @@ pub fn validate_event(
         Some(_) => {}
     }
 
-    // D7: string lengths, counted in characters, and text the store can keep.
-    cx.text("user_id", user_id, 1, MAX_STRING_CHARS)?;
-    cx.text("session_id", session_id, 1, MAX_STRING_CHARS)?;
-    cx.text("sdk_version", sdk_version, 1, MAX_SDK_VERSION_CHARS)?;
+    // D7: string lengths, counted in characters, and text the store can keep (the rules are
+    // declared in `fields::EventText`). The first broken rule is reported in check order: the
+    // required strings, then each optional string's type and rules.
+    let optional = OPTIONAL_STRINGS.map(|field| cx.optional_str(field));
+    let value = |i: usize| optional[i].as_ref().ok().copied().flatten();
+    let text = EventText {
+        user_id,
+        session_id,
+        sdk_version,
+        placement_id: value(0),
+        experiment_id: value(1),
+        variant_id: value(2),
+        variant_name: value(3),
+        screen_id: value(4),
+        screen_name: value(5),
+        element_id: value(6),
+        element_type: value(7),
+        interaction_type: value(8),
+        app_version: value(9),
+        country: value(10),
+        runtime_version: value(11),
+    };
+    let broken = text.validate().err();
+    let broken_rule = |field: &str| broken.as_ref().and_then(|e| broken_rule(e, field));
+    for field in ["user_id", "session_id", "sdk_version"] {
+        if let Some(rule) = broken_rule(field) {
+            return Err(cx.broken(field, rule));
+        }
+    }
     let mut optional_strings = [None; OPTIONAL_STRINGS.len()];
-    for (slot, field) in optional_strings.iter_mut().zip(OPTIONAL_STRINGS) {
-        *slot = cx.optional_str(field)?;
-        if let Some(s) = *slot {
-            cx.text(field, s, 0, MAX_STRING_CHARS)?;
+    for ((slot, field), result) in optional_strings
+        .iter_mut()
+        .zip(OPTIONAL_STRINGS)
+        .zip(optional)
+    {
+        *slot = result?;
+        if let Some(rule) = broken_rule(field) {
+            return Err(cx.broken(field, rule));
         }
     }
 
@@ -518,20 +539,16 @@ impl<'a> Event<'a> {
         })
     }
 
-    /// D7: a string of `min..=max` characters, without the NUL character the store cannot
-    /// keep ([`super::is_storable_text`]).
-    fn text(&self, field: &'static str, s: &str, min: usize, max: usize) -> Result<(), EventError> {
-        if s.chars().count() < min || !chars_at_most(s, max) {
-            return Err(self.fail(
+    /// The error for a string that broke its declared rule.
+    fn broken(&self, field: &'static str, rule: FieldRule) -> EventError {
+        match rule {
+            FieldRule::Length { min, max } => self.fail(
                 EventErrorCode::InvalidLength,
                 field,
                 format!("`{field}` must be {min} to {max} characters long"),
-            ));
+            ),
+            FieldRule::Nul => self.nul(field),
         }
-        if !super::is_storable_text(s) {
-            return Err(self.nul(field));
-        }
-        Ok(())
     }
 
     fn nul(&self, field: &'static str) -> EventError {
@@ -645,11 +662,6 @@ fn check_finite(revenue: Option<Option<f64>>) -> Result<(), &'static str> {
 /// D7: three upper-case letters; ASCII only, matching ISO 4217 codes.
 fn is_currency_code(s: &str) -> bool {
     s.len() == 3 && s.bytes().all(|b| b.is_ascii_uppercase())
-}
-
-/// True when `s` has at most `max` characters, without counting past `max + 1`.
-fn chars_at_most(s: &str, max: usize) -> bool {
-    s.chars().take(max.saturating_add(1)).count() <= max
 }
 
 /// The JSON type of a value, for error messages.

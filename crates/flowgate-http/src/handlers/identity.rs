@@ -2,8 +2,9 @@
 
 use std::borrow::Cow;
 
-use flowgate_domain::events::is_storable_text;
+use flowgate_domain::fields::{broken_rule, FieldRule, IdentityText};
 use flowgate_domain::{Platform, ResolveRequest};
+use validator::Validate as _;
 
 use crate::problem::FieldError;
 use crate::resolve_body::{Attrs, BodyAttributes, Field, ResolveBody};
@@ -28,30 +29,49 @@ impl Identity<'_> {
     }
 }
 
-fn string_field<'a>(field: Field<'a>, name: &str, errors: &mut Vec<FieldError>) -> Cow<'a, str> {
+/// The string in `field`, or what is wrong with its presence or type (its length and text
+/// rules are [`IdentityText`]'s).
+fn string_field(field: Field<'_>) -> Result<Cow<'_, str>, &'static str> {
     match field {
-        Field::Missing | Field::Null => {
-            errors.push(FieldError::new(name, "is required"));
-            Cow::Borrowed("")
-        }
-        Field::Str(s) if !(1..=256).contains(&s.chars().count()) => {
-            errors.push(FieldError::new(name, "must be 1 to 256 characters"));
-            Cow::Borrowed("")
-        }
-        // D8: the `resolve_no_flow` event stores the identity, and the store cannot keep NUL.
-        Field::Str(s) if !is_storable_text(&s) => {
-            errors.push(FieldError::new(
-                name,
-                "must not contain the NUL character (U+0000)",
-            ));
-            Cow::Borrowed("")
-        }
-        Field::Str(s) => s,
-        Field::NotString => {
-            errors.push(FieldError::new(name, "must be a string"));
-            Cow::Borrowed("")
-        }
+        Field::Missing | Field::Null => Err("is required"),
+        Field::Str(s) => Ok(s),
+        Field::NotString => Err("must be a string"),
     }
+}
+
+/// `user_id` and `session_id`, each reported with its first error: presence and type, then
+/// the rules [`IdentityText`] declares (D3.6; the `resolve_no_flow` event stores them, D8).
+fn identity_strings<'a>(
+    user_id: Field<'a>,
+    session_id: Field<'a>,
+    errors: &mut Vec<FieldError>,
+) -> (Cow<'a, str>, Cow<'a, str>) {
+    let (user_id, session_id) = (string_field(user_id), string_field(session_id));
+    // A field with a type error is checked as a placeholder that breaks no rule.
+    let text = IdentityText {
+        user_id: user_id.as_deref().unwrap_or("-"),
+        session_id: session_id.as_deref().unwrap_or("-"),
+    };
+    let broken = text.validate().err();
+    for (name, typed) in [("user_id", &user_id), ("session_id", &session_id)] {
+        let message = match typed {
+            Err(message) => Cow::Borrowed(*message),
+            Ok(_) => match broken.as_ref().and_then(|b| broken_rule(b, name)) {
+                None => continue,
+                Some(FieldRule::Length { min, max }) => {
+                    Cow::Owned(format!("must be {min} to {max} characters"))
+                }
+                Some(FieldRule::Nul) => {
+                    Cow::Borrowed("must not contain the NUL character (U+0000)")
+                }
+            },
+        };
+        errors.push(FieldError::new(name, message));
+    }
+    (
+        user_id.unwrap_or(Cow::Borrowed("")),
+        session_id.unwrap_or(Cow::Borrowed("")),
+    )
 }
 
 /// Takes the identity members out of the body (moved, not copied).
@@ -59,8 +79,11 @@ pub(crate) fn identity<'a>(
     body: &mut ResolveBody<'a>,
     errors: &mut Vec<FieldError>,
 ) -> Identity<'a> {
-    let user_id = string_field(std::mem::take(&mut body.user_id), "user_id", errors);
-    let session_id = string_field(std::mem::take(&mut body.session_id), "session_id", errors);
+    let (user_id, session_id) = identity_strings(
+        std::mem::take(&mut body.user_id),
+        std::mem::take(&mut body.session_id),
+        errors,
+    );
     let platform = match &body.device_platform {
         Field::Missing | Field::Null => {
             errors.push(FieldError::new("device_platform", "is required"));

@@ -5,6 +5,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse};
 use flowgate_domain::events::{EventError, EventErrorCode};
+use flowgate_domain::fields::reported_event_id;
 use flowgate_domain::ids::AppId;
 use serde_json::Value;
 
@@ -106,11 +107,7 @@ pub async fn events(req: &HttpRequest, mut payload: Payload, worker: &Worker) ->
                     code: EventErrorCode::AppMismatch,
                     field: Some("app_id"),
                     message: "app_id is not an app of this key's workspace".to_owned(),
-                    event_id: raw
-                        .get("event_id")
-                        .and_then(Value::as_str)
-                        .filter(|s| s.len() <= 256)
-                        .map(str::to_owned),
+                    event_id: reported_event_id(raw).map(str::to_owned),
                 }),
                 // Missing or malformed: validating against the nil app reports exactly what is
                 // wrong with the field (missing, type, UUID form) before any app comparison.

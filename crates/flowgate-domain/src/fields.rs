@@ -1,0 +1,194 @@
+//! The field rules of identities (resolve bodies, D3.6) and of events (D7), declared once with
+//! `validator`. What it cannot express stays with the code that reads the fields: presence and
+//! JSON types, UUIDs, timestamps, closed vocabularies and checks against the catalog.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
+
+/// `user_id`, `session_id` and every optional event string: at most this many characters
+/// (D7).
+pub const MAX_TEXT_CHARS: u64 = 256;
+/// An event's `sdk_version`: at most this many characters (D7).
+pub const MAX_SDK_VERSION_CHARS: u64 = 64;
+/// The longest `event_id` echoed back in an event error, in characters: a longer string is
+/// certainly not a UUID and would only bloat the response.
+pub const MAX_REPORTED_EVENT_ID_CHARS: usize = 256;
+
+/// The identity strings of a resolve or batch resolve body (D3.6), which a `resolve_no_flow`
+/// event stores (D8).
+#[derive(Debug, Validate)]
+pub struct IdentityText<'a> {
+    /// The SDK's user id.
+    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub user_id: &'a str,
+    /// The SDK's session id.
+    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub session_id: &'a str,
+}
+
+/// The free-form strings of an event (D7), checked after their presence and types.
+#[derive(Debug, Default, Validate)]
+pub struct EventText<'a> {
+    /// The event's `user_id`.
+    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub user_id: &'a str,
+    /// The event's `session_id`.
+    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub session_id: &'a str,
+    /// The event's `sdk_version`.
+    #[validate(length(min = 1, max = MAX_SDK_VERSION_CHARS), custom(function = "storable"))]
+    pub sdk_version: &'a str,
+    /// The event's `placement_id`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub placement_id: Option<&'a str>,
+    /// The event's `experiment_id`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub experiment_id: Option<&'a str>,
+    /// The event's `variant_id`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub variant_id: Option<&'a str>,
+    /// The event's `variant_name`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub variant_name: Option<&'a str>,
+    /// The event's `screen_id`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub screen_id: Option<&'a str>,
+    /// The event's `screen_name`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub screen_name: Option<&'a str>,
+    /// The event's `element_id`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub element_id: Option<&'a str>,
+    /// The event's `element_type`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub element_type: Option<&'a str>,
+    /// The event's `interaction_type`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub interaction_type: Option<&'a str>,
+    /// The event's `app_version`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub app_version: Option<&'a str>,
+    /// The event's `country`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub country: Option<&'a str>,
+    /// The event's `runtime_version`.
+    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    pub runtime_version: Option<&'a str>,
+}
+
+/// Why a field broke its rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldRule {
+    /// Its length is outside `min..=max` characters.
+    Length {
+        /// The fewest characters allowed.
+        min: u64,
+        /// The most characters allowed.
+        max: u64,
+    },
+    /// It holds the NUL character, which the store cannot keep.
+    Nul,
+}
+
+/// The rule `field` broke in `errors`, if it broke one (length before NUL, as declared).
+pub fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
+    let Some(ValidationErrorsKind::Field(list)) = errors.errors().get(field) else {
+        return None;
+    };
+    let first = list.first()?;
+    let bound = |name: &str| first.params.get(name).and_then(Value::as_u64);
+    Some(match first.code.as_ref() {
+        "length" => FieldRule::Length {
+            min: bound("min").unwrap_or(0),
+            max: bound("max").unwrap_or(MAX_TEXT_CHARS),
+        },
+        _ => FieldRule::Nul,
+    })
+}
+
+/// The `event_id` of a raw event to echo in its error: a string of at most
+/// [`MAX_REPORTED_EVENT_ID_CHARS`] characters, UUID or not.
+pub fn reported_event_id(raw: &Value) -> Option<&str> {
+    raw.get("event_id")
+        .and_then(Value::as_str)
+        .filter(|s| s.chars().nth(MAX_REPORTED_EVENT_ID_CHARS).is_none())
+}
+
+/// The store keeps no NUL character (U+0000) in text (PostgreSQL refuses it).
+fn storable<S: AsRef<str> + ?Sized>(value: &S) -> Result<(), ValidationError> {
+    if value.as_ref().contains('\0') {
+        return Err(ValidationError::new("nul")
+            .with_message(Cow::Borrowed("must not contain the NUL character (U+0000)")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_text_counts_characters_and_refuses_nul() {
+        let ok = IdentityText {
+            user_id: &"🦀".repeat(256),
+            session_id: "s",
+        };
+        assert!(ok.validate().is_ok(), "256 characters of 4 bytes each");
+        let long = "a".repeat(257);
+        let errors = IdentityText {
+            user_id: &long,
+            session_id: "a\0b",
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            broken_rule(&errors, "user_id"),
+            Some(FieldRule::Length { min: 1, max: 256 })
+        );
+        assert_eq!(broken_rule(&errors, "session_id"), Some(FieldRule::Nul));
+        let empty = IdentityText {
+            user_id: "",
+            session_id: "s",
+        };
+        assert_eq!(
+            broken_rule(&empty.validate().unwrap_err(), "user_id"),
+            Some(FieldRule::Length { min: 1, max: 256 })
+        );
+    }
+
+    #[test]
+    fn optional_event_strings_have_no_minimum() {
+        let text = EventText {
+            user_id: "u",
+            session_id: "s",
+            sdk_version: &"v".repeat(65),
+            country: Some(""),
+            screen_name: Some(&"x".repeat(257)),
+            ..EventText::default()
+        };
+        let errors = text.validate().unwrap_err();
+        assert_eq!(broken_rule(&errors, "country"), None);
+        assert_eq!(
+            broken_rule(&errors, "screen_name"),
+            Some(FieldRule::Length { min: 0, max: 256 })
+        );
+        assert_eq!(
+            broken_rule(&errors, "sdk_version"),
+            Some(FieldRule::Length { min: 1, max: 64 })
+        );
+    }
+
+    #[test]
+    fn a_reported_event_id_is_at_most_256_characters() {
+        let id = |s: String| serde_json::json!({ "event_id": s });
+        assert_eq!(
+            reported_event_id(&id("é".repeat(256))).map(|s| s.chars().count()),
+            Some(256),
+            "characters, not bytes"
+        );
+        assert_eq!(reported_event_id(&id("a".repeat(257))), None);
+        assert_eq!(reported_event_id(&serde_json::json!({"event_id": 7})), None);
+    }
+}
