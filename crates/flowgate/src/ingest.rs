@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::cli::ExitCode;
 use crate::config::Config;
-use crate::runtime::{metric, DeadLetterGauge, EventMaintenance};
+use crate::health::{metric, DeadLetterGauge, EventMaintenance};
 
 /// How often the consumer's lag is read for `/metrics`.
 const LAG_REFRESH: Duration = Duration::from_secs(5);

@@ -10,10 +10,10 @@ mod commands;
 mod config;
 mod demo;
 mod explain;
+mod health;
 mod heap;
 mod ingest;
 mod refresh;
-mod runtime;
 mod serve;
 mod telemetry;
 

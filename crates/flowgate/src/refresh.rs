@@ -23,7 +23,7 @@ use flowgate_http::{ApiState, CatalogHandle};
 use tokio::sync::watch;
 
 use crate::cache::CatalogCache;
-use crate::runtime::Runtime;
+use crate::health::ServiceHealth;
 
 /// Where a catalog being installed comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub struct Refresher {
     /// The snapshot the API serves.
     pub catalog: CatalogHandle,
     /// Health flags and counters.
-    pub runtime: Arc<Runtime>,
+    pub health: Arc<ServiceHealth>,
     /// The revision last swapped in from the store or found not to build (`known`, module
     /// doc).
     pub known: Option<u64>,
@@ -90,11 +90,11 @@ impl Refresher {
         let data = match self.source.load_catalog().await {
             Ok(data) => data,
             Err(e) => {
-                self.runtime.store_failed();
+                self.health.store_failed();
                 return Err(ReloadError::Load(e));
             }
         };
-        self.runtime.store_ok();
+        self.health.store_ok();
         let result = self.install(data, api, started, Origin::Store).await;
         match &result {
             Ok(revision) | Err(ReloadError::Build { revision, .. }) => self.known = Some(*revision),
@@ -116,7 +116,7 @@ impl Refresher {
         let revision = data.revision;
         let api = api.cloned();
         let cache = self.cache.clone().filter(|_| origin == Origin::Store);
-        let runtime = self.runtime.clone();
+        let health = self.health.clone();
         let built = tokio::task::spawn_blocking(move || -> Result<_, CatalogError> {
             // Encoded before the build consumes the data, written only once it built: the
             // cache holds the last good catalog.
@@ -128,7 +128,7 @@ impl Refresher {
                     .map_err(std::io::Error::other)
                     .and_then(|bytes| cache.write(&bytes));
                 if let Err(error) = written {
-                    runtime.catalog_cache_write_failed();
+                    health.catalog_cache_write_failed();
                     tracing::warn!(path = %cache.path().display(), %error, "cannot write the catalog cache; a restart during a store outage would not find this catalog");
                 }
             }
@@ -140,8 +140,8 @@ impl Refresher {
             Ok((snapshot, carried)) => {
                 let previous = Arc::downgrade(&self.catalog.swap(Arc::new(snapshot)));
                 match origin {
-                    Origin::Store => self.runtime.catalog_reloaded(),
-                    Origin::Cache => self.runtime.catalog_from_cache(),
+                    Origin::Store => self.health.catalog_reloaded(),
+                    Origin::Cache => self.health.catalog_from_cache(),
                 }
                 // The load's intermediate data is free now, and the previous snapshot once the
                 // requests in flight and every worker's held copy let go of it (a worker's next
@@ -167,7 +167,7 @@ impl Refresher {
                 Ok(revision)
             }
             Err(error) => {
-                self.runtime.catalog_build_failed();
+                self.health.catalog_build_failed();
                 tracing::error!(revision, problems = error.problems.len(), first = %error.problems.first().map(ToString::to_string).unwrap_or_default(), "the stored catalog does not build; keeping the last good snapshot");
                 Err(ReloadError::Build { revision, error })
             }
@@ -236,7 +236,7 @@ impl Refresher {
             };
             let failed = match outcome {
                 Ok(revision) if Some(revision) != self.known => {
-                    self.runtime.store_ok();
+                    self.health.store_ok();
                     match self.reload(api.as_ref()).await {
                         // A catalog that does not build is remembered too: not rebuilt in a
                         // loop, the next change is picked up.
@@ -246,8 +246,8 @@ impl Refresher {
                     }
                 }
                 Ok(_) => {
-                    self.runtime.store_ok();
-                    self.runtime.catalog_fresh();
+                    self.health.store_ok();
+                    self.health.catalog_fresh();
                     if started.elapsed() < interval / 4 {
                         // A source that cannot wait answered at once: pace the polling.
                         pause(interval, &mut stop).await;
@@ -255,7 +255,7 @@ impl Refresher {
                     None
                 }
                 Err(e) => {
-                    self.runtime.store_failed();
+                    self.health.store_failed();
                     Some(e.to_string())
                 }
             };
@@ -389,7 +389,7 @@ mod tests {
     struct Running {
         source: Arc<Source>,
         catalog: CatalogHandle,
-        runtime: Arc<Runtime>,
+        health: Arc<ServiceHealth>,
         stop: watch::Sender<bool>,
         task: tokio::task::JoinHandle<()>,
     }
@@ -412,11 +412,11 @@ mod tests {
         let source = Arc::new(Source::default());
         source.publish(1, builds);
         let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
-        let runtime = Arc::new(Runtime::default());
+        let health = Arc::new(ServiceHealth::default());
         let mut refresher = Refresher {
             source: source.clone(),
             catalog: catalog.clone(),
-            runtime: runtime.clone(),
+            health: health.clone(),
             known: None,
             cache,
         };
@@ -426,7 +426,7 @@ mod tests {
         Running {
             source,
             catalog,
-            runtime,
+            health,
             stop,
             task,
         }
@@ -490,7 +490,7 @@ mod tests {
             1,
             "not rebuilt in a loop"
         );
-        assert!(!r.runtime.catalog_loaded());
+        assert!(!r.health.catalog_loaded());
         r.source.publish(2, true);
         assert!(r.served(2).await);
         let before = r.source.loads.load(Ordering::SeqCst);
@@ -514,7 +514,7 @@ mod tests {
         let r = running().await;
         r.source.down.store(true, Ordering::SeqCst);
         tokio::time::sleep(INTERVAL * 3).await;
-        assert!(!r.runtime.store_healthy());
+        assert!(!r.health.store_healthy());
         r.source.publish(5, true);
         tokio::time::sleep(INTERVAL * 3).await;
         assert_eq!(r.catalog.load().app_count(), 1, "the last snapshot serves");
@@ -522,7 +522,7 @@ mod tests {
         r.source.fail_next_loads.store(1, Ordering::SeqCst);
         r.source.down.store(false, Ordering::SeqCst);
         assert!(r.served(5).await);
-        assert!(r.runtime.store_healthy());
+        assert!(r.health.store_healthy());
         r.finish().await;
     }
 
@@ -564,7 +564,7 @@ mod tests {
             Some(2),
             "the broken catalog is not cached"
         );
-        assert!(!r.runtime.catalog_cached());
+        assert!(!r.health.catalog_cached());
         r.finish().await;
     }
 
@@ -586,11 +586,11 @@ mod tests {
         source.down.store(true, Ordering::SeqCst);
 
         let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
-        let runtime = Arc::new(Runtime::default());
+        let health = Arc::new(ServiceHealth::default());
         let mut refresher = Refresher {
             source: source.clone(),
             catalog: catalog.clone(),
-            runtime: runtime.clone(),
+            health: health.clone(),
             known: None,
             cache: Some(cache.clone()),
         };
@@ -600,7 +600,7 @@ mod tests {
         ));
         assert!(refresher.serve_cache().await);
         assert_eq!(catalog.load().app_count(), 3);
-        assert!(runtime.catalog_loaded() && runtime.catalog_cached());
+        assert!(health.catalog_loaded() && health.catalog_cached());
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(refresher.run(None, INTERVAL, stopped));
         tokio::time::sleep(INTERVAL * 5).await;
@@ -608,7 +608,7 @@ mod tests {
         source.down.store(false, Ordering::SeqCst);
         assert!(eventually(|| catalog.load().app_count() == 4).await);
         // The flag follows the swap (a moment later, in the refresher's task).
-        assert!(eventually(|| !runtime.catalog_cached()).await);
+        assert!(eventually(|| !health.catalog_cached()).await);
         assert_eq!(cached_apps(&cache), Some(4));
         stop.send(true).unwrap();
         task.await.unwrap();
@@ -623,7 +623,7 @@ mod tests {
         let mut refresher = Refresher {
             source: source.clone(),
             catalog: Arc::new(ArcSwap::from_pointee(Catalog::empty())),
-            runtime: Arc::new(Runtime::default()),
+            health: Arc::new(ServiceHealth::default()),
             known: None,
             cache: Some(Arc::new(CatalogCache::new(&path, "postgres://a:5432/fg"))),
         };
@@ -634,7 +634,7 @@ mod tests {
             .write(&other.encode(&source.load_catalog().await.unwrap()).unwrap())
             .unwrap();
         assert!(!refresher.serve_cache().await, "another database's");
-        assert!(!refresher.runtime.catalog_loaded());
+        assert!(!refresher.health.catalog_loaded());
         refresher.cache = None;
         assert!(!refresher.serve_cache().await, "no cache configured");
     }

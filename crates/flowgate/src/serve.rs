@@ -23,8 +23,8 @@ use tokio::sync::watch;
 use crate::cache::CatalogCache;
 use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
+use crate::health::{Admin, DeadLetterGauge, EventMaintenance, ServiceHealth};
 use crate::refresh::{Refresher, ReloadError};
-use crate::runtime::{Admin, DeadLetterGauge, EventMaintenance, Runtime};
 use crate::{demo, open_store};
 
 /// Runs the service until a shutdown signal.
@@ -36,7 +36,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     if store.backend() == Backend::Sqlite {
         seed_demo_if_empty(&store, &config).await;
     }
-    let runtime = Arc::new(Runtime::default());
+    let health = Arc::new(ServiceHealth::default());
     let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
     let cache = (!config.catalog.cache_path.is_empty()).then(|| {
         Arc::new(CatalogCache::new(
@@ -47,7 +47,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let mut refresher = Refresher {
         source: Arc::new(store.clone()),
         catalog: catalog.clone(),
-        runtime: runtime.clone(),
+        health: health.clone(),
         known: None,
         cache,
     };
@@ -119,7 +119,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let admin_state = AdminState::new(
         Arc::new(registry),
         Arc::new(Admin {
-            runtime: runtime.clone(),
+            health: health.clone(),
             catalog: catalog.clone(),
             sink: sink.clone(),
             sink_kind: config.events.sink,

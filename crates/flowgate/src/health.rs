@@ -1,5 +1,5 @@
-//! Run-time state shared by the refresher, the admin listener and shutdown: store health, the
-//! catalog's freshness, and the metrics read at scrape time.
+//! The service's health and counters, shared by the refresher, the admin listener and
+//! shutdown: store health, the catalog's freshness, and the metrics read at scrape time.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +18,7 @@ const STORE_STALE_AFTER: Duration = Duration::from_secs(15);
 
 /// Counters and health flags of the running service.
 #[derive(Debug)]
-pub struct Runtime {
+pub struct ServiceHealth {
     started: Instant,
     catalog_loaded: AtomicBool,
     /// The served snapshot came from the local cache (D20), not the store.
@@ -34,7 +34,7 @@ pub struct Runtime {
     catalog_fresh_at_ms: AtomicU64,
 }
 
-impl Default for Runtime {
+impl Default for ServiceHealth {
     fn default() -> Self {
         Self {
             started: Instant::now(),
@@ -51,7 +51,7 @@ impl Default for Runtime {
     }
 }
 
-impl Runtime {
+impl ServiceHealth {
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -131,7 +131,7 @@ impl Runtime {
 /// What the admin listener reads: readiness and metrics beyond the HTTP registry.
 pub struct Admin {
     /// Run-time state.
-    pub runtime: Arc<Runtime>,
+    pub health: Arc<ServiceHealth>,
     /// The live catalog.
     pub catalog: CatalogHandle,
     /// The analytics sink.
@@ -309,8 +309,8 @@ impl AdminSource for Admin {
             .required(
                 "catalog",
                 check(
-                    self.runtime.catalog_loaded(),
-                    &if self.runtime.catalog_cached() {
+                    self.health.catalog_loaded(),
+                    &if self.health.catalog_cached() {
                         format!(
                             "revision {revision}, cached: read from the local cache file, \
                              the store has not answered since start"
@@ -324,7 +324,7 @@ impl AdminSource for Admin {
             .check(
                 "store",
                 check(
-                    self.runtime.store_healthy(),
+                    self.health.store_healthy(),
                     "reachable",
                     "the store is failing; serving the last catalog snapshot".to_owned(),
                 ),
@@ -333,7 +333,7 @@ impl AdminSource for Admin {
     }
 
     fn extra_metrics(&self, out: &mut String) {
-        let r = &self.runtime;
+        let r = &self.health;
         let catalog = self.catalog.load();
         metric(
             out,
