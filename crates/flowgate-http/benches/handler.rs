@@ -1,4 +1,4 @@
-//! In-process benchmark of the public API's request path (issue 7 §4): one single resolve of the
+//! In-process benchmark of the public API's request path: one single resolve of the
 //! realistic placement (the domain benchmark's, `tests/it/fixtures.rs`) through `api_app`, with
 //! no socket, beside a baseline service that answers the same bytes with no logic, as
 //! `flowgate-bench-baseline` does over TCP. Both are called the same way and both bodies are

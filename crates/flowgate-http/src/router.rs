@@ -1,9 +1,8 @@
 //! The public API's routes, matched by hand.
 //!
 //! actix's router matches dynamic routes with a regex and runs every scope, resource and
-//! middleware as its own boxed service: on single resolve that was about 5 µs of the server's
-//! 23 µs per request, more than the resolve itself (docs/benchmarks.md, 2026-11-21 night).
-//! The API has seven fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
+//! middleware as its own boxed service, which costs more per single resolve than the resolve
+//! itself (`make bench-handler`). The API has seven fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
 //! segments, once per request, and the dispatcher calls the handler directly.
 //!
 //! The semantics are actix's, which the contract tests pin: the path is the one actix routes on
