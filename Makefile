@@ -103,9 +103,9 @@ bench-http: pg-up
 
 ## Profile-guided release build of the service (and of the benchmark's baseline): instrumented
 ## build, training on the load benchmark's scenarios, optimized build into target/pgo/release/
-## (bench/pgo.sh; needs PostgreSQL and wrk like bench-http; about 12 minutes). On the benchmark
-## machine it took 5% less CPU per single resolve than the plain release build, in alternating
-## runs (docs/benchmarks.md, 2026-11-23).
+## (bench/pgo.sh; needs PostgreSQL and wrk like bench-http; about 12 minutes): about 5% less
+## CPU per single resolve than the plain release build (P23 in docs/decisions.md;
+## docs/benchmarks.md).
 release-pgo: pg-up
 	bash bench/pgo.sh
 
@@ -124,7 +124,7 @@ ci: lint test
 deploy-check:
 	bash deploy/validate.sh
 
-## Robustness (issue 8; docs/reliability.md). Not part of `test`/`ci`: each takes minutes.
+## Robustness (docs/reliability.md). Not part of `test`/`ci`: each takes minutes.
 ## fuzz: every cargo-fuzz target in fuzz/ for FUZZ_SECONDS (default 60) each; installs
 ## cargo-fuzz when missing and runs it on stable with RUSTC_BOOTSTRAP=1.
 ## api-fuzz: schemathesis (PyPI, into target/api-fuzz-venv) against a live debug server and

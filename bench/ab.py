@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A/B of single resolve between builds or settings of flowgate (docs/benchmarks.md, 2026-11-23).
+"""A/B of single resolve between builds or settings of flowgate (docs/benchmarks.md).
 
     python3 bench/ab.py ROUNDS SERVER [SERVER ...]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HTTP load benchmark of flowgate (issue 7), run by `bench/run.sh` (`make bench-http`).
+"""HTTP load benchmark of flowgate (docs/benchmarks.md), run by `bench/run.sh` (`make bench-http`).
 
 Generates the catalog at scale (bench/gen_catalog.py), imports it into a fresh PostgreSQL
 database, starts `flowgate serve` on it and drives it with wrk (bench/lua/*.lua): single
@@ -20,7 +20,7 @@ ingest's first 10 s) or =events_jetstream (of serve publishing), BENCH_ROUNDS (s
 this many times and reports the round of median ratio, default 3), BENCH_PERF=1 or =<scenario> (`perf record` of the server during the
 measured single-resolve run, or that scenario's, into target/bench-http/perf-<scenario>.data),
 BENCH_GLIBC_TUNABLES (when set, passed to the server alone as GLIBC_TUNABLES, e.g.
-glibc.malloc.tcache_count=4000; docs/benchmarks.md, 2026-11-21 evening), BENCH_ACCEPT_ENCODING
+glibc.malloc.tcache_count=4000; P5 in docs/decisions.md), BENCH_ACCEPT_ENCODING
 (sent by wrk as Accept-Encoding, e.g. "gzip, deflate, br" as mobile HTTP stacks do),
 BENCH_BIN (the flowgate binary to measure, default target/release/flowgate: A/B runs),
 BENCH_BASELINE_BIN (the baseline's binary, default target/release/flowgate-bench-baseline: A/B
@@ -389,8 +389,8 @@ def run(meta, procs):
             log("%s: flowgate%s" % (label, " (round %d of %d)" % (i + 1, rounds) if rounds > 1 else ""))
             r = measure_flowgate(name, server, script, senv, perf if i == 0 else None)
             log("%s: baseline" % label)
-            # The same requests as flowgate's (until 2026-11-22 the baseline's all went to
-            # "/", shorter to build in wrk's Lua and to parse: docs/benchmarks.md).
+            # The same requests as flowgate's, so both sides parse the same bytes and wrk's
+            # Lua builds the same requests for both.
             b = measure(base.pid, BASE, script, senv)
             pairs.append((r["rps"] / b["rps"], r, b))
         if name == "resolve" and PACE:
@@ -543,7 +543,7 @@ def run(meta, procs):
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
 
-    # The targets of issue 7, as measured.
+    # The targets (docs/benchmarks.md#targets), as measured.
     checks = []
     if "resolve" in results:
         _, r, b = results["resolve"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates the catalog of the HTTP load benchmark (issue 7), in D13's JSON shape.
+"""Generates the catalog of the HTTP load benchmark (docs/benchmarks.md), in D13's JSON shape.
 
 Same shape and sizes as `crates/flowgate-testkit/src/scale.rs`: 10 workspaces, 100 apps,
 5,000 placements, 1,000 flows with 2,000 versions of about 20 KB. Placement 0 of every app is

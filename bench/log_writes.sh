@@ -2,7 +2,7 @@
 # The cost of the access log: `flowgate serve` on SQLite at log.level=info (one JSON line per
 # request, to a file), wrk sending 64 connections of short requests that each log a line
 # (GET on a POST route: 405), and `perf stat` counting the server's write and futex system
-# calls and context switches over 5 s (docs/benchmarks.md, 2026-11-22). Needs wrk and perf.
+# calls and context switches over 5 s (P21 in docs/decisions.md). Needs wrk and perf.
 #
 # Usage: bench/log_writes.sh [FLOWGATE_BINARY]   (default target/release/flowgate)
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make release-pgo` (and `make bench-http`, which measures its binaries): profile-guided
-# release builds of flowgate and of the benchmark's baseline (docs/benchmarks.md, 2026-11-23).
+# release builds of flowgate and of the benchmark's baseline (P23 in docs/decisions.md).
 #
 # 1. Both binaries are built instrumented (`-Cprofile-generate`) into target/pgo-gen.
 # 2. Training: bench/bench.py runs every scenario of the load benchmark against them for a few

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench-http`: the HTTP load benchmark of issue 7 (docs/benchmarks.md). Installs wrk
+# `make bench-http`: the HTTP load benchmark (docs/benchmarks.md). Installs wrk
 # when missing (Debian package), builds the service and the baseline in release mode, then
 # bench/bench.py generates the catalog, runs every scenario and prints one table. Needs
 # PostgreSQL on 127.0.0.1:5432 (`make pg-up`) and psql. About 5 minutes once built.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make api-fuzz` (issue 8): schemathesis against a live debug server built from the
+# `make api-fuzz` (docs/reliability.md): schemathesis against a live debug server built from the
 # workspace, using the server's own OpenAPI document (/openapi.json). Checks: no 5xx
 # (not_a_server_error), response schema, status code and content type conformance.
 # SQLite in a temporary folder; the embedded default seeds the demo workspace and prints its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make fuzz` (issue 8): builds the cargo-fuzz targets in fuzz/ (libFuzzer, AddressSanitizer,
+# `make fuzz` (docs/reliability.md): builds the cargo-fuzz targets in fuzz/ (libFuzzer, AddressSanitizer,
 # debug assertions) and runs each for FUZZ_SECONDS (default 60). The corpora grow in
 # fuzz/corpus/<target>/ (only the seed-* files are committed); a crash stops the run with its
 # input in fuzz/artifacts/<target>/, to become a regression test in the crate's own suite.

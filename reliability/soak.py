@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak driver for `make soak` (issue 8): mixed resolve, batch resolve and events load at a
+"""Soak driver for `make soak` (docs/reliability.md): mixed resolve, batch resolve and events load at a
 fixed rate against one flowgate process on 127.0.0.1, sampling the server's RSS and the client
 latency every interval into a CSV, then printing a summary (RSS slope, latency over time,
 errors). Standard library only; every loop is bounded by the run's duration.

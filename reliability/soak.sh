@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make soak` (issue 8): SOAK_SECONDS (default 600) of mixed resolve, batch resolve and events
+# `make soak` (docs/reliability.md): SOAK_SECONDS (default 600) of mixed resolve, batch resolve and events
 # load (reliability/soak.py, SOAK_RPS requests per second) against a release build on a
 # throwaway PostgreSQL database, created here and dropped on exit. Everything listens on
 # 127.0.0.1. Output in target/soak/: soak.csv (one row per 10 s: RSS, requests, errors, latency

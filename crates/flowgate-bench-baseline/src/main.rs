@@ -1,4 +1,4 @@
-//! The baseline of `make bench-http` (issue 7): an actix-web server with the service's actix
+//! The baseline of `make bench-http` (docs/benchmarks.md): an actix-web server with the service's actix
 //! settings (same crate, features and worker count) that answers every request with the same
 //! status and bytes, read once from a file, after reading the request body. No routing, no
 //! middleware, no logic: what this stack can do on this machine.
@@ -8,7 +8,8 @@
 //!
 //! `BASELINE_WORK_NS=N` in the environment makes it spin for N nanoseconds per request before
 //! answering: the same server with more work per request, to see what a given CPU cost does to
-//! throughput and latency on this stack (docs/benchmarks.md, 2026-11-23: the saturated p99).
+//! throughput and latency on this stack (docs/benchmarks.md: why the saturated p99 misses
+//! 2 ms).
 
 use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpResponse, HttpServer};

@@ -1,4 +1,4 @@
-//! Criterion benchmarks of the domain's hot path (issue 2 §3): one resolve of a realistic
+//! Criterion benchmarks of the domain's hot path (docs/benchmarks.md): one resolve of a realistic
 //! placement, condition evaluations (saved groups of 200 and 20,000 members among them), one
 //! bucketing. Run with `make bench-domain`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

@@ -1,10 +1,11 @@
-//! The identity every resolve and event carries (contract: identity fields).
+//! The identity every resolve and event carries (`user_id`, `session_id`, `device_platform`:
+//! docs/api.md, D3.6, D7).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// The device platform of the SDK (contract: `ios`, `android`, `web`).
+/// The device platform of the SDK: `ios`, `android` or `web` (D7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
@@ -17,7 +18,7 @@ pub enum Platform {
 }
 
 impl Platform {
-    /// Every platform, in the order of the contract.
+    /// Every platform, in their documented order.
     pub const ALL: [Platform; 3] = [Platform::Ios, Platform::Android, Platform::Web];
 
     /// Parses the wire name; anything but the three lower-case names is `None`.

@@ -1,7 +1,7 @@
-//! The benchmark catalog (issue 3): 10 workspaces, 100 apps, 5,000 placements and 2,000 flow
-//! versions of about 20 KB each, as D13 catalog file text. `flowgate-store`'s catalog
-//! benchmark times importing and loading it; the store's tests round-trip it through an export
-//! (D19). Deterministic: the same text every time.
+//! The benchmark catalog (the catalog at scale of docs/benchmarks.md): 10 workspaces, 100
+//! apps, 5,000 placements and 2,000 flow versions of about 20 KB each, as D13 catalog file
+//! text. `flowgate-store`'s catalog benchmark times importing and loading it; the store's
+//! tests round-trip it through an export (D19). Deterministic: the same text every time.
 
 use std::fmt::Write as _;
 

@@ -702,9 +702,9 @@ impl Config {
 
     /// Settings of the analytics sink. `events.writers = 0` picks the backend's default:
     /// [`PG_WRITERS`] on PostgreSQL, where writes of several batches run in parallel (4
-    /// writers stored 11-15% more events/s than 2 in the load benchmark, docs/benchmarks.md,
-    /// 2026-11-22 morning), [`SQLITE_WRITERS`] on SQLite, which writes one transaction at a
-    /// time and whose pool has 4 connections that the catalog and probes need too.
+    /// writers store 11-15% more events/s than 2, P20 in docs/decisions.md),
+    /// [`SQLITE_WRITERS`] on SQLite, which writes one transaction at a time and whose pool has
+    /// 4 connections that the catalog and probes need too.
     pub fn sink(&self) -> SinkConfig {
         let e = &self.events;
         let writers = match (e.writers, e.sink, Backend::of_url(self.database.url.trim())) {

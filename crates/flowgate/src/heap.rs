@@ -3,10 +3,9 @@
 //! Loading and building a catalog allocates several times the snapshot's size (the rows, the
 //! `CatalogData`, the compiled snapshot), and the previous snapshot is freed after the swap.
 //! glibc keeps such memory in its arenas instead of returning it, so without a trim the
-//! process keeps the high-water mark of every reload: measured with the 43 MB benchmark
-//! catalog, 159 MiB resident after one published change instead of 79 MiB
-//! (`docs/benchmarks.md`). Other allocators return memory on their own; there this is a
-//! no-op.
+//! process keeps the high-water mark of every reload: with the 43 MB benchmark catalog, about
+//! twice the resident memory after one published change (P5 in `docs/decisions.md`). Other
+//! allocators return memory on their own; there this is a no-op.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -22,8 +21,7 @@ pub const RELEASE_WAIT_MAX: Duration = Duration::from_secs(5);
 /// been freed, or after `wait_max`. The workers hold the published snapshot through their own
 /// `Rc` and let go of a replaced one on their next request or within their sweep interval, so
 /// the replaced snapshot is usually freed after the swap, not at it: a release at the swap
-/// left it resident (153 MiB after a published change with the benchmark catalog, against 79
-/// before it; `docs/benchmarks.md`, 2026-11-23).
+/// would leave it resident (P5).
 pub async fn release_once_freed<T: Send + Sync + 'static>(
     previous: Weak<T>,
     poll: Duration,

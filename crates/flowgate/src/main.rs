@@ -85,7 +85,7 @@ fn main() -> std::process::ExitCode {
     // Held until `main` returns, so the log lines still queued are written.
     let _log_guard = telemetry::init(&config.log);
     // A multi-thread runtime: diesel-async's migration harness blocks in place, which a
-    // current-thread runtime forbids (TECH-NOTES); actix-web runs inside it.
+    // current-thread runtime forbids (P19 in docs/decisions.md); actix-web runs inside it.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

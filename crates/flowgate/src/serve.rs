@@ -201,8 +201,8 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
 /// it listens on.
 ///
 /// TCP_NODELAY: a compressed response leaves in several writes (chunked); with Nagle on, the
-/// later ones waited for the client's delayed ACK, about 40 ms per request
-/// (docs/benchmarks.md, 2026-11-21 evening).
+/// later ones wait for the client's delayed ACK, about 40 ms per request (P11 in
+/// docs/decisions.md).
 fn api_listener(
     state: web::Data<ApiState>,
     addr: SocketAddr,

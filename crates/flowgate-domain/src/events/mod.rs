@@ -1,4 +1,4 @@
-//! Analytics events: the recognized types (events.md, D7), the stored event model shared by
+//! Analytics events: the recognized types (D7), the stored event model shared by
 //! SDK events and the server's `resolve_no_flow` event (D8), and per-event validation.
 
 mod batch;
@@ -31,7 +31,7 @@ pub fn is_storable_text(s: &str) -> bool {
 
 macro_rules! event_types {
     ($($variant:ident => $name:literal),+ $(,)?) => {
-        /// A recognized analytics event type (events.md). The list is part of the API: adding a
+        /// A recognized analytics event type (D7). The list is part of the API: adding a
         /// type is backwards compatible, removing one is not.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[non_exhaustive]
@@ -46,7 +46,7 @@ macro_rules! event_types {
         }
 
         impl EventType {
-            /// The types an SDK may send, in the order of events.md.
+            /// The types an SDK may send, in the order D7 lists them.
             pub const SDK_TYPES: &'static [EventType] = &[$(EventType::$variant),+];
 
             /// The wire name.

@@ -90,7 +90,7 @@ pub enum EventErrorCode {
     InvalidPlatform,
     /// `renderer_mode` is not `native` or `web`.
     InvalidRendererMode,
-    /// `event_type` is not a recognized type (events.md).
+    /// `event_type` is not a recognized type (D7).
     UnknownEventType,
     /// `event_type` is one only the server may record (`resolve_no_flow`, D8).
     ServerOnlyEventType,
@@ -259,7 +259,7 @@ pub fn validate_event(
         event_id: reported_event_id(raw),
     };
 
-    // D7: required fields are present, non-null and strings, checked in contract order.
+    // D7: required fields are present, non-null and strings, checked in the order D7 lists them.
     let mut required = [""; REQUIRED_FIELDS.len()];
     for (slot, field) in required.iter_mut().zip(REQUIRED_FIELDS) {
         *slot = cx.required_str(field)?;
@@ -273,7 +273,7 @@ pub fn validate_event(
     let flow_id = FlowId(cx.uuid("flow_id", flow_id)?);
     let flow_version_id = FlowVersionId(cx.uuid("flow_version_id", flow_version_id)?);
 
-    // D7 and contract rule 1: the URL's app is authoritative.
+    // D7: the URL's app is authoritative.
     if app_id != app {
         return Err(cx.fail(
             EventErrorCode::AppMismatch,
@@ -281,7 +281,7 @@ pub fn validate_event(
             "`app_id` must equal the app in the URL",
         ));
     }
-    // D7 and contract rule 2: the version must exist in this app (published or not) and belong
+    // D7: the version must exist in this app (published or not) and belong
     // to the event's flow, so analytics never attribute an event to another app's flow.
     match versions.flow_of_version(app, flow_version_id) {
         None => {
@@ -474,7 +474,7 @@ impl<'a> Event<'a> {
         )
     }
 
-    /// A required string (D7: present, non-null, of the contract's type).
+    /// A required string (D7: present, non-null, of its documented type).
     fn required_str(&self, field: &'static str) -> Result<&'a str, EventError> {
         match self.obj.get(field) {
             None | Some(Value::Null) => Err(self.fail(

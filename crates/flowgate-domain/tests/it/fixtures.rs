@@ -131,7 +131,7 @@ fn typical_placement() -> Value {
     serde_json::from_str(TYPICAL_PLACEMENT).expect("typical_placement.json parses")
 }
 
-/// A realistic placement for benchmarks (issue 2 §3): the typical placement of
+/// A realistic placement for benchmarks (docs/benchmarks.md): the typical placement of
 /// `typical_placement.json` (10 rules with mixed operators that a typical user fails, then an
 /// experiment with 3 variants) over flows of about 20 KB: flow 0 is the default, rule i shows
 /// flow i + 1, and the variants name theirs by that number.

@@ -20,8 +20,8 @@ async fn store_outage_mid_load_loses_no_accepted_event() {
     };
     let load = Load::start(s.api, &s.key, 3);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // About 10 s without a database (issue 5): events keep being accepted into the buffer or
-    // refused with 503; none accepted may be lost.
+    // About 10 s without a database: events keep being accepted into the buffer or refused
+    // with 503; none accepted may be lost (D7, D15).
     s.proxy().cut();
     s.wait_ready("degraded", Duration::from_secs(10)).await;
     tokio::time::sleep(Duration::from_secs(8)).await;

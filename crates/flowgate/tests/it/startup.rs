@@ -1,4 +1,5 @@
-//! Start-up refuses what production must not run with (issue 6).
+//! Start-up refuses what production must not run with (docs/configuration.md: the rules per
+//! environment).
 
 use std::process::Command;
 
