@@ -2,7 +2,7 @@
 //!
 //! Parsing a body into a `serde_json::Value` tree, then looking its members up, would allocate
 //! every key and string of the document (about a tenth of the server's CPU per single
-//! resolve). [`ResolveBody`] reads the members the routes use as
+//! resolve; P9). [`ResolveBody`] reads the members the routes use as
 //! it meets them: identity strings are borrowed from the body when they hold no escapes,
 //! `attributes` (the only member conditions read as JSON) becomes a list of borrowed names
 //! and JSON values that conditions read in place ([`BodyAttributes`]), `placement_keys` and

@@ -2,10 +2,10 @@
 //!
 //! actix's router matches dynamic routes with a regex and runs every scope, resource and
 //! middleware as its own boxed service, which costs more per single resolve than the resolve
-//! itself (`make bench-handler`). The API has seven fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
+//! itself (P8). The API has seven fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
 //! segments, once per request, and the dispatcher calls the handler directly.
 //!
-//! The semantics are actix's, which the contract tests pin: the path is the one actix routes on
+//! The semantics are actix's, which this crate's HTTP tests pin: the path is the one actix routes on
 //! (percent-decoded except for reserved characters such as `%2F`), a parameter is one non-empty
 //! segment, there is no trailing-slash or case folding, and `/v1` alone or any unknown path
 //! under it is a `/v1` path (CORS and rate-limit headers apply) that answers 404.

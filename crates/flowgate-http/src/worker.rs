@@ -8,7 +8,8 @@
 //! wrote last costs a transfer, on every request of every worker. Here a request only counts
 //! references on its own worker's `Rc`s and records its latency in the worker's own
 //! histograms. Rate limits stay one shared, exact GCRA check per request (`ratelimit.rs`):
-//! per-worker leases on the buckets gain nothing measurable and could admit beyond the burst.
+//! per-worker leases on the buckets gain nothing measurable and could admit beyond the burst
+//! (P10, P12).
 //!
 //! The snapshot stays the one the refresher publishes (D12): a worker compares the published
 //! pointer with the one it holds on every request and takes the new one when they differ, so a

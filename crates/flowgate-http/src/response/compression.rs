@@ -3,7 +3,7 @@
 //! batch body is laid out for its coding ([`batch_body`]), and how each answer is encoded
 //! ([`encode`]): a resolve body holding large flows goes out as one gzip member whose flows
 //! were compressed once per version ([`BodyWriter::finish_gzip`]); every other body to
-//! compress goes through actix's encoder.
+//! compress goes through actix's encoder (P6, P7).
 
 use actix_http::encoding::Encoder;
 use actix_web::body::{BodySize, BoxBody, MessageBody};

@@ -2,7 +2,7 @@
 //! out as stored deflate blocks (RFC 1951 §3.2.4), each flow as its raw deflate data that
 //! ends on a sync flush, and a flow repeated within the deflate window as a back-reference
 //! ([`copy_block`]). The CRC-32 of the whole is combined from each piece's, so a gzip response
-//! holding large flows costs no compressor run per request.
+//! holding large flows costs no compressor run per request (P7).
 //!
 //! No crate writes deflate streams from pre-compressed pieces: flate2 and miniz compress a
 //! whole stream, so this module frames the pieces itself and leaves compression to flate2.

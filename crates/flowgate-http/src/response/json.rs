@@ -83,7 +83,7 @@ pub fn write_result(
         app.cache_ttl_seconds.unwrap_or(default_ttl),
     );
     if resolution.version().is_some() {
-        // D3.7: the contract's renderer compatibility field, always "web"; omitted on no flow.
+        // D3.7: the renderer compatibility field, always "web"; omitted on no flow.
         string(buf, "renderer_mode", "web");
     }
     if let Some(a) = resolution.assignment() {
