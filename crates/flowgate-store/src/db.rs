@@ -273,7 +273,7 @@ impl<'c> Conn<'c> {
         }
     }
 
-    /// Runs a query and returns its first row ([`diesel::result::Error::NotFound`] when there
+    /// Runs a query of one row and returns it ([`diesel::result::Error::NotFound`] when there
     /// is none).
     pub(crate) fn row<'a, 'q, Q, U>(&'a mut self, query: Q) -> BoxFuture<'a, QueryResult<U>>
     where
@@ -281,10 +281,11 @@ impl<'c> Conn<'c> {
         U: Send + 'static,
         'q: 'a,
     {
-        match self {
-            Conn::Postgres(conn) => Box::pin(query.get_result(&mut **conn)),
-            Conn::Sqlite(conn) => Box::pin(query.get_result(&mut **conn)),
-        }
+        let rows = self.rows(query);
+        Box::pin(async move {
+            let first = rows.await?.into_iter().next();
+            first.ok_or(diesel::result::Error::NotFound)
+        })
     }
 
     /// Runs a statement and returns how many rows it changed.

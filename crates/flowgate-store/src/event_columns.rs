@@ -14,6 +14,12 @@ pub(crate) struct Column {
     pub(crate) take: Take,
 }
 
+impl Column {
+    const fn new(name: &'static str, take: Take) -> Column {
+        Column { name, take }
+    }
+}
+
 /// How a column's value is taken from an event; the variant is the column's type (`None` is
 /// SQL `NULL`).
 #[derive(Clone, Copy)]
@@ -27,74 +33,29 @@ pub(crate) enum Take {
 /// Every column of `analytics_events` but `received_at`, which keeps its default (`now()`), in
 /// the order the writes list them.
 pub(crate) const EVENT_COLUMNS: [Column; 17] = [
-    Column {
-        name: "event_id",
-        take: Take::Uuid(|e| Some(e.event_id.0)),
-    },
-    Column {
-        name: "source",
-        take: Take::Text(|e| Some(e.source.as_str())),
-    },
-    Column {
-        name: "event_type",
-        take: Take::Text(|e| Some(e.event_type.as_str())),
-    },
-    Column {
-        name: "app_id",
-        take: Take::Uuid(|e| Some(e.app_id.0)),
-    },
-    Column {
-        name: "flow_id",
-        take: Take::Uuid(|e| e.flow_id.map(|f| f.0)),
-    },
-    Column {
-        name: "flow_version_id",
-        take: Take::Uuid(|e| e.flow_version_id.map(|v| v.0)),
-    },
-    Column {
-        name: "placement_key",
-        take: Take::Text(|e| e.placement_key.as_deref()),
-    },
-    Column {
-        name: "user_id",
-        take: Take::Text(|e| Some(&e.user_id)),
-    },
-    Column {
-        name: "session_id",
-        take: Take::Text(|e| Some(&e.session_id)),
-    },
-    Column {
-        name: "device_platform",
-        take: Take::Text(|e| Some(e.device_platform.as_str())),
-    },
-    Column {
-        name: "occurred_at",
-        take: Take::Instant(|e| e.occurred_at),
-    },
-    Column {
-        name: "sdk_version",
-        take: Take::Text(|e| e.sdk_version.as_deref()),
-    },
-    Column {
-        name: "experiment_id",
-        take: Take::Text(|e| e.experiment_id.as_deref()),
-    },
-    Column {
-        name: "variant_id",
-        take: Take::Text(|e| e.variant_id.as_deref()),
-    },
-    Column {
-        name: "variant_name",
-        take: Take::Text(|e| e.variant_name.as_deref()),
-    },
-    Column {
-        name: "reason",
-        take: Take::Text(|e| e.reason.map(|r| r.as_str())),
-    },
-    Column {
-        name: "payload",
-        take: Take::Json(|e| &e.payload),
-    },
+    Column::new("event_id", Take::Uuid(|e| Some(e.event_id.0))),
+    Column::new("source", Take::Text(|e| Some(e.source.as_str()))),
+    Column::new("event_type", Take::Text(|e| Some(e.event_type.as_str()))),
+    Column::new("app_id", Take::Uuid(|e| Some(e.app_id.0))),
+    Column::new("flow_id", Take::Uuid(|e| e.flow_id.map(|f| f.0))),
+    Column::new(
+        "flow_version_id",
+        Take::Uuid(|e| e.flow_version_id.map(|v| v.0)),
+    ),
+    Column::new("placement_key", Take::Text(|e| e.placement_key.as_deref())),
+    Column::new("user_id", Take::Text(|e| Some(&e.user_id))),
+    Column::new("session_id", Take::Text(|e| Some(&e.session_id))),
+    Column::new(
+        "device_platform",
+        Take::Text(|e| Some(e.device_platform.as_str())),
+    ),
+    Column::new("occurred_at", Take::Instant(|e| e.occurred_at)),
+    Column::new("sdk_version", Take::Text(|e| e.sdk_version.as_deref())),
+    Column::new("experiment_id", Take::Text(|e| e.experiment_id.as_deref())),
+    Column::new("variant_id", Take::Text(|e| e.variant_id.as_deref())),
+    Column::new("variant_name", Take::Text(|e| e.variant_name.as_deref())),
+    Column::new("reason", Take::Text(|e| e.reason.map(|r| r.as_str()))),
+    Column::new("payload", Take::Json(|e| &e.payload)),
 ];
 
 /// `event_id, source, ...`: the column list of the writes' SQL.

@@ -36,13 +36,16 @@ use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
 use crate::copy::copy_events;
 use crate::db::{Db, Postgres, Sqlite};
 use crate::error::{pool_error, query_error};
-use crate::event_columns::{column_list, ColumnValues};
+use crate::event_columns::{column_list, ColumnValues, EVENT_COLUMNS};
 use crate::retention::{day_span, is_missing_partition};
 use crate::store::Store;
 use crate::types::sql;
 
-/// Rows per SQLite statement: 17 columns x 500 rows = 8,500 parameters (limit 32,766).
+/// Rows per SQLite statement: 17 columns x 500 rows = 8,500 parameters (SQLite's limit is
+/// 32,766).
 pub const SQLITE_CHUNK: usize = 500;
+
+const _: () = assert!(EVENT_COLUMNS.len() * SQLITE_CHUNK <= 32_766);
 
 /// The batch without repeated `event_id`s, first occurrences kept, in order.
 fn unique_events(events: &[AnalyticsEvent]) -> Vec<&AnalyticsEvent> {
@@ -324,6 +327,27 @@ mod tests {
              $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], \
              $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], \
              $16::text[], $17::jsonb[]) ON CONFLICT (event_id, occurred_at) DO NOTHING"
+        );
+    }
+
+    /// One row of parameters per event, in the columns' order, skipping stored `event_id`s.
+    #[test]
+    fn the_sqlite_insert_lists_every_row() {
+        use diesel::sqlite::SqliteQueryBuilder;
+        let events: Vec<AnalyticsEvent> = (1..=2).map(event).collect();
+        let rows: Vec<&AnalyticsEvent> = events.iter().collect();
+        let mut builder = SqliteQueryBuilder::new();
+        SqliteInsert::new(&rows)
+            .to_sql(&mut builder, &SqliteBackend)
+            .expect("sql");
+        let row = format!("({})", vec!["?"; EVENT_COLUMNS.len()].join(", "));
+        assert_eq!(
+            builder.finish(),
+            format!(
+                "INSERT INTO analytics_events ({}) VALUES {row}, {row} \
+                 ON CONFLICT (event_id) DO NOTHING",
+                column_list()
+            )
         );
     }
 }

@@ -287,12 +287,7 @@ impl PgConnector {
                     .or_else(|| ports.first().filter(|_| ports.len() == 1))
                     .copied()
                     .unwrap_or(5432);
-                match host {
-                    tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
-                    tokio_postgres::config::Host::Unix(dir) => {
-                        format!("{}:{port}", dir.display()).replace('/', "%2F")
-                    }
-                }
+                format!("{}:{port}", host_name(host)).replace('/', "%2F")
             })
             .collect::<Vec<_>>()
             .join(",");
@@ -397,24 +392,16 @@ impl PgConnector {
             .map_err(|e| ConnectionError::BadConnection(self.describe(&e)))
     }
 
-    /// A failed connection: tokio-postgres's message with its causes (its own leaves out why,
-    /// e.g. "error performing TLS handshake" without the certificate problem), or for a refused
-    /// certificate, the setting that refused it.
+    /// A failed connection: its message with its causes ([`with_causes`]), or for a refused
+    /// certificate or a host name TLS cannot use, what the URL asked that refused it.
     fn describe(&self, error: &tokio_postgres::Error) -> String {
         let hosts = || {
-            let names: Vec<String> = self
-                .config
-                .get_hosts()
-                .iter()
-                .map(|host| match host {
-                    tokio_postgres::config::Host::Tcp(name) => name.clone(),
-                    tokio_postgres::config::Host::Unix(dir) => dir.display().to_string(),
-                })
-                .collect();
+            let names: Vec<String> = self.config.get_hosts().iter().map(host_name).collect();
             names.join(", ")
         };
         let mut cause = error.source();
         while let Some(e) = cause {
+            // The handshake reports rustls's error inside an `io::Error`.
             let inner = e
                 .downcast_ref::<io::Error>()
                 .and_then(io::Error::get_ref)
@@ -445,6 +432,14 @@ impl PgConnector {
             cause = e.source();
         }
         with_causes(error)
+    }
+}
+
+/// A host of the URL: its name or address, or a Unix socket's folder.
+fn host_name(host: &tokio_postgres::config::Host) -> String {
+    match host {
+        tokio_postgres::config::Host::Tcp(name) => name.clone(),
+        tokio_postgres::config::Host::Unix(dir) => dir.display().to_string(),
     }
 }
 
