@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowgate_domain::events::{store_batch, AnalyticsEvent};
-use flowgate_domain::ports::StoreError;
+use flowgate_domain::ports::{Outage, StoreError};
 
 use crate::ack::Waiter;
 use crate::sink::{Chunk, Inner};
@@ -147,10 +147,13 @@ async fn write(inner: &Inner, id: usize, batch: Batch, jitter: &mut Jitter) {
         .await
         {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "the write took longer than {} ms",
-                inner.config.write_timeout.as_millis()
-            ))),
+            Err(_) => Err(StoreError::Unavailable {
+                reason: Outage::Timeout,
+                detail: format!(
+                    "the write took longer than {} ms",
+                    inner.config.write_timeout.as_millis()
+                ),
+            }),
         };
         match result {
             Ok(outcome) => {

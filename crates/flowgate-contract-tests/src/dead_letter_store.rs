@@ -125,6 +125,6 @@ pub async fn replays_are_recorded_or_removed<S: DeadLetterStore + ?Sized>(store:
     let unknown = DeadLetterId::new_v7(at(99));
     assert!(matches!(
         store.record_dead_letter_attempt(unknown, "x", at(99)).await,
-        Err(StoreError::NotFound(_))
+        Err(StoreError::NotFound { .. })
     ));
 }

@@ -80,7 +80,10 @@ pub async fn revoke_unknown_id_is_not_found<H: Harness>(h: &H) {
     insert(store, &record).await;
     let unknown = KeyId::from_uuid(Uuid::from_u128(0x7fff_0000_0000_4000_8000_0000_0000_0001));
     let result = store.revoke_key(unknown, at(1)).await;
-    assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(StoreError::NotFound { .. })),
+        "{result:?}"
+    );
     assert_eq!(list(store, WS1).await, [record]);
 }
 
@@ -95,6 +98,9 @@ pub async fn duplicate_digest_is_conflict<H: Harness>(h: &H) {
     copy.id = KeyId::from_uuid(Uuid::from_u128(0x7fff_0000_0000_4000_8000_0000_0000_0002));
     copy.name = "copy".to_owned();
     let result = store.insert_key(copy).await;
-    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+    assert!(
+        matches!(result, Err(StoreError::Conflict { .. })),
+        "{result:?}"
+    );
     assert_eq!(list(store, WS1).await, [record]);
 }

@@ -94,10 +94,9 @@ impl KeyStore for InMemoryStore {
             .iter()
             .any(|k| k.digest == record.digest || k.id == record.id)
         {
-            Err(StoreError::Conflict(format!(
-                "key {} already exists",
-                record.id
-            )))
+            Err(StoreError::Conflict {
+                detail: format!("key {} already exists", record.id),
+            })
         } else {
             state.keys.push(record);
             state.revision += 1;
@@ -121,7 +120,10 @@ impl KeyStore for InMemoryStore {
                 }
                 Ok(key.clone())
             }
-            None => Err(StoreError::NotFound(format!("key {id}"))),
+            None => Err(StoreError::NotFound {
+                entity: "API key",
+                which: id.to_string(),
+            }),
         };
         // Like the SQL stores: only a write that changes something moves the revision.
         if changed {
@@ -223,7 +225,10 @@ impl DeadLetterStore for InMemoryStore {
                 error.clone_into(&mut letter.error);
                 Ok(())
             }
-            None => Err(StoreError::NotFound(format!("no dead letter {id}"))),
+            None => Err(StoreError::NotFound {
+                entity: "dead letter",
+                which: id.to_string(),
+            }),
         };
         Box::pin(std::future::ready(result))
     }

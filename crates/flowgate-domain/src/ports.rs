@@ -22,32 +22,82 @@ use crate::keys::KeyRecord;
 /// A boxed, `Send` future: the return type of asynchronous port methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A store failure, as the domain and adapters above the store need to see it. Details for the
-/// log are in the message; none of it goes to clients (D9).
+/// A store failure, as the domain and adapters above the store need to see it. Each variant
+/// says what kind of failure it is; `detail` is for the log, and none of it goes to clients
+/// (D9).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The store cannot be reached or timed out: retry later (events are kept, D7, D12).
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// The operation conflicts with what is stored (e.g. a duplicate key digest).
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// A referenced record does not exist.
-    #[error("not found: {0}")]
-    NotFound(String),
+    /// The store cannot be reached, did not answer in time or turned the operation away for
+    /// now: retry later (events are kept, D7, D12).
+    #[error("store unavailable: {detail}")]
+    Unavailable {
+        /// Which kind of outage.
+        reason: Outage,
+        /// What happened.
+        detail: String,
+    },
+    /// The operation conflicts with what is stored (a duplicate key digest, a violated check).
+    #[error("conflict: {detail}")]
+    Conflict {
+        /// Which record or constraint, as the store reports it.
+        detail: String,
+    },
+    /// A record does not exist: the one the operation names, or one that a written row refers
+    /// to.
+    #[error("{entity} not found: {which}")]
+    NotFound {
+        /// The kind of record (`API key`, `dead letter`, `workspace`, `referenced record`).
+        entity: &'static str,
+        /// Which one: its id, or for a reference the store's description of it.
+        which: String,
+    },
     /// Stored data cannot be read back into the domain model.
-    #[error("corrupt data: {0}")]
-    Corrupt(String),
-    /// Anything else.
-    #[error("store error: {0}")]
-    Other(String),
+    #[error("corrupt data: {detail}")]
+    Corrupt {
+        /// The value and why it does not decode.
+        detail: String,
+    },
+    /// The store's settings cannot be used (a malformed URL, an unknown `sslmode`, an unreadable
+    /// `sslrootcert`): nothing was tried, and retrying cannot help.
+    #[error("invalid store configuration: {detail}")]
+    Config {
+        /// The setting and what is wrong with it.
+        detail: String,
+    },
+    /// A value the store cannot hold (out of range, too large, not encodable), refused before
+    /// anything was written.
+    #[error("cannot store: {detail}")]
+    Unstorable {
+        /// The value and why.
+        detail: String,
+    },
+    /// Anything else, e.g. a statement the database refused for a reason of its own, or a
+    /// failed migration.
+    #[error("store error: {detail}")]
+    Other {
+        /// What happened.
+        detail: String,
+    },
+}
+
+/// Why a store is [unavailable](StoreError::Unavailable). Every outage is transient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outage {
+    /// No connection could be made, or the one in use was lost.
+    Connection,
+    /// No answer, or no free connection, in time.
+    Timeout,
+    /// The store turned the operation away for now: a lock held too long, a serialization
+    /// failure or deadlock, resources running out, an operator's shutdown or cancel.
+    Busy,
 }
 
 impl StoreError {
     /// True when retrying the same operation later may succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Unavailable(_))
+        matches!(self, StoreError::Unavailable { .. })
     }
 }
 

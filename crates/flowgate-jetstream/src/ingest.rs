@@ -23,7 +23,7 @@ use async_nats::jetstream::consumer::Consumer;
 use async_nats::jetstream::{AckKind, Message};
 use flowgate_domain::events::{store_batch, AnalyticsEvent};
 use flowgate_domain::ids::DeadLetterId;
-use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, StoreError};
+use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, Outage, StoreError};
 use futures_util::StreamExt;
 use time::OffsetDateTime;
 use tokio::sync::watch;
@@ -261,10 +261,13 @@ impl Ingest {
         .await
         {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "the write took longer than {} ms",
-                self.config.write_timeout.as_millis()
-            ))),
+            Err(_) => Err(StoreError::Unavailable {
+                reason: Outage::Timeout,
+                detail: format!(
+                    "the write took longer than {} ms",
+                    self.config.write_timeout.as_millis()
+                ),
+            }),
         };
         match result {
             Ok(outcome) => {

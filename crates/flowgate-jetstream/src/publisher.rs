@@ -7,7 +7,7 @@ use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self};
 use flowgate_domain::events::AnalyticsEvent;
-use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
+use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, Outage, StoreError};
 
 use crate::codec::{encode, EncodeError};
 use crate::setup::Bus;
@@ -40,13 +40,21 @@ fn publish_error(error: &jetstream::context::PublishError) -> StoreError {
         // Not the message's fault: no stream answered for the subject, because its replicas
         // are electing a leader (seconds) or it was deleted (run `flowgate migrate`). The batch
         // is held and retried; requests wait or get 503.
-        PublishErrorKind::StreamNotFound => StoreError::Unavailable(format!(
-            "no stream answered for the subject (a leader election, or the stream is missing): {error}"
-        )),
+        PublishErrorKind::StreamNotFound => StoreError::Unavailable {
+            reason: Outage::Connection,
+            detail: format!(
+                "no stream answered for the subject (a leader election, or the stream is missing): {error}"
+            ),
+        },
         PublishErrorKind::MaxPayloadExceeded => {
-            StoreError::Other(format!("message too large for NATS: {error}"))
+            StoreError::Unstorable {
+                detail: format!("message too large for NATS: {error}"),
+            }
         }
-        _ => StoreError::Unavailable(format!("publish to JetStream failed: {error}")),
+        _ => StoreError::Unavailable {
+            reason: Outage::Connection,
+            detail: format!("publish to JetStream failed: {error}"),
+        },
     }
 }
 
@@ -64,9 +72,9 @@ impl EventStore for Publisher {
         Box::pin(async move {
             let max_bytes = self.client.max_payload().saturating_sub(HEADER_ROOM);
             let messages = encode(events, max_bytes).map_err(|e| match e {
-                EncodeError::TooLarge { .. } | EncodeError::Json { .. } => {
-                    StoreError::Other(e.to_string())
-                }
+                EncodeError::TooLarge { .. } | EncodeError::Json { .. } => StoreError::Unstorable {
+                    detail: e.to_string(),
+                },
             })?;
             // Every message is sent before any acknowledgement is awaited: one round trip for
             // the batch, not one per message.

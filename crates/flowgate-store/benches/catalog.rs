@@ -1,4 +1,4 @@
-//! Catalog at scale (issue 3): a generated catalog of 100 apps, 5,000 placements and 2,000 flow
+//! Catalog at scale: a generated catalog of 100 apps, 5,000 placements and 2,000 flow
 //! versions of about 20 KB each is imported (`import_file`: parse, validation against the
 //! store, one write transaction), imported again (nothing changes), then loaded
 //! (`load_catalog`) and built (`Catalog::build`), each timed separately, on PostgreSQL and

@@ -1,33 +1,36 @@
 //! [`CatalogSource`] on [`Store`]: loading the catalog in one read transaction, the revision and
-//! change detection (D12), and [`Store::replace_catalog`], the writer tests use today and the
-//! catalog import (D13) will use.
+//! change detection (D12), and the catalog's writers: [`Store::replace_catalog`] and the
+//! import's read-plan-write transaction (D13).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use diesel::dsl::{Find, Select};
 use diesel::prelude::*;
 use diesel::upsert::excluded;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use flowgate_domain::catalog::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
     PlacementData, RuleData, VariantData, WorkspaceData,
 };
 use flowgate_domain::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
-use flowgate_domain::ports::{BoxFuture, CatalogSource, StoreError};
+use flowgate_domain::ports::{BoxFuture, CatalogSource, Outage, StoreError};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use crate::error::{connection_error, corrupt, query_error, unstorable};
+use crate::db::{columns, Conn, Db, Postgres};
+use crate::error::{
+    connection_error, corrupt, query_error, unavailable, unstorable, TransactionError,
+};
 use crate::history::ImportEntry;
 use crate::keys::{KeyRow, NewKey};
 use crate::schema::{
     api_keys, apps, catalog_imports, catalog_revision, experiments, flow_versions, flows,
     placements, rules, variants, workspaces,
 };
-use crate::store::{Backend, Store, Target};
+use crate::store::Store;
 use crate::types::{sql, DbUuid};
-use crate::Failure;
 
 /// The PostgreSQL notification channel the revision triggers notify (migrations/postgres).
 pub const CATALOG_CHANNEL: &str = "flowgate_catalog";
@@ -142,84 +145,86 @@ struct CatalogRows {
     keys: Vec<KeyRow>,
 }
 
-/// The query of the revision row, spelled once for every connection type.
-macro_rules! revision_query {
-    () => {
-        catalog_revision::table
-            .find(1)
-            .select(catalog_revision::revision)
-    };
+/// The query of the revision row.
+fn revision_query() -> Select<Find<catalog_revision::table, i32>, catalog_revision::revision> {
+    catalog_revision::table
+        .find(1)
+        .select(catalog_revision::revision)
 }
 
-/// Reads every catalog row inside a transaction (`?` turns diesel errors into [`Failure`]s),
-/// spelled once for every connection type.
-macro_rules! load_rows {
-    ($conn:ident) => {
-        CatalogRows {
-            revision: revision_query!().get_result($conn).await?,
-            workspaces: workspaces::table
-                .select(WorkspaceRow::as_select())
-                .order(workspaces::id)
-                .load($conn)
-                .await?,
-            apps: apps::table
-                .select(AppRow::as_select())
-                .order(apps::id)
-                .load($conn)
-                .await?,
-            flows: flows::table
-                .select(FlowRow::as_select())
-                .order(flows::id)
-                .load($conn)
-                .await?,
-            versions: flow_versions::table
-                .select(VersionRow::as_select())
-                .order((flow_versions::flow_id, flow_versions::version))
-                .load($conn)
-                .await?,
-            placements: placements::table
-                .select(PlacementRow::as_select())
-                .order(placements::app_id)
-                .load($conn)
-                .await?,
-            rules: rules::table
-                .select(RuleRow::as_select())
-                .order((rules::placement_id, rules::position))
-                .load($conn)
-                .await?,
-            experiments: experiments::table
-                .select(ExperimentRow::as_select())
-                .load($conn)
-                .await?,
-            variants: variants::table
-                .select(VariantRow::as_select())
-                .order((variants::experiment_id, variants::position))
-                .load($conn)
-                .await?,
-            keys: api_keys::table
-                .select(KeyRow::as_select())
-                .order((api_keys::created_at, api_keys::id))
-                .load($conn)
-                .await?,
-        }
-    };
+/// Reads every catalog row (in the caller's transaction).
+async fn load_rows(conn: &mut Conn<'_>) -> QueryResult<CatalogRows> {
+    Ok(CatalogRows {
+        revision: conn.row(revision_query()).await?,
+        workspaces: conn
+            .rows(
+                workspaces::table
+                    .select(columns::<WorkspaceRow>())
+                    .order(workspaces::id),
+            )
+            .await?,
+        apps: conn
+            .rows(apps::table.select(columns::<AppRow>()).order(apps::id))
+            .await?,
+        flows: conn
+            .rows(flows::table.select(columns::<FlowRow>()).order(flows::id))
+            .await?,
+        versions: conn
+            .rows(
+                flow_versions::table
+                    .select(columns::<VersionRow>())
+                    .order((flow_versions::flow_id, flow_versions::version)),
+            )
+            .await?,
+        placements: conn
+            .rows(
+                placements::table
+                    .select(columns::<PlacementRow>())
+                    .order(placements::app_id),
+            )
+            .await?,
+        rules: conn
+            .rows(
+                rules::table
+                    .select(columns::<RuleRow>())
+                    .order((rules::placement_id, rules::position)),
+            )
+            .await?,
+        experiments: conn
+            .rows(experiments::table.select(columns::<ExperimentRow>()))
+            .await?,
+        variants: conn
+            .rows(
+                variants::table
+                    .select(columns::<VariantRow>())
+                    .order((variants::experiment_id, variants::position)),
+            )
+            .await?,
+        keys: conn
+            .rows(
+                api_keys::table
+                    .select(columns::<KeyRow>())
+                    .order((api_keys::created_at, api_keys::id)),
+            )
+            .await?,
+    })
 }
 
-/// Writes [`WriteRows`] inside a transaction: the upsert of [`Store::replace_catalog`],
-/// spelled once for every connection type.
-macro_rules! write_rows {
-    ($conn:ident, $rows:expr) => {{
-        let rows: &WriteRows = $rows;
-        for row in &rows.workspaces {
+/// Writes [`WriteRows`] (in the caller's transaction): the upsert of
+/// [`Store::replace_catalog`].
+async fn write_rows(conn: &mut Conn<'_>, rows: &WriteRows) -> Result<(), TransactionError> {
+    for row in &rows.workspaces {
+        conn.run(
             diesel::insert_into(workspaces::table)
                 .values(row)
                 .on_conflict(workspaces::id)
                 .do_update()
-                .set(workspaces::name.eq(excluded(workspaces::name)))
-                .execute($conn)
-                .await?;
-        }
-        for row in &rows.apps {
+                .set(workspaces::name.eq(excluded(workspaces::name))),
+        )
+        .await?;
+    }
+    for row in &rows.apps {
+        conn.run(
             diesel::insert_into(apps::table)
                 .values(row)
                 .on_conflict(apps::id)
@@ -231,11 +236,12 @@ macro_rules! write_rows {
                     apps::icon_base_url.eq(excluded(apps::icon_base_url)),
                     apps::cache_ttl_seconds.eq(excluded(apps::cache_ttl_seconds)),
                     apps::saved_groups.eq(excluded(apps::saved_groups)),
-                ))
-                .execute($conn)
-                .await?;
-        }
-        for row in &rows.flows {
+                )),
+        )
+        .await?;
+    }
+    for row in &rows.flows {
+        conn.run(
             diesel::insert_into(flows::table)
                 .values(row)
                 .on_conflict(flows::id)
@@ -244,11 +250,12 @@ macro_rules! write_rows {
                     flows::app_id.eq(excluded(flows::app_id)),
                     flows::name.eq(excluded(flows::name)),
                     flows::published_version.eq(excluded(flows::published_version)),
-                ))
-                .execute($conn)
-                .await?;
-        }
-        for row in &rows.versions {
+                )),
+        )
+        .await?;
+    }
+    for row in &rows.versions {
+        conn.run(
             diesel::insert_into(flow_versions::table)
                 .values(row)
                 .on_conflict(flow_versions::id)
@@ -259,76 +266,15 @@ macro_rules! write_rows {
                     flow_versions::schema_version.eq(excluded(flow_versions::schema_version)),
                     flow_versions::flow_schema.eq(excluded(flow_versions::flow_schema)),
                     flow_versions::fonts.eq(excluded(flow_versions::fonts)),
-                ))
-                .execute($conn)
-                .await?;
-        }
-        for placement in &rows.placements {
-            let placement_id: i64 = diesel::insert_into(placements::table)
-                .values(&placement.row)
-                .on_conflict((placements::app_id, placements::key))
-                .do_update()
-                .set(placements::default_flow_id.eq(excluded(placements::default_flow_id)))
-                .returning(placements::id)
-                .get_result($conn)
-                .await?;
-            // The rule list given replaces the stored one (D13).
-            diesel::delete(rules::table.filter(rules::placement_id.eq(placement_id)))
-                .execute($conn)
-                .await?;
-            for (position, rule) in placement.rules.iter().enumerate() {
-                if let Some((experiment, variant_rows)) = &rule.experiment {
-                    diesel::insert_into(experiments::table)
-                        .values(experiment)
-                        .on_conflict(experiments::id)
-                        .do_update()
-                        .set((
-                            experiments::app_id.eq(excluded(experiments::app_id)),
-                            experiments::name.eq(excluded(experiments::name)),
-                            experiments::status.eq(excluded(experiments::status)),
-                            experiments::seed.eq(excluded(experiments::seed)),
-                            experiments::coverage.eq(excluded(experiments::coverage)),
-                            experiments::namespace_id.eq(excluded(experiments::namespace_id)),
-                            experiments::namespace_start.eq(excluded(experiments::namespace_start)),
-                            experiments::namespace_end.eq(excluded(experiments::namespace_end)),
-                        ))
-                        .execute($conn)
-                        .await?;
-                    diesel::delete(
-                        variants::table.filter(variants::experiment_id.eq(experiment.id)),
-                    )
-                    .execute($conn)
-                    .await?;
-                    for variant in variant_rows {
-                        // A variant that moved from another experiment keeps its id.
-                        diesel::insert_into(variants::table)
-                            .values(variant)
-                            .on_conflict(variants::id)
-                            .do_update()
-                            .set((
-                                variants::experiment_id.eq(excluded(variants::experiment_id)),
-                                variants::position.eq(excluded(variants::position)),
-                                variants::name.eq(excluded(variants::name)),
-                                variants::weight.eq(excluded(variants::weight)),
-                                variants::flow_id.eq(excluded(variants::flow_id)),
-                            ))
-                            .execute($conn)
-                            .await?;
-                    }
-                }
-                diesel::insert_into(rules::table)
-                    .values(RuleRow {
-                        placement_id,
-                        position: to_i32(position, "rule position")?,
-                        audience: rule.audience.clone(),
-                        flow_id: rule.flow_id,
-                        experiment_id: rule.experiment.as_ref().map(|(e, _)| e.id),
-                    })
-                    .execute($conn)
-                    .await?;
-            }
-        }
-        for row in &rows.keys {
+                )),
+        )
+        .await?;
+    }
+    for placement in &rows.placements {
+        write_placement(conn, placement).await?;
+    }
+    for row in &rows.keys {
+        conn.run(
             diesel::insert_into(api_keys::table)
                 .values(row)
                 .on_conflict(api_keys::id)
@@ -340,23 +286,121 @@ macro_rules! write_rows {
                         api_keys::revoked_at,
                         excluded(api_keys::revoked_at),
                     )),
-                ))
-                .execute($conn)
-                .await?;
+                )),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Upserts a placement and replaces its rule list with the one given (D13), with the
+/// experiments the rules target.
+async fn write_placement(
+    conn: &mut Conn<'_>,
+    placement: &PlacementWrite,
+) -> Result<(), TransactionError> {
+    let placement_id: i64 = conn
+        .row(
+            diesel::insert_into(placements::table)
+                .values(&placement.row)
+                .on_conflict((placements::app_id, placements::key))
+                .do_update()
+                .set(placements::default_flow_id.eq(excluded(placements::default_flow_id)))
+                .returning(placements::id),
+        )
+        .await?;
+    conn.run(diesel::delete(
+        rules::table.filter(rules::placement_id.eq(placement_id)),
+    ))
+    .await?;
+    for (position, rule) in placement.rules.iter().enumerate() {
+        if let Some((experiment, variant_rows)) = &rule.experiment {
+            write_experiment(conn, experiment, variant_rows).await?;
         }
-    }};
+        conn.run(diesel::insert_into(rules::table).values(RuleRow {
+            placement_id,
+            position: to_i32(position, "rule position")?,
+            audience: rule.audience.clone(),
+            flow_id: rule.flow_id,
+            experiment_id: rule.experiment.as_ref().map(|(e, _)| e.id),
+        }))
+        .await?;
+    }
+    Ok(())
+}
+
+/// Upserts an experiment and replaces its variants with the ones given.
+async fn write_experiment(
+    conn: &mut Conn<'_>,
+    experiment: &ExperimentRow,
+    variant_rows: &[VariantRow],
+) -> QueryResult<()> {
+    conn.run(
+        diesel::insert_into(experiments::table)
+            .values(experiment)
+            .on_conflict(experiments::id)
+            .do_update()
+            .set((
+                experiments::app_id.eq(excluded(experiments::app_id)),
+                experiments::name.eq(excluded(experiments::name)),
+                experiments::status.eq(excluded(experiments::status)),
+                experiments::seed.eq(excluded(experiments::seed)),
+                experiments::coverage.eq(excluded(experiments::coverage)),
+                experiments::namespace_id.eq(excluded(experiments::namespace_id)),
+                experiments::namespace_start.eq(excluded(experiments::namespace_start)),
+                experiments::namespace_end.eq(excluded(experiments::namespace_end)),
+            )),
+    )
+    .await?;
+    conn.run(diesel::delete(
+        variants::table.filter(variants::experiment_id.eq(experiment.id)),
+    ))
+    .await?;
+    for variant in variant_rows {
+        // A variant that moved from another experiment keeps its id.
+        conn.run(
+            diesel::insert_into(variants::table)
+                .values(variant)
+                .on_conflict(variants::id)
+                .do_update()
+                .set((
+                    variants::experiment_id.eq(excluded(variants::experiment_id)),
+                    variants::position.eq(excluded(variants::position)),
+                    variants::name.eq(excluded(variants::name)),
+                    variants::weight.eq(excluded(variants::weight)),
+                    variants::flow_id.eq(excluded(variants::flow_id)),
+                )),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 impl CatalogSource for Store {
     fn load_catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
-        Box::pin(self.load_catalog_impl())
+        Box::pin(async move {
+            let rows = self
+                .db()
+                .transaction(async |conn| {
+                    if let Conn::Postgres(pg) = conn {
+                        // One snapshot for every table; read-only, so it never waits on
+                        // writers. (SQLite in WAL mode reads one snapshot per transaction by
+                        // itself.)
+                        diesel::sql_query(
+                            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+                        )
+                        .execute(&mut **pg)
+                        .await?;
+                    }
+                    Ok(load_rows(conn).await?)
+                })
+                .await?;
+            assemble(rows)
+        })
     }
 
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let revision = with_conn!(self, |conn| revision_query!().get_result::<i64>(conn).await);
-            decode_revision(revision.map_err(query_error)?)
-        })
+        Box::pin(async move { decode_revision(self.db().row(revision_query()).await?) })
     }
 
     fn wait_for_change(
@@ -366,9 +410,22 @@ impl CatalogSource for Store {
     ) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
             let deadline = Instant::now() + max_wait;
-            match self.backend() {
-                Backend::Postgres => self.wait_for_change_pg(known, deadline).await,
-                Backend::Sqlite => self.wait_for_change_polling(known, deadline).await,
+            match self.db() {
+                Db::Postgres(pg) => match pg.wait_for_change(known, deadline).await? {
+                    Some(revision) => Ok(revision),
+                    None => self.revision().await,
+                },
+                Db::Sqlite(sqlite) => {
+                    // One indexed single-row read per poll.
+                    loop {
+                        let current = self.revision().await?;
+                        let now = Instant::now();
+                        if current != known || now >= deadline {
+                            return Ok(current);
+                        }
+                        tokio::time::sleep_until((now + sqlite.poll_interval).min(deadline)).await;
+                    }
+                }
             }
         })
     }
@@ -378,69 +435,34 @@ fn decode_revision(revision: i64) -> Result<u64, StoreError> {
     u64::try_from(revision).map_err(|_| corrupt(format!("negative catalog revision {revision}")))
 }
 
-impl Store {
-    async fn load_catalog_impl(&self) -> Result<CatalogData, StoreError> {
-        let backend = self.backend();
-        let rows: CatalogRows = with_conn!(self, |conn| {
-            conn.transaction::<_, Failure, _>(async |conn| {
-                if backend == Backend::Postgres {
-                    // One snapshot for every table; read-only, so it never waits on writers.
-                    // (SQLite in WAL mode reads one snapshot per transaction by itself.)
-                    diesel::sql_query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                        .execute(conn)
-                        .await?;
-                }
-                Ok(load_rows!(conn))
-            })
-            .await?
-        });
-        assemble(rows)
-    }
-
-    /// SQLite: reads the revision every `poll_interval` until it differs from `known` or the
-    /// deadline passes. One indexed single-row read per poll.
-    async fn wait_for_change_polling(
+impl Postgres {
+    /// Waits for a notification on [`CATALOG_CHANNEL`] on the dedicated listening connection
+    /// until the revision differs from `known` or the deadline passes; `None` when another
+    /// waiter holds the connection until the deadline (the caller then reads the revision: it
+    /// paces its own polling).
+    ///
+    /// The connection is made by the store's connector and handed to diesel-async with its
+    /// connection future, so it receives notifications; it is not pooled, so it keeps
+    /// listening between calls and notifications sent while nobody waits are buffered.
+    /// `LISTEN` is issued before the revision is read, so a change committed between the read
+    /// and the wait still wakes us. The connection is taken out of its slot while in use: if
+    /// this future is dropped mid-way, the connection is dropped too and the next call makes
+    /// a fresh one. Any failure drops it as well (a lost connection is
+    /// [`StoreError::Unavailable`]).
+    async fn wait_for_change(
         &self,
         known: u64,
         deadline: Instant,
-    ) -> Result<u64, StoreError> {
-        loop {
-            let current = self.revision().await?;
-            let now = Instant::now();
-            if current != known || now >= deadline {
-                return Ok(current);
-            }
-            let next = (now + self.inner.options.poll_interval).min(deadline);
-            tokio::time::sleep_until(next).await;
-        }
-    }
-
-    /// PostgreSQL: waits for a notification on [`CATALOG_CHANNEL`] on a dedicated connection,
-    /// made from a tokio-postgres client and its connection (with the store's TLS), so it
-    /// receives notifications (TECH-NOTES: not with `try_from`); it is not pooled, so it keeps
-    /// listening between calls.
-    ///
-    /// The connection is kept between calls, so notifications sent while nobody waits are
-    /// buffered; `LISTEN` is issued before the revision is read, so a change committed between
-    /// the read and the wait still wakes us. The connection is taken out of its slot while in
-    /// use: if this future is dropped mid-way, the connection is dropped too and the next call
-    /// makes a fresh one. Any failure drops it as well (a lost connection is
-    /// [`StoreError::Unavailable`]).
-    async fn wait_for_change_pg(&self, known: u64, deadline: Instant) -> Result<u64, StoreError> {
-        // Concurrent waiters take turns; one that cannot get the listener in time just reads
-        // the revision (the caller paces its own polling).
-        let Ok(mut slot) = tokio::time::timeout_at(deadline, self.inner.listener.lock()).await
-        else {
-            return self.revision().await;
+    ) -> Result<Option<u64>, StoreError> {
+        let Ok(mut slot) = tokio::time::timeout_at(deadline, self.listener.lock()).await else {
+            return Ok(None);
         };
         let mut conn = match slot.take() {
             Some(conn) => conn,
             None => {
-                let Target::Pg(target) = &self.inner.target else {
-                    return Err(StoreError::Other("LISTEN needs PostgreSQL".to_owned()));
-                };
-                let mut conn = target
-                    .connect(self.inner.options.connect_timeout)
+                let mut conn = self
+                    .connector
+                    .connect(self.connect_timeout)
                     .await
                     .map_err(connection_error)?;
                 diesel::sql_query(format!("LISTEN {CATALOG_CHANNEL}"))
@@ -454,9 +476,11 @@ impl Store {
         if result.is_ok() {
             *slot = Some(conn);
         }
-        result
+        result.map(Some)
     }
+}
 
+impl Store {
     /// Writes `data` in one transaction: an idempotent upsert keyed by ids (workspaces, apps,
     /// flows, versions, experiments, variants, keys), placements keyed by `(app, key)`, and each
     /// placement's rule list replaced by the one given. Nothing absent from `data` is deleted,
@@ -472,28 +496,14 @@ impl Store {
         let rows = &rows;
         // One statement per row: diesel-async cannot run diesel's multi-row inserts on SQLite
         // (only synchronous diesel special-cases them), and a catalog write is rare and small
-        // next to event writes.
-        with_conn!(self, |conn| {
-            conn.transaction::<_, Failure, _>(async |conn| {
-                // SQLite: the first statement is a write, so the transaction takes the write
-                // lock at once (waiting up to busy_timeout) instead of failing when a read
-                // snapshot would have to be upgraded.
-                write_rows!(conn, rows);
-                Ok(())
-            })
-            .await?;
-        });
-        Ok(())
+        // next to event writes. On SQLite the first statement is a write, so the transaction
+        // takes the write lock at once (waiting up to busy_timeout) instead of failing when a
+        // read snapshot would have to be upgraded.
+        self.db()
+            .transaction(async |conn| write_rows(conn, rows).await)
+            .await
     }
-}
 
-/// Takes the catalog's write lock at the start of a transaction: on SQLite any write makes the
-/// transaction the one writer; on PostgreSQL the revision row stays locked until commit, and
-/// every other catalog writer needs that row (its triggers bump it), so none can commit in
-/// between. No trigger watches this table, so the statement itself changes no revision.
-const LOCK_CATALOG: &str = "UPDATE catalog_revision SET revision = revision WHERE id = 1";
-
-impl Store {
     /// Reads the catalog as stored, lets `plan` decide what to write, and writes it, all in one
     /// transaction that holds the catalog write lock from its first statement: what `plan` saw
     /// is what the write lands on (the catalog import, D13). `plan` returns the data to write
@@ -511,37 +521,39 @@ impl Store {
         T: Send,
         E: Send,
     {
-        let outcome = with_conn!(self, |conn| {
-            conn.transaction::<_, Failure, _>(async |conn| {
-                diesel::sql_query(LOCK_CATALOG).execute(conn).await?;
-                let data = assemble(load_rows!(conn))?;
-                match plan(data) {
-                    Err(e) => Ok(Err(e)),
-                    Ok((write, value)) => {
-                        let written = match write {
-                            Some((data, entry)) => {
-                                let rows = WriteRows::from_data(&data)?;
-                                write_rows!(conn, &rows);
-                                Some(entry)
-                            }
-                            None => None,
-                        };
-                        let revision = revision_query!().get_result::<i64>(conn).await?;
-                        if let Some(entry) = written {
-                            diesel::insert_into(catalog_imports::table)
-                                .values(entry.row(revision)?)
-                                .execute(conn)
-                                .await?;
-                        }
-                        Ok(Ok((value, decode_revision(revision)?)))
+        self.db()
+            .transaction(async |conn| {
+                conn.run(diesel::sql_query(LOCK_CATALOG)).await?;
+                let data = assemble(load_rows(conn).await?)?;
+                let (write, value) = match plan(data) {
+                    Ok(planned) => planned,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let written = match write {
+                    Some((data, entry)) => {
+                        write_rows(conn, &WriteRows::from_data(&data)?).await?;
+                        Some(entry)
                     }
+                    None => None,
+                };
+                let revision = conn.row(revision_query()).await?;
+                if let Some(entry) = written {
+                    conn.run(
+                        diesel::insert_into(catalog_imports::table).values(entry.row(revision)?),
+                    )
+                    .await?;
                 }
+                Ok(Ok((value, decode_revision(revision)?)))
             })
-            .await?
-        });
-        Ok(outcome)
+            .await
     }
 }
+
+/// Takes the catalog's write lock at the start of a transaction: on SQLite any write makes the
+/// transaction the one writer; on PostgreSQL the revision row stays locked until commit, and
+/// every other catalog writer needs that row (its triggers bump it), so none can commit in
+/// between. No trigger watches this table, so the statement itself changes no revision.
+const LOCK_CATALOG: &str = "UPDATE catalog_revision SET revision = revision WHERE id = 1";
 
 /// Waits on an established listening connection until the revision differs from `known` or the
 /// deadline passes.
@@ -553,12 +565,7 @@ async fn wait_on_listener(
     loop {
         // Read after LISTEN (and after each wake-up): notifications buffered from earlier
         // changes only cost this one read.
-        let current = decode_revision(
-            revision_query!()
-                .get_result::<i64>(conn)
-                .await
-                .map_err(query_error)?,
-        )?;
+        let current = read_revision(conn).await?;
         if current != known {
             return Ok(current);
         }
@@ -568,23 +575,27 @@ async fn wait_on_listener(
         };
         match next {
             // The deadline passed: report the revision as it is now.
-            Err(_elapsed) => {
-                return decode_revision(
-                    revision_query!()
-                        .get_result::<i64>(conn)
-                        .await
-                        .map_err(query_error)?,
-                );
-            }
+            Err(_elapsed) => return read_revision(conn).await,
             Ok(Some(Ok(_notification))) => {}
             Ok(Some(Err(e))) => return Err(query_error(e)),
             Ok(None) => {
-                return Err(StoreError::Unavailable(
+                return Err(unavailable(
+                    Outage::Connection,
                     "the listening connection closed".to_owned(),
                 ))
             }
         }
     }
+}
+
+/// The revision, read on the listening connection.
+async fn read_revision(conn: &mut AsyncPgConnection) -> Result<u64, StoreError> {
+    decode_revision(
+        revision_query()
+            .get_result(conn)
+            .await
+            .map_err(query_error)?,
+    )
 }
 
 /// A placement to write, with its rules.

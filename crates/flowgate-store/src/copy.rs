@@ -4,10 +4,10 @@
 //! table's rows stored a page at a time (one WAL record per heap page of rows, not one per
 //! row), with no statement executor, array decoding or `UNNEST` materialisation per row. Index
 //! entries (the primary key, `(app_id, occurred_at)`) are still inserted and WAL-logged one row
-//! at a time, as on an insert. diesel-async cannot send it
-//! (TECH-NOTES), so the store keeps a small pool of plain tokio-postgres clients for it, made
-//! by the same [`PgTarget`] (the same TLS) as the pool's connections, each with the statement
-//! prepared once.
+//! at a time, as on an insert. diesel-async cannot send it, so the store keeps a small pool of
+//! plain tokio-postgres clients for it, made by the same [`PgConnector`] (the same TLS) as the
+//! pool's connections, each with the statement prepared once. The columns and how each is
+//! encoded come from the event column table ([`EVENT_COLUMNS`]).
 //!
 //! The stream is encoded whole before a client is taken, then sent in `CopyData` messages of
 //! [`CHUNK`] bytes, so that neither tokio-postgres's write buffer nor the server (which reads
@@ -23,25 +23,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use deadpool::managed::{Manager, Metrics, Object, Pool, RecycleError, RecycleResult};
+use deadpool::managed::{Manager, Metrics, Object, Pool, PoolError, RecycleError, RecycleResult};
 use diesel::ConnectionError;
 use flowgate_domain::events::AnalyticsEvent;
-use flowgate_domain::ports::StoreError;
+use flowgate_domain::ports::{Outage, StoreError};
 use futures_util::{Sink, SinkExt};
+use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use tokio_postgres::error::{Severity, SqlState};
 
-use crate::error::database_error;
-use crate::tls::PgTarget;
+use crate::error::{database_error, unavailable, unstorable};
+use crate::event_columns::{column_list, Take, EVENT_COLUMNS};
+use crate::events::PgWriteError;
+use crate::store::StoreOptions;
+use crate::tls::PgConnector;
 
-/// The statement: every column but `received_at`, which keeps its default (`now()`).
-const COPY_EVENTS: &str = "COPY analytics_events (event_id, source, event_type, app_id, \
-     flow_id, flow_version_id, placement_key, user_id, session_id, device_platform, \
-     occurred_at, sdk_version, experiment_id, variant_id, variant_name, reason, payload) \
-     FROM STDIN (FORMAT binary)";
-
-/// Columns per row, in `COPY_EVENTS`'s order.
-const COLUMNS: i16 = 17;
+/// Fields per row of the stream: one per column of [`EVENT_COLUMNS`].
+const FIELDS: i16 = {
+    assert!(EVENT_COLUMNS.len() <= i16::MAX as usize);
+    EVENT_COLUMNS.len() as i16
+};
 
 /// Bytes of the stream per `CopyData` message (the last one may be shorter).
 const CHUNK: usize = 256 * 1024;
@@ -57,7 +58,7 @@ pub(crate) struct CopyClient {
 
 /// Makes and checks [`CopyClient`]s for the pool.
 pub(crate) struct CopyManager {
-    target: Arc<PgTarget>,
+    connector: Arc<PgConnector>,
     connect_timeout: Duration,
 }
 
@@ -66,9 +67,13 @@ impl Manager for CopyManager {
     type Error = ConnectionError;
 
     async fn create(&self) -> Result<CopyClient, ConnectionError> {
-        let client = self.target.connect_client(self.connect_timeout).await?;
+        let client = self.connector.connect_client(self.connect_timeout).await?;
+        // Every column but `received_at`, which keeps its default (`now()`).
         let statement = client
-            .prepare(COPY_EVENTS)
+            .prepare(&format!(
+                "COPY analytics_events ({}) FROM STDIN (FORMAT binary)",
+                column_list()
+            ))
             .await
             .map_err(|e| ConnectionError::BadConnection(format!("cannot prepare COPY: {e}")))?;
         Ok(CopyClient { client, statement })
@@ -87,71 +92,58 @@ impl Manager for CopyManager {
 /// The pool of `COPY` clients: made on first use, at most `max_size` (the writers).
 pub(crate) type CopyPool = Pool<CopyManager>;
 
-/// A pool of `COPY` clients to `target`.
+/// A pool of `max_size` `COPY` clients made by `connector`.
 pub(crate) fn pool(
-    target: Arc<PgTarget>,
+    connector: Arc<PgConnector>,
     max_size: usize,
-    connect_timeout: Duration,
-    acquire_timeout: Duration,
+    options: &StoreOptions,
 ) -> Result<CopyPool, StoreError> {
-    Pool::builder(CopyManager {
-        target,
-        connect_timeout,
-    })
-    .max_size(max_size)
-    .wait_timeout(Some(acquire_timeout))
-    .create_timeout(Some(connect_timeout))
-    .recycle_timeout(Some(connect_timeout))
-    .runtime(deadpool::Runtime::Tokio1)
-    .build()
-    .map_err(|e| StoreError::Other(format!("cannot build the COPY connection pool: {e}")))
-}
-
-/// Why a `COPY` of a batch failed.
-#[derive(Debug)]
-pub(crate) enum CopyError {
-    /// An `event_id` of the batch is already stored: nothing of it was stored.
-    AlreadyStored,
-    /// No partition holds one of the rows (D21): nothing of it was stored.
-    NoPartition(StoreError),
-    /// Anything else, as the store reports it.
-    Store(StoreError),
+    let manager = CopyManager {
+        connector,
+        connect_timeout: options.connect_timeout,
+    };
+    crate::db::pool(manager, max_size, options)
 }
 
 /// Copies `rows` (no `event_id` twice) in one statement; how many rows were stored.
 pub(crate) async fn copy_events(
     pool: &CopyPool,
     rows: &[&AnalyticsEvent],
-) -> Result<usize, CopyError> {
-    let data = encode(rows).map_err(CopyError::Store)?;
+) -> Result<usize, PgWriteError> {
+    let data = encode(rows).map_err(PgWriteError::Store)?;
     let conn = pool.get().await.map_err(|e| {
-        CopyError::Store(StoreError::Unavailable(format!(
-            "no database connection for COPY: {e}"
-        )))
+        let reason = match e {
+            PoolError::Timeout(_) => Outage::Timeout,
+            _ => Outage::Connection,
+        };
+        PgWriteError::Store(unavailable(
+            reason,
+            format!("no database connection for COPY: {e}"),
+        ))
     })?;
-    let held = Held {
+    let copy = CopyInProgress {
         conn: Some(conn),
         pool,
     };
-    match run_copy(held.client(), data).await {
+    match run_copy(copy.client(), data).await {
         Ok(n) => {
-            held.keep();
+            copy.keep();
             Ok(usize::try_from(n).unwrap_or(usize::MAX))
         }
         Err(e) => {
             if answered(&e) {
-                held.keep();
+                copy.keep();
             } else {
-                held.discard();
+                copy.discard();
             }
             if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
-                Err(CopyError::AlreadyStored)
+                Err(PgWriteError::AlreadyStored)
             } else if e.as_db_error().is_some_and(|db| {
                 crate::retention::is_missing_partition(Some(db.code().code()), db.message())
             }) {
-                Err(CopyError::NoPartition(copy_error(&e)))
+                Err(PgWriteError::NoPartition(copy_error(&e)))
             } else {
-                Err(CopyError::Store(copy_error(&e)))
+                Err(PgWriteError::Store(copy_error(&e)))
             }
         }
     }
@@ -196,16 +188,16 @@ fn answered(error: &tokio_postgres::Error) -> bool {
 /// A client during one `COPY`. It goes back to the pool when the server answered the `COPY`:
 /// with the rows stored, or with an `ERROR` (see [`answered`]). Otherwise it leaves the pool
 /// and the next write gets a new client:
-/// - after an I/O error, a closed connection or a `FATAL` error ([`Held::discard`]): the
-///   connection is gone or in an unknown state;
+/// - after an I/O error, a closed connection or a `FATAL` error ([`CopyInProgress::discard`]):
+///   the connection is gone or in an unknown state;
 /// - when the write is given up (the writer's timeout drops the future mid-`COPY`, and with it
 ///   this, still holding the client): see `Drop`.
-struct Held<'p> {
+struct CopyInProgress<'p> {
     conn: Option<Object<CopyManager>>,
     pool: &'p CopyPool,
 }
 
-impl Held<'_> {
+impl CopyInProgress<'_> {
     fn client(&self) -> &CopyClient {
         match &self.conn {
             Some(conn) => conn,
@@ -226,7 +218,7 @@ impl Held<'_> {
     }
 }
 
-impl Drop for Held<'_> {
+impl Drop for CopyInProgress<'_> {
     /// The write was given up before the server answered. The `COPY` may still be running (its
     /// rows stored but not committed, waiting on a lock), or be complete but for the server's
     /// answer: tokio-postgres sends `CopyFail` when the stream is dropped before its end, but
@@ -243,9 +235,9 @@ impl Drop for Held<'_> {
         let client = Object::take(conn);
         let token = client.client.cancel_token();
         let manager = self.pool.manager();
-        let (target, timeout) = (Arc::clone(&manager.target), manager.connect_timeout);
+        let (connector, timeout) = (Arc::clone(&manager.connector), manager.connect_timeout);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { target.cancel(&token, timeout).await });
+            runtime.spawn(async move { connector.cancel(&token, timeout).await });
         }
     }
 }
@@ -258,7 +250,7 @@ fn copy_error(error: &tokio_postgres::Error) -> StoreError {
             db.code().code(),
             format!("COPY of events: {}", db.message()),
         ),
-        None => StoreError::Unavailable(format!("COPY of events: {error}")),
+        None => unavailable(Outage::Connection, format!("COPY of events: {error}")),
     }
 }
 
@@ -268,25 +260,16 @@ pub(crate) fn encode(rows: &[&AnalyticsEvent]) -> Result<Bytes, StoreError> {
     out.put_slice(b"PGCOPY\n\xff\r\n\0");
     out.put_u32(0); // flags: no OIDs
     out.put_u32(0); // header extension length
-    for e in rows {
-        out.put_i16(COLUMNS);
-        uuid(&mut out, e.event_id.0);
-        text(&mut out, Some(e.source.as_str()))?;
-        text(&mut out, Some(e.event_type.as_str()))?;
-        uuid(&mut out, e.app_id.0);
-        optional_uuid(&mut out, e.flow_id.map(|f| f.0));
-        optional_uuid(&mut out, e.flow_version_id.map(|v| v.0));
-        text(&mut out, e.placement_key.as_deref())?;
-        text(&mut out, Some(&e.user_id))?;
-        text(&mut out, Some(&e.session_id))?;
-        text(&mut out, Some(e.device_platform.as_str()))?;
-        timestamp(&mut out, e.occurred_at)?;
-        text(&mut out, e.sdk_version.as_deref())?;
-        text(&mut out, e.experiment_id.as_deref())?;
-        text(&mut out, e.variant_id.as_deref())?;
-        text(&mut out, e.variant_name.as_deref())?;
-        text(&mut out, e.reason.map(|r| r.as_str()))?;
-        jsonb(&mut out, &e.payload)?;
+    for &e in rows {
+        out.put_i16(FIELDS);
+        for column in &EVENT_COLUMNS {
+            match column.take {
+                Take::Uuid(take) => uuid(&mut out, take(e)),
+                Take::Text(take) => text(&mut out, take(e))?,
+                Take::Instant(take) => timestamp(&mut out, take(e))?,
+                Take::Json(take) => jsonb(&mut out, take(e))?,
+            }
+        }
     }
     out.put_i16(-1);
     Ok(out.freeze())
@@ -294,17 +277,15 @@ pub(crate) fn encode(rows: &[&AnalyticsEvent]) -> Result<Bytes, StoreError> {
 
 fn field_len(len: usize) -> Result<i32, StoreError> {
     i32::try_from(len)
-        .map_err(|_| StoreError::Other(format!("an event field of {len} bytes is too large")))
+        .map_err(|_| unstorable(format!("an event field of {len} bytes is too large")))
 }
 
-fn uuid(out: &mut BytesMut, id: uuid::Uuid) {
-    out.put_i32(16);
-    out.put_slice(id.as_bytes());
-}
-
-fn optional_uuid(out: &mut BytesMut, id: Option<uuid::Uuid>) {
+fn uuid(out: &mut BytesMut, id: Option<uuid::Uuid>) {
     match id {
-        Some(id) => uuid(out, id),
+        Some(id) => {
+            out.put_i32(16);
+            out.put_slice(id.as_bytes());
+        }
         None => out.put_i32(-1),
     }
 }
@@ -323,22 +304,19 @@ fn text(out: &mut BytesMut, value: Option<&str>) -> Result<(), StoreError> {
 /// Microseconds since 2000-01-01 UTC, truncated as diesel's timestamptz binding does.
 fn timestamp(out: &mut BytesMut, at: OffsetDateTime) -> Result<(), StoreError> {
     let micros = i64::try_from((at - PG_EPOCH).whole_microseconds())
-        .map_err(|_| StoreError::Other(format!("timestamp {at} out of range")))?;
+        .map_err(|_| unstorable(format!("timestamp {at} out of range")))?;
     out.put_i32(8);
     out.put_i64(micros);
     Ok(())
 }
 
 /// `jsonb`'s binary form: a version byte (1), then the JSON text.
-fn jsonb(
-    out: &mut BytesMut,
-    payload: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(), StoreError> {
+fn jsonb(out: &mut BytesMut, payload: &Map<String, Value>) -> Result<(), StoreError> {
     let at = out.len();
     out.put_i32(0); // the length, written below
     out.put_u8(1);
     serde_json::to_writer((&mut *out).writer(), payload)
-        .map_err(|e| StoreError::Other(format!("an event payload does not serialise: {e}")))?;
+        .map_err(|e| unstorable(format!("an event payload does not serialise: {e}")))?;
     let len = field_len(out.len() - at - 4)?;
     out[at..at + 4].copy_from_slice(&len.to_be_bytes());
     Ok(())
@@ -405,9 +383,9 @@ mod tests {
         rest = &rest[19..];
         let mut rows = Vec::new();
         for _ in 0..2 {
-            assert_eq!(i16::from_be_bytes([rest[0], rest[1]]), COLUMNS);
+            assert_eq!(i16::from_be_bytes([rest[0], rest[1]]), FIELDS);
             rest = &rest[2..];
-            rows.push((0..COLUMNS).map(|_| field(&mut rest)).collect::<Vec<_>>());
+            rows.push((0..FIELDS).map(|_| field(&mut rest)).collect::<Vec<_>>());
         }
         assert_eq!(
             rest,
@@ -472,7 +450,7 @@ mod tests {
         e.occurred_at = PG_EPOCH - time::Duration::nanoseconds(1_999);
         let data = encode(&[&e]).unwrap();
         let mut rest: &[u8] = &data[21..];
-        let fields: Vec<_> = (0..COLUMNS).map(|_| field(&mut rest)).collect();
+        let fields: Vec<_> = (0..FIELDS).map(|_| field(&mut rest)).collect();
         assert_eq!(
             fields[10],
             Some(&(-1i64).to_be_bytes()[..]),

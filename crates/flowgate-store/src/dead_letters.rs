@@ -6,16 +6,15 @@
 //! `event_id`) the same on both backends.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
 use flowgate_domain::ids::{DeadLetterId, EventId};
 use flowgate_domain::ports::{BoxFuture, DeadLetter, DeadLetterStore, StoreError};
 use time::OffsetDateTime;
 
-use crate::error::{corrupt, query_error};
+use crate::db::columns;
+use crate::error::corrupt;
 use crate::schema::analytics_dead_letters as letters;
 use crate::store::Store;
 use crate::types::{DbTimestamp, DbUuid};
-use crate::Failure;
 
 /// A dead letter as stored.
 #[derive(Queryable, Selectable, Insertable)]
@@ -79,33 +78,37 @@ impl DeadLetterStore for Store {
                 return Ok(());
             }
             let rows: Vec<Row> = letters.iter().map(Row::new).collect();
-            with_conn!(self, |conn| {
-                conn.transaction::<_, Failure, _>(async |conn| {
-                    for row in &rows {
+            let rows = &rows;
+            self.db()
+                .transaction(async |conn| {
+                    for row in rows {
                         // Only the partial unique index on event_id can conflict (ids are
                         // fresh). diesel writes no conflict target with a WHERE for SQLite, so
                         // the update of an existing letter is a statement of its own.
-                        let inserted = diesel::insert_into(letters::table)
-                            .values(row)
-                            .on_conflict_do_nothing()
-                            .execute(conn)
+                        let inserted = conn
+                            .run(
+                                diesel::insert_into(letters::table)
+                                    .values(row)
+                                    .on_conflict_do_nothing(),
+                            )
                             .await?;
                         if let (0, Some(event_id)) = (inserted, row.event_id) {
-                            diesel::update(letters::table.filter(letters::event_id.eq(event_id)))
+                            conn.run(
+                                diesel::update(
+                                    letters::table.filter(letters::event_id.eq(event_id)),
+                                )
                                 .set((
                                     letters::attempts.eq(letters::attempts + row.attempts),
                                     letters::last_attempt_at.eq(row.last_attempt_at),
                                     letters::error.eq(&row.error),
-                                ))
-                                .execute(conn)
-                                .await?;
+                                )),
+                            )
+                            .await?;
                         }
                     }
                     Ok(())
                 })
-                .await?;
-            });
-            Ok(())
+                .await
         })
     }
 
@@ -116,17 +119,18 @@ impl DeadLetterStore for Store {
     ) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
         Box::pin(async move {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows: Vec<Row> = with_conn!(self, |conn| {
-                let mut query = letters::table
-                    .select(Row::as_select())
-                    .order(letters::id)
-                    .limit(limit)
-                    .into_boxed();
-                if let Some(after) = after {
-                    query = query.filter(letters::id.gt(DbUuid(after.0)));
+            let page = letters::table
+                .select(columns::<Row>())
+                .order(letters::id)
+                .limit(limit);
+            let rows: Vec<Row> = match after {
+                Some(after) => {
+                    self.db()
+                        .rows(page.filter(letters::id.gt(DbUuid(after.0))))
+                        .await?
                 }
-                query.load(conn).await.map_err(query_error)?
-            });
+                None => self.db().rows(page).await?,
+            };
             rows.into_iter().map(Row::into_letter).collect()
         })
     }
@@ -139,19 +143,19 @@ impl DeadLetterStore for Store {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let error = storable(error);
-            let updated = with_conn!(self, |conn| {
-                diesel::update(letters::table.find(DbUuid(id.0)))
-                    .set((
-                        letters::attempts.eq(letters::attempts + 1),
-                        letters::last_attempt_at.eq(DbTimestamp(at)),
-                        letters::error.eq(&error),
-                    ))
-                    .execute(conn)
-                    .await
-                    .map_err(query_error)?
-            });
+            let updated = self
+                .db()
+                .run(diesel::update(letters::table.find(DbUuid(id.0))).set((
+                    letters::attempts.eq(letters::attempts + 1),
+                    letters::last_attempt_at.eq(DbTimestamp(at)),
+                    letters::error.eq(&error),
+                )))
+                .await?;
             if updated == 0 {
-                return Err(StoreError::NotFound(format!("no dead letter {id}")));
+                return Err(StoreError::NotFound {
+                    entity: "dead letter",
+                    which: id.to_string(),
+                });
             }
             Ok(())
         })
@@ -159,25 +163,17 @@ impl DeadLetterStore for Store {
 
     fn remove_dead_letter(&self, id: DeadLetterId) -> BoxFuture<'_, Result<bool, StoreError>> {
         Box::pin(async move {
-            let removed = with_conn!(self, |conn| {
-                diesel::delete(letters::table.find(DbUuid(id.0)))
-                    .execute(conn)
-                    .await
-                    .map_err(query_error)?
-            });
+            let removed = self
+                .db()
+                .run(diesel::delete(letters::table.find(DbUuid(id.0))))
+                .await?;
             Ok(removed > 0)
         })
     }
 
     fn count_dead_letters(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let count: i64 = with_conn!(self, |conn| {
-                letters::table
-                    .count()
-                    .get_result(conn)
-                    .await
-                    .map_err(query_error)?
-            });
+            let count: i64 = self.db().row(letters::table.count()).await?;
             Ok(u64::try_from(count).unwrap_or(0))
         })
     }

@@ -1,9 +1,10 @@
 //! The one place where diesel, pool and connection errors become [`StoreError`]s.
 //!
-//! - cannot connect, pool exhausted or timed out, connection lost, a busy SQLite database, and
-//!   the server's transient refusals (serialization failure, deadlock, lock not available,
-//!   insufficient resources such as a full disk, operator intervention such as a shutdown):
-//!   [`StoreError::Unavailable`] (transient: callers retry, D7, D12);
+//! - cannot connect, connection lost: [`StoreError::Unavailable`] with [`Outage::Connection`];
+//!   no pooled connection in time, a statement cancelled by `statement_timeout`:
+//!   [`Outage::Timeout`]; a busy SQLite database and the server's transient refusals
+//!   (serialization failure, deadlock, lock not available, insufficient resources such as a full
+//!   disk): [`Outage::Busy`]. All transient: callers retry (D7, D12);
 //! - unique, check, not-null, exclusion and restrict violations: [`StoreError::Conflict`];
 //! - foreign-key violations: [`StoreError::NotFound`] (a referenced record does not exist);
 //! - stored values that do not decode: [`StoreError::Corrupt`];
@@ -17,7 +18,36 @@
 
 use diesel::result::{ConnectionError, DatabaseErrorKind, Error as DieselError};
 use diesel_async::pooled_connection::PoolError as ManagerError;
-use flowgate_domain::ports::StoreError;
+use flowgate_domain::ports::{Outage, StoreError};
+
+/// The error of a transaction's body: a query's diesel error (so `?` works on queries, and
+/// diesel rolls back) or the store's own (a stored value that does not decode rolls back too).
+#[derive(Debug)]
+pub(crate) enum TransactionError {
+    Query(DieselError),
+    Store(StoreError),
+}
+
+impl From<DieselError> for TransactionError {
+    fn from(e: DieselError) -> Self {
+        TransactionError::Query(e)
+    }
+}
+
+impl From<StoreError> for TransactionError {
+    fn from(e: StoreError) -> Self {
+        TransactionError::Store(e)
+    }
+}
+
+impl From<TransactionError> for StoreError {
+    fn from(e: TransactionError) -> Self {
+        match e {
+            TransactionError::Query(e) => query_error(e),
+            TransactionError::Store(e) => e,
+        }
+    }
+}
 
 /// A diesel error from a query or transaction.
 pub(crate) fn query_error(error: DieselError) -> StoreError {
@@ -29,23 +59,28 @@ pub(crate) fn query_error(error: DieselError) -> StoreError {
             };
             match kind {
                 DatabaseErrorKind::UnableToSendCommand | DatabaseErrorKind::ClosedConnection => {
-                    StoreError::Unavailable(detail)
+                    unavailable(Outage::Connection, detail)
                 }
-                _ if is_busy(info.message()) => StoreError::Unavailable(detail),
+                _ if is_busy(info.message()) => unavailable(Outage::Busy, detail),
                 kind => match sqlstate_of(kind) {
                     Some(code) => database_error(code, detail),
-                    None => StoreError::Other(detail),
+                    None => StoreError::Other { detail },
                 },
             }
         }
-        DieselError::NotFound => StoreError::NotFound("no such record".to_owned()),
+        DieselError::NotFound => StoreError::NotFound {
+            entity: "record",
+            which: "no row matched the query".to_owned(),
+        },
         DieselError::DeserializationError(e) => {
-            StoreError::Corrupt(format!("a stored value does not decode: {e}"))
+            corrupt(format!("a stored value does not decode: {e}"))
         }
         DieselError::BrokenTransactionManager | DieselError::AlreadyInTransaction => {
-            StoreError::Unavailable(format!("connection unusable: {error}"))
+            unavailable(Outage::Connection, format!("connection unusable: {error}"))
         }
-        other => StoreError::Other(other.to_string()),
+        other => StoreError::Other {
+            detail: other.to_string(),
+        },
     }
 }
 
@@ -71,18 +106,22 @@ fn sqlstate_of(kind: DatabaseErrorKind) -> Option<&'static str> {
 pub(crate) fn database_error(code: &str, detail: String) -> StoreError {
     match code {
         // A referenced record does not exist.
-        "23503" => StoreError::NotFound(detail),
+        "23503" => StoreError::NotFound {
+            entity: "referenced record",
+            which: detail,
+        },
         // Other integrity constraint violations: unique, not null, check, exclusion, restrict.
-        c if c.starts_with("23") => StoreError::Conflict(detail),
+        c if c.starts_with("23") => StoreError::Conflict { detail },
         // Transient, the same statement may pass when tried again: a serialization failure,
-        // a deadlock, a lock not available (`lock_timeout`), connection exceptions (08),
-        // insufficient resources (53: disk full, out of memory, too many connections) and
-        // operator intervention (57: shutdown, cancel, `statement_timeout`).
-        "40001" | "40P01" | "55P03" => StoreError::Unavailable(detail),
-        c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
-            StoreError::Unavailable(detail)
-        }
-        _ => StoreError::Other(detail),
+        // a deadlock, a lock not available (`lock_timeout`), insufficient resources (53: disk
+        // full, out of memory, too many connections).
+        "40001" | "40P01" | "55P03" => unavailable(Outage::Busy, detail),
+        c if c.starts_with("53") => unavailable(Outage::Busy, detail),
+        // `statement_timeout`, or a cancel request.
+        "57014" => unavailable(Outage::Timeout, detail),
+        // Connection exceptions (08) and operator intervention (57: a shutdown, a crash).
+        c if c.starts_with("08") || c.starts_with("57") => unavailable(Outage::Connection, detail),
+        _ => StoreError::Other { detail },
     }
 }
 
@@ -94,44 +133,74 @@ fn is_busy(message: &str) -> bool {
 
 /// A connection that could not be established.
 pub(crate) fn connection_error(error: ConnectionError) -> StoreError {
-    StoreError::Unavailable(format!("cannot connect to the database: {error}"))
+    unavailable(
+        Outage::Connection,
+        format!("cannot connect to the database: {error}"),
+    )
 }
 
 /// A pool that could not hand out a connection.
 pub(crate) fn pool_error(error: deadpool::managed::PoolError<ManagerError>) -> StoreError {
     use deadpool::managed::PoolError;
     match error {
-        PoolError::Timeout(kind) => {
-            StoreError::Unavailable(format!("no database connection in time ({kind:?})"))
-        }
+        PoolError::Timeout(kind) => unavailable(
+            Outage::Timeout,
+            format!("no database connection in time ({kind:?})"),
+        ),
         PoolError::Backend(ManagerError::ConnectionError(e)) => connection_error(e),
-        PoolError::Backend(ManagerError::QueryError(e)) => {
-            StoreError::Unavailable(format!("database connection check failed: {e}"))
-        }
-        other => StoreError::Unavailable(format!("database pool: {other}")),
+        PoolError::Backend(ManagerError::QueryError(e)) => unavailable(
+            Outage::Connection,
+            format!("database connection check failed: {e}"),
+        ),
+        other => unavailable(Outage::Connection, format!("database pool: {other}")),
     }
+}
+
+/// The store cannot serve the operation now.
+pub(crate) fn unavailable(reason: Outage, detail: String) -> StoreError {
+    StoreError::Unavailable { reason, detail }
 }
 
 /// A stored value that cannot be turned into the domain model.
 pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
+    StoreError::Corrupt {
+        detail: what.to_string(),
+    }
 }
 
 /// A value from the domain that the schema cannot hold (e.g. an integer out of range).
 pub(crate) fn unstorable(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Other(format!("cannot store: {what}"))
+    StoreError::Unstorable {
+        detail: what.to_string(),
+    }
+}
+
+/// A setting of the store that cannot be used.
+pub(crate) fn config_error(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Config {
+        detail: what.to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The variant, and for an outage its reason.
     fn category(error: &StoreError) -> &'static str {
         match error {
-            StoreError::Unavailable(_) => "unavailable",
-            StoreError::Conflict(_) => "conflict",
-            StoreError::NotFound(_) => "not found",
-            StoreError::Corrupt(_) => "corrupt",
+            StoreError::Unavailable {
+                reason: Outage::Connection,
+                ..
+            } => "connection",
+            StoreError::Unavailable {
+                reason: Outage::Timeout,
+                ..
+            } => "timeout",
+            StoreError::Unavailable { .. } => "busy",
+            StoreError::Conflict { .. } => "conflict",
+            StoreError::NotFound { .. } => "not found",
+            StoreError::Corrupt { .. } => "corrupt",
             _ => "other",
         }
     }
@@ -139,15 +208,15 @@ mod tests {
     #[test]
     fn server_errors_are_classified_by_sqlstate() {
         for (code, expected) in [
-            ("40001", "unavailable"), // serialization failure
-            ("40P01", "unavailable"), // deadlock detected
-            ("55P03", "unavailable"), // lock not available
-            ("53100", "unavailable"), // disk full
-            ("53200", "unavailable"), // out of memory
-            ("53300", "unavailable"), // too many connections
-            ("57014", "unavailable"), // query canceled
-            ("57P01", "unavailable"), // admin shutdown
-            ("08006", "unavailable"), // connection failure
+            ("40001", "busy"),       // serialization failure
+            ("40P01", "busy"),       // deadlock detected
+            ("55P03", "busy"),       // lock not available
+            ("53100", "busy"),       // disk full
+            ("53200", "busy"),       // out of memory
+            ("53300", "busy"),       // too many connections
+            ("57014", "timeout"),    // query canceled
+            ("57P01", "connection"), // admin shutdown
+            ("08006", "connection"), // connection failure
             ("23505", "conflict"),
             ("23502", "conflict"),
             ("23514", "conflict"),
@@ -173,9 +242,9 @@ mod tests {
             (K::ExclusionViolation, "conflict"),
             (K::RestrictViolation, "conflict"),
             (K::ForeignKeyViolation, "not found"),
-            (K::SerializationFailure, "unavailable"),
-            (K::UnableToSendCommand, "unavailable"),
-            (K::ClosedConnection, "unavailable"),
+            (K::SerializationFailure, "busy"),
+            (K::UnableToSendCommand, "connection"),
+            (K::ClosedConnection, "connection"),
             (K::ReadOnlyTransaction, "other"),
             (K::Unknown, "other"),
         ] {
@@ -184,6 +253,6 @@ mod tests {
         }
         let busy =
             DieselError::DatabaseError(K::Unknown, Box::new("database is locked".to_owned()));
-        assert_eq!(category(&query_error(busy)), "unavailable");
+        assert_eq!(category(&query_error(busy)), "busy");
     }
 }

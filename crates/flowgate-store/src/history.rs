@@ -8,13 +8,13 @@
 //! first.
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 use flowgate_domain::catalog::ImportSummary;
 use flowgate_domain::ports::StoreError;
 use sha2::{Digest, Sha256};
 use time::{OffsetDateTime, UtcOffset};
 
-use crate::error::{corrupt, query_error, unstorable};
+use crate::db::columns;
+use crate::error::{corrupt, unstorable};
 use crate::schema::catalog_imports;
 use crate::store::Store;
 use crate::types::DbTimestamp;
@@ -122,15 +122,15 @@ impl Store {
     /// The applied catalog imports, newest first, at most `limit` of them (D19).
     pub async fn catalog_history(&self, limit: usize) -> Result<Vec<ImportRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<ImportRow> = with_conn!(self, |conn| {
-            catalog_imports::table
-                .select(ImportRow::as_select())
-                .order(catalog_imports::id.desc())
-                .limit(limit)
-                .load(conn)
-                .await
-                .map_err(query_error)?
-        });
+        let rows: Vec<ImportRow> = self
+            .db()
+            .rows(
+                catalog_imports::table
+                    .select(columns::<ImportRow>())
+                    .order(catalog_imports::id.desc())
+                    .limit(limit),
+            )
+            .await?;
         rows.into_iter().map(ImportRow::into_record).collect()
     }
 }

@@ -1,17 +1,16 @@
 //! [`KeyStore`] on [`Store`] (D1): digests and metadata only, never a plaintext key.
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
 use flowgate_domain::ids::{KeyId, WorkspaceId};
 use flowgate_domain::keys::{ApiKey, KeyDigest, KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::ports::{BoxFuture, KeyStore, StoreError};
 use time::OffsetDateTime;
 
-use crate::error::{corrupt, query_error};
+use crate::db::columns;
+use crate::error::corrupt;
 use crate::schema::api_keys;
 use crate::store::Store;
 use crate::types::{DbTimestamp, DbUuid};
-use crate::Failure;
 
 /// A stored key record as read.
 #[derive(Queryable, Selectable)]
@@ -91,13 +90,9 @@ impl KeyStore for Store {
     fn insert_key(&self, record: KeyRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
             let row = NewKey::from_record(&record);
-            with_conn!(self, |conn| {
-                diesel::insert_into(api_keys::table)
-                    .values(&row)
-                    .execute(conn)
-                    .await
-                    .map_err(query_error)?;
-            });
+            self.db()
+                .run(diesel::insert_into(api_keys::table).values(&row))
+                .await?;
             Ok(())
         })
     }
@@ -109,30 +104,32 @@ impl KeyStore for Store {
     ) -> BoxFuture<'_, Result<KeyRecord, StoreError>> {
         Box::pin(async move {
             let id = DbUuid(id.0);
-            let row: Option<KeyRow> = with_conn!(self, |conn| {
-                conn.transaction::<_, Failure, _>(async |conn| {
+            let row: Option<KeyRow> = self
+                .db()
+                .transaction(async |conn| {
                     // Only a key not yet revoked is updated: the first revocation time is kept,
                     // and revoking twice changes no row (so the revision stays, D12). The update
                     // comes first so SQLite takes the write lock before reading.
-                    diesel::update(
-                        api_keys::table
-                            .find(id)
-                            .filter(api_keys::revoked_at.is_null()),
+                    conn.run(
+                        diesel::update(
+                            api_keys::table
+                                .find(id)
+                                .filter(api_keys::revoked_at.is_null()),
+                        )
+                        .set(api_keys::revoked_at.eq(DbTimestamp(at))),
                     )
-                    .set(api_keys::revoked_at.eq(DbTimestamp(at)))
-                    .execute(conn)
                     .await?;
-                    Ok(api_keys::table
-                        .find(id)
-                        .select(KeyRow::as_select())
-                        .first(conn)
+                    Ok(conn
+                        .row(api_keys::table.find(id).select(columns::<KeyRow>()))
                         .await
                         .optional()?)
                 })
-                .await?
-            });
-            row.ok_or_else(|| StoreError::NotFound(format!("no API key with id {}", id.0)))?
-                .into_record()
+                .await?;
+            row.ok_or_else(|| StoreError::NotFound {
+                entity: "API key",
+                which: id.0.to_string(),
+            })?
+            .into_record()
         })
     }
 
@@ -141,15 +138,15 @@ impl KeyStore for Store {
         workspace: WorkspaceId,
     ) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>> {
         Box::pin(async move {
-            let rows: Vec<KeyRow> = with_conn!(self, |conn| {
-                api_keys::table
-                    .filter(api_keys::workspace_id.eq(DbUuid(workspace.0)))
-                    .select(KeyRow::as_select())
-                    .order((api_keys::created_at, api_keys::id))
-                    .load(conn)
-                    .await
-                    .map_err(query_error)?
-            });
+            let rows: Vec<KeyRow> = self
+                .db()
+                .rows(
+                    api_keys::table
+                        .filter(api_keys::workspace_id.eq(DbUuid(workspace.0)))
+                        .select(columns::<KeyRow>())
+                        .order((api_keys::created_at, api_keys::id)),
+                )
+                .await?;
             rows.into_iter().map(KeyRow::into_record).collect()
         })
     }
@@ -177,8 +174,9 @@ impl Store {
         name: impl Into<String>,
         now: OffsetDateTime,
     ) -> Result<CreatedKey, StoreError> {
-        let key = ApiKey::generate(environment)
-            .map_err(|e| StoreError::Other(format!("no randomness for a new key: {e}")))?;
+        let key = ApiKey::generate(environment).map_err(|e| StoreError::Other {
+            detail: format!("no randomness for a new key: {e}"),
+        })?;
         let record = KeyRecord::new(
             KeyId::from_uuid(uuid::Uuid::now_v7()),
             workspace,
@@ -190,9 +188,10 @@ impl Store {
         match self.insert_key(record.clone()).await {
             Ok(()) => Ok(CreatedKey { key, record }),
             // The only foreign key of api_keys is the workspace.
-            Err(StoreError::NotFound(_)) => Err(StoreError::NotFound(format!(
-                "no workspace with id {workspace}"
-            ))),
+            Err(StoreError::NotFound { .. }) => Err(StoreError::NotFound {
+                entity: "workspace",
+                which: workspace.to_string(),
+            }),
             Err(e) => Err(e),
         }
     }

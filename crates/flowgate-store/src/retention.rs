@@ -17,14 +17,15 @@ use std::time::Duration;
 
 use diesel::sql_types::{BigInt, Integer, Text};
 use diesel::QueryableByName;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use diesel_async::methods::LoadQuery;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use flowgate_domain::ports::StoreError;
 use time::{Date, OffsetDateTime};
 
-use crate::error::pool_error;
-use crate::store::{Pools, Store};
+use crate::db::{Db, Postgres, Sqlite};
+use crate::error::{pool_error, query_error, TransactionError};
+use crate::store::Store;
 use crate::types::{sql, DbTimestamp};
-use crate::Failure;
 
 /// Rows deleted per SQLite statement and transaction.
 pub const SQLITE_DELETE_BATCH: i64 = 5_000;
@@ -88,13 +89,13 @@ impl Store {
         let mut done = Maintenance::default();
         let cutoff = (policy.retention_days > 0)
             .then(|| now.saturating_sub(time::Duration::days(i64::from(policy.retention_days))));
-        if let Pools::Pg { .. } = self.pools() {
+        if let Db::Postgres(pg) = self.db() {
             // Never a partition that retention would drop at once.
             let first = utc_day(now.saturating_sub(days(policy.max_past)))
                 .max(cutoff.map_or(Date::MIN, utc_day));
             let last = utc_day(now.saturating_add(days(policy.max_future)))
                 .saturating_add(time::Duration::days(PARTITION_DAYS_AHEAD));
-            done.partitions_created = self.ensure_event_partitions(first, last).await?;
+            done.partitions_created = pg.ensure_event_partitions(first, last).await?;
         }
         if let Some(cutoff) = cutoff {
             let (partitions, rows) = self.drop_events_before(cutoff).await?;
@@ -111,24 +112,10 @@ impl Store {
         first: Date,
         last: Date,
     ) -> Result<u32, StoreError> {
-        let Pools::Pg { pool, .. } = self.pools() else {
-            return Ok(0);
-        };
-        let mut conn = pool.get().await.map_err(pool_error)?;
-        let created = conn
-            .transaction::<_, Failure, _>(async |conn| {
-                diesel::sql_query(LOCK_TIMEOUT).execute(conn).await?;
-                let count: Count = diesel::sql_query(
-                    "SELECT flowgate_ensure_event_partitions($1::date, $2::date) AS n",
-                )
-                .bind::<Text, _>(first.to_string())
-                .bind::<Text, _>(last.to_string())
-                .get_result(conn)
-                .await?;
-                Ok(count.n)
-            })
-            .await?;
-        Ok(u32::try_from(created).unwrap_or(0))
+        match self.db() {
+            Db::Postgres(pg) => pg.ensure_event_partitions(first, last).await,
+            Db::Sqlite(_) => Ok(0),
+        }
     }
 
     /// Drops the events wholly older than `cutoff`: the partitions whose every instant is
@@ -138,40 +125,69 @@ impl Store {
         &self,
         cutoff: OffsetDateTime,
     ) -> Result<(u32, u64), StoreError> {
-        match self.pools() {
-            Pools::Pg { pool, .. } => {
-                let mut conn = pool.get().await.map_err(pool_error)?;
-                let dropped = conn
-                    .transaction::<_, Failure, _>(async |conn| {
-                        diesel::sql_query(LOCK_TIMEOUT).execute(conn).await?;
-                        let count: Count =
-                            diesel::sql_query("SELECT flowgate_drop_event_partitions($1) AS n")
-                                .bind::<sql::Instant, _>(DbTimestamp(cutoff))
-                                .get_result(conn)
-                                .await?;
-                        Ok(count.n)
-                    })
-                    .await?;
-                Ok((u32::try_from(dropped).unwrap_or(0), 0))
+        match self.db() {
+            Db::Postgres(pg) => {
+                let query = diesel::sql_query("SELECT flowgate_drop_event_partitions($1) AS n")
+                    .bind::<sql::Instant, _>(DbTimestamp(cutoff));
+                Ok((pg.change_partitions(query).await?, 0))
             }
-            Pools::Sqlite(pool) => {
-                let mut deleted: u64 = 0;
-                loop {
-                    let mut conn = pool.get().await.map_err(pool_error)?;
-                    let n = diesel::sql_query(
-                        "DELETE FROM analytics_events WHERE rowid IN \
-                         (SELECT rowid FROM analytics_events WHERE occurred_at < ? LIMIT ?)",
-                    )
-                    .bind::<sql::Instant, _>(DbTimestamp(cutoff))
-                    .bind::<BigInt, _>(SQLITE_DELETE_BATCH)
-                    .execute(&mut conn)
-                    .await
-                    .map_err(crate::error::query_error)?;
-                    deleted += n as u64;
-                    if (n as i64) < SQLITE_DELETE_BATCH {
-                        return Ok((0, deleted));
-                    }
-                }
+            Db::Sqlite(sqlite) => Ok((0, sqlite.delete_events_before(cutoff).await?)),
+        }
+    }
+}
+
+impl Postgres {
+    /// [`Store::ensure_event_partitions`] on PostgreSQL.
+    pub(crate) async fn ensure_event_partitions(
+        &self,
+        first: Date,
+        last: Date,
+    ) -> Result<u32, StoreError> {
+        let query =
+            diesel::sql_query("SELECT flowgate_ensure_event_partitions($1::date, $2::date) AS n")
+                .bind::<Text, _>(first.to_string())
+                .bind::<Text, _>(last.to_string());
+        self.change_partitions(query).await
+    }
+
+    /// Runs `call`, one of the partition functions (`SELECT flowgate_..._event_partitions(...)
+    /// AS n`), in a transaction with [`LOCK_TIMEOUT`]; how many partitions it created or
+    /// dropped.
+    async fn change_partitions<Q>(&self, call: Q) -> Result<u32, StoreError>
+    where
+        Q: for<'q> LoadQuery<'q, AsyncPgConnection, Count> + Send,
+    {
+        let mut conn = self.pool.get().await.map_err(pool_error)?;
+        let changed = conn
+            .transaction::<_, TransactionError, _>(async |conn| {
+                diesel::sql_query(LOCK_TIMEOUT).execute(conn).await?;
+                let count: Count = call.get_result(conn).await?;
+                Ok(count.n)
+            })
+            .await?;
+        Ok(u32::try_from(changed).unwrap_or(0))
+    }
+}
+
+impl Sqlite {
+    /// Deletes the events older than `cutoff` in batches of [`SQLITE_DELETE_BATCH`] rows, each
+    /// its own transaction; how many it deleted.
+    async fn delete_events_before(&self, cutoff: OffsetDateTime) -> Result<u64, StoreError> {
+        let mut deleted: u64 = 0;
+        loop {
+            let mut conn = self.pool.get().await.map_err(pool_error)?;
+            let n = diesel::sql_query(
+                "DELETE FROM analytics_events WHERE rowid IN \
+                 (SELECT rowid FROM analytics_events WHERE occurred_at < ? LIMIT ?)",
+            )
+            .bind::<sql::Instant, _>(DbTimestamp(cutoff))
+            .bind::<BigInt, _>(SQLITE_DELETE_BATCH)
+            .execute(&mut conn)
+            .await
+            .map_err(query_error)?;
+            deleted += n as u64;
+            if (n as i64) < SQLITE_DELETE_BATCH {
+                return Ok(deleted);
             }
         }
     }

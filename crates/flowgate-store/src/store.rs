@@ -1,21 +1,18 @@
-//! [`Store`]: the pools of one backend, chosen at run time from the database URL, and the
+//! [`Store`]: the database of one backend, chosen at run time from the URL, and the
 //! migrations.
 
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::{ConnectionError, ConnectionResult, SqliteConnection};
-use diesel_async::pooled_connection::deadpool::Pool;
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig};
-use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection};
 use diesel_migrations::{embed_migrations, EmbeddedMigrations, MigrationHarness};
 use flowgate_domain::ports::StoreError;
 
-use crate::error::{connection_error, query_error};
-use crate::tls::{PgTarget, TlsMode};
+use crate::db::{Db, Postgres, Sqlite};
+use crate::error::{config_error, connection_error, query_error};
+use crate::tls::TlsMode;
 
 /// The PostgreSQL migrations (`migrations/postgres`), embedded in the binary.
 pub const POSTGRES_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations/postgres");
@@ -26,9 +23,6 @@ pub const SQLITE_MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migra
 /// An arbitrary constant: the PostgreSQL advisory lock that serialises concurrent migrators
 /// (several replicas starting at once).
 const MIGRATION_LOCK_ID: i64 = 0x666c_6f77_6761_7465; // "flowgate"
-
-/// The SQLite connection type: diesel's synchronous connection, run on tokio's blocking pool.
-pub(crate) type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
 
 /// Which database a [`Store`] talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,40 +119,6 @@ impl SqliteSynchronous {
     }
 }
 
-/// What a store connects to: PostgreSQL (the parsed URL and its TLS connector; never logged:
-/// it may hold a password) or a SQLite file path.
-pub(crate) enum Target {
-    Pg(Arc<PgTarget>),
-    Sqlite(String),
-}
-
-/// The pools, one variant per backend. Queries are written once and expanded for each variant
-/// by the crate's `with_conn!` macro.
-pub(crate) enum Pools {
-    Pg {
-        /// diesel-async connections, for every query.
-        pool: Pool<AsyncPgConnection>,
-        /// The clients that write event batches with `COPY` (`copy.rs`), made on first use,
-        /// one per writer at a time.
-        copy: crate::copy::CopyPool,
-    },
-    Sqlite(Pool<SqliteConn>),
-}
-
-pub(crate) struct Inner {
-    pub(crate) pools: Pools,
-    /// What the pools connect to. Kept for dedicated connections (migrations, the `LISTEN`
-    /// connection).
-    pub(crate) target: Target,
-    pub(crate) options: StoreOptions,
-    /// PostgreSQL: the connection that `LISTEN`s for catalog changes, made on first use and kept
-    /// while it works (see `catalog::wait_for_change_pg`).
-    pub(crate) listener: tokio::sync::Mutex<Option<AsyncPgConnection>>,
-    /// PostgreSQL: event batches that met an already stored `event_id` on the `COPY` and
-    /// were written again with `ON CONFLICT` (see `events::UnnestInsert`).
-    pub(crate) event_conflict_retries: std::sync::atomic::AtomicU64,
-}
-
 /// The persistence adapter: implements [`CatalogSource`](flowgate_domain::ports::CatalogSource),
 /// [`KeyStore`](flowgate_domain::ports::KeyStore) and
 /// [`EventStore`](flowgate_domain::ports::EventStore) on PostgreSQL or SQLite, chosen by the
@@ -168,7 +128,7 @@ pub(crate) struct Inner {
 /// operation then fails with [`StoreError::Unavailable`] until it is back (D12).
 #[derive(Clone)]
 pub struct Store {
-    pub(crate) inner: Arc<Inner>,
+    db: Arc<Db>,
 }
 
 impl fmt::Debug for Store {
@@ -193,84 +153,18 @@ impl Store {
     /// In-memory SQLite is refused: every pooled connection would see its own empty database.
     ///
     /// A malformed URL, an unknown `sslmode`, a verifying mode without `sslrootcert`, or an
-    /// unreadable one fails here with [`StoreError::Other`] (a configuration error); the
-    /// database itself is reached only by the first operation. No error message contains the
-    /// URL's password.
+    /// unreadable one fails here with [`StoreError::Config`]; the database itself is reached
+    /// only by the first operation. No error message contains the URL's password.
     pub fn connect(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
-        let (pools, target) = if Backend::of_url(url) == Backend::Postgres {
-            let target = Arc::new(PgTarget::parse(url)?);
-            let mut config = ManagerConfig::<AsyncPgConnection>::default();
-            let connect_timeout = options.connect_timeout;
-            let for_pool = Arc::clone(&target);
-            config.custom_setup = Box::new(move |_url| {
-                let target = Arc::clone(&for_pool);
-                Box::pin(async move { target.connect(connect_timeout).await })
-            });
-            // The manager's URL is unused (the setup above connects): keep the password out of it.
-            let manager = AsyncDieselConnectionManager::new_with_config("postgres://", config);
-            let pool = Pool::builder(manager)
-                .max_size(options.max_connections.unwrap_or(10))
-                .wait_timeout(Some(options.acquire_timeout))
-                .create_timeout(Some(options.connect_timeout))
-                .recycle_timeout(Some(options.connect_timeout))
-                .runtime(deadpool::Runtime::Tokio1)
-                .build()
-                .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
-            let copy = crate::copy::pool(
-                Arc::clone(&target),
-                options.copy_connections.max(1),
-                options.connect_timeout,
-                options.acquire_timeout,
-            )?;
-            (Pools::Pg { pool, copy }, Target::Pg(target))
-        } else if let Some(rest) = url.strip_prefix("sqlite:") {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() || path.contains(":memory:") || path.starts_with("file:") {
-                return Err(StoreError::Other(format!(
-                    "unsupported SQLite URL `{url}`: give a file path (sqlite://data/flowgate.db)"
-                )));
-            }
-            if let Some(parent) = Path::new(path).parent() {
-                if !parent.as_os_str().is_empty() {
-                    std::fs::create_dir_all(parent).map_err(|e| {
-                        StoreError::Unavailable(format!(
-                            "cannot create the database folder {}: {e}",
-                            parent.display()
-                        ))
-                    })?;
-                }
-            }
-            let mut config = ManagerConfig::<SqliteConn>::default();
-            let busy_timeout = options.sqlite_busy_timeout;
-            let synchronous = options.sqlite_synchronous;
-            config.custom_setup = Box::new(move |path| {
-                let path = path.to_owned();
-                Box::pin(async move { establish_sqlite(&path, busy_timeout, synchronous).await })
-            });
-            let manager = AsyncDieselConnectionManager::new_with_config(path, config);
-            let pool = Pool::builder(manager)
-                .max_size(options.max_connections.unwrap_or(4))
-                .wait_timeout(Some(options.acquire_timeout))
-                .create_timeout(Some(options.connect_timeout))
-                .recycle_timeout(Some(options.connect_timeout))
-                .runtime(deadpool::Runtime::Tokio1)
-                .build()
-                .map_err(|e| StoreError::Other(format!("cannot build the connection pool: {e}")))?;
-            (Pools::Sqlite(pool), Target::Sqlite(path.to_owned()))
-        } else {
-            return Err(StoreError::Other(
-                "unsupported database URL: expected postgres://... or sqlite://PATH".to_owned(),
-            ));
+        let db = match Backend::of_url(url) {
+            Backend::Postgres => Db::Postgres(Postgres::open(url, &options)?),
+            Backend::Sqlite => Db::Sqlite(Sqlite::open(sqlite_path(url)?, &options)?),
         };
-        Ok(Store {
-            inner: Arc::new(Inner {
-                pools,
-                target,
-                options,
-                listener: tokio::sync::Mutex::new(None),
-                event_conflict_retries: std::sync::atomic::AtomicU64::new(0),
-            }),
-        })
+        Ok(Store { db: Arc::new(db) })
+    }
+
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
     }
 
     /// How many event batches, since this store was opened, held an `event_id` that was
@@ -278,17 +172,17 @@ impl Store {
     /// `ON CONFLICT DO NOTHING` (PostgreSQL only; SQLite always uses `ON CONFLICT`). A steady
     /// rise means clients resend events the store already holds.
     pub fn event_conflict_retries(&self) -> u64 {
-        std::sync::atomic::AtomicU64::load(
-            &self.inner.event_conflict_retries,
-            std::sync::atomic::Ordering::Relaxed,
-        )
+        match self.db() {
+            Db::Postgres(pg) => pg.event_conflict_retries.load(Ordering::Relaxed),
+            Db::Sqlite(_) => 0,
+        }
     }
 
     /// The backend this store talks to.
     pub fn backend(&self) -> Backend {
-        match self.inner.pools {
-            Pools::Pg { .. } => Backend::Postgres,
-            Pools::Sqlite(_) => Backend::Sqlite,
+        match self.db() {
+            Db::Postgres(_) => Backend::Postgres,
+            Db::Sqlite(_) => Backend::Sqlite,
         }
     }
 
@@ -298,10 +192,10 @@ impl Store {
     /// path. Two URLs of one database give the same identity (D20: a cached catalog is used
     /// only for the database it was read from).
     pub fn identity(&self) -> String {
-        match &self.inner.target {
-            Target::Pg(target) => target.identity(),
-            Target::Sqlite(path) => {
-                let path = Path::new(path);
+        match self.db() {
+            Db::Postgres(pg) => pg.connector.identity(),
+            Db::Sqlite(sqlite) => {
+                let path = Path::new(&sqlite.path);
                 let absolute = std::fs::canonicalize(path)
                     .or_else(|_| std::path::absolute(path))
                     .unwrap_or_else(|_| path.to_owned());
@@ -313,9 +207,9 @@ impl Store {
     /// The TLS mode of a PostgreSQL store (`require` with `sslrootcert` reads as
     /// `verify-ca`); `None` on SQLite. For a start-up log line.
     pub fn tls_mode(&self) -> Option<TlsMode> {
-        match &self.inner.target {
-            Target::Pg(target) => Some(target.mode()),
-            Target::Sqlite(_) => None,
+        match self.db() {
+            Db::Postgres(pg) => Some(pg.connector.mode()),
+            Db::Sqlite(_) => None,
         }
     }
 
@@ -328,28 +222,23 @@ impl Store {
             #[diesel(sql_type = diesel::sql_types::Bool)]
             ssl: bool,
         }
-        match &self.inner.pools {
-            Pools::Pg { pool, .. } => {
-                let mut conn = pool.get().await.map_err(crate::error::pool_error)?;
-                let row: Ssl =
-                    diesel::sql_query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
-                        .get_result(&mut *conn)
-                        .await
-                        .map_err(query_error)?;
+        match self.db() {
+            Db::Postgres(_) => {
+                let row: Ssl = self
+                    .db()
+                    .row(diesel::sql_query(
+                        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    ))
+                    .await?;
                 Ok(row.ssl)
             }
-            Pools::Sqlite(_) => Ok(false),
+            Db::Sqlite(_) => Ok(false),
         }
     }
 
     /// Checks that the database answers (for readiness, D11 `/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        with_conn!(self, |conn| {
-            diesel::sql_query("SELECT 1")
-                .execute(conn)
-                .await
-                .map_err(query_error)?;
-        });
+        self.db().run(diesel::sql_query("SELECT 1")).await?;
         Ok(())
     }
 
@@ -379,17 +268,20 @@ impl Store {
 
     /// Runs diesel's synchronous migration harness on a dedicated connection, on tokio's
     /// blocking pool: it blocks, and on PostgreSQL it drives the async connection with
-    /// `block_in_place`, which must not run on a runtime worker (it panics on a
-    /// current-thread runtime, TECH-NOTES).
+    /// `block_in_place`, which panics on a runtime worker of a current-thread runtime.
     async fn run_migrations(&self, direction: Direction) -> Result<Vec<String>, StoreError> {
-        let timeout = self.inner.options.connect_timeout;
-        let outcome = match &self.inner.target {
-            Target::Pg(target) => {
-                let mut conn = target.connect(timeout).await.map_err(connection_error)?;
+        let outcome = match self.db() {
+            Db::Postgres(pg) => {
+                let mut conn = pg
+                    .connector
+                    .connect(pg.connect_timeout)
+                    .await
+                    .map_err(connection_error)?;
                 if direction != Direction::List {
                     // Released when the dedicated connection closes, whatever happens below.
-                    diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_ID})"))
-                        .execute(&mut conn)
+                    let lock =
+                        diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK_ID})"));
+                    diesel_async::RunQueryDsl::execute(lock, &mut conn)
                         .await
                         .map_err(query_error)?;
                 }
@@ -398,12 +290,12 @@ impl Store {
                     direction.run(&mut harness, POSTGRES_MIGRATIONS)
                 })
                 .await
-                .map_err(|e| StoreError::Other(format!("migration task failed: {e}")))?
+                .map_err(|e| StoreError::Other {
+                    detail: format!("migration task failed: {e}"),
+                })?
             }
-            Target::Sqlite(path) => {
-                let busy_timeout = self.inner.options.sqlite_busy_timeout;
-                let synchronous = self.inner.options.sqlite_synchronous;
-                let mut conn = establish_sqlite(path, busy_timeout, synchronous)
+            Db::Sqlite(sqlite) => {
+                let mut conn = Sqlite::establish(&sqlite.path, sqlite.setup)
                     .await
                     .map_err(connection_error)?;
                 // The wrapper runs this on the blocking pool with the synchronous connection.
@@ -414,12 +306,26 @@ impl Store {
                 .map_err(query_error)?
             }
         };
-        outcome.map_err(|e| StoreError::Other(format!("migration failed: {e}")))
+        outcome.map_err(|e| StoreError::Other {
+            detail: format!("migration failed: {e}"),
+        })
     }
+}
 
-    pub(crate) fn pools(&self) -> &Pools {
-        &self.inner.pools
+/// The file path of a `sqlite:` URL.
+fn sqlite_path(url: &str) -> Result<&str, StoreError> {
+    let Some(rest) = url.strip_prefix("sqlite:") else {
+        return Err(config_error(
+            "unsupported database URL: expected postgres://... or sqlite://PATH",
+        ));
+    };
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() || path.contains(":memory:") || path.starts_with("file:") {
+        return Err(config_error(format!(
+            "unsupported SQLite URL `{url}`: give a file path (sqlite://data/flowgate.db)"
+        )));
     }
+    Ok(path)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -449,26 +355,6 @@ impl Direction {
     }
 }
 
-/// A SQLite connection set up as every connection of the store must be: a busy timeout (wait
-/// for another connection's lock instead of failing at once), WAL (readers never block the
-/// writer), `synchronous` as configured ([`SqliteSynchronous`]) and foreign keys enforced.
-pub(crate) async fn establish_sqlite(
-    path: &str,
-    busy_timeout: Duration,
-    synchronous: SqliteSynchronous,
-) -> ConnectionResult<SqliteConn> {
-    let mut conn = SqliteConn::establish(path).await?;
-    conn.batch_execute(&format!(
-        "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; \
-         PRAGMA foreign_keys = ON;",
-        busy_timeout.as_millis(),
-        synchronous.as_str()
-    ))
-    .await
-    .map_err(ConnectionError::CouldntSetupConfiguration)?;
-    Ok(conn)
-}
-
 #[cfg(test)]
 mod tests {
     use diesel::sql_types::Integer;
@@ -496,12 +382,10 @@ mod tests {
                 },
             )
             .unwrap();
-            let Pools::Sqlite(pool) = store.pools() else {
-                panic!("a SQLite store")
-            };
-            let mut conn = pool.get().await.unwrap();
-            let row: Synchronous = diesel::sql_query("PRAGMA synchronous")
-                .get_result(&mut *conn)
+            assert_eq!(store.backend(), Backend::Sqlite);
+            let row: Synchronous = store
+                .db()
+                .row(diesel::sql_query("PRAGMA synchronous"))
                 .await
                 .unwrap();
             assert_eq!(row.synchronous, expected, "{setting:?}");

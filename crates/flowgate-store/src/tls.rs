@@ -1,19 +1,23 @@
-//! TLS to PostgreSQL: the libpq-style `sslmode` and `sslrootcert` parameters of a
-//! `postgres://` URL, and the rustls connector (`ring` provider: no OpenSSL, no aws-lc-rs C
-//! build) that tokio-postgres connects with.
+//! TLS to PostgreSQL, and how the store connects: the libpq-style `sslmode` and `sslrootcert`
+//! parameters of a `postgres://` URL ([`TlsMode`], [`url_tls`]), and [`PgConnector`], which
+//! makes every PostgreSQL connection of the store with them.
+//!
+//! The TLS is rustls's (`ring` provider: no OpenSSL, no aws-lc-rs C build) through
+//! tokio-postgres-rustls's connector; the certificate verifiers of `prefer`/`require` (none)
+//! and `verify-ca` (the chain without the host name) are written here because rustls ships
+//! only `verify-full`'s.
 //!
 //! `AsyncPgConnection::establish` only connects without TLS, so every PostgreSQL connection of
 //! the store (pooled, migrations, the `LISTEN` connection) is made here: tokio-postgres connects
 //! with the connector, and diesel-async gets the client *and* its connection
-//! (`try_from_client_and_connection`), which keeps notifications working (TECH-NOTES).
+//! (`try_from_client_and_connection`), which keeps notifications working.
 
+use std::error::Error as _;
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use diesel::{ConnectionError, ConnectionResult};
@@ -24,14 +28,17 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, InvalidDnsNameError, ServerName, UnixTime};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
-use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
-use tokio_postgres::{NoTls, Socket};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::Socket;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::error::config_error;
+use crate::redact::{scrub, url_password};
 
 /// How a PostgreSQL connection uses TLS: the libpq `sslmode` URL parameter
 /// (`postgres://host/db?sslmode=verify-full`), with libpq's meaning for each value.
@@ -89,7 +96,7 @@ impl fmt::Display for TlsMode {
 impl FromStr for TlsMode {
     type Err = StoreError;
 
-    /// Parses an `sslmode` value; anything else is a [`StoreError::Other`] naming `sslmode`
+    /// Parses an `sslmode` value; anything else is a [`StoreError::Config`] naming `sslmode`
     /// and the accepted values (`allow` is refused: it would try plain text first).
     fn from_str(value: &str) -> Result<Self, StoreError> {
         Ok(match value {
@@ -99,32 +106,12 @@ impl FromStr for TlsMode {
             "verify-ca" => TlsMode::VerifyCa,
             "verify-full" => TlsMode::VerifyFull,
             other => {
-                return Err(StoreError::Other(format!(
+                return Err(config_error(format!(
                     "invalid database URL parameter `sslmode={other}`: expected disable, prefer, \
                      require, verify-ca or verify-full"
                 )))
             }
         })
-    }
-}
-
-/// Where a [`Store`](crate::Store) connects on PostgreSQL: the parsed URL without the TLS
-/// parameters, and the connector those parameters asked for. Built once, by `Store::connect`,
-/// so a bad URL or an unreadable `sslrootcert` stops start-up instead of each connection.
-pub(crate) struct PgTarget {
-    config: tokio_postgres::Config,
-    mode: TlsMode,
-    /// `None` for [`TlsMode::Disable`].
-    connector: Option<RustlsConnect>,
-    /// The password as written in the URL (raw and decoded), scrubbed from every error message.
-    secrets: Vec<String>,
-}
-
-impl fmt::Debug for PgTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgTarget")
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
     }
 }
 
@@ -194,7 +181,7 @@ struct Parsed {
 impl Parsed {
     fn new(url: &str) -> Result<Parsed, StoreError> {
         let secrets = url_password(url);
-        let scrub_err = |e: StoreError| scrub_store_error(e, &secrets);
+        let scrub_err = |e: StoreError| scrub_config_error(e, &secrets);
         let (base, query) = match url.split_once('?') {
             Some((base, query)) => (base, query),
             None => (url, ""),
@@ -218,8 +205,8 @@ impl Parsed {
             format!("{base}?{}", kept.join("&"))
         };
         let config = tokio_postgres::Config::from_str(&stripped).map_err(|e| {
-            scrub_store_error(
-                StoreError::Other(format!("invalid PostgreSQL URL: {e}")),
+            scrub_config_error(
+                config_error(format!("invalid PostgreSQL URL: {e}")),
                 &secrets,
             )
         })?;
@@ -232,7 +219,7 @@ impl Parsed {
         };
         match (mode, &roots) {
             (TlsMode::VerifyCa | TlsMode::VerifyFull, None) => {
-                return Err(StoreError::Other(format!(
+                return Err(config_error(format!(
                     "the database URL's sslmode={mode} needs sslrootcert: the file of the \
                      certificate authority that signed the server's certificate \
                      (sslrootcert=/path/root.pem), or sslrootcert=system with \
@@ -240,7 +227,7 @@ impl Parsed {
                 )))
             }
             (mode, Some(Roots::System)) if mode != TlsMode::VerifyFull => {
-                return Err(StoreError::Other(format!(
+                return Err(config_error(format!(
                     "the database URL's sslrootcert=system needs sslmode=verify-full, not \
                      sslmode={mode}: the system's roots trust certificates of every host, so \
                      only the host name check ties the certificate to the database"
@@ -257,7 +244,35 @@ impl Parsed {
     }
 }
 
-impl PgTarget {
+/// Makes the connections of a [`Store`](crate::Store) on PostgreSQL: the parsed URL without the
+/// TLS parameters, and the TLS those parameters asked for. Built once, by `Store::connect`, so a
+/// bad URL or an unreadable `sslrootcert` stops start-up instead of each connection.
+pub(crate) struct PgConnector {
+    config: tokio_postgres::Config,
+    mode: TlsMode,
+    /// The TLS connector (never used with `sslmode=disable`: tokio-postgres then asks for no
+    /// TLS).
+    tls: MakeRustlsConnect,
+    /// The URL's TLS settings (`sslmode=verify-full, sslrootcert=/path`), named by the message
+    /// of a refused certificate.
+    settings: String,
+    /// The password as written in the URL (raw and decoded), scrubbed from every error message.
+    secrets: Vec<String>,
+}
+
+impl fmt::Debug for PgConnector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgConnector")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tokio-postgres connection with the store's TLS.
+type PgConnection =
+    tokio_postgres::Connection<Socket, <MakeRustlsConnect as MakeTlsConnect<Socket>>::Stream>;
+
+impl PgConnector {
     /// `postgres://HOST:PORT[,HOST:PORT]/DB` ([`crate::Store::identity`]).
     pub(crate) fn identity(&self) -> String {
         let ports = self.config.get_ports();
@@ -272,12 +287,7 @@ impl PgTarget {
                     .or_else(|| ports.first().filter(|_| ports.len() == 1))
                     .copied()
                     .unwrap_or(5432);
-                match host {
-                    tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
-                    tokio_postgres::config::Host::Unix(dir) => {
-                        format!("{}:{port}", dir.display()).replace('/', "%2F")
-                    }
-                }
+                format!("{}:{port}", host_name(host)).replace('/', "%2F")
             })
             .collect::<Vec<_>>()
             .join(",");
@@ -290,7 +300,7 @@ impl PgTarget {
     }
 
     /// Parses a `postgres://` URL. Errors never contain the URL (it may hold a password).
-    pub(crate) fn parse(url: &str) -> Result<PgTarget, StoreError> {
+    pub(crate) fn parse(url: &str) -> Result<PgConnector, StoreError> {
         let Parsed {
             mut config,
             mode,
@@ -298,24 +308,26 @@ impl PgTarget {
             secrets,
         } = Parsed::new(url)?;
         let verify = match (mode, &roots) {
-            (TlsMode::Disable, _) => None,
-            (TlsMode::Prefer | TlsMode::Require, None) => Some(Verify::Nothing),
-            (TlsMode::Prefer | TlsMode::Require | TlsMode::VerifyCa, _) => Some(Verify::Chain),
-            (TlsMode::VerifyFull, _) => Some(Verify::ChainAndName),
+            // `disable` never uses the connector, so no roots are read for it.
+            (TlsMode::Disable, _) | (TlsMode::Prefer | TlsMode::Require, None) => Verify::Nothing,
+            (TlsMode::VerifyFull, _) => Verify::ChainAndName,
+            // `verify-ca`, and as libpq, `prefer` or `require` with `sslrootcert`.
+            _ => Verify::Chain,
         };
         config.ssl_mode(match mode {
             TlsMode::Disable => SslMode::Disable,
             TlsMode::Prefer => SslMode::Prefer,
             TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
         });
-        let connector = match verify {
-            None => None,
-            Some(verify) => Some(RustlsConnect::new(verify, mode, roots.as_ref())?),
+        let settings = match &roots {
+            Some(roots) => format!("sslmode={mode}, {}", roots.setting()),
+            None => format!("sslmode={mode}"),
         };
-        Ok(PgTarget {
+        Ok(PgConnector {
             config,
             mode,
-            connector,
+            tls: MakeRustlsConnect::new(client_config(verify, roots.as_ref())?),
+            settings,
             secrets,
         })
     }
@@ -327,74 +339,107 @@ impl PgTarget {
 
     /// A new connection, within `timeout`. Its errors never contain the password.
     pub(crate) async fn connect(&self, timeout: Duration) -> ConnectionResult<AsyncPgConnection> {
-        match tokio::time::timeout(timeout, self.connect_now()).await {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(scrub_connection_error(e, &self.secrets)),
-            Err(_) => Err(ConnectionError::BadConnection(format!(
-                "no connection within {} ms",
-                timeout.as_millis()
-            ))),
-        }
+        self.within(timeout, async {
+            let (client, connection) = self.open().await?;
+            AsyncPgConnection::try_from_client_and_connection(client, connection).await
+        })
+        .await
     }
 
     /// A plain tokio-postgres client on a new connection (the same TLS as the pool's), within
     /// `timeout`; its connection runs as a task of its own and ends with the client. For what
-    /// diesel-async cannot send (`COPY`, `events.rs`). Its errors never contain the password.
+    /// diesel-async cannot send (`COPY`, `copy.rs`). Its errors never contain the password.
     pub(crate) async fn connect_client(
         &self,
         timeout: Duration,
     ) -> ConnectionResult<tokio_postgres::Client> {
-        let bad = |e: tokio_postgres::Error| ConnectionError::BadConnection(with_causes(&e));
-        let connect = async {
-            match &self.connector {
-                None => {
-                    let (client, connection) = self.config.connect(NoTls).await.map_err(bad)?;
-                    tokio::spawn(connection);
-                    Ok(client)
-                }
-                Some(tls) => {
-                    let (client, connection) =
-                        self.config.connect(tls.clone()).await.map_err(bad)?;
-                    tokio::spawn(connection);
-                    Ok(client)
-                }
-            }
-        };
-        match tokio::time::timeout(timeout, connect).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(e)) => Err(scrub_connection_error(e, &self.secrets)),
-            Err(_) => Err(ConnectionError::BadConnection(format!(
-                "no connection within {} ms",
-                timeout.as_millis()
-            ))),
-        }
+        self.within(timeout, async {
+            let (client, connection) = self.open().await?;
+            tokio::spawn(connection);
+            Ok(client)
+        })
+        .await
     }
 
     /// Asks the server, on a new connection with the same TLS, to cancel the statement that the
     /// connection of `token` is running; gives up after `timeout`. Best effort: a request that
     /// fails or arrives after the statement has ended does nothing, and the caller cannot tell.
     pub(crate) async fn cancel(&self, token: &tokio_postgres::CancelToken, timeout: Duration) {
-        let cancel = async {
-            match &self.connector {
-                None => token.cancel_query(NoTls).await,
-                Some(tls) => token.cancel_query(tls.clone()).await,
-            }
-        };
-        let _ = tokio::time::timeout(timeout, cancel).await;
+        let _ = tokio::time::timeout(timeout, token.cancel_query(self.tls.clone())).await;
     }
 
-    async fn connect_now(&self) -> ConnectionResult<AsyncPgConnection> {
-        let bad = |e: tokio_postgres::Error| ConnectionError::BadConnection(with_causes(&e));
-        match &self.connector {
-            None => {
-                let (client, connection) = self.config.connect(NoTls).await.map_err(bad)?;
-                AsyncPgConnection::try_from_client_and_connection(client, connection).await
-            }
-            Some(tls) => {
-                let (client, connection) = self.config.connect(tls.clone()).await.map_err(bad)?;
-                AsyncPgConnection::try_from_client_and_connection(client, connection).await
-            }
+    /// `connect` within `timeout`, its error scrubbed of the password.
+    async fn within<T>(
+        &self,
+        timeout: Duration,
+        connect: impl Future<Output = ConnectionResult<T>>,
+    ) -> ConnectionResult<T> {
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(Ok(connected)) => Ok(connected),
+            Ok(Err(e)) => Err(scrub_connection_error(e, &self.secrets)),
+            Err(_) => Err(ConnectionError::BadConnection(format!(
+                "no connection within {} ms",
+                timeout.as_millis()
+            ))),
         }
+    }
+
+    /// Connects and shakes hands (TLS, authentication).
+    async fn open(&self) -> ConnectionResult<(tokio_postgres::Client, PgConnection)> {
+        self.config
+            .connect(self.tls.clone())
+            .await
+            .map_err(|e| ConnectionError::BadConnection(self.describe(&e)))
+    }
+
+    /// A failed connection: its message with its causes ([`with_causes`]), or for a refused
+    /// certificate or a host name TLS cannot use, what the URL asked that refused it.
+    fn describe(&self, error: &tokio_postgres::Error) -> String {
+        let hosts = || {
+            let names: Vec<String> = self.config.get_hosts().iter().map(host_name).collect();
+            names.join(", ")
+        };
+        let mut cause = error.source();
+        while let Some(e) = cause {
+            // The handshake reports rustls's error inside an `io::Error`.
+            let inner = e
+                .downcast_ref::<io::Error>()
+                .and_then(io::Error::get_ref)
+                .map_or(e, |inner| inner as &(dyn std::error::Error + 'static));
+            if let Some(rustls::Error::InvalidCertificate(problem)) = inner.downcast_ref() {
+                let why = match problem {
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. } => format!(
+                        "the server's certificate is not valid for the host `{}` ({}: \
+                         verify-full checks the host name): {problem:?}",
+                        hosts(),
+                        self.settings
+                    ),
+                    other => format!(
+                        "the server's certificate is not trusted ({}: it must chain to those \
+                         roots): {other:?}",
+                        self.settings
+                    ),
+                };
+                return format!("{error}: {why}");
+            }
+            if inner.downcast_ref::<InvalidDnsNameError>().is_some() {
+                return format!(
+                    "{error}: `{}` is not a host name or IP address for TLS",
+                    hosts()
+                );
+            }
+            cause = e.source();
+        }
+        with_causes(error)
+    }
+}
+
+/// A host of the URL: its name or address, or a Unix socket's folder.
+fn host_name(host: &tokio_postgres::config::Host) -> String {
+    match host {
+        tokio_postgres::config::Host::Tcp(name) => name.clone(),
+        tokio_postgres::config::Host::Unix(dir) => dir.display().to_string(),
     }
 }
 
@@ -414,36 +459,12 @@ fn with_causes(error: &dyn std::error::Error) -> String {
     message
 }
 
-/// The password of a `postgres://user:password@host` URL, as written and percent-decoded.
-fn url_password(url: &str) -> Vec<String> {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    let Some((userinfo, _)) = authority.rsplit_once('@') else {
-        return Vec::new();
-    };
-    let Some((_, password)) = userinfo.split_once(':') else {
-        return Vec::new();
-    };
-    let mut secrets = vec![password.to_owned()];
-    let decoded = percent_decode_str(password)
-        .decode_utf8_lossy()
-        .into_owned();
-    if decoded != password {
-        secrets.push(decoded);
-    }
-    secrets.retain(|s| !s.is_empty());
-    secrets
-}
-
-fn scrub(message: &str, secrets: &[String]) -> String {
-    secrets
-        .iter()
-        .fold(message.to_owned(), |m, s| m.replace(s.as_str(), "***"))
-}
-
-fn scrub_store_error(error: StoreError, secrets: &[String]) -> StoreError {
+/// A configuration error with the password scrubbed from its message.
+fn scrub_config_error(error: StoreError, secrets: &[String]) -> StoreError {
     match error {
-        StoreError::Other(m) => StoreError::Other(scrub(&m, secrets)),
+        StoreError::Config { detail } => StoreError::Config {
+            detail: scrub(&detail, secrets),
+        },
         other => other,
     }
 }
@@ -471,8 +492,9 @@ fn scrub_connection_error(error: ConnectionError, secrets: &[String]) -> Connect
 }
 
 // ---------------------------------------------------------------------------------------------
-// The rustls connector
+// The rustls configuration
 
+/// What the server's certificate is checked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Verify {
     /// `prefer`/`require`: encryption only.
@@ -483,63 +505,38 @@ enum Verify {
     ChainAndName,
 }
 
-/// tokio-postgres's `MakeTlsConnect` for rustls: one client configuration, shared by every
-/// connection of the store.
-#[derive(Clone)]
-struct RustlsConnect {
-    config: Arc<ClientConfig>,
-    /// The URL's TLS settings (`sslmode=verify-full, sslrootcert=/path`), named by the
-    /// message of a refused certificate.
-    settings: Arc<str>,
-}
-
-impl RustlsConnect {
-    fn new(
-        verify: Verify,
-        mode: TlsMode,
-        roots: Option<&Roots>,
-    ) -> Result<RustlsConnect, StoreError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| StoreError::Other(format!("cannot set up TLS: {e}")))?;
-        let settings: Arc<str> = match roots {
-            Some(roots) => format!("sslmode={mode}, {}", roots.setting()),
-            None => format!("sslmode={mode}"),
-        }
-        .into();
-        let verifier: Arc<dyn ServerCertVerifier> = match verify {
-            Verify::Nothing => Arc::new(NoCertificateCheck { provider }),
-            Verify::Chain | Verify::ChainAndName => {
-                let roots = match roots {
-                    Some(Roots::File(path)) => roots_from_file(path)?,
-                    Some(Roots::System) => system_roots()?,
-                    // Parsed::new refuses a verifying mode without roots.
-                    None => {
-                        return Err(StoreError::Other(format!(
-                            "{settings}: no trusted roots to verify the server with"
-                        )))
-                    }
-                };
-                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .build()
-                    .map_err(|e| StoreError::Other(format!("cannot set up TLS: {e}")))?;
-                if verify == Verify::Chain {
-                    Arc::new(ChainOnly { webpki })
-                } else {
-                    webpki
-                }
+/// The rustls client configuration: the `ring` provider, and the verifier `verify` asks for with
+/// the trusted roots of `roots`. Shared by every connection of the store.
+fn client_config(verify: Verify, roots: Option<&Roots>) -> Result<ClientConfig, StoreError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| config_error(format!("cannot set up TLS: {e}")))?;
+    let verifier: Arc<dyn ServerCertVerifier> = match (verify, roots) {
+        (Verify::Nothing, _) => Arc::new(NoCertificateCheck { provider }),
+        (Verify::Chain | Verify::ChainAndName, Some(roots)) => {
+            let roots = match roots {
+                Roots::File(path) => roots_from_file(path)?,
+                Roots::System => system_roots()?,
+            };
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| config_error(format!("cannot set up TLS: {e}")))?;
+            if verify == Verify::Chain {
+                Arc::new(ChainOnly { webpki })
+            } else {
+                webpki
             }
-        };
-        let config = builder
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
-        Ok(RustlsConnect {
-            config: Arc::new(config),
-            settings,
-        })
-    }
+        }
+        // `Parsed::new` refuses a verifying mode without roots.
+        (Verify::Chain | Verify::ChainAndName, None) => {
+            return Err(config_error("no trusted roots to verify the server with"))
+        }
+    };
+    Ok(builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth())
 }
 
 /// The operating system's trusted roots (`sslrootcert=system`), as OpenSSL finds them
@@ -555,7 +552,7 @@ fn system_roots() -> Result<RootCertStore, StoreError> {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ");
-        return Err(StoreError::Other(format!(
+        return Err(config_error(format!(
             "the database URL's sslrootcert=system: no trusted root certificates found on this \
              system{}",
             if why.is_empty() {
@@ -571,7 +568,7 @@ fn system_roots() -> Result<RootCertStore, StoreError> {
 /// The PEM certificates of `sslrootcert`.
 fn roots_from_file(path: &str) -> Result<RootCertStore, StoreError> {
     let problem = |what: String| {
-        StoreError::Other(format!(
+        config_error(format!(
             "invalid database URL parameter `sslrootcert={path}`: {what}"
         ))
     };
@@ -587,120 +584,6 @@ fn roots_from_file(path: &str) -> Result<RootCertStore, StoreError> {
         return Err(problem("no PEM certificate in it".to_owned()));
     }
     Ok(roots)
-}
-
-impl MakeTlsConnect<Socket> for RustlsConnect {
-    type Stream = RustlsStream;
-    type TlsConnect = RustlsHandshake;
-    type Error = io::Error;
-
-    /// Never fails: a host that is no valid server name (a Unix socket gives "") only matters
-    /// if the server accepts TLS, so the handshake reports it.
-    fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsHandshake, io::Error> {
-        Ok(RustlsHandshake {
-            config: self.config.clone(),
-            host: domain.to_owned(),
-            server_name: ServerName::try_from(domain.to_owned()).map_err(|_| domain.to_owned()),
-            settings: self.settings.clone(),
-        })
-    }
-}
-
-/// One handshake.
-struct RustlsHandshake {
-    config: Arc<ClientConfig>,
-    host: String,
-    server_name: Result<ServerName<'static>, String>,
-    settings: Arc<str>,
-}
-
-/// A refused certificate explained with the setting that refused it: the host name check of
-/// `verify-full`, or the roots of `sslrootcert`.
-fn explain(error: io::Error, host: &str, settings: &str) -> io::Error {
-    let certificate = error
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        .and_then(|e| match e {
-            rustls::Error::InvalidCertificate(c) => Some(c.clone()),
-            _ => None,
-        });
-    let Some(problem) = certificate else {
-        return error;
-    };
-    let message = match problem {
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            format!(
-                "the server's certificate is not valid for the host `{host}` ({settings}: \
-                 verify-full checks the host name): {problem:?}"
-            )
-        }
-        other => format!(
-            "the server's certificate is not trusted ({settings}: it must chain to those \
-             roots): {other:?}"
-        ),
-    };
-    io::Error::new(io::ErrorKind::InvalidData, message)
-}
-
-impl TlsConnect<Socket> for RustlsHandshake {
-    type Stream = RustlsStream;
-    type Error = io::Error;
-    type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream>> + Send>>;
-
-    fn connect(self, stream: Socket) -> Self::Future {
-        Box::pin(async move {
-            let name = self.server_name.map_err(|host| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("`{host}` is not a host name or IP address for TLS"),
-                )
-            })?;
-            let stream = tokio_rustls::TlsConnector::from(self.config)
-                .connect(name, stream)
-                .await
-                .map_err(|e| explain(e, &self.host, &self.settings))?;
-            Ok(RustlsStream(Box::new(stream)))
-        })
-    }
-}
-
-/// A TLS stream for tokio-postgres.
-struct RustlsStream(Box<tokio_rustls::client::TlsStream<Socket>>);
-
-impl tokio_postgres::tls::TlsStream for RustlsStream {
-    /// None: SCRAM authenticates without channel binding (tokio-postgres's default
-    /// `channel_binding=prefer` accepts that; `channel_binding=require` would fail).
-    fn channel_binding(&self) -> ChannelBinding {
-        ChannelBinding::none()
-    }
-}
-
-impl AsyncRead for RustlsStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for RustlsStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut *self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.0).poll_shutdown(cx)
-    }
 }
 
 /// `prefer`/`require` (libpq): any certificate is accepted, but the handshake's signatures
@@ -831,19 +714,19 @@ mod tests {
 
     #[test]
     fn the_url_without_sslmode_prefers_tls() {
-        let target = PgTarget::parse("postgres://u@h/db").unwrap();
+        let target = PgConnector::parse("postgres://u@h/db").unwrap();
         assert_eq!(target.mode(), TlsMode::Prefer);
         assert_eq!(target.config.get_ssl_mode(), SslMode::Prefer);
     }
 
     #[test]
     fn tls_parameters_are_taken_out_and_the_others_kept() {
-        let target = PgTarget::parse(
+        let target = PgConnector::parse(
             "postgres://u@h/db?application_name=fg&sslmode=disable&connect_timeout=3",
         )
         .unwrap();
         assert_eq!(target.mode(), TlsMode::Disable);
-        assert!(target.connector.is_none());
+        assert_eq!(target.config.get_ssl_mode(), SslMode::Disable);
         assert_eq!(target.config.get_application_name(), Some("fg"));
         assert_eq!(
             target.config.get_connect_timeout(),
@@ -854,7 +737,7 @@ mod tests {
     #[test]
     fn require_with_a_root_certificate_verifies_the_chain() {
         let missing = "/nonexistent/flowgate-root.pem";
-        let err = PgTarget::parse(&format!(
+        let err = PgConnector::parse(&format!(
             "postgres://u@h/db?sslmode=require&sslrootcert={missing}"
         ))
         .unwrap_err()
@@ -863,26 +746,16 @@ mod tests {
     }
 
     #[test]
-    fn the_password_is_found_raw_and_decoded() {
-        assert_eq!(
-            url_password("postgres://u:p%40ss@h:5/db?x=1"),
-            vec!["p%40ss".to_owned(), "p@ss".to_owned()]
-        );
-        assert!(url_password("postgres://u@h/db").is_empty());
-        assert!(url_password("postgres://h/db").is_empty());
-    }
-
-    #[test]
     fn errors_of_a_bad_url_do_not_echo_the_password() {
-        let err = PgTarget::parse("postgres://u:s3cr3t-pw@h:notaport/db")
+        let err = PgConnector::parse("postgres://u:s3cr3t-pw@h:notaport/db")
             .unwrap_err()
             .to_string();
         assert!(!err.contains("s3cr3t-pw"), "{err}");
-        let err = PgTarget::parse("postgres://u:s3cr3t-pw@h/db?sslmode=s3cr3t-pw")
+        let err = PgConnector::parse("postgres://u:s3cr3t-pw@h/db?sslmode=s3cr3t-pw")
             .unwrap_err()
             .to_string();
         assert!(!err.contains("s3cr3t-pw"), "{err}");
-        let err = PgTarget::parse("postgres://u:s3cr3t-pw@h/db?s3cr3t-pw=1")
+        let err = PgConnector::parse("postgres://u:s3cr3t-pw@h/db?s3cr3t-pw=1")
             .unwrap_err()
             .to_string();
         assert!(!err.contains("s3cr3t-pw"), "{err}");

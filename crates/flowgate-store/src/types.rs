@@ -171,8 +171,8 @@ impl FromSql<sql::Json, Sqlite> for DbJson {
     }
 }
 
-/// A borrowed JSON object written as a [`sql::Json`] value on PostgreSQL: the event payload,
-/// serialised straight from the event instead of from a copy of it.
+/// A borrowed JSON object written as a [`sql::Json`] value: the event payload, serialised
+/// straight from the event instead of from a copy of it.
 #[derive(Debug, Clone, Copy, AsExpression)]
 #[diesel(sql_type = sql::Json)]
 pub struct DbJsonObject<'a>(pub &'a serde_json::Map<String, serde_json::Value>);
@@ -182,6 +182,13 @@ impl ToSql<sql::Json, Pg> for DbJsonObject<'_> {
         // jsonb's binary input: a version byte (1), then the document as text.
         out.write_all(&[1])?;
         serde_json::to_writer(out, self.0)?;
+        Ok(IsNull::No)
+    }
+}
+
+impl ToSql<sql::Json, Sqlite> for DbJsonObject<'_> {
+    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
+        out.set_value(serde_json::to_string(self.0)?);
         Ok(IsNull::No)
     }
 }

@@ -18,7 +18,7 @@ use crate::{demo, serve};
 pub(crate) fn store_failure(context: &str, e: &StoreError) -> ExitCode {
     eprintln!("flowgate: {context}: {e}");
     match e {
-        StoreError::NotFound(_) => ExitCode::NotFound,
+        StoreError::NotFound { .. } => ExitCode::NotFound,
         _ => ExitCode::Failure,
     }
 }

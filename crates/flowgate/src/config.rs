@@ -15,7 +15,7 @@ use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
 use flowgate_jetstream::JetStreamConfig;
-use flowgate_store::{Backend, SqliteSynchronous, TlsMode};
+use flowgate_store::{redact_url, Backend, SqliteSynchronous, TlsMode};
 use serde::{Deserialize, Serialize};
 
 /// The deployment environment (`FLOWGATE_ENV` or `--env`).
@@ -206,27 +206,6 @@ impl fmt::Debug for DatabaseConfig {
             .field("max_connections", &self.max_connections)
             .field("connect_timeout_ms", &self.connect_timeout_ms)
             .finish()
-    }
-}
-
-/// Replaces the password of a `scheme://user:password@host/...` URL with `***`.
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match (authority.rfind('@'), authority.find(':')) {
-        (Some(at), Some(colon)) if colon < at => {
-            format!(
-                "{}{}:***{}",
-                &url[..scheme_end],
-                &authority[..colon],
-                &rest[at..]
-            )
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -112,9 +112,9 @@ pub async fn create(
     )
     .await?;
     let workspace: WorkspaceId = WORKSPACE.parse().map_err(|_| {
-        DemoError::Key(flowgate_domain::ports::StoreError::Other(
-            "demo workspace id".into(),
-        ))
+        DemoError::Key(flowgate_domain::ports::StoreError::Other {
+            detail: "demo workspace id".into(),
+        })
     })?;
     let created = store
         .create_key(workspace, environment, KeyType::Sdk, "demo", now)

@@ -291,7 +291,7 @@ mod tests {
     use arc_swap::ArcSwap;
     use flowgate_domain::catalog::{FlowData, WorkspaceData};
     use flowgate_domain::ids::{AppId, FlowId, WorkspaceId};
-    use flowgate_domain::ports::BoxFuture;
+    use flowgate_domain::ports::{BoxFuture, Outage};
 
     use super::*;
 
@@ -352,7 +352,10 @@ mod tests {
                 || self.failing_loads.load(Ordering::SeqCst)
                 || fail_next
             {
-                Err(StoreError::Unavailable("connection reset".to_owned()))
+                Err(StoreError::Unavailable {
+                    reason: Outage::Connection,
+                    detail: "connection reset".to_owned(),
+                })
             } else {
                 let mut data = self.data.lock().unwrap().clone();
                 data.revision = self.revision.load(Ordering::SeqCst);
@@ -374,7 +377,10 @@ mod tests {
                 let end = tokio::time::Instant::now() + max_wait;
                 loop {
                     if self.down.load(Ordering::SeqCst) {
-                        return Err(StoreError::Unavailable("down".to_owned()));
+                        return Err(StoreError::Unavailable {
+                            reason: Outage::Connection,
+                            detail: "down".to_owned(),
+                        });
                     }
                     let now = self.revision.load(Ordering::SeqCst);
                     if now != known || tokio::time::Instant::now() >= end {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use flowgate_analytics::{Backoff, Sink, SinkConfig};
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ids::EventId;
-use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventSink, EventStore, StoreError};
+use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventSink, EventStore, Outage, StoreError};
 use flowgate_store::Store;
 
 use crate::support::*;
@@ -54,7 +54,10 @@ impl EventStore for AckLost {
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok()
             {
-                return Err(StoreError::Unavailable("acknowledgement lost".to_owned()));
+                return Err(StoreError::Unavailable {
+                    reason: Outage::Connection,
+                    detail: "acknowledgement lost".to_owned(),
+                });
             }
             Ok(outcome)
         })

@@ -15,7 +15,7 @@ use flowgate_domain::ids::DeadLetterId;
 use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
 use flowgate_domain::memory::InMemoryStore;
 use flowgate_domain::ports::{
-    AppendOutcome, BoxFuture, DeadLetter, DeadLetterStore, EventStore, StoreError,
+    AppendOutcome, BoxFuture, DeadLetter, DeadLetterStore, EventStore, Outage, StoreError,
 };
 use flowgate_domain::Platform;
 use flowgate_store::StoreOptions;
@@ -193,9 +193,14 @@ impl EventStore for FaultStore {
                     self.inner.append_events(events).await?;
                 }
                 return Err(if self.non_transient.load(Ordering::SeqCst) {
-                    StoreError::Other("injected non-transient failure".to_owned())
+                    StoreError::Other {
+                        detail: "injected non-transient failure".to_owned(),
+                    }
                 } else {
-                    StoreError::Unavailable("injected outage".to_owned())
+                    StoreError::Unavailable {
+                        reason: Outage::Connection,
+                        detail: "injected outage".to_owned(),
+                    }
                 });
             }
             let poisoned = {
@@ -206,9 +211,9 @@ impl EventStore for FaultStore {
                     .map(|e| e.user_id.clone())
             };
             if let Some(user) = poisoned {
-                return Err(StoreError::Conflict(format!(
-                    "check constraint refuses user {user}"
-                )));
+                return Err(StoreError::Conflict {
+                    detail: format!("check constraint refuses user {user}"),
+                });
             }
             let outcome = self.inner.append_events(events).await?;
             self.batches.lock().unwrap().push(events.len());
@@ -240,9 +245,10 @@ impl DeadLetterStore for FaultStore {
         letters: &'a [DeadLetter],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         if self.dead_letters_down.load(Ordering::SeqCst) {
-            return Box::pin(std::future::ready(Err(StoreError::Unavailable(
-                "dead letters unreachable".to_owned(),
-            ))));
+            return Box::pin(std::future::ready(Err(StoreError::Unavailable {
+                reason: Outage::Connection,
+                detail: "dead letters unreachable".to_owned(),
+            })));
         }
         self.inner.add_dead_letters(letters)
     }

@@ -79,8 +79,9 @@ pub fn dead_letter(
     error: &StoreError,
     now: OffsetDateTime,
 ) -> Result<DeadLetter, StoreError> {
-    let payload = serde_json::to_vec(event)
-        .map_err(|e| StoreError::Other(format!("cannot encode a dead letter: {e}")))?;
+    let payload = serde_json::to_vec(event).map_err(|e| StoreError::Unstorable {
+        detail: format!("cannot encode a dead letter: {e}"),
+    })?;
     Ok(DeadLetter {
         id: DeadLetterId::new_v7(now),
         event_id: Some(event.event_id),
@@ -107,7 +108,7 @@ mod tests {
     use crate::events::{EventSource, EventType};
     use crate::ids::{AppId, EventId};
     use crate::memory::InMemoryStore;
-    use crate::ports::{AppendOutcome, BoxFuture};
+    use crate::ports::{AppendOutcome, BoxFuture, Outage};
     use crate::Platform;
 
     fn event(n: u128) -> AnalyticsEvent {
@@ -159,12 +160,15 @@ mod tests {
         ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>> {
             *self.writes.lock().unwrap() += 1;
             if *self.down.lock().unwrap() {
-                return Box::pin(std::future::ready(Err(StoreError::Unavailable(
-                    "down".to_owned(),
-                ))));
+                return Box::pin(std::future::ready(Err(StoreError::Unavailable {
+                    reason: Outage::Connection,
+                    detail: "down".to_owned(),
+                })));
             }
             if let Some(bad) = events.iter().find(|e| self.poisoned.contains(&e.user_id)) {
-                let error = StoreError::Conflict(format!("check violated by {}", bad.user_id));
+                let error = StoreError::Conflict {
+                    detail: format!("check violated by {}", bad.user_id),
+                };
                 return Box::pin(std::future::ready(Err(error)));
             }
             self.inner.append_events(events)

@@ -78,7 +78,7 @@ fn keys_insert_revoke_list() {
     ready(store.insert_key(b.clone())).unwrap();
     assert!(matches!(
         ready(store.insert_key(a.clone())),
-        Err(StoreError::Conflict(_))
+        Err(StoreError::Conflict { .. })
     ));
     let listed: Vec<KeyId> = ready(store.list_keys(ws))
         .unwrap()
@@ -110,7 +110,7 @@ fn keys_insert_revoke_list() {
     let unknown = KeyId::from_uuid(uuid::Uuid::from_u128(77));
     assert!(matches!(
         ready(store.revoke_key(unknown, first)),
-        Err(StoreError::NotFound(_))
+        Err(StoreError::NotFound { .. })
     ));
 }
 

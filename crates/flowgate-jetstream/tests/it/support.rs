@@ -9,7 +9,7 @@ use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
 use flowgate_domain::ids::{AppId, DeadLetterId, EventId, FlowId, FlowVersionId};
 use flowgate_domain::memory::InMemoryStore;
 use flowgate_domain::ports::{
-    AppendOutcome, BoxFuture, DeadLetter, DeadLetterStore, EventStore, StoreError,
+    AppendOutcome, BoxFuture, DeadLetter, DeadLetterStore, EventStore, Outage, StoreError,
 };
 use flowgate_domain::Platform;
 use flowgate_jetstream::{Bus, JetStreamConfig};
@@ -92,16 +92,16 @@ impl EventStore for TestStore {
         events: &'a [AnalyticsEvent],
     ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>> {
         if self.down.load(Ordering::SeqCst) {
-            return Box::pin(std::future::ready(Err(StoreError::Unavailable(
-                "injected outage".to_owned(),
-            ))));
+            return Box::pin(std::future::ready(Err(StoreError::Unavailable {
+                reason: Outage::Connection,
+                detail: "injected outage".to_owned(),
+            })));
         }
         let poisoned = self.poisoned.lock().unwrap();
         if let Some(bad) = events.iter().find(|e| poisoned.contains(&e.user_id)) {
-            return Box::pin(std::future::ready(Err(StoreError::Conflict(format!(
-                "check constraint refuses {}",
-                bad.user_id
-            )))));
+            return Box::pin(std::future::ready(Err(StoreError::Conflict {
+                detail: format!("check constraint refuses {}", bad.user_id),
+            })));
         }
         self.inner.append_events(events)
     }
@@ -113,9 +113,10 @@ impl DeadLetterStore for TestStore {
         letters: &'a [DeadLetter],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         if self.letters_down.load(Ordering::SeqCst) {
-            return Box::pin(std::future::ready(Err(StoreError::Unavailable(
-                "injected outage".to_owned(),
-            ))));
+            return Box::pin(std::future::ready(Err(StoreError::Unavailable {
+                reason: Outage::Connection,
+                detail: "injected outage".to_owned(),
+            })));
         }
         self.inner.add_dead_letters(letters)
     }

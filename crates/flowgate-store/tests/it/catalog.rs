@@ -104,7 +104,7 @@ backend_tests! {
         data.workspaces[0].apps[0].placements[0].default_flow_id =
             Some("30000000-0000-4000-8000-0000000000ff".parse().expect("uuid"));
         let err = db.store.replace_catalog(&data).await.expect_err("rejected");
-        assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
         let loaded = db.store.load_catalog().await.expect("load");
         assert!(loaded.workspaces.is_empty(), "the transaction rolled back");
         assert_eq!(loaded.revision, 1);

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use flowgate_domain::events::AnalyticsEvent;
-use flowgate_domain::ports::{AppendOutcome, EventStore, StoreError};
+use flowgate_domain::ports::{AppendOutcome, EventStore, Outage, StoreError};
 use flowgate_store::Backend;
 
 use crate::support::{sdk_event, server_event, TestDb, APP1};
@@ -381,7 +381,16 @@ async fn a_copy_the_server_refuses_keeps_its_client_and_a_lock_timeout_is_transi
         .append_events(&batch)
         .await
         .expect_err("the key is locked");
-    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            StoreError::Unavailable {
+                reason: Outage::Busy,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("lock timeout"), "{err}");
     let copying = the_copy_backend(&monitor).await;
 

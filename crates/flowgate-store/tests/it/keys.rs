@@ -46,14 +46,14 @@ backend_tests! {
             .revoke_key(unknown, datetime!(2026-01-01 00:00 UTC))
             .await
             .expect_err("unknown id");
-        assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
 
         let record = support::key_record(WS1, 'd', datetime!(2026-01-01 00:00 UTC));
         db.store.insert_key(record.clone()).await.expect("insert");
         let mut same_digest = support::key_record(WS1, 'd', datetime!(2026-01-01 00:00 UTC));
         same_digest.name = "copy".to_owned();
         let err = db.store.insert_key(same_digest).await.expect_err("duplicate digest");
-        assert!(matches!(err, StoreError::Conflict(_)), "{err:?}");
+        assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
 
         let orphan = support::key_record(
             "10000000-0000-4000-8000-0000000000ff",
@@ -61,7 +61,7 @@ backend_tests! {
             datetime!(2026-01-01 00:00 UTC),
         );
         let err = db.store.insert_key(orphan).await.expect_err("unknown workspace");
-        assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
+        assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
     }
 }
 
@@ -110,6 +110,9 @@ backend_tests! {
             .create_key(ws(missing), KeyEnvironment::Test, KeyType::Sdk, "x", datetime!(2026-01-01 00:00 UTC))
             .await
             .expect_err("unknown workspace");
-        assert_eq!(err, StoreError::NotFound(format!("no workspace with id {missing}")));
+        assert_eq!(
+            err,
+            StoreError::NotFound { entity: "workspace", which: missing.to_owned() }
+        );
     }
 }

@@ -69,8 +69,9 @@ async fn up_down_up(db: TestDb) {
     assert!(data.workspaces.is_empty() && data.api_keys.is_empty());
 }
 
-// On a current-thread runtime on purpose: migrations run on the blocking pool, so they do not
-// need the multi-thread runtime that diesel-async's harness otherwise requires (TECH-NOTES).
+// On a current-thread runtime on purpose: diesel-async's migration harness drives its connection
+// with `block_in_place`, which panics on such a runtime's worker; the store runs it on the
+// blocking pool, so migrations work on either runtime.
 #[tokio::test]
 async fn up_down_up_postgres() {
     if let Some(db) = TestDb::postgres_unmigrated().await {

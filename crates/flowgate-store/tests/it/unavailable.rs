@@ -31,7 +31,7 @@ async fn assert_unavailable(store: &Store) {
     ];
     for (i, result) in results.into_iter().enumerate() {
         assert!(
-            matches!(result, Err(StoreError::Unavailable(_))),
+            matches!(result, Err(StoreError::Unavailable { .. })),
             "operation {i}: {result:?}"
         );
     }
@@ -67,7 +67,7 @@ async fn a_server_that_never_answers_is_unavailable_after_the_connect_timeout() 
 fn unsupported_urls_are_refused() {
     for url in ["mysql://localhost/x", "sqlite::memory:", "sqlite://", ""] {
         let err = Store::connect(url, StoreOptions::default()).expect_err(url);
-        assert!(matches!(err, StoreError::Other(_)), "{url}: {err:?}");
+        assert!(matches!(err, StoreError::Config { .. }), "{url}: {err:?}");
     }
 }
 
