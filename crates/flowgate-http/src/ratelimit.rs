@@ -4,12 +4,11 @@
 //!
 //! With rate `r` and burst `b`, a fresh key may send `b` requests at once and then `r` per
 //! second. Keys whose bucket is full again are indistinguishable from absent keys and are swept
-//! once more than [`MAX_TRACKED`] keys are held, which bounds memory by the number of clients
-//! active within the last `b / r` seconds.
+//! as the keys held near [`MAX_TRACKED`], which bounds memory by the number of clients active
+//! within the last `b / r` seconds.
 
 use std::hash::Hash;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -17,12 +16,16 @@ use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DashMapStateStore;
 use governor::Quota;
 
-/// Keys held before the buckets that are full again are swept.
+/// The most keys held while fewer clients than that are active.
 pub const MAX_TRACKED: usize = 65_536;
-/// How many checks that may have added a key pass between two looks at the key count (a look
-/// reads every shard): the count stays within [`MAX_TRACKED`] while fewer keys than that are
-/// active.
-const COUNT_EVERY: u32 = 256;
+/// One in this many checks that may have added a key looks at the key count (a look reads
+/// every shard). The check draws from its thread's generator, so it writes no memory that
+/// other workers share.
+const LOOK_ONE_IN: u32 = 256;
+/// Full buckets are swept from this many keys below [`MAX_TRACKED`]: 16 times the checks
+/// expected between two looks, so the count passes [`MAX_TRACKED`] with a chance of about
+/// e^-16 each time it climbs that far.
+const SWEEP_MARGIN: usize = 4_096;
 
 /// The outcome of one check, with what the `RateLimit-*` headers report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +54,6 @@ pub struct RateLimiter<K: Hash + Eq + Clone, C: Clock = DefaultClock> {
     /// Nanoseconds between two requests at the sustained rate.
     interval: u64,
     burst: u32,
-    /// Checks that found the key's bucket full: the ones that may have added the key.
-    possible_inserts: AtomicU32,
 }
 
 fn ceil_secs(nanos: u64) -> u32 {
@@ -85,7 +86,6 @@ impl<K: Hash + Eq + Clone, C: Clock> RateLimiter<K, C> {
                 .with_middleware::<StateInformationMiddleware>(),
             interval,
             burst: burst.get(),
-            possible_inserts: AtomicU32::new(0),
         }
     }
 
@@ -94,6 +94,7 @@ impl<K: Hash + Eq + Clone, C: Clock> RateLimiter<K, C> {
         match self.limiter.check_key(key) {
             Ok(state) => {
                 let remaining = state.remaining_burst_capacity();
+                // Only a bucket that was full (or absent) leaves `burst - 1`.
                 if remaining == self.burst - 1 {
                     self.sweep_now_and_then();
                 }
@@ -124,11 +125,13 @@ impl<K: Hash + Eq + Clone, C: Clock> RateLimiter<K, C> {
         }
     }
 
-    /// After a check that may have added a key: every [`COUNT_EVERY`]th time, sweeps the full
-    /// buckets when the keys come near [`MAX_TRACKED`].
+    /// After a check that may have added a key: one time in [`LOOK_ONE_IN`], sweeps the full
+    /// buckets when the keys come within [`SWEEP_MARGIN`] of [`MAX_TRACKED`].
     fn sweep_now_and_then(&self) {
-        let n = self.possible_inserts.fetch_add(1, Ordering::Relaxed);
-        if n.is_multiple_of(COUNT_EVERY) && self.limiter.len() + COUNT_EVERY as usize > MAX_TRACKED {
+        if fastrand::u32(..LOOK_ONE_IN) != 0 {
+            return;
+        }
+        if self.limiter.len() + SWEEP_MARGIN > MAX_TRACKED {
             self.limiter.retain_recent();
         }
     }
