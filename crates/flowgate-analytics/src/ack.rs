@@ -12,7 +12,7 @@ use std::time::Instant;
 use flowgate_domain::ports::{Overloaded, Receipt};
 use tokio::sync::oneshot;
 
-use crate::sink::Inner;
+use crate::queue::{Inner, RETRY_AFTER_MIN_SECS};
 
 /// One request waiting for its events to be stored.
 #[derive(Debug)]
@@ -63,7 +63,7 @@ pub(crate) fn receipt(inner: Arc<Inner>, stored: oneshot::Receiver<()>) -> Recei
                 Ok(())
             }
             Ok(Err(_writers_gone)) => Err(Overloaded {
-                retry_after_secs: crate::sink::RETRY_AFTER_MIN_SECS,
+                retry_after_secs: RETRY_AFTER_MIN_SECS,
             }),
             Err(_elapsed) => {
                 counters.acks_timed_out.fetch_add(1, Ordering::Relaxed);

@@ -78,7 +78,7 @@ pub struct SinkConfig {
     /// idempotent on `event_id`. Default 30 s.
     pub write_timeout: Duration,
     /// `events.admission_wait_ms`: how long an events request that finds the queue full
-    /// waits for the writers to make room before it is refused with 503 `overloaded` (D7).
+    /// waits for the writers to free capacity before it is refused with 503 `overloaded` (D7).
     /// The request waits before its body is read, holding nothing but its connection; waiting
     /// requests are admitted in arrival order. 0 refuses at once. Default 250 ms.
     pub admission_wait: Duration,

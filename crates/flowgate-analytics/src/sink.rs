@@ -15,90 +15,9 @@ use tokio::task::JoinHandle;
 
 use crate::ack::{self, Waiter};
 use crate::config::{AckMode, ConfigError, SinkConfig};
+use crate::queue::{Chunk, Inner, State, RETRY_AFTER_MIN_SECS};
 use crate::stats::{Counters, SinkStats};
 use crate::writer;
-
-/// Bounds of the `Retry-After` the sink suggests when it refuses, in seconds.
-pub const RETRY_AFTER_MIN_SECS: u32 = 1;
-/// See [`RETRY_AFTER_MIN_SECS`].
-pub const RETRY_AFTER_MAX_SECS: u32 = 30;
-
-/// The events of one accepted request and when they were accepted (for the flush timer and
-/// the oldest-event age). The queue holds whole requests, so an enqueue moves one `Vec`
-/// instead of copying each event; writers split a request across batches when needed.
-pub(crate) struct Chunk {
-    pub(crate) at: Instant,
-    pub(crate) events: Vec<AnalyticsEvent>,
-    /// The request waiting for these events to be stored (D15), if one waits.
-    pub(crate) waiter: Option<Arc<Waiter>>,
-}
-
-/// What the queue lock guards: everything the capacity check reads, so the check and the
-/// insertion are one atomic step and a request is taken whole or not at all (D7).
-pub(crate) struct State {
-    pub(crate) queue: VecDeque<Chunk>,
-    /// Events in `queue`.
-    pub(crate) queued: usize,
-    /// Chunks in `queue` that a request waits on (D15): an idle writer writes them at once.
-    pub(crate) queued_waiters: usize,
-    /// Events taken by writers and not yet stored. They count against the capacity, so the
-    /// capacity bounds everything a hard kill can lose.
-    pub(crate) in_flight: usize,
-    /// Per writer: when the oldest event of its batch was accepted.
-    pub(crate) in_flight_oldest: Vec<Option<Instant>>,
-    pub(crate) accepting: bool,
-}
-
-pub(crate) struct Inner {
-    pub(crate) config: SinkConfig,
-    pub(crate) store: Arc<dyn EventStore>,
-    /// Where events the store refuses for good go (D17).
-    pub(crate) dead_letters: Arc<dyn DeadLetterStore>,
-    pub(crate) state: Mutex<State>,
-    /// Wakes writers: a first event in an empty queue, a full batch, shutdown.
-    pub(crate) wake: Notify,
-    /// Writers signal every stored batch (the drain waits on it).
-    pub(crate) progress: Notify,
-    /// Free capacity, in events: `queue_capacity` minus what is queued, in flight or held by
-    /// an admission. Every enqueue takes its events' permits under the queue lock; writers
-    /// give them back when a batch is stored. Waiting admissions are served in arrival order.
-    /// Closed when shutdown begins, which refuses waiting admissions at once.
-    pub(crate) room: Semaphore,
-    pub(crate) counters: Counters,
-}
-
-impl Inner {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        // Every critical section leaves the state consistent before anything can panic, so a
-        // poisoned lock still guards valid data; refusing events forever would be worse.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Events held: queued and in flight.
-    pub(crate) fn occupancy(&self) -> usize {
-        let s = self.lock();
-        s.queued + s.in_flight
-    }
-
-    /// The `Retry-After` for a refusal: the time the writers need, at the recent write rate, to
-    /// store the `backlog` already held (queued and in flight), clamped to 1..=30 s. Sending
-    /// clients back when the backlog is written, rather than when the first free slot opens,
-    /// keeps refused clients from retrying in a herd against a still-full queue. While the
-    /// store is failing: the maximum. With no measurement yet: the minimum.
-    pub(crate) fn retry_after(&self, backlog: usize) -> u32 {
-        let c = &self.counters;
-        if c.failing.load(Ordering::Relaxed) {
-            return RETRY_AFTER_MAX_SECS;
-        }
-        let secs = match c.rate.rate() {
-            None => f64::from(RETRY_AFTER_MIN_SECS),
-            Some(rate) if rate <= 0.0 => f64::from(RETRY_AFTER_MAX_SECS),
-            Some(rate) => (backlog as f64 / rate).ceil(),
-        };
-        // `as` saturates on floats; the clamp does the rest.
-        (secs as u32).clamp(RETRY_AFTER_MIN_SECS, RETRY_AFTER_MAX_SECS)
-    }
-}
 
 /// Why a sink could not start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -188,7 +107,7 @@ impl Sink {
             dead_letters,
             wake: Notify::new(),
             progress: Notify::new(),
-            room: Semaphore::new(capacity),
+            free_capacity: Semaphore::new(capacity),
             counters: Counters::new(),
         });
         let writers = (0..inner.config.writers)
@@ -283,7 +202,7 @@ impl Sink {
         let end = tokio::time::Instant::now() + deadline;
         let written_before = self.inner.counters.written.load(Ordering::Relaxed);
         self.inner.lock().accepting = false;
-        self.inner.room.close();
+        self.inner.free_capacity.close();
         // Writers waiting for a flush time or for events re-check the state: while shutting
         // down they flush partial batches at once and exit when nothing is left.
         self.inner.wake.notify_waiters();
@@ -387,17 +306,18 @@ impl Sink {
         }
     }
 
-    /// The one enqueue path (`try_enqueue` holds nothing, an admission holds room): all or
-    /// none under one short lock (D7). The events use the `held` permits first and take the
-    /// rest from the free room; refused when the rest is not free, or after shutdown began
-    /// (`Retry-After` 1 s: another replica can take the request). Permits still held
-    /// afterwards stay in `held` (an admission gives them back when dropped).
+    /// The one enqueue path (`try_enqueue` reserves nothing, an admission holds a capacity
+    /// reservation): all or none under one short lock (D7). The events use the `reserved`
+    /// permits first and take the rest from the free capacity; refused when the rest is not
+    /// free, or after shutdown began (`Retry-After` 1 s: another replica can take the
+    /// request). Permits still reserved afterwards stay in `reserved` (an admission gives them
+    /// back when dropped).
     ///
     /// With `wait` and [`AckMode::Stored`] the receipt resolves once the events are stored
     /// (D15); otherwise it is ready at once.
-    fn enqueue_holding(
+    fn enqueue_reserved(
         &self,
-        held: &mut u32,
+        reserved: &mut u32,
         mut events: Vec<AnalyticsEvent>,
         wait: bool,
     ) -> Result<Receipt, Overloaded> {
@@ -412,11 +332,11 @@ impl Sink {
             drop(s);
             return Err(self.refuse(n, RETRY_AFTER_MIN_SECS));
         }
-        if need > *held {
-            match self.inner.room.try_acquire_many(need - *held) {
+        if need > *reserved {
+            match self.inner.free_capacity.try_acquire_many(need - *reserved) {
                 Ok(p) => {
                     p.forget();
-                    *held = need;
+                    *reserved = need;
                 }
                 Err(_) => {
                     let occupancy = s.queued + s.in_flight;
@@ -426,7 +346,7 @@ impl Sink {
             }
         }
         // The used permits now stand for queued events.
-        *held -= need;
+        *reserved -= need;
         if wait && self.inner.config.ack == AckMode::Stored {
             let (waiter, stored) = Waiter::new(n);
             self.push(&mut s, events, Some(waiter));
@@ -464,12 +384,13 @@ impl EventSink for Sink {
     /// HTTP adapter enqueues them after answering the resolve and ignores a refusal: a resolve
     /// never fails because of analytics (the refusal is counted in the stats).
     fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded> {
-        self.enqueue_holding(&mut 0, events, false).map(drop)
+        self.enqueue_reserved(&mut 0, events, false).map(drop)
     }
 
-    /// Takes room for `max_events` at once when it is free; otherwise waits for it, behind
-    /// earlier waiters, for at most `admission_wait`, and then takes what is free (a request
-    /// with fewer events may still fit; [`Admission::enqueue`] refuses it when it does not).
+    /// Reserves capacity for `max_events` at once when it is free; otherwise waits for it,
+    /// behind earlier waiters, for at most `admission_wait`, and then reserves what is free (a
+    /// request with fewer events may still fit; [`Admission::enqueue`] refuses it when it does
+    /// not).
     /// Refused after shutdown began (`Retry-After` 1 s) and when nothing at all is free after
     /// the wait (the usual `Retry-After`). A refused admission counts as one refused request;
     /// its events were never read, so they are not in `events_refused`.
@@ -480,31 +401,32 @@ impl EventSink for Sink {
         Box::pin(async move {
             let n = permits(max_events.min(self.inner.config.queue_capacity));
             let wait = self.inner.config.admission_wait;
-            let acquired = match self.inner.room.try_acquire_many(n) {
+            let acquired = match self.inner.free_capacity.try_acquire_many(n) {
                 Ok(p) => Ok(p),
                 Err(tokio::sync::TryAcquireError::Closed) => {
                     return Err(self.refuse(0, RETRY_AFTER_MIN_SECS))
                 }
                 Err(tokio::sync::TryAcquireError::NoPermits) if wait.is_zero() => Err(()),
                 Err(tokio::sync::TryAcquireError::NoPermits) => {
-                    match tokio::time::timeout(wait, self.inner.room.acquire_many(n)).await {
+                    match tokio::time::timeout(wait, self.inner.free_capacity.acquire_many(n)).await
+                    {
                         Ok(Ok(p)) => Ok(p),
                         Ok(Err(_closed)) => return Err(self.refuse(0, RETRY_AFTER_MIN_SECS)),
                         Err(_elapsed) => Err(()),
                     }
                 }
             };
-            let held = match acquired {
+            let reserved = match acquired {
                 Ok(p) => {
                     p.forget();
                     n
                 }
                 Err(()) => {
-                    // No room for a full request in time: take what is free, so a smaller
-                    // request that fits is still taken (refused only when its events do not
-                    // fit, D7). Nothing free: refused unread.
-                    let free = permits(self.inner.room.available_permits()).min(n);
-                    match self.inner.room.try_acquire_many(free) {
+                    // No capacity for a full request in time: reserve what is free, so a
+                    // smaller request that fits is still taken (refused only when its events do
+                    // not fit, D7). Nothing free: refused unread.
+                    let free = permits(self.inner.free_capacity.available_permits()).min(n);
+                    match self.inner.free_capacity.try_acquire_many(free) {
                         Ok(p) if free > 0 => {
                             p.forget();
                             free
@@ -517,28 +439,35 @@ impl EventSink for Sink {
                     }
                 }
             };
-            let admission: Box<dyn Admission + '_> = Box::new(Held { sink: self, held });
+            let admission: Box<dyn Admission + '_> = Box::new(CapacityReservation {
+                sink: self,
+                reserved,
+            });
             Ok(admission)
         })
     }
 }
 
-/// Permits taken by [`Sink::admit`]; what the request does not use goes back on drop.
-struct Held<'a> {
+/// The capacity [`Sink::admit`] reserved for one request, in permits (events); what the
+/// request does not use goes back on drop.
+struct CapacityReservation<'a> {
     sink: &'a Sink,
-    held: u32,
+    reserved: u32,
 }
 
-impl Admission for Held<'_> {
+impl Admission for CapacityReservation<'_> {
     fn enqueue(mut self: Box<Self>, events: Vec<AnalyticsEvent>) -> Result<Receipt, Overloaded> {
-        self.sink.enqueue_holding(&mut self.held, events, true)
+        self.sink.enqueue_reserved(&mut self.reserved, events, true)
     }
 }
 
-impl Drop for Held<'_> {
+impl Drop for CapacityReservation<'_> {
     fn drop(&mut self) {
-        if self.held > 0 {
-            self.sink.inner.room.add_permits(self.held as usize);
+        if self.reserved > 0 {
+            self.sink
+                .inner
+                .free_capacity
+                .add_permits(self.reserved as usize);
         }
     }
 }

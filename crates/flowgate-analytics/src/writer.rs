@@ -1,8 +1,6 @@
 //! The writer task: takes batches from the queue and stores them, retrying until they are
 //! stored, and releases the requests that wait for them (D15).
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +8,7 @@ use flowgate_domain::events::{store_batch, AnalyticsEvent};
 use flowgate_domain::ports::{Outage, StoreError};
 
 use crate::ack::Waiter;
-use crate::sink::{Chunk, Inner};
+use crate::queue::{Chunk, Inner};
 
 /// Events taken from the queue for one write, with the requests waiting on them.
 struct Batch {
@@ -56,11 +54,11 @@ fn next_step(inner: &Inner, id: usize) -> Step {
         let Some(mut chunk) = s.queue.pop_front() else {
             break;
         };
-        let room = config.batch_size - taken;
-        if chunk.events.len() > room {
+        let space = config.batch_size - taken;
+        if chunk.events.len() > space {
             // The rest of the request stays at the front, with its acceptance time and its
             // waiter.
-            let rest = chunk.events.split_off(room);
+            let rest = chunk.events.split_off(space);
             s.queue.push_front(Chunk {
                 at: chunk.at,
                 events: rest,
@@ -101,7 +99,9 @@ fn next_step(inner: &Inner, id: usize) -> Step {
 
 /// A writer's loop; returns when shutdown began and the queue is empty.
 pub(crate) async fn run(inner: Arc<Inner>, id: usize) {
-    let mut jitter = Jitter::new(id);
+    // Jitter needs spread between replicas and writers, not cryptographic quality: a
+    // generator seeded from the process's own random state.
+    let mut jitter = fastrand::Rng::new();
     loop {
         // Registered before the state is read, so a wake-up between the read and the wait is
         // not missed.
@@ -128,7 +128,7 @@ pub(crate) async fn run(inner: Arc<Inner>, id: usize) {
 /// Events the store refuses with a non-transient error are isolated by splitting the batch and
 /// become dead letters, the rest is stored ([`store_batch`], D17), so no event holds a writer.
 /// What is retried is a transient failure, or dead letters that could not be written.
-async fn write(inner: &Inner, id: usize, batch: Batch, jitter: &mut Jitter) {
+async fn write(inner: &Inner, id: usize, batch: Batch, jitter: &mut fastrand::Rng) {
     let counters = &inner.counters;
     let backoff = inner.config.backoff;
     let events = &batch.events;
@@ -178,7 +178,7 @@ async fn write(inner: &Inner, id: usize, batch: Batch, jitter: &mut Jitter) {
                 break;
             }
             Err(error) => {
-                let delay = backoff.delay(attempt, jitter.next_unit());
+                let delay = backoff.delay(attempt, jitter.f64());
                 counters.record_failure(error.to_string());
                 attempt = attempt.saturating_add(1);
                 if error.is_transient() {
@@ -213,43 +213,34 @@ async fn write(inner: &Inner, id: usize, batch: Batch, jitter: &mut Jitter) {
             *slot = None;
         }
     }
-    // The stored events' room is free again (waiting admissions take it in arrival order).
-    inner.room.add_permits(events.len());
+    // The stored events' capacity is free again (waiting admissions take it in arrival
+    // order).
+    inner.free_capacity.add_permits(events.len());
     inner.progress.notify_waiters();
-}
-
-/// A small SplitMix64 generator for backoff jitter, seeded from the process's random hasher
-/// keys: jitter needs spread between replicas and writers, not cryptographic quality.
-struct Jitter(u64);
-
-impl Jitter {
-    fn new(id: usize) -> Self {
-        let mut hasher = RandomState::new().build_hasher();
-        hasher.write_usize(id);
-        Self(hasher.finish())
-    }
-
-    /// A uniform number in `[0, 1)`.
-    fn next_unit(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::config::Backoff;
 
     #[test]
-    fn jitter_is_in_the_unit_interval_and_varies() {
-        let mut j = Jitter::new(0);
-        let values: Vec<f64> = (0..1000).map(|_| j.next_unit()).collect();
-        assert!(values.iter().all(|v| (0.0..1.0).contains(v)));
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
-        assert!((0.4..0.6).contains(&mean), "mean {mean}");
+    fn jittered_delays_stay_within_the_policy_and_vary() {
+        // Each writer's generator: delays of one attempt fill [d/2, d], not one point of it.
+        let backoff = Backoff::default();
+        let mut jitter = fastrand::Rng::new();
+        let ceiling = backoff.ceiling(3);
+        let delays: Vec<_> = (0..1000).map(|_| backoff.delay(3, jitter.f64())).collect();
+        assert!(delays.iter().all(|d| (ceiling / 2..=ceiling).contains(d)));
+        let mean = delays.iter().sum::<std::time::Duration>() / 1000;
+        assert!(
+            (ceiling * 7 / 10..ceiling * 8 / 10).contains(&mean),
+            "mean {mean:?} of [{:?}, {ceiling:?}]",
+            ceiling / 2
+        );
+        assert_ne!(
+            fastrand::Rng::new().u64(..),
+            fastrand::Rng::new().u64(..),
+            "writers' generators start apart"
+        );
     }
 }

@@ -224,11 +224,12 @@ pub trait EventSink: Send + Sync {
     /// to be stored (for the server's own events, D8, which no request waits for).
     fn try_enqueue(&self, events: Vec<AnalyticsEvent>) -> Result<(), Overloaded>;
 
-    /// Holds room for up to `max_events` events of one request before its body is read, so
-    /// an overloaded sink refuses for the price of the bytes instead of parsing and validating
-    /// events it would then refuse, and a request that arrives while the queue is full can
-    /// wait (bounded by the sink's own setting) for the writers to make room instead of being
-    /// refused at once. Refused with [`Overloaded`] when no room came in time.
+    /// Reserves sink capacity for up to `max_events` events of one request before its body is
+    /// read, so an overloaded sink refuses for the price of the bytes instead of parsing and
+    /// validating events it would then refuse, and a request that arrives while the queue is
+    /// full can wait (bounded by the sink's own setting) for the writers to free capacity
+    /// instead of being refused at once. Refused with [`Overloaded`] when no capacity came free
+    /// in time.
     ///
     /// The default holds nothing, hands the events to [`EventSink::try_enqueue`] and gives a
     /// [`Receipt::ready`]: a sink that can tell when events are durable overrides it (D15).
@@ -242,8 +243,8 @@ pub trait EventSink: Send + Sync {
     }
 }
 
-/// Room held in a sink for one request's events ([`EventSink::admit`]); dropping it unused
-/// gives the room back.
+/// A capacity reservation in a sink for one request's events ([`EventSink::admit`]); dropping
+/// it unused gives the capacity back.
 pub trait Admission: Send {
     /// Enqueues the events, all or none, and returns the [`Receipt`] the request waits on
     /// before it answers 202 (D15). Within the admitted count this is never refused unless

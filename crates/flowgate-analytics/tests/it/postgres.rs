@@ -3,9 +3,9 @@
 //! in CI (`CI=true`), where it fails them.
 //!
 //! The loss test cuts a TCP proxy between the store and PostgreSQL for 4 s in the middle of a
-//! load (the issue's scenario says about 10 s; 4 s keeps `make test` fast and already spans
-//! many failed attempts and a backoff at its maximum). The same scenario against the real
-//! binary, and SIGTERM in the middle of a load, come with the binary (issue 6).
+//! load: long enough to span many failed attempts and a backoff at its maximum, short enough
+//! to keep `make test` fast. The same scenario against the real binary, and SIGTERM in the
+//! middle of a load, are the binary's fault tests (`crates/flowgate/tests/it/faults.rs`).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -677,9 +677,9 @@ async fn a_request_larger_than_a_batch_is_split_across_batches() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Admission: room held before a request's body is read (D7).
+// Admission: capacity reserved before a request's body is read (D7).
 
-/// A sink with room for 200 events whose store is down: 200 queued events fill it.
+/// A sink with capacity for 200 events whose store is down: 200 queued events fill it.
 async fn full_sink(store: &Arc<FaultStore>, admission_wait: Duration) -> (Sink, Vec<EventId>) {
     store.down.store(true, Ordering::SeqCst);
     let sink = Sink::start(
@@ -714,7 +714,7 @@ async fn an_admission_enqueues_what_it_was_admitted_for_and_gives_back_the_rest(
     )
     .unwrap();
     let admission = sink.admit(100).await.unwrap();
-    // The 100 held events of room are taken: 101 more do not fit, 100 do.
+    // The 100 events of the reservation are taken: 101 more do not fit, 100 do.
     assert!(sink.try_enqueue(request(101)).is_err());
     let a = request(30);
     let mut accepted = ids(&a);
@@ -731,7 +731,7 @@ async fn an_admission_enqueues_what_it_was_admitted_for_and_gives_back_the_rest(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_admission_gives_its_room_back() {
+async fn a_dropped_admission_gives_its_reservation_back() {
     let store = FaultStore::new();
     store.down.store(true, Ordering::SeqCst);
     let sink = Sink::start(
@@ -744,10 +744,13 @@ async fn a_dropped_admission_gives_its_room_back() {
         store.clone(),
     )
     .unwrap();
-    let held = sink.admit(100).await.unwrap();
-    assert!(sink.try_enqueue(request(1)).is_err(), "the room is held");
+    let reservation = sink.admit(100).await.unwrap();
+    assert!(
+        sink.try_enqueue(request(1)).is_err(),
+        "the capacity is reserved"
+    );
     assert!(sink.admit(100).await.is_err());
-    drop(held);
+    drop(reservation);
     sink.try_enqueue(request(100)).unwrap();
 }
 
@@ -779,7 +782,7 @@ async fn a_full_queue_refuses_an_admission_after_the_wait() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_the_wait_an_admission_takes_the_room_left_and_a_request_that_fits_is_taken() {
+async fn after_the_wait_an_admission_reserves_what_is_free_and_a_request_that_fits_is_taken() {
     let store = FaultStore::new();
     store.down.store(true, Ordering::SeqCst);
     let sink = Sink::start(
@@ -795,7 +798,7 @@ async fn after_the_wait_an_admission_takes_the_room_left_and_a_request_that_fits
     let first = request(150);
     let mut accepted = ids(&first);
     sink.try_enqueue(first).unwrap();
-    // 50 free: no room for a full request (100) in time, but 40 events fit.
+    // 50 free: no capacity for a full request (100) in time, but 40 events fit.
     let fits = request(40);
     accepted.extend(ids(&fits));
     sink.admit(100).await.unwrap().enqueue(fits).unwrap();
@@ -804,7 +807,7 @@ async fn after_the_wait_an_admission_takes_the_room_left_and_a_request_that_fits
     assert!(sink.admit(100).await.unwrap().enqueue(request(20)).is_err());
     let after = sink.stats();
     assert_eq!(after.events_refused, before.events_refused + 20);
-    // The refused request gave its room back: exactly 10 still fit.
+    // The refused request gave its reservation back: exactly 10 still fit.
     let last = request(10);
     accepted.extend(ids(&last));
     sink.try_enqueue(last).unwrap();
@@ -828,7 +831,7 @@ async fn a_zero_wait_refuses_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiting_admission_gets_the_room_the_writers_free() {
+async fn a_waiting_admission_gets_the_capacity_the_writers_free() {
     let store = FaultStore::new();
     let (sink, mut accepted) = full_sink(&store, Duration::from_secs(20)).await;
     let waiter = {
@@ -841,7 +844,10 @@ async fn a_waiting_admission_gets_the_room_the_writers_free() {
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!waiter.is_finished(), "no room yet: the request waits");
+    assert!(
+        !waiter.is_finished(),
+        "no free capacity yet: the request waits"
+    );
     store.down.store(false, Ordering::SeqCst);
     let admitted = tokio::time::timeout(Duration::from_secs(10), waiter)
         .await
@@ -870,7 +876,7 @@ async fn waiting_admissions_are_served_in_arrival_order() {
         // Each waiter is queued before the next one arrives.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // One writer storing a batch of 100 every 150 ms frees room for one waiter at a time, so
+    // One writer storing a batch of 100 every 150 ms frees capacity for one waiter at a time, so
     // each admitted task records itself long before the next is admitted.
     store.delay_ms.store(150, Ordering::SeqCst);
     store.down.store(false, Ordering::SeqCst);
