@@ -127,9 +127,12 @@ deploy-check:
 ## Robustness (docs/reliability.md). Not part of `test`/`ci`: each takes minutes.
 ## fuzz: every cargo-fuzz target in fuzz/ for FUZZ_SECONDS (default 60) each; installs
 ## cargo-fuzz when missing and runs it on stable with RUSTC_BOOTSTRAP=1.
-## api-fuzz: schemathesis (PyPI, into target/api-fuzz-venv) against a live debug server and
-## its own /openapi.json. soak: SOAK_SECONDS (default 600) of mixed load on a release build
-## over a throwaway PostgreSQL database; CSV and summary in target/soak/.
+## api-fuzz: schemathesis (PyPI, into target/api-fuzz-venv) with every check, positive and
+## negative data included, against a live debug server and its own /openapi.json, over a
+## workspace imported for the run (reliability/api-fuzz-catalog.json) whose app ids and
+## placement keys the generated requests use; API_FUZZ_MAX_EXAMPLES, API_FUZZ_SEED.
+## soak: SOAK_SECONDS (default 600) of mixed load on a release build over a throwaway
+## PostgreSQL database; CSV and summary in target/soak/.
 .PHONY: fuzz api-fuzz soak
 FUZZ_SECONDS ?= 60
 SOAK_SECONDS ?= 600

@@ -101,15 +101,18 @@ fn operation(
     let mut responses = Map::new();
     responses.insert(ok.0.into(), ok.1);
     common_errors(&mut responses);
-    json!({
+    let mut op = json!({
         "operationId": id,
         "summary": summary,
         "description": description,
         "security": [{"sdkKey": []}],
-        "parameters": params,
         "requestBody": {"required": true, "content": {"application/json": {"schema": body}}},
         "responses": responses,
-    })
+    });
+    if !params.is_empty() {
+        op["parameters"] = Value::Array(params);
+    }
+    op
 }
 
 fn deprecated(mut op: Value) -> Value {
@@ -149,6 +152,11 @@ fn ok_json(description: &str, schema: Value, deprecated: bool) -> Value {
     json!({"description": description, "headers": headers, "content": {"application/json": {"schema": schema}}})
 }
 
+/// How an events body may be encoded. `Content-Encoding` describes the body's bytes, so it is
+/// documented with the body rather than as a header parameter a client could set on its own
+/// (a plain body labelled gzip is a 400).
+const EVENTS_BODY_ENCODING: &str = "The events as JSON, sent as is or gzip-compressed. A compressed body is sent with `Content-Encoding: gzip` and must then be one valid gzip stream (otherwise 400 `invalid_request`); the size limit applies to the decoded body. Without `Content-Encoding`, or with `identity`, the body is read as plain JSON. Any other content coding is a 415.";
+
 fn paths() -> Value {
     let resolve_desc = "Resolves the published flow version for a placement and a user (D3). No match is also 200 with `flow_id: null`; a `resolve_no_flow` event is then recorded (D8). `?export=true` skips audiences and experiments and serves the placement's default flow (D3.5).";
     let export = json!({"name": "export", "in": "query", "required": false, "description": "`true` serves the default flow deterministically and records nothing; any value other than true or false is a 400.", "schema": {"type": "string", "enum": ["true", "false"]}});
@@ -164,22 +172,21 @@ fn paths() -> Value {
         "sendEvents",
         "Send analytics events",
         &events_desc,
-        vec![
-            app_id_param(),
-            json!({"$ref": "#/components/parameters/ContentEncoding"}),
-        ],
+        vec![app_id_param()],
         schema_ref("EventBody"),
         ("202", events_ok),
     );
+    events_op["requestBody"]["description"] = json!(EVENTS_BODY_ENCODING);
     events_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
     let mut legacy_events = deprecated(operation(
         "sendEventsLegacy",
         "Send analytics events (deprecated)",
         "Deprecated: use `/v1/apps/{appId}/events`. Each event's `app_id` names its app; an event whose app is not in the key's workspace is rejected.",
-        vec![json!({"$ref": "#/components/parameters/ContentEncoding"})],
+        vec![],
         schema_ref("EventBody"),
         ("202", ok_json("Stored (D15).", schema_ref("EventsAccepted"), true)),
     ));
+    legacy_events["requestBody"]["description"] = json!(EVENTS_BODY_ENCODING);
     legacy_events["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
     json!({
         "/v1/apps/{appId}/placements/{placementId}/resolve": {"post": operation(
@@ -193,7 +200,7 @@ fn paths() -> Value {
         "/v1/apps/{appId}/events": {"post": events_op},
         "/v1/placements/{placementId}/resolve": {"post": deprecated(operation(
             "resolveLegacy", "Resolve a placement (deprecated)",
-            "Deprecated: use `/v1/apps/{appId}/placements/{placementId}/resolve`. The app comes from the body's `app_id`, or from the key's workspace when it has exactly one app; otherwise 400.",
+            "Deprecated: use `/v1/apps/{appId}/placements/{placementId}/resolve`. The app is the body's `app_id`. For older SDKs the server also accepts a body without `app_id` (or with `app_id: null`) when the key's workspace has exactly one app, and resolves on that app; when the workspace has several apps (or none) such a body is a 400 `validation_failed`.",
             vec![placement_param(), export],
             schema_ref("LegacyResolveRequest"), ("200", ok_json("The resolve result.", schema_ref("ResolveResult"), true))))},
         "/v1/events": {"post": legacy_events},
@@ -204,12 +211,16 @@ fn paths() -> Value {
     })
 }
 
+/// A string without the NUL character, which the store cannot hold: resolve refuses it in the
+/// identity (its `resolve_no_flow` event would carry it).
+const NO_NUL: &str = r"^[^\u0000]*$";
+
 fn identity_properties() -> Map<String, Value> {
     let mut p = Map::new();
-    p.insert("user_id".into(), json!({"type": "string", "minLength": 1, "maxLength": 256, "description": "Stable user identifier."}));
+    p.insert("user_id".into(), json!({"type": "string", "minLength": 1, "maxLength": 256, "pattern": NO_NUL, "description": "Stable user identifier; no NUL character (U+0000)."}));
     p.insert(
         "session_id".into(),
-        json!({"type": "string", "minLength": 1, "maxLength": 256}),
+        json!({"type": "string", "minLength": 1, "maxLength": 256, "pattern": NO_NUL, "description": "No NUL character (U+0000)."}),
     );
     p.insert(
         "device_platform".into(),
@@ -294,7 +305,8 @@ fn components() -> Value {
     let codes: Vec<&str> = PROBLEM_CODES.iter().map(|(c, _, _)| *c).collect();
     let mut resolve_request = json!({"type": "object", "required": ["user_id", "session_id", "device_platform"], "properties": identity_properties()});
     let mut legacy = resolve_request.clone();
-    legacy["properties"]["app_id"] = json!({"type": "string", "format": "uuid", "description": "The app; optional when the key's workspace has exactly one app."});
+    legacy["required"] = json!(["app_id", "user_id", "session_id", "device_platform"]);
+    legacy["properties"]["app_id"] = json!({"type": "string", "format": "uuid", "description": "The app, one of the key's workspace. Required: the server resolves a body without it only when the workspace has exactly one app (see the operation), and answers 400 `validation_failed` otherwise."});
     let mut batch = json!({"type": "object", "required": ["placement_keys", "user_id", "session_id", "device_platform"], "properties": identity_properties()});
     batch["properties"]["placement_keys"] = json!({
         "type": "array", "minItems": 1,
@@ -309,7 +321,6 @@ fn components() -> Value {
         |description: &str, schema: Value| json!({"description": description, "schema": schema});
     json!({
         "securitySchemes": {"sdkKey": {"type": "http", "scheme": "bearer", "description": "An SDK key `fg_live_…` (production) or `fg_test_…` (staging, development), D1."}},
-        "parameters": {"ContentEncoding": {"name": "Content-Encoding", "in": "header", "required": false, "description": "`gzip` to send a compressed body; the size limit applies to the decoded body.", "schema": {"type": "string", "enum": ["gzip", "identity"]}}},
         "headers": {
             "X-Request-Id": header("Echoes a valid incoming id, else a new UUIDv7.", json!({"type": "string"})),
             "RateLimit-Limit": header("Burst size of the limit closest to refusing (D10).", json!({"type": "integer"})),

@@ -1,5 +1,9 @@
 //! The deprecated routes (D11): `Deprecation` and `Link` headers, app from the body or the key.
 
+use std::sync::Arc;
+
+use flowgate_domain::keys::KeyType;
+use flowgate_domain::Catalog;
 use serde_json::json;
 
 use crate::events::event;
@@ -78,4 +82,42 @@ async fn legacy_events(backend: Backend) {
         .map(|e| (e["index"].as_u64().unwrap(), e["code"].as_str().unwrap()))
         .collect();
     assert_eq!(codes, vec![(1, "app_mismatch"), (2, "missing_field")]);
+}
+
+/// In a workspace of several apps the body must name the app, as the document requires of
+/// every body: without `app_id` (or with `null`) there is no app to choose, a 400.
+#[actix_web::test]
+async fn legacy_resolve_needs_app_id_when_the_workspace_has_several_apps() {
+    let s = server!(Backend::Sqlite);
+    // Workspace 1 with app 2 moved into it, and the SDK key of workspace 1.
+    let mut doc = catalog_json();
+    let app2 = doc["workspaces"][1]["apps"][0].take();
+    doc["workspaces"][1]["apps"] = json!([]);
+    doc["workspaces"][0]["apps"]
+        .as_array_mut()
+        .unwrap()
+        .push(app2);
+    let mut data = data_from(&doc);
+    data.api_keys = vec![record(WS1, &s.keys.sdk, KeyType::Sdk, 100)];
+    s.catalog
+        .store(Arc::new(Catalog::build(data).expect("catalog builds")));
+
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios"});
+    for without in [
+        body.clone(),
+        json!({"app_id": null, "user_id": "u", "session_id": "s", "device_platform": "ios"}),
+    ] {
+        let problem = s
+            .post("/v1/placements/onboarding/resolve", &without)
+            .await
+            .problem(400, "validation_failed");
+        assert_eq!(problem["errors"][0]["field"], "app_id", "{problem}");
+    }
+    for (app, flow) in [(APP1, FLOW_DEFAULT), (APP2, FLOW_APP2)] {
+        let mut with_app = body.clone();
+        with_app["app_id"] = json!(app);
+        let r = s.post("/v1/placements/onboarding/resolve", &with_app).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json()["flow_id"], flow);
+    }
 }

@@ -64,6 +64,32 @@ fn document_covers_every_route_and_code() {
     }
 }
 
+/// What a client generated from the document sends is accepted: the legacy resolve's body names
+/// its app (a workspace of several apps has no other way to choose), and no operation takes
+/// `Content-Encoding` as a parameter of its own (the events bodies say how they may be
+/// compressed; a plain body labelled gzip is refused).
+#[test]
+fn document_asks_only_for_what_the_server_accepts() {
+    let doc = document();
+    let required = doc["components"]["schemas"]["LegacyResolveRequest"]["required"]
+        .as_array()
+        .unwrap();
+    assert!(required.iter().any(|r| r == "app_id"), "{required:?}");
+    assert!(doc["components"].get("parameters").is_none());
+    for (route, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                assert_ne!(p["in"], "header", "{method} {route}: {p}");
+            }
+        }
+    }
+    for route in ["/v1/apps/{appId}/events", "/v1/events"] {
+        let body = &doc["paths"][route]["post"]["requestBody"];
+        let description = body["description"].as_str().unwrap_or_default();
+        assert!(description.contains("Content-Encoding: gzip"), "{route}");
+    }
+}
+
 #[actix_web::test]
 async fn served_document_is_the_committed_one() {
     let s = server!(Backend::Sqlite);
