@@ -1,4 +1,4 @@
-//! Property test over request bodies and headers (issue 4): whatever a client sends, no
+//! Property test over request bodies and headers: whatever a client sends, no
 //! response is a 5xx, and every non-2xx body is valid problem+json.
 
 use proptest::prelude::*;
