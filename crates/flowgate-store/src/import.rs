@@ -167,6 +167,23 @@ fn invalid(path: &Path, problems: Vec<Problem>) -> ImportError {
     )
 }
 
+/// The catalog in `text` (YAML converted to JSON first), or every problem it has.
+fn parse(path: &Path, format: FileFormat, text: &str) -> Result<CatalogFile, ImportError> {
+    let json = match format {
+        FileFormat::Json => Cow::Borrowed(text),
+        FileFormat::Yaml => Cow::Owned(yaml_to_json(text).map_err(|p| invalid(path, vec![p]))?),
+    };
+    CatalogFile::parse(&json).map_err(|problems| invalid(path, problems))
+}
+
+/// The warnings of a plan, labelled with the file.
+fn labelled(path: &Path, warnings: Vec<Problem>) -> Vec<FileProblem> {
+    warnings
+        .into_iter()
+        .map(|w| FileProblem::new(path, w))
+        .collect()
+}
+
 /// Imports the catalog file at `path` (D13); `now` is the creation time of new keys.
 pub async fn import_file(
     store: &Store,
@@ -187,12 +204,7 @@ pub async fn import_text(
     text: &str,
     now: OffsetDateTime,
 ) -> Result<ImportReport, ImportError> {
-    let json = match format {
-        FileFormat::Json => Cow::Borrowed(text),
-        FileFormat::Yaml => Cow::Owned(yaml_to_json(text).map_err(|p| invalid(path, vec![p]))?),
-    };
-    let file = CatalogFile::parse(&json).map_err(|problems| invalid(path, problems))?;
-    drop(json);
+    let file = parse(path, format, text)?;
     let sha256 = sha256_hex(text.as_bytes());
     let (recorded_sha256, file_name) = (sha256.clone(), path.display().to_string());
     let outcome = store
@@ -215,10 +227,7 @@ pub async fn import_text(
             changed,
             revision,
             sha256,
-            warnings
-                .into_iter()
-                .map(|w| FileProblem::new(path, w))
-                .collect(),
+            labelled(path, warnings),
         )),
     }
 }
@@ -252,21 +261,12 @@ pub async fn dry_run_text(
     text: &str,
     now: OffsetDateTime,
 ) -> Result<DryRunReport, ImportError> {
-    let json = match format {
-        FileFormat::Json => Cow::Borrowed(text),
-        FileFormat::Yaml => Cow::Owned(yaml_to_json(text).map_err(|p| invalid(path, vec![p]))?),
-    };
-    let file = CatalogFile::parse(&json).map_err(|problems| invalid(path, problems))?;
-    drop(json);
+    let file = parse(path, format, text)?;
     let stored = store.load_catalog().await?;
     let revision = stored.revision;
     let DryRun { plan, diff } =
         plan_dry_run(file, &stored, now).map_err(|problems| invalid(path, problems))?;
-    let warnings = plan
-        .warnings
-        .into_iter()
-        .map(|w| FileProblem::new(path, w))
-        .collect();
+    let warnings = labelled(path, plan.warnings);
     Ok(DryRunReport {
         report: ImportReport::new(
             plan.summary,
