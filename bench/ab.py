@@ -57,7 +57,7 @@ def main():
             procs.append(proc)
             servers.append((spec, proc, B.API))
         # The baselines answer flowgate's bytes for the typical user.
-        with open(os.path.join(B.ROOT, "crates", "flowgate-domain", "tests", "it", "typical_placement.json")) as f:
+        with open(os.path.join(B.ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
             attrs = json.load(f)["typical_attributes"]
         ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
         headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}

@@ -142,13 +142,13 @@ def call(port, method, path, body=None, headers=None, coding=False):
         conn.close()
 
 
-def start_flowgate(level="warn", logfile=os.devnull, extra=None):
-    """Starts the server (`extra`: more environment); returns (process, seconds from spawn to
-    a 200 from /readyz)."""
+def start_flowgate(level="warn", logfile=os.devnull, extra=None, preexec_fn=None):
+    """Starts the server (`extra`: more environment; `preexec_fn`: run in the child before exec,
+    e.g. to pin it to CPUs); returns (process, seconds from spawn to a 200 from /readyz)."""
     out = open(logfile, "ab")
     start = time.monotonic()
     env = dict(flowgate_env(level), **(extra or {}))
-    proc = subprocess.Popen([BIN, "serve"], env=env, stdout=out, stderr=out, cwd=ROOT)
+    proc = subprocess.Popen([BIN, "serve"], env=env, stdout=out, stderr=out, cwd=ROOT, preexec_fn=preexec_fn)
     while time.monotonic() - start < 120:
         if proc.poll() is not None:
             raise RuntimeError("flowgate serve exited with %s (log: %s)" % (proc.returncode, logfile))
@@ -161,12 +161,12 @@ def start_flowgate(level="warn", logfile=os.devnull, extra=None):
     raise RuntimeError("flowgate was not ready within 120 s")
 
 
-def start_baseline(status, body_file, coding=None, extra=None):
+def start_baseline(status, body_file, coding=None, extra=None, preexec_fn=None):
     """The baseline answering `body_file` (sent with `Content-Encoding: coding` when set;
-    `extra`: more environment, e.g. BASELINE_WORK_NS)."""
+    `extra`: more environment, e.g. BASELINE_WORK_NS; `preexec_fn` as for start_flowgate)."""
     proc = subprocess.Popen(
         [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file] + ([coding] if coding else []),
-        stdout=subprocess.DEVNULL, env=dict(os.environ, **(extra or {})),
+        stdout=subprocess.DEVNULL, env=dict(os.environ, **(extra or {})), preexec_fn=preexec_fn,
     )
     for _ in range(500):
         try:
@@ -331,7 +331,7 @@ def run(meta, procs):
     sample_headers = dict(headers)
     if os.environ.get("BENCH_ACCEPT_ENCODING"):
         sample_headers["Accept-Encoding"] = os.environ["BENCH_ACCEPT_ENCODING"]
-    with open(os.path.join(ROOT, "crates", "flowgate-domain", "tests", "it", "typical_placement.json")) as f:
+    with open(os.path.join(ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
         attrs = json.load(f)["typical_attributes"]
     with open(os.path.join(BENCH, "lua", "resolve.lua")) as f:
         first = json.loads(re.search(r"local sets = \{\s*'([^']*)'", f.read()).group(1))

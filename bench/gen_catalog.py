@@ -4,8 +4,8 @@
 Same shape and sizes as `crates/flowgate-testkit/src/scale.rs`: 10 workspaces, 100 apps,
 5,000 placements, 1,000 flows with 2,000 versions of about 20 KB. Placement 0 of every app is
 the "typical placement" of the single-resolve scenario instead of a small one: `onboarding`
-with the rules of `crates/flowgate-domain/tests/it/typical_placement.json`, which the domain's
-fixture (`fixtures.rs::realistic_catalog_json`) also reads: 10 audiences with mixed operators,
+with the rules of `crates/flowgate-contract-tests/data/typical_placement.json`, which the Rust
+fixture (`fixtures::catalogs::realistic_catalog_json`) also reads: 10 audiences with mixed operators,
 a 200-member saved group, a 3-variant experiment. No API keys: the
 benchmark creates one with `flowgate keys create`.
 
@@ -76,10 +76,10 @@ def flow(app_n, f, published):
 
 
 # The typical placement, shared with the domain and handler benchmarks and their fixture
-# (crates/flowgate-domain/tests/it/fixtures.rs::realistic_catalog_json).
+# (crates/flowgate-contract-tests/src/fixtures/catalogs.rs::realistic_catalog_json).
 TYPICAL = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "crates", "flowgate-domain", "tests", "it", "typical_placement.json",
+    "crates", "flowgate-contract-tests", "data", "typical_placement.json",
 )
 
 

@@ -3,6 +3,10 @@
 //! Everything is deterministic (fixed ids and times), and the catalog is written in the order
 //! every implementation loads it back (workspaces, apps and flows by id, versions by number,
 //! placements by key in byte order), so a round trip can be compared as a whole.
+//!
+//! [`catalogs`] holds the catalog fixtures of the other crates' integration tests and benchmarks.
+
+pub mod catalogs;
 
 use flowgate_domain::catalog::CatalogData;
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};

@@ -12,8 +12,7 @@ use flowgate_domain::ids::AppId;
 use flowgate_domain::{Platform, ResolveMode, ResolveRequest};
 use serde_json::json;
 
-#[path = "../tests/it/fixtures.rs"]
-mod fixtures;
+use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 fn resolve(c: &mut Criterion) {
     let doc = fixtures::realistic_catalog_json();

@@ -1,5 +1,5 @@
 //! In-process benchmark of the public API's request path: one single resolve of the
-//! realistic placement (the domain benchmark's, `tests/it/fixtures.rs`) through `api_app`, with
+//! realistic placement (the domain benchmark's, `fixtures::catalogs`) through `api_app`, with
 //! no socket, beside a baseline service that answers the same bytes with no logic, as
 //! `flowgate-bench-baseline` does over TCP. Both are called the same way and both bodies are
 //! copied into a reused write buffer, as actix's HTTP/1 encoder does, so the difference of the
@@ -29,8 +29,7 @@ use flowgate_domain::Catalog;
 use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics};
 use serde_json::json;
 
-#[path = "../../flowgate-domain/tests/it/fixtures.rs"]
-mod fixtures;
+use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 /// Accepts every event and keeps none (the real sink's enqueue is benchmarked by
 /// `flowgate-analytics`' `enqueue` bench).

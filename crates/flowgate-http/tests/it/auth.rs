@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend};
+use crate::support::{on_sqlite, server, Backend};
 
-on_both_stores!(
+on_sqlite!(
     each_key_failure_has_its_401,
     workspace_is_derived_from_the_key
 );

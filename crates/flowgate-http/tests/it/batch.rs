@@ -4,7 +4,7 @@ use flowgate_domain::events::NoFlowReason;
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend};
+use crate::support::{on_sqlite, server, Backend};
 
 fn path(app: &str) -> String {
     format!("/v1/apps/{app}/placements/resolve-batch")
@@ -14,10 +14,10 @@ fn body(keys: Value) -> Value {
     json!({"placement_keys": keys, "user_id": "user-1", "session_id": "s", "device_platform": "android", "attributes": {"country": "CA"}})
 }
 
-on_both_stores!(
+on_sqlite!(
     dedups_and_reports_each_entry,
     limits_and_validation,
-    app_checks
+    app_checks,
 );
 
 async fn dedups_and_reports_each_entry(backend: Backend) {

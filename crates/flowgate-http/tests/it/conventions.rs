@@ -8,16 +8,16 @@ use flowgate_http::{HttpConfig, RateLimitConfig};
 use serde_json::json;
 
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend};
+use crate::support::{on_sqlite, server, Backend};
 
-on_both_stores!(
+on_sqlite!(
     routes_and_methods,
     percent_encoded_paths,
     request_ids,
     cors,
     compressed_responses,
     rate_limits_with_headers,
-    rate_limit_by_forwarded_address
+    rate_limit_by_forwarded_address,
 );
 
 async fn routes_and_methods(backend: Backend) {

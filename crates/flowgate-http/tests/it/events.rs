@@ -6,7 +6,7 @@ use std::io::Write;
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend, TestServer};
+use crate::support::{on_both_stores, on_sqlite, server, Backend, TestServer};
 
 fn path() -> String {
     format!("/v1/apps/{APP1}/events")
@@ -186,7 +186,8 @@ async fn rule_properties_too_large(b: Backend) {
     .await
 }
 
-on_both_stores!(
+on_both_stores!(duplicates_are_stored_once);
+on_sqlite!(
     rule_not_an_object,
     rule_missing_field,
     rule_null_required_field,
@@ -209,7 +210,6 @@ on_both_stores!(
     rule_invalid_currency,
     rule_properties_too_large,
     single_object_and_unknown_fields_are_accepted,
-    duplicates_are_stored_once,
     count_limits,
     size_limits_and_gzip,
     overload_accepts_nothing,

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use crate::events::event;
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend};
+use crate::support::{on_sqlite, server, Backend};
 
-on_both_stores!(legacy_resolve, legacy_events);
+on_sqlite!(legacy_resolve, legacy_events);
 
 async fn legacy_resolve(backend: Backend) {
     let s = server!(backend);

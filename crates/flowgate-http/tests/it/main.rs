@@ -1,9 +1,9 @@
 //! Black-box tests of the public API and the admin listener: a real actix server on
-//! 127.0.0.1, a real store (a SQLite file, and a PostgreSQL database), real HTTP requests.
+//! 127.0.0.1, a real store (a SQLite file; a PostgreSQL database too for the cases whose
+//! answer carries what the store loaded back, see `support::on_both_stores`), real HTTP requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../../../flowgate-domain/tests/it/fixtures.rs"]
-mod fixtures;
+use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 mod support;
 

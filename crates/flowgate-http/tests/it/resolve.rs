@@ -4,7 +4,7 @@ use flowgate_domain::events::{EventSource, EventType, NoFlowReason};
 use serde_json::{json, Value};
 
 use crate::fixtures::*;
-use crate::support::{on_both_stores, server, Backend};
+use crate::support::{on_both_stores, on_sqlite, server, Backend};
 
 fn path(app: &str, key: &str) -> String {
     format!("/v1/apps/{app}/placements/{key}/resolve")
@@ -20,7 +20,9 @@ fn identity(extra: Value) -> Value {
 
 on_both_stores!(
     matched_flow_has_every_field,
-    no_flow_body_is_exactly_flow_id_and_ttl,
+    no_flow_body_is_exactly_flow_id_and_ttl
+);
+on_sqlite!(
     holdout_carries_experiment_fields,
     unknown_placement_is_200_no_flow_with_event,
     export_is_deterministic_and_records_nothing,

@@ -1,8 +1,7 @@
 //! The binary end to end: what the README promises a newcomer, and the start-up rules.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../../../flowgate-domain/tests/it/fixtures.rs"]
-mod fixtures;
+use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 mod cache;
 mod catalog;
