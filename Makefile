@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-http ci check-domain-deps pg-up nats-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-http bench-http-unpinned bench-peer ci check-domain-deps pg-up nats-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -92,14 +92,28 @@ bench-store: pg-up
 	$(CARGO) bench -p flowgate-store --bench events
 	$(CARGO) bench -p flowgate-store --bench catalog
 
-## HTTP load benchmark: release build, the catalog at scale on PostgreSQL, wrk at 64
-## connections against flowgate and against a no-logic actix-web baseline in the same run;
-## prints one table (single resolve, batch 10/50, events with ack=stored and ack=buffered vs
-## raw COPY, events through NATS JetStream: serve publishing vs a minimal async-nats publisher
-## and ingest vs raw COPY, start-up, RSS, time for a published change to be served). Installs
-## wrk and nats-server when missing. About 8 minutes once built.
+## Pinned HTTP benchmark of single resolve (bench/pinned.py): release build; flowgate and the
+## no-logic baseline with one worker each pinned to CPU 0 (BENCH_SERVER_CPUS=0-3 on a bigger
+## machine: that many workers on those cores), wrk and oha pinned to the other cores. Peak
+## requests/s per server core in alternating closed-loop rounds, then open-loop latency (oha -q
+## with --latency-correction) at 25/50/75% of the peak: p50, p99, p99.9 against the baseline's.
+## Installs wrk and oha (pinned version, into target/bench-tools) when missing. About 6 minutes
+## once built.
 bench-http: pg-up
 	bash bench/run.sh
+
+## The unpinned HTTP load benchmark of every scenario (bench/bench.py): wrk at 64 connections
+## and the server's 2 workers sharing the machine; single resolve, batch 10/50, events with
+## ack=stored and ack=buffered vs raw COPY, events through NATS JetStream, start-up, RSS, time
+## for a published change to be served. About 8 minutes once built.
+bench-http-unpinned: pg-up
+	BENCH_PINNED=0 bash bench/run.sh
+
+## Unleash Edge (a pinned version from crates.io, built once into target/peer: about 10 minutes
+## the first time) beside flowgate on the same pinned core, in alternating rounds: an
+## equivalent toggle and Edge's own 5-feature data set (bench/peer.py). Not part of make test.
+bench-peer: pg-up
+	bash bench/peer/run.sh
 
 ## Profile-guided release build of the service (and of the benchmark's baseline): instrumented
 ## build, training on the load benchmark's scenarios, optimized build into target/pgo/release/
@@ -110,7 +124,7 @@ release-pgo: pg-up
 	bash bench/pgo.sh
 
 ## Every benchmark; the HTTP table comes last.
-bench: bench-domain bench-handler bench-instructions bench-store bench-http
+bench: bench-domain bench-handler bench-instructions bench-store bench-http bench-http-unpinned
 
 ci: lint test
 

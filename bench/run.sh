@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# `make bench-http`: the HTTP load benchmark (docs/benchmarks.md). Installs wrk
-# when missing (Debian package), builds the service and the baseline in release mode, then
-# bench/bench.py generates the catalog, runs every scenario and prints one table. Needs
-# PostgreSQL on 127.0.0.1:5432 (`make pg-up`) and psql. About 5 minutes once built.
-# BENCH_PGO=1 measures profile-guided builds of both servers instead (bench/pgo.sh, about 12
-# minutes more).
+# `make bench-http`: the pinned HTTP benchmark of single resolve (bench/pinned.py: the servers on
+# their own cores, wrk and oha on the others; peak and open-loop latency against the no-logic
+# baseline). `BENCH_PINNED=0` (`make bench-http-unpinned`) runs the unpinned load benchmark of
+# every scenario instead (bench/bench.py: single resolve, batches, events, catalog at scale).
+# docs/benchmarks.md describes both. Installs wrk (Debian package) and oha (crates.io, pinned
+# version, into target/bench-tools) when missing, builds the service and the baseline in release
+# mode. Needs PostgreSQL on 127.0.0.1:5432 (`make pg-up`) and psql. About 6 minutes (pinned) or
+# 8 minutes (unpinned) once built. BENCH_PGO=1 measures profile-guided builds of both servers
+# instead (bench/pgo.sh, about 12 minutes more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,4 +26,9 @@ if [ "${BENCH_PGO:-0}" = 1 ]; then
 else
     ${CARGO:-cargo} build --release -p flowgate -p flowgate-bench-baseline
 fi
-exec python3 bench/bench.py
+if [ "${BENCH_PINNED:-1}" = 0 ]; then
+    exec python3 bench/bench.py
+fi
+BENCH_OHA=${BENCH_OHA:-$(install_crate oha oha "${OHA_VERSION:-1.16.0}")}
+export BENCH_OHA
+exec python3 bench/pinned.py

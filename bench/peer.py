@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Flowgate beside a peer, Unleash Edge, on the same pinned core (`make bench-peer`;
+docs/benchmarks.md, bench/peer/README.md).
+
+Both servers run with BENCH_SERVER_CPUS' worker count and CPU affinity (default: one worker on
+CPU 0), the load generators on the other CPUs, as in bench/pinned.py:
+
+- flowgate: single resolve of the typical placement (bench/lua/resolve.lua's requests) on the
+  catalog at scale, in PostgreSQL;
+- Edge, equivalent toggle: `unleash-edge offline` with bench/peer/edge_features.py's
+  `equivalent_mirror.json` (a flexibleRollout with constraints on country, app version and a
+  number, three variants sticky on userId carrying the same ~20 KB flows, the holdout and
+  default served as flowgate serves them), `GET /api/frontend/features/onboarding` with the
+  same users and attributes (bench/peer/edge_requests.py);
+- Edge, its own 5-feature data set (`edge5.json`), `GET /api/frontend` with the same contexts.
+
+Peak: wrk closed loop, alternating rounds (BENCH_ROUNDS of BENCH_DURATION s): requests/s per
+server core, the server's CPU per request and the generator's CPU. Open loop: oha -q with
+--latency-correction at BENCH_OPEN_LOOP fractions (default 0.25,0.5) of the Edge equivalent's
+peak, the same rate for flowgate and Edge, alternating (BENCH_LAT_ROUNDS): p50, p99, p99.9.
+
+Environment: as bench/pinned.py, plus EDGE_BIN (default target/peer/bin/unleash-edge, built by
+bench/peer/install_edge.sh). Writes target/bench-peer/peer.md and peer.json.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench as B  # noqa: E402  (the harness's helpers: catalog, servers)
+import pinned as P  # noqa: E402  (pinning, wrk and oha runs)
+
+EDGE = os.environ.get("EDGE_BIN") or os.path.join(B.ROOT, "target", "peer", "bin", "unleash-edge")
+OUT = os.path.join(B.ROOT, "target", "bench-peer")
+FRONTEND_TOKEN = "*:development.flowgate-bench-frontend-token"
+CLIENT_TOKEN = "*:development.flowgate-bench-client-token"
+EDGE_PORTS = {"edge equivalent": 18483, "edge 5 features": 18484}
+FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25,0.5").split(",") if x]
+
+
+def start_edge(bootstrap, port, cpus):
+    """Edge offline on `port` with `bootstrap`, pinned to `cpus`, one worker per CPU."""
+    cmd = [EDGE, "--port", str(port), "--interface", "127.0.0.1", "--workers", str(len(cpus)),
+           "offline", "--bootstrap-file", bootstrap, "--client-tokens", CLIENT_TOKEN,
+           "--frontend-tokens", FRONTEND_TOKEN]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(OUT, "edge-%d.log" % port), "ab"),
+                            preexec_fn=P.pinned(cpus))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("unleash-edge exited with %s (log in %s)" % (proc.returncode, OUT))
+        try:
+            if B.call(port, "GET", "/internal-backstage/ready")[0] == 200:
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("unleash-edge was not ready within 30 s")
+
+
+def edge_data():
+    """Writes Edge's data sets and request lists; returns {name: (bootstrap, paths, urls)}."""
+    subprocess.run([sys.executable, os.path.join(HERE, "peer", "edge_features.py"), OUT], check=True,
+                   stdout=subprocess.DEVNULL)
+    out = {}
+    for name, (data, lists) in {"edge equivalent": ("equivalent_mirror.json", "equivalent"),
+                                "edge 5 features": ("edge5.json", "edge5")}.items():
+        folder = os.path.join(OUT, lists)
+        subprocess.run([sys.executable, os.path.join(HERE, "peer", "edge_requests.py"), folder, "--base-url",
+                        "http://127.0.0.1:%d" % EDGE_PORTS[name]], check=True, stdout=subprocess.DEVNULL)
+        out[name] = (os.path.join(OUT, data), os.path.join(folder, lists + ".paths"),
+                     os.path.join(folder, lists + ".urls"))
+    return out
+
+
+def main():
+    server_cpus, generator = P.layout()
+    for tool in (EDGE, P.OHA):
+        if not os.access(tool, os.X_OK):
+            sys.exit("bench: %s not found (bench/peer/run.sh builds it)" % tool)
+    B.WORKERS = len(server_cpus)
+    B.OUT = OUT
+    os.makedirs(OUT, exist_ok=True)
+    B.log("generating the catalog and Edge's data sets")
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_catalog.py"), OUT], check=True, stdout=subprocess.DEVNULL)
+    meta = json.load(open(os.path.join(OUT, "meta.json")))
+    edge = edge_data()
+    B.psql("CREATE DATABASE " + B.DB, db="postgres")
+    procs = []
+    try:
+        report = run(meta, edge, procs, server_cpus, generator)
+    finally:
+        for proc in procs:
+            B.stop(proc)
+        B.psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % B.DB, db="postgres")
+    with open(os.path.join(OUT, "peer.json"), "w") as f:
+        json.dump(report["data"], f, indent=1)
+    with open(os.path.join(OUT, "peer.md"), "w") as f:
+        f.write(report["text"])
+    print(report["text"])
+
+
+def run(meta, edge, procs, server_cpus, generator):
+    B.run_flowgate("migrate")
+    B.log("importing the catalog into PostgreSQL")
+    B.run_flowgate("import", os.path.join(OUT, "catalog.json"))
+    out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
+    key = json.loads(out)["key"]
+    B.log("starting flowgate and Edge on CPUs %s, the generator on %s" % (server_cpus, generator))
+    server, _ = B.start_flowgate(preexec_fn=P.pinned(server_cpus))
+    procs.append(server)
+    servers = [("flowgate", server, B.API, None)]
+    env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1",
+               EDGE_TOKEN=FRONTEND_TOKEN)
+    env.pop("BENCH_WRK_PACE_MS", None)
+    for name, (bootstrap, paths, _) in edge.items():
+        proc = start_edge(bootstrap, EDGE_PORTS[name], server_cpus)
+        procs.append(proc)
+        servers.append((name, proc, EDGE_PORTS[name], paths))
+
+    def wrk_env(paths):
+        return dict(env, EDGE_PATHS=paths) if paths else env
+
+    def script(paths):
+        return os.path.join(HERE, "peer", "edge.lua") if paths else None
+
+    B.log("warm-up")
+    for _, proc, port, paths in servers:
+        P.peak(port, proc.pid, generator, wrk_env(paths), 3, script(paths))
+    peaks = {name: [] for name, _, _, _ in servers}
+    for i in range(P.ROUNDS):
+        for name, proc, port, paths in servers:
+            peaks[name].append(P.peak(port, proc.pid, generator, wrk_env(paths), P.DURATION, script(paths)))
+        B.log("peak round %d: %s" % (i + 1, "  ".join(
+            "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
+                n, r[-1]["rps"], r[-1]["cpu_us"], r[-1]["server_cores"], r[-1]["generator_cores"])
+            for n, r in peaks.items())))
+
+    bodies, urls = P.request_files(meta, key)
+    requests = {"flowgate": P.resolve_requests(urls["flowgate"], bodies, key),
+                "edge equivalent": ["-H", "Authorization: " + FRONTEND_TOKEN, "--urls-from-file",
+                                    edge["edge equivalent"][2]]}
+    top = P.med(peaks["edge equivalent"], "rps")
+    lat = []
+    for fraction in FRACTIONS:
+        rate = int(top * fraction)
+        runs = {name: [] for name in requests}
+        for i in range(P.LAT_ROUNDS):
+            for name, args in requests.items():
+                runs[name].append(P.open_loop(rate, args, generator))
+            B.log("open loop %.0f%% of Edge's peak (%d/s) round %d: %s" % (fraction * 100, rate, i + 1, "  ".join(
+                "%s p50 %.3f p99 %.3f p99.9 %.3f ms" % (n, r[-1]["p50_ms"], r[-1]["p99_ms"], r[-1]["p999_ms"])
+                for n, r in runs.items())))
+        lat.append((fraction, rate, runs))
+    return report(server_cpus, generator, peaks, lat)
+
+
+def report(server_cpus, generator, peaks, lat):
+    n = len(server_cpus)
+    lines = [
+        "### flowgate and Unleash Edge: %d server core(s) (CPU %s), generator on CPU %s" % (
+            n, ",".join(map(str, server_cpus)), ",".join(map(str, generator))),
+        "",
+        "| server | requests/s | per server core | CPU µs/req | server CPU (cores) | generator CPU (cores) | bytes/response | flowgate's requests/s per core vs this |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ratios = {}
+    for name, runs in peaks.items():
+        if name != "flowgate":
+            ratios[name] = statistics.median(
+                (f["rps"] / f["server_cores"]) / (e["rps"] / e["server_cores"]) for f, e in zip(peaks["flowgate"], runs))
+        lines.append("| %s | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f | %s |" % (
+            name, P.med(runs, "rps"), P.med(runs, "rps") / n, P.med(runs, "cpu_us"), P.med(runs, "server_cores"),
+            P.med(runs, "generator_cores"), P.med(runs, "bytes"),
+            "%.1fx" % ratios[name] if name in ratios else ""))
+    lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians; the ratio is the median "
+              "over rounds of requests/s per busy server core." % (len(generator), B.CONNECTIONS, P.ROUNDS,
+                                                                    P.DURATION), ""]
+    lines += ["| offered load | server | achieved/s | p50 | p99 | p99.9 | generator CPU |", "|---|---|---|---|---|---|---|"]
+    for fraction, rate, runs in lat:
+        for name, rs in runs.items():
+            lines.append("| %.0f%% of Edge's peak (%d/s) | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %.2f |" % (
+                fraction * 100, rate, name, P.med(rs, "rps"), P.med(rs, "p50_ms"), P.med(rs, "p99_ms"),
+                P.med(rs, "p999_ms"), P.med(rs, "generator_cores")))
+    lines += ["", "Open loop: oha -q RATE --latency-correction -c%d, %d alternating rounds of %d s, medians. %s" % (
+        B.CONNECTIONS, P.LAT_ROUNDS, P.LAT_DURATION, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ""]
+    return {"text": "\n".join(lines), "data": {"server_cpus": server_cpus, "generator_cpus": generator,
+                                               "peaks": peaks, "per_core_ratios": ratios,
+                                               "open_loop": [{"fraction": f, "rate": r, "runs": x} for f, r, x in lat]}}
+
+
+if __name__ == "__main__":
+    main()

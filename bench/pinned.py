@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""Pinned HTTP benchmark of single resolve (`make bench-http`; docs/benchmarks.md).
+
+The server under test gets its own cores and the load generator the others, so that what is
+measured is the service, not the scheduler sharing two cores between them:
+
+- flowgate (`server.workers` = the number of server cores) and the no-logic baseline
+  (`flowgate-bench-baseline`, the same worker count, answering flowgate's bytes) run with their
+  CPU affinity set to BENCH_SERVER_CPUS (default `0`; every thread of the process inherits
+  it); wrk and oha run on every other CPU this process may use.
+- **Peak** (closed loop): wrk with BENCH_CONNECTIONS connections and one thread per generator
+  CPU drives each server in alternating rounds of BENCH_DURATION seconds (BENCH_ROUNDS rounds);
+  per round: requests/s, the server's CPU (cores busy) and the generator's. The headline is
+  requests/s per server core, and the ratio to the baseline in the same round.
+- **Open loop** (latency): oha at a fixed rate (`-q`) with `--latency-correction` (latency
+  counted from when each request was due, so a stalled server is not hidden by the generator
+  waiting: coordinated omission) at BENCH_OPEN_LOOP fractions (default 0.25,0.5,0.75) of
+  flowgate's median pinned peak, the same rate for both servers, alternating, BENCH_LAT_ROUNDS
+  rounds each: p50, p99, p99.9 and the ratio to the baseline's at the same rate.
+
+Requests are the single-resolve scenario of the unpinned benchmark (bench/bench.py): the typical
+placement over the 10 apps of the key's workspace, 100,000 user ids, 4 platforms and the 12
+attribute sets of bench/lua/resolve.lua; oha picks a URL (app) and a body line at random per
+request from files generated with the same distribution. No Accept-Encoding (identity bodies,
+about 20 KB) unless BENCH_ACCEPT_ENCODING is set.
+
+Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`), BENCH_DURATION (10),
+BENCH_ROUNDS (5), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), BENCH_CONNECTIONS (64),
+BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
+alone, e.g. FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW=false), BENCH_OHA (the oha binary, default target/bench-tools/bin/oha,
+installed by bench/run.sh), BENCH_BIN, BENCH_BASELINE_BIN. Writes target/bench-http/pinned.md
+and pinned.json. Needs what bench/bench.py needs, and oha.
+"""
+
+import json
+import os
+import random
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as B  # noqa: E402  (the harness's helpers: catalog, servers, wrk)
+
+OHA = os.environ.get("BENCH_OHA") or os.path.join(B.ROOT, "target", "bench-tools", "bin", "oha")
+DURATION = int(os.environ.get("BENCH_DURATION", "10"))
+ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "5")))
+LAT_ROUNDS = max(1, int(os.environ.get("BENCH_LAT_ROUNDS", "3")))
+LAT_DURATION = int(os.environ.get("BENCH_LAT_DURATION", "10"))
+FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25,0.5,0.75").split(",") if x]
+USERS = 100_000
+
+
+def cpu_list(text):
+    """`0`, `0-3`, `0,2-3` -> sorted CPU numbers."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cpus)
+
+
+def layout():
+    """(server CPUs, generator CPUs) from BENCH_SERVER_CPUS and this process's affinity."""
+    allowed = os.sched_getaffinity(0)
+    server = cpu_list(os.environ.get("BENCH_SERVER_CPUS", "0"))
+    if not set(server) <= allowed:
+        sys.exit("bench: BENCH_SERVER_CPUS=%s is not within this process's CPUs %s" % (server, sorted(allowed)))
+    generator = sorted(allowed - set(server))
+    if not generator:
+        sys.exit("bench: no CPU left for the load generator (BENCH_SERVER_CPUS takes all of %s)" % sorted(allowed))
+    return server, generator
+
+
+def pinned(cpus):
+    """A preexec_fn setting the child's CPU affinity before exec (its threads inherit it)."""
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def flowgate_settings():
+    """BENCH_FLOWGATE_ENV (`KEY=VALUE,KEY=VALUE`): more environment for flowgate alone."""
+    return dict(kv.split("=", 1) for kv in os.environ.get("BENCH_FLOWGATE_ENV", "").split(",") if kv)
+
+
+def request_files(meta, key):
+    """URL and body files for oha, distributed as bench/lua/resolve.lua's requests."""
+    with open(os.path.join(B.BENCH, "lua", "resolve.lua")) as f:
+        lua = f.read()
+    sets = re.findall(r"^\s*'(\{.*\})',?$", re.search(r"local sets = \{(.*?)\n\}", lua, re.S).group(1), re.M)
+    platforms = re.search(r"local platforms = \{([^}]*)\}", lua).group(1).replace('"', "").replace(" ", "").split(",")
+    assert len(sets) == 12 and len(platforms) == 4, (len(sets), platforms)
+    rng = random.Random(7)
+    bodies = os.path.join(B.OUT, "pinned-bodies.txt")
+    with open(bodies, "w") as f:
+        for n in range(20_000):
+            f.write('{"user_id":"user-%d","session_id":"s-%d","device_platform":"%s","attributes":%s}\n'
+                    % (rng.randrange(USERS), n, platforms[n % len(platforms)], sets[n % len(sets)]))
+    urls = {}
+    for name, port in (("flowgate", B.API), ("baseline", B.BASE)):
+        urls[name] = os.path.join(B.OUT, "pinned-urls-%s.txt" % name)
+        with open(urls[name], "w") as f:
+            for app in meta["apps"]:
+                f.write("http://127.0.0.1:%d/v1/apps/%s/placements/onboarding/resolve\n" % (port, app))
+    return bodies, urls
+
+
+def peak(port, server_pid, generator, env, duration=DURATION, script=None):
+    """One closed-loop wrk run of `script` (default bench/lua/resolve.lua): requests/s, bytes per
+    response, and CPU of server and generator (cores busy)."""
+    script = script or os.path.join(B.BENCH, "lua", "resolve.lua")
+    cmd = ["wrk", "-t%d" % len(generator), "-c%d" % B.CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
+           "-s", script, "http://127.0.0.1:%d" % port]
+    s0, g0, t0 = B.cpu_seconds(server_pid), children_cpu(), time.monotonic()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=pinned(generator))
+    wall = time.monotonic() - t0
+    s1, g1 = B.cpu_seconds(server_pid), children_cpu()
+    m = re.search(r"WRKJSON (\{.*\})", out.stdout)
+    if out.returncode != 0 or not m:
+        raise RuntimeError("wrk failed: %s %s" % (out.stdout, out.stderr))
+    w = json.loads(m.group(1))
+    if w["status_errors"] or w["socket_errors"]:
+        raise RuntimeError("wrk saw errors: %s" % w)
+    secs = w["duration_us"] / 1e6
+    return {"rps": w["requests"] / secs, "server_cores": (s1 - s0) / secs, "generator_cores": (g1 - g0) / wall,
+            "p99_ms": w["p99_us"] / 1000, "cpu_us": 1e6 * (s1 - s0) / max(1, w["requests"]),
+            "bytes": w["bytes"] / max(1, w["requests"])}
+
+
+def resolve_requests(urls, bodies, key):
+    """oha's arguments for flowgate's single resolve (and the baseline's same requests)."""
+    return ["-m", "POST", "-H", "Authorization: Bearer " + key, "-T", "application/json", "-Z", bodies,
+            "--urls-from-file", urls]
+
+
+def open_loop(rate, requests, generator):
+    """One oha run of `requests` (its request arguments) at `rate` requests/s with latency
+    correction: percentiles in ms."""
+    cmd = [OHA, "--no-tui", "--output-format", "json", "-z", "%ds" % LAT_DURATION, "-q", str(rate),
+           "--latency-correction", "--wait-ongoing-requests-after-deadline", "-c", str(B.CONNECTIONS),
+           "--worker-threads", str(len(generator))] + requests
+    if os.environ.get("BENCH_ACCEPT_ENCODING"):
+        cmd += ["-H", "Accept-Encoding: " + os.environ["BENCH_ACCEPT_ENCODING"]]
+    else:
+        cmd += ["--disable-compression"]
+    g0, t0 = children_cpu(), time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pinned(generator))
+    wall = time.monotonic() - t0
+    if out.returncode != 0:
+        raise RuntimeError("oha failed: %s %s" % (out.stdout[-2000:], out.stderr[-2000:]))
+    r = json.loads(out.stdout)
+    codes = r.get("statusCodeDistribution", {})
+    if set(codes) - {"200"} or r.get("errorDistribution"):
+        raise RuntimeError("oha saw failures: %s %s" % (codes, r.get("errorDistribution")))
+    p = r["latencyPercentiles"]
+    return {"rps": r["summary"]["requestsPerSec"], "p50_ms": p["p50"] * 1000, "p99_ms": p["p99"] * 1000,
+            "p999_ms": p["p99.9"] * 1000, "generator_cores": (children_cpu() - g0) / wall}
+
+
+def med(runs, field):
+    return statistics.median(r[field] for r in runs)
+
+
+def main():
+    server_cpus, generator = layout()
+    if not os.access(OHA, os.X_OK):
+        sys.exit("bench: oha not found at %s (bench/run.sh installs it)" % OHA)
+    B.WORKERS = len(server_cpus)
+    os.makedirs(B.OUT, exist_ok=True)
+    B.log("generating the catalog")
+    subprocess.run([sys.executable, os.path.join(B.BENCH, "gen_catalog.py"), B.OUT], check=True,
+                   stdout=subprocess.DEVNULL)
+    meta = json.load(open(os.path.join(B.OUT, "meta.json")))
+    B.psql("CREATE DATABASE " + B.DB, db="postgres")
+    procs = []
+    try:
+        report = run(meta, procs, server_cpus, generator)
+    finally:
+        for proc in procs:
+            B.stop(proc)
+        B.psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % B.DB, db="postgres")
+    with open(os.path.join(B.OUT, "pinned.json"), "w") as f:
+        json.dump(report["data"], f, indent=1)
+    with open(os.path.join(B.OUT, "pinned.md"), "w") as f:
+        f.write(report["text"])
+    print(report["text"])
+
+
+def run(meta, procs, server_cpus, generator):
+    B.run_flowgate("migrate")
+    B.log("importing the catalog into PostgreSQL")
+    B.run_flowgate("import", os.path.join(B.OUT, "catalog.json"))
+    out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
+    key = json.loads(out)["key"]
+    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+    B.log("starting flowgate and the baseline on CPUs %s, the generator on %s" % (server_cpus, generator))
+    server, _ = B.start_flowgate(extra=flowgate_settings(), preexec_fn=pinned(server_cpus))
+    procs.append(server)
+    # The baseline answers flowgate's bytes for the typical user.
+    with open(os.path.join(B.ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
+        attrs = json.load(f)["typical_attributes"]
+    ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
+    sample_headers = dict(headers)
+    if os.environ.get("BENCH_ACCEPT_ENCODING"):
+        sample_headers["Accept-Encoding"] = os.environ["BENCH_ACCEPT_ENCODING"]
+    status, body, coding = B.call(B.API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % meta["apps"][0],
+                                  json.dumps(ident), sample_headers, coding=True)
+    assert status == 200, body
+    sample = os.path.join(B.OUT, "baseline-resolve.json")
+    with open(sample, "wb") as f:
+        f.write(body)
+    baseline = B.start_baseline(200, sample, coding, preexec_fn=pinned(server_cpus))
+    procs.append(baseline)
+    servers = [("flowgate", server, B.API), ("baseline", baseline, B.BASE)]
+    env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1")
+    env.pop("BENCH_WRK_PACE_MS", None)
+
+    B.log("warm-up")
+    for _, proc, port in servers:
+        peak(port, proc.pid, generator, env, 3)
+    peaks = {name: [] for name, _, _ in servers}
+    for i in range(ROUNDS):
+        for name, proc, port in servers:
+            peaks[name].append(peak(port, proc.pid, generator, env))
+        B.log("peak round %d: %s" % (i + 1, "  ".join(
+            "%s %.0f/s (server %.2f cores, generator %.2f)" % (n, r[-1]["rps"], r[-1]["server_cores"],
+                                                              r[-1]["generator_cores"]) for n, r in peaks.items())))
+
+    bodies, urls = request_files(meta, key)
+    top = med(peaks["flowgate"], "rps")
+    lat = []
+    for fraction in FRACTIONS:
+        rate = int(top * fraction)
+        runs = {name: [] for name, _, _ in servers}
+        for i in range(LAT_ROUNDS):
+            for name, _, _ in servers:
+                runs[name].append(open_loop(rate, resolve_requests(urls[name], bodies, key), generator))
+            B.log("open loop %.0f%% (%d/s) round %d: %s" % (fraction * 100, rate, i + 1, "  ".join(
+                "%s p50 %.3f p99 %.3f p99.9 %.3f ms" % (n, r[-1]["p50_ms"], r[-1]["p99_ms"], r[-1]["p999_ms"])
+                for n, r in runs.items())))
+        lat.append((fraction, rate, runs))
+    return report(server_cpus, generator, peaks, lat)
+
+
+def report(server_cpus, generator, peaks, lat):
+    n = len(server_cpus)
+    f, b = peaks["flowgate"], peaks["baseline"]
+    ratios = [x["rps"] / y["rps"] for x, y in zip(f, b)]
+    busy = [(x["rps"] / x["server_cores"]) / (y["rps"] / y["server_cores"]) for x, y in zip(f, b)]
+    lines = [
+        "### Pinned single resolve: %d server core(s) (CPU %s), generator on CPU %s" % (
+            n, ",".join(map(str, server_cpus)), ",".join(map(str, generator))),
+        "",
+        "| server | requests/s | per server core | server CPU (cores) | per busy server core | CPU µs/req "
+        "| generator CPU (cores) | wrk p99 | requests/s vs baseline | per busy core vs baseline |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, runs in peaks.items():
+        cells = ("%.3fx" % statistics.median(ratios), "%.3fx" % statistics.median(busy)) if name == "flowgate" \
+            else ("1", "1")
+        lines.append("| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | %.2f ms | %s | %s |" % (
+            name, med(runs, "rps"), med(runs, "rps") / n, med(runs, "server_cores"),
+            statistics.median(r["rps"] / r["server_cores"] for r in runs), med(runs, "cpu_us"),
+            med(runs, "generator_cores"), med(runs, "p99_ms"), *cells))
+    lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians (ratio: median of the "
+              "rounds' ratios; per round %s)." % (len(generator), B.CONNECTIONS, ROUNDS, DURATION,
+                                                   ", ".join("%.3f" % r for r in ratios)), ""]
+    lines += [
+        "| offered load | server | achieved/s | p50 | p99 | p99.9 | p99 vs baseline | generator CPU |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    data_lat = []
+    for fraction, rate, runs in lat:
+        base99 = [r["p99_ms"] for r in runs["baseline"]]
+        p99_ratio = statistics.median(x["p99_ms"] / y for x, y in zip(runs["flowgate"], base99))
+        for name, rs in runs.items():
+            lines.append("| %.0f%% (%d/s) | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %s | %.2f |" % (
+                fraction * 100, rate, name, med(rs, "rps"), med(rs, "p50_ms"), med(rs, "p99_ms"),
+                med(rs, "p999_ms"), "%.2fx" % p99_ratio if name == "flowgate" else "1", med(rs, "generator_cores")))
+        data_lat.append({"fraction": fraction, "rate": rate, "runs": runs, "p99_ratio": p99_ratio})
+    lines += ["", "Open loop: oha -q RATE --latency-correction -c%d, %d alternating rounds of %d s per rate, "
+              "medians; rates are fractions of flowgate's median pinned peak. %s" % (
+                  B.CONNECTIONS, LAT_ROUNDS, LAT_DURATION, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ""]
+    return {"text": "\n".join(lines), "data": {"server_cpus": server_cpus, "generator_cpus": generator,
+                                               "peaks": peaks, "peak_ratio": statistics.median(ratios),
+                                               "busy_core_ratio": statistics.median(busy),
+                                               "open_loop": data_lat}}
+
+
+if __name__ == "__main__":
+    main()
