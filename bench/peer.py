@@ -106,57 +106,25 @@ def main():
 
 
 def run(meta, edge, procs, server_cpus, generator):
-    B.run_flowgate("migrate")
-    B.log("importing the catalog into PostgreSQL")
-    B.run_flowgate("import", os.path.join(OUT, "catalog.json"))
-    out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
-    key = json.loads(out)["key"]
+    key = P.import_catalog(meta)
     B.log("starting flowgate and Edge on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(preexec_fn=P.pinned(server_cpus))
     procs.append(server)
-    servers = [("flowgate", server, B.API, None)]
     env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1",
                EDGE_TOKEN=FRONTEND_TOKEN)
     env.pop("BENCH_WRK_PACE_MS", None)
+    servers = [("flowgate", server, B.API, env, None)]
     for name, (bootstrap, paths, _) in edge.items():
         proc = start_edge(bootstrap, EDGE_PORTS[name], server_cpus)
         procs.append(proc)
-        servers.append((name, proc, EDGE_PORTS[name], paths))
-
-    def wrk_env(paths):
-        return dict(env, EDGE_PATHS=paths) if paths else env
-
-    def script(paths):
-        return os.path.join(HERE, "peer", "edge.lua") if paths else None
-
-    B.log("warm-up")
-    for _, proc, port, paths in servers:
-        P.peak(port, proc.pid, generator, wrk_env(paths), 3, script(paths))
-    peaks = {name: [] for name, _, _, _ in servers}
-    for i in range(P.ROUNDS):
-        for name, proc, port, paths in servers:
-            peaks[name].append(P.peak(port, proc.pid, generator, wrk_env(paths), P.DURATION, script(paths)))
-        B.log("peak round %d: %s" % (i + 1, "  ".join(
-            "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
-                n, r[-1]["rps"], r[-1]["cpu_us"], r[-1]["server_cores"], r[-1]["generator_cores"])
-            for n, r in peaks.items())))
-
+        servers.append((name, proc, EDGE_PORTS[name], dict(env, EDGE_PATHS=paths),
+                        os.path.join(HERE, "peer", "edge.lua")))
+    peaks = P.peak_rounds(servers, generator)
     bodies, urls = P.request_files(meta, key)
-    requests = {"flowgate": P.resolve_requests(urls["flowgate"], bodies, key),
-                "edge equivalent": ["-H", "Authorization: " + FRONTEND_TOKEN, "--urls-from-file",
-                                    edge["edge equivalent"][2]]}
-    top = P.med(peaks["edge equivalent"], "rps")
-    lat = []
-    for fraction in FRACTIONS:
-        rate = int(top * fraction)
-        runs = {name: [] for name in requests}
-        for i in range(P.LAT_ROUNDS):
-            for name, args in requests.items():
-                runs[name].append(P.open_loop(rate, args, generator))
-            B.log("open loop %.0f%% of Edge's peak (%d/s) round %d: %s" % (fraction * 100, rate, i + 1, "  ".join(
-                "%s p50 %.3f p99 %.3f p99.9 %.3f ms" % (n, r[-1]["p50_ms"], r[-1]["p99_ms"], r[-1]["p999_ms"])
-                for n, r in runs.items())))
-        lat.append((fraction, rate, runs))
+    lat = P.open_loop_rounds(P.med(peaks["edge equivalent"], "rps"), FRACTIONS, {
+        "flowgate": P.resolve_requests(urls["flowgate"], bodies, key),
+        "edge equivalent": ["-H", "Authorization: " + FRONTEND_TOKEN, "--urls-from-file", edge["edge equivalent"][2]],
+    }, generator)
     return report(server_cpus, generator, peaks, lat)
 
 

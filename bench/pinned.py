@@ -164,6 +164,50 @@ def open_loop(rate, requests, generator):
             "p999_ms": p["p99.9"] * 1000, "generator_cores": (children_cpu() - g0) / wall}
 
 
+def import_catalog(meta):
+    """Migrates the fresh database, imports the generated catalog, creates an SDK key of the
+    benchmark workspace; returns the key."""
+    B.run_flowgate("migrate")
+    B.log("importing the catalog into PostgreSQL")
+    B.run_flowgate("import", os.path.join(B.OUT, "catalog.json"))
+    out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
+    return json.loads(out)["key"]
+
+
+def peak_rounds(servers, generator):
+    """Warm-up, then ROUNDS closed-loop rounds over `servers` in turn, each
+    (name, process, port, wrk env, wrk script or None): {name: [round, ...]}."""
+    B.log("warm-up")
+    for _, proc, port, env, script in servers:
+        peak(port, proc.pid, generator, env, 3, script)
+    peaks = {name: [] for name, _, _, _, _ in servers}
+    for i in range(ROUNDS):
+        for name, proc, port, env, script in servers:
+            peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script))
+        B.log("peak round %d: %s" % (i + 1, "  ".join(
+            "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
+                n, r[-1]["rps"], r[-1]["cpu_us"], r[-1]["server_cores"], r[-1]["generator_cores"])
+            for n, r in peaks.items())))
+    return peaks
+
+
+def open_loop_rounds(top, fractions, requests, generator):
+    """For each of `fractions` of `top` requests/s: LAT_ROUNDS open-loop rounds over `requests`
+    ({name: oha request arguments}) in turn; [(fraction, rate, {name: [round, ...]}), ...]."""
+    lat = []
+    for fraction in fractions:
+        rate = int(top * fraction)
+        runs = {name: [] for name in requests}
+        for i in range(LAT_ROUNDS):
+            for name, args in requests.items():
+                runs[name].append(open_loop(rate, args, generator))
+            B.log("open loop %.0f%% (%d/s) round %d: %s" % (fraction * 100, rate, i + 1, "  ".join(
+                "%s p50 %.3f p99 %.3f p99.9 %.3f ms" % (n, r[-1]["p50_ms"], r[-1]["p99_ms"], r[-1]["p999_ms"])
+                for n, r in runs.items())))
+        lat.append((fraction, rate, runs))
+    return lat
+
+
 def med(runs, field):
     return statistics.median(r[field] for r in runs)
 
@@ -194,11 +238,7 @@ def main():
 
 
 def run(meta, procs, server_cpus, generator):
-    B.run_flowgate("migrate")
-    B.log("importing the catalog into PostgreSQL")
-    B.run_flowgate("import", os.path.join(B.OUT, "catalog.json"))
-    out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
-    key = json.loads(out)["key"]
+    key = import_catalog(meta)
     headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
     B.log("starting flowgate and the baseline on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(extra=flowgate_settings(), preexec_fn=pinned(server_cpus))
@@ -218,34 +258,14 @@ def run(meta, procs, server_cpus, generator):
         f.write(body)
     baseline = B.start_baseline(200, sample, coding, preexec_fn=pinned(server_cpus))
     procs.append(baseline)
-    servers = [("flowgate", server, B.API), ("baseline", baseline, B.BASE)]
     env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1")
     env.pop("BENCH_WRK_PACE_MS", None)
-
-    B.log("warm-up")
-    for _, proc, port in servers:
-        peak(port, proc.pid, generator, env, 3)
-    peaks = {name: [] for name, _, _ in servers}
-    for i in range(ROUNDS):
-        for name, proc, port in servers:
-            peaks[name].append(peak(port, proc.pid, generator, env))
-        B.log("peak round %d: %s" % (i + 1, "  ".join(
-            "%s %.0f/s (server %.2f cores, generator %.2f)" % (n, r[-1]["rps"], r[-1]["server_cores"],
-                                                              r[-1]["generator_cores"]) for n, r in peaks.items())))
-
+    peaks = peak_rounds([("flowgate", server, B.API, env, None), ("baseline", baseline, B.BASE, env, None)],
+                        generator)
     bodies, urls = request_files(meta, key)
-    top = med(peaks["flowgate"], "rps")
-    lat = []
-    for fraction in FRACTIONS:
-        rate = int(top * fraction)
-        runs = {name: [] for name, _, _ in servers}
-        for i in range(LAT_ROUNDS):
-            for name, _, _ in servers:
-                runs[name].append(open_loop(rate, resolve_requests(urls[name], bodies, key), generator))
-            B.log("open loop %.0f%% (%d/s) round %d: %s" % (fraction * 100, rate, i + 1, "  ".join(
-                "%s p50 %.3f p99 %.3f p99.9 %.3f ms" % (n, r[-1]["p50_ms"], r[-1]["p99_ms"], r[-1]["p999_ms"])
-                for n, r in runs.items())))
-        lat.append((fraction, rate, runs))
+    lat = open_loop_rounds(med(peaks["flowgate"], "rps"), FRACTIONS,
+                           {name: resolve_requests(urls[name], bodies, key) for name in ("flowgate", "baseline")},
+                           generator)
     return report(server_cpus, generator, peaks, lat)
 
 
