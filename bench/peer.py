@@ -108,12 +108,14 @@ def main():
 def run(meta, edge, procs, server_cpus, generator):
     key = P.import_catalog(meta)
     B.log("starting flowgate and Edge on CPUs %s, the generator on %s" % (server_cpus, generator))
-    server, _ = B.start_flowgate(preexec_fn=P.pinned(server_cpus))
+    server, _ = B.start_flowgate(extra=P.flowgate_settings(), preexec_fn=P.pinned(server_cpus))
     procs.append(server)
     env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1",
                EDGE_TOKEN=FRONTEND_TOKEN)
     env.pop("BENCH_WRK_PACE_MS", None)
-    servers = [("flowgate", server, B.API, env, None)]
+    quiet = P.start_without_events(server_cpus)
+    procs.append(quiet)
+    servers = [("flowgate", server, B.API, env, None), (P.NO_EVENTS, quiet, P.QUIET_API, env, None)]
     for name, (bootstrap, paths, _) in edge.items():
         proc = start_edge(bootstrap, EDGE_PORTS[name], server_cpus)
         procs.append(proc)
@@ -134,21 +136,25 @@ def report(server_cpus, generator, peaks, lat):
         "### flowgate and Unleash Edge: %d server core(s) (CPU %s), generator on CPU %s" % (
             n, ",".join(map(str, server_cpus)), ",".join(map(str, generator))),
         "",
-        "| server | requests/s | per server core | CPU µs/req | server CPU (cores) | generator CPU (cores) | bytes/response | flowgate's requests/s per core vs this |",
+        "| server | requests/s | per server core | CPU µs/req | server CPU (cores) | generator CPU (cores) "
+        "| bytes/response | flowgate's requests/s per busy core / this server's (flowgate without events) |",
         "|---|---|---|---|---|---|---|---|",
     ]
+
+    def per_core(a, b):
+        return statistics.median((x["rps"] / x["server_cores"]) / (y["rps"] / y["server_cores"]) for x, y in zip(a, b))
+
     ratios = {}
     for name, runs in peaks.items():
-        if name != "flowgate":
-            ratios[name] = statistics.median(
-                (f["rps"] / f["server_cores"]) / (e["rps"] / e["server_cores"]) for f, e in zip(peaks["flowgate"], runs))
+        if name.startswith("edge"):
+            ratios[name] = (per_core(peaks["flowgate"], runs), per_core(peaks[P.NO_EVENTS], runs))
         lines.append("| %s | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f | %s |" % (
             name, P.med(runs, "rps"), P.med(runs, "rps") / n, P.med(runs, "cpu_us"), P.med(runs, "server_cores"),
             P.med(runs, "generator_cores"), P.med(runs, "bytes"),
-            "%.1fx" % ratios[name] if name in ratios else ""))
+            "%.2fx (%.2fx)" % ratios[name] if name in ratios else ""))
     lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians; the ratio is the median "
-              "over rounds of requests/s per busy server core." % (len(generator), B.CONNECTIONS, P.ROUNDS,
-                                                                    P.DURATION), ""]
+              "over rounds of requests/s per busy server core. %s" % (len(generator), B.CONNECTIONS, P.ROUNDS,
+                                                                       P.DURATION, P.DIAGNOSTIC_NOTE), ""]
     lines += ["| offered load | server | achieved/s | p50 | p99 | p99.9 | generator CPU |", "|---|---|---|---|---|---|---|"]
     for fraction, rate, runs in lat:
         for name, rs in runs.items():

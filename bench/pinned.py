@@ -164,6 +164,21 @@ def open_loop(rate, requests, generator):
             "p999_ms": p["p99.9"] * 1000, "generator_cores": (children_cpu() - g0) / wall}
 
 
+QUIET_API, QUIET_ADMIN = 18482, 18492
+
+
+def start_without_events(cpus):
+    """A second flowgate on QUIET_API with `events.record_resolve_no_flow = false` (a diagnostic
+    row), pinned to `cpus`."""
+    api, admin = B.API, B.ADMIN
+    B.API, B.ADMIN = QUIET_API, QUIET_ADMIN
+    try:
+        settings = dict(flowgate_settings(), FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW="false")
+        return B.start_flowgate(extra=settings, preexec_fn=pinned(cpus))[0]
+    finally:
+        B.API, B.ADMIN = api, admin
+
+
 def import_catalog(meta):
     """Migrates the fresh database, imports the generated catalog, creates an SDK key of the
     benchmark workspace; returns the key."""
@@ -260,13 +275,20 @@ def run(meta, procs, server_cpus, generator):
     procs.append(baseline)
     env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1")
     env.pop("BENCH_WRK_PACE_MS", None)
-    peaks = peak_rounds([("flowgate", server, B.API, env, None), ("baseline", baseline, B.BASE, env, None)],
-                        generator)
+    quiet = start_without_events(server_cpus)
+    procs.append(quiet)
+    peaks = peak_rounds([("flowgate", server, B.API, env, None), ("baseline", baseline, B.BASE, env, None),
+                         (NO_EVENTS, quiet, QUIET_API, env, None)], generator)
     bodies, urls = request_files(meta, key)
     lat = open_loop_rounds(med(peaks["flowgate"], "rps"), FRACTIONS,
                            {name: resolve_requests(urls[name], bodies, key) for name in ("flowgate", "baseline")},
                            generator)
     return report(server_cpus, generator, peaks, lat)
+
+
+NO_EVENTS = "flowgate, no resolve_no_flow events"
+DIAGNOSTIC_NOTE = ("The row without resolve_no_flow events (`events.record_resolve_no_flow = false`) is a "
+                   "diagnostic: what recording the holdout users' events (13% of requests) costs on the same core.")
 
 
 def report(server_cpus, generator, peaks, lat):
@@ -283,15 +305,17 @@ def report(server_cpus, generator, peaks, lat):
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, runs in peaks.items():
-        cells = ("%.3fx" % statistics.median(ratios), "%.3fx" % statistics.median(busy)) if name == "flowgate" \
-            else ("1", "1")
+        cells = ("%.3fx" % statistics.median(x["rps"] / y["rps"] for x, y in zip(runs, b)),
+                 "%.3fx" % statistics.median((x["rps"] / x["server_cores"]) / (y["rps"] / y["server_cores"])
+                                             for x, y in zip(runs, b)))
         lines.append("| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | %.2f ms | %s | %s |" % (
             name, med(runs, "rps"), med(runs, "rps") / n, med(runs, "server_cores"),
             statistics.median(r["rps"] / r["server_cores"] for r in runs), med(runs, "cpu_us"),
             med(runs, "generator_cores"), med(runs, "p99_ms"), *cells))
     lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians (ratio: median of the "
-              "rounds' ratios; per round %s)." % (len(generator), B.CONNECTIONS, ROUNDS, DURATION,
-                                                   ", ".join("%.3f" % r for r in ratios)), ""]
+              "rounds' ratios; flowgate's per round %s). %s" % (
+                  len(generator), B.CONNECTIONS, ROUNDS, DURATION, ", ".join("%.3f" % r for r in ratios),
+                  DIAGNOSTIC_NOTE if NO_EVENTS in peaks else ""), ""]
     lines += [
         "| offered load | server | achieved/s | p50 | p99 | p99.9 | p99 vs baseline | generator CPU |",
         "|---|---|---|---|---|---|---|---|",
