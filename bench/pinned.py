@@ -288,7 +288,8 @@ def run(meta, procs, server_cpus, generator):
 
 NO_EVENTS = "flowgate, no resolve_no_flow events"
 DIAGNOSTIC_NOTE = ("The row without resolve_no_flow events (`events.record_resolve_no_flow = false`) is a "
-                   "diagnostic: what recording the holdout users' events (13% of requests) costs on the same core.")
+                   "diagnostic: the same server without recording the holdout users' events (13% of requests); "
+                   "read its difference against the spread of the rounds.")
 
 
 def report(server_cpus, generator, peaks, lat):
