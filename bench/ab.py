@@ -42,10 +42,7 @@ def main():
     procs = []
     try:
         B.BIN = specs[0].partition("@")[0]
-        B.run_flowgate("migrate")
-        B.run_flowgate("import", os.path.join(B.OUT, "catalog.json"))
-        out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
-        key = json.loads(out)["key"]
+        key = B.import_catalog(meta)
         for stmt in filter(None, os.environ.get("PRE_SQL", "").split(";")):
             B.psql(stmt.replace("{DB}", B.DB))
         servers = []

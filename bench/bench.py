@@ -116,6 +116,16 @@ def run_flowgate(*args):
     return out.stdout, time.monotonic() - start
 
 
+def import_catalog(meta):
+    """Migrates the fresh database, imports the generated catalog, creates an SDK key of the
+    benchmark workspace; returns the key."""
+    run_flowgate("migrate")
+    log("importing the catalog into PostgreSQL")
+    run_flowgate("import", os.path.join(OUT, "catalog.json"))
+    out, _ = run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
+    return json.loads(out)["key"]
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()

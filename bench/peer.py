@@ -106,7 +106,7 @@ def main():
 
 
 def run(meta, edge, procs, server_cpus, generator):
-    key = P.import_catalog(meta)
+    key = B.import_catalog(meta)
     B.log("starting flowgate and Edge on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(extra=P.flowgate_settings(), preexec_fn=P.pinned(server_cpus))
     procs.append(server)

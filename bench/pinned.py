@@ -179,16 +179,6 @@ def start_without_events(cpus):
         B.API, B.ADMIN = api, admin
 
 
-def import_catalog(meta):
-    """Migrates the fresh database, imports the generated catalog, creates an SDK key of the
-    benchmark workspace; returns the key."""
-    B.run_flowgate("migrate")
-    B.log("importing the catalog into PostgreSQL")
-    B.run_flowgate("import", os.path.join(B.OUT, "catalog.json"))
-    out, _ = B.run_flowgate("keys", "create", "--workspace", meta["workspace"], "--env", "test", "--json")
-    return json.loads(out)["key"]
-
-
 def peak_rounds(servers, generator):
     """Warm-up, then ROUNDS closed-loop rounds over `servers` in turn, each
     (name, process, port, wrk env, wrk script or None): {name: [round, ...]}."""
@@ -253,7 +243,7 @@ def main():
 
 
 def run(meta, procs, server_cpus, generator):
-    key = import_catalog(meta)
+    key = B.import_catalog(meta)
     headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
     B.log("starting flowgate and the baseline on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(extra=flowgate_settings(), preexec_fn=pinned(server_cpus))
