@@ -12,7 +12,10 @@ CPU 0), the load generators on the other CPUs, as in bench/pinned.py:
   number, three variants sticky on userId carrying the same ~20 KB flows, the holdout and
   default served as flowgate serves them), `GET /api/frontend/features/onboarding` with the
   same users and attributes (bench/peer/edge_requests.py);
-- Edge, its own 5-feature data set (`edge5.json`), `GET /api/frontend` with the same contexts.
+- Edge, its own 5-feature data set (`edge5.json`), `GET /api/frontend` with the same contexts;
+- flowgate and Edge's equivalent toggle again with `Accept-Encoding: gzip`, as mobile HTTP
+  stacks send it (flowgate sends the flow compressed once per version, Edge compresses each
+  response).
 
 Peak: wrk closed loop, alternating rounds (BENCH_ROUNDS of BENCH_DURATION s): requests/s per
 server core, the server's CPU per request and the generator's CPU. Open loop: oha -q with
@@ -39,6 +42,10 @@ EDGE = os.environ.get("EDGE_BIN") or os.path.join(B.ROOT, "target", "peer", "bin
 OUT = os.path.join(B.ROOT, "target", "bench-peer")
 FRONTEND_TOKEN = "*:development.flowgate-bench-frontend-token"
 CLIENT_TOKEN = "*:development.flowgate-bench-client-token"
+# Rows with `Accept-Encoding: gzip`, as mobile HTTP stacks send it (Edge prefers br when it is
+# offered too, which costs it far more: bench/peer/README.md).
+GZIP = ", gzip"
+FLOWGATE_GZIP = "flowgate" + GZIP
 EDGE_PORTS = {"edge equivalent": 18483, "edge 5 features": 18484}
 FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25,0.5").split(",") if x]
 
@@ -113,14 +120,19 @@ def run(meta, edge, procs, server_cpus, generator):
     env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1",
                EDGE_TOKEN=FRONTEND_TOKEN)
     env.pop("BENCH_WRK_PACE_MS", None)
+    env.pop("BENCH_ACCEPT_ENCODING", None)
+    gzip = dict(env, BENCH_ACCEPT_ENCODING="gzip")
     quiet = P.start_without_events(server_cpus)
     procs.append(quiet)
-    servers = [("flowgate", server, B.API, env, None), (P.NO_EVENTS, quiet, P.QUIET_API, env, None)]
+    servers = [("flowgate", server, B.API, env, None), (P.NO_EVENTS, quiet, P.QUIET_API, env, None),
+               (FLOWGATE_GZIP, server, B.API, gzip, None)]
+    edge_lua = os.path.join(HERE, "peer", "edge.lua")
     for name, (bootstrap, paths, _) in edge.items():
         proc = start_edge(bootstrap, EDGE_PORTS[name], server_cpus)
         procs.append(proc)
-        servers.append((name, proc, EDGE_PORTS[name], dict(env, EDGE_PATHS=paths),
-                        os.path.join(HERE, "peer", "edge.lua")))
+        servers.append((name, proc, EDGE_PORTS[name], dict(env, EDGE_PATHS=paths), edge_lua))
+        if name == "edge equivalent":
+            servers.append((name + GZIP, proc, EDGE_PORTS[name], dict(gzip, EDGE_PATHS=paths), edge_lua))
     peaks = P.peak_rounds(servers, generator)
     bodies, urls = P.request_files(meta, key)
     lat = P.open_loop_rounds(P.med(peaks["edge equivalent"], "rps"), FRACTIONS, {
@@ -146,12 +158,16 @@ def report(server_cpus, generator, peaks, lat):
 
     ratios = {}
     for name, runs in peaks.items():
-        if name.startswith("edge"):
+        cell = ""
+        if name.endswith(GZIP) and name.startswith("edge"):
+            ratios[name] = (per_core(peaks[FLOWGATE_GZIP], runs),)
+            cell = "%.2fx (flowgate, gzip)" % ratios[name]
+        elif name.startswith("edge"):
             ratios[name] = (per_core(peaks["flowgate"], runs), per_core(peaks[P.NO_EVENTS], runs))
+            cell = "%.2fx (%.2fx)" % ratios[name]
         lines.append("| %s | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f | %s |" % (
             name, P.med(runs, "rps"), P.med(runs, "rps") / n, P.med(runs, "cpu_us"), P.med(runs, "server_cores"),
-            P.med(runs, "generator_cores"), P.med(runs, "bytes"),
-            "%.2fx (%.2fx)" % ratios[name] if name in ratios else ""))
+            P.med(runs, "generator_cores"), P.med(runs, "bytes"), cell))
     lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians; the ratio is the median "
               "over rounds of requests/s per busy server core. %s" % (len(generator), B.CONNECTIONS, P.ROUNDS,
                                                                        P.DURATION, P.DIAGNOSTIC_NOTE), ""]
