@@ -168,6 +168,8 @@ def start_flowgate(level="warn", logfile=os.devnull, extra=None, preexec_fn=None
         except OSError:
             pass
         time.sleep(0.02)
+    proc.kill()
+    proc.wait()
     raise RuntimeError("flowgate was not ready within 120 s")
 
 
@@ -184,6 +186,8 @@ def start_baseline(status, body_file, coding=None, extra=None, preexec_fn=None):
             return proc
         except OSError:
             time.sleep(0.01)
+    proc.kill()
+    proc.wait()
     raise RuntimeError("the baseline did not start")
 
 

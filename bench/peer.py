@@ -46,6 +46,9 @@ CLIENT_TOKEN = "*:development.flowgate-bench-client-token"
 # offered too, which costs it far more: bench/peer/README.md).
 GZIP = ", gzip"
 FLOWGATE_GZIP = "flowgate" + GZIP
+# The no-logic baseline (flowgate's bytes for the typical user, 20.8 KB, no logic): the floor of
+# what sending such a response costs on this core, in the same run.
+BASELINE = "no-logic baseline"
 EDGE_PORTS = {"edge equivalent": 18483, "edge 5 features": 18484}
 FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25,0.5").split(",") if x]
 
@@ -67,6 +70,8 @@ def start_edge(bootstrap, port, cpus):
         except OSError:
             pass
         time.sleep(0.05)
+    proc.kill()
+    proc.wait()
     raise RuntimeError("unleash-edge was not ready within 30 s")
 
 
@@ -124,8 +129,10 @@ def run(meta, edge, procs, server_cpus, generator):
     gzip = dict(env, BENCH_ACCEPT_ENCODING="gzip")
     quiet = P.start_without_events(server_cpus)
     procs.append(quiet)
+    baseline = B.start_baseline(200, P.baseline_sample(meta, key)[0], preexec_fn=P.pinned(server_cpus))
+    procs.append(baseline)
     servers = [("flowgate", server, B.API, env, None), (P.NO_EVENTS, quiet, P.QUIET_API, env, None),
-               (FLOWGATE_GZIP, server, B.API, gzip, None)]
+               (FLOWGATE_GZIP, server, B.API, gzip, None), (BASELINE, baseline, B.BASE, env, None)]
     edge_lua = os.path.join(HERE, "peer", "edge.lua")
     for name, (bootstrap, paths, _) in edge.items():
         proc = start_edge(bootstrap, EDGE_PORTS[name], server_cpus)
@@ -168,9 +175,12 @@ def report(server_cpus, generator, peaks, lat):
         lines.append("| %s | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f | %s |" % (
             name, P.med(runs, "rps"), P.med(runs, "rps") / n, P.med(runs, "cpu_us"), P.med(runs, "server_cores"),
             P.med(runs, "generator_cores"), P.med(runs, "bytes"), cell))
-    lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians; the ratio is the median "
-              "over rounds of requests/s per busy server core. %s" % (len(generator), B.CONNECTIONS, P.ROUNDS,
-                                                                       P.DURATION, P.DIAGNOSTIC_NOTE), ""]
+    lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s (every other round in reverse "
+              "order), medians; the ratio is the median over rounds of the ratio of requests/s per busy server "
+              "core (= 1e6 / CPU µs per request), not the ratio of the medians. The no-logic baseline sends "
+              "flowgate's 20.8 KB answer for the typical user to every request: the floor of sending such a "
+              "response on this core. %s" % (min(len(generator), B.CONNECTIONS), B.CONNECTIONS, P.ROUNDS,
+                                             P.DURATION, P.DIAGNOSTIC_NOTE), ""]
     lines += ["| offered load | server | achieved/s | p50 | p99 | p99.9 | generator CPU |", "|---|---|---|---|---|---|---|"]
     for fraction, rate, runs in lat:
         for name, rs in runs.items():

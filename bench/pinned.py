@@ -21,11 +21,19 @@ measured is the service, not the scheduler sharing two cores between them:
 Requests are the single-resolve scenario of the unpinned benchmark (bench/bench.py): the typical
 placement over the 10 apps of the key's workspace, 100,000 user ids, 4 platforms and the 12
 attribute sets of bench/lua/resolve.lua; oha picks a URL (app) and a body line at random per
-request from files generated with the same distribution. No Accept-Encoding (identity bodies,
-about 20 KB) unless BENCH_ACCEPT_ENCODING is set.
+request from files generated with the same distribution. No Accept-Encoding unless
+BENCH_ACCEPT_ENCODING is set: identity bodies, flowgate's 18 KB on average (13% of users are
+in the experiment's holdout and get no flow), the baseline's always 20.8 KB (flowgate's answer
+for the typical user, which carries a flow).
 
-Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`), BENCH_DURATION (10),
-BENCH_ROUNDS (5), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), BENCH_CONNECTIONS (64),
+CPU layout: the servers' CPUs should be whole physical cores; on a machine with SMT, give the
+servers both siblings of a core (or take the generator's CPUs from other cores), or the
+generator shares the servers' cores. PostgreSQL (which stores the holdout users' events) and the
+machine's other processes are not pinned, and their CPU is counted on neither side.
+
+Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`; default the lowest CPU this process
+may use), BENCH_DURATION (10; bench/bench.py's default is 15),
+BENCH_ROUNDS (5; bench.py's 3), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), BENCH_CONNECTIONS (64),
 BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
 alone, e.g. FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW=false), BENCH_OHA (the oha binary, default target/bench-tools/bin/oha,
 installed by bench/run.sh), BENCH_BIN, BENCH_BASELINE_BIN. Writes target/bench-http/pinned.md
@@ -64,9 +72,10 @@ def cpu_list(text):
 
 
 def layout():
-    """(server CPUs, generator CPUs) from BENCH_SERVER_CPUS and this process's affinity."""
+    """(server CPUs, generator CPUs) from BENCH_SERVER_CPUS (default: the lowest CPU this process
+    may use) and this process's affinity."""
     allowed = os.sched_getaffinity(0)
-    server = cpu_list(os.environ.get("BENCH_SERVER_CPUS", "0"))
+    server = cpu_list(os.environ.get("BENCH_SERVER_CPUS") or str(min(allowed)))
     if not set(server) <= allowed:
         sys.exit("bench: BENCH_SERVER_CPUS=%s is not within this process's CPUs %s" % (server, sorted(allowed)))
     generator = sorted(allowed - set(server))
@@ -90,6 +99,24 @@ def flowgate_settings():
     return dict(kv.split("=", 1) for kv in os.environ.get("BENCH_FLOWGATE_ENV", "").split(",") if kv)
 
 
+def baseline_sample(meta, key, accept_encoding=None):
+    """Writes flowgate's answer (running on B.API) for the typical user, which the baseline
+    sends to every request; returns (its path, its Content-Encoding or None)."""
+    with open(os.path.join(B.ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
+        attrs = json.load(f)["typical_attributes"]
+    ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
+    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+    if accept_encoding:
+        headers["Accept-Encoding"] = accept_encoding
+    status, body, coding = B.call(B.API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % meta["apps"][0],
+                                  json.dumps(ident), headers, coding=True)
+    assert status == 200, body
+    sample = os.path.join(B.OUT, "baseline-resolve.json")
+    with open(sample, "wb") as f:
+        f.write(body)
+    return sample, coding
+
+
 def request_files(meta, key):
     """URL and body files for oha, distributed as bench/lua/resolve.lua's requests."""
     with open(os.path.join(B.BENCH, "lua", "resolve.lua")) as f:
@@ -97,6 +124,9 @@ def request_files(meta, key):
     sets = re.findall(r"^\s*'(\{.*\})',?$", re.search(r"local sets = \{(.*?)\n\}", lua, re.S).group(1), re.M)
     platforms = re.search(r"local platforms = \{([^}]*)\}", lua).group(1).replace('"', "").replace(" ", "").split(",")
     assert len(sets) == 12 and len(platforms) == 4, (len(sets), platforms)
+    with open(os.path.join(B.ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
+        typical = json.load(f)["typical_attributes"]
+    assert json.loads(sets[0]) == typical, "resolve.lua's first attribute set must be typical_attributes"
     rng = random.Random(7)
     bodies = os.path.join(B.OUT, "pinned-bodies.txt")
     with open(bodies, "w") as f:
@@ -116,7 +146,7 @@ def peak(port, server_pid, generator, env, duration=DURATION, script=None):
     """One closed-loop wrk run of `script` (default bench/lua/resolve.lua): requests/s, bytes per
     response, and CPU of server and generator (cores busy)."""
     script = script or os.path.join(B.BENCH, "lua", "resolve.lua")
-    cmd = ["wrk", "-t%d" % len(generator), "-c%d" % B.CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
+    cmd = ["wrk", "-t%d" % min(len(generator), B.CONNECTIONS), "-c%d" % B.CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
            "-s", script, "http://127.0.0.1:%d" % port]
     s0, g0, t0 = B.cpu_seconds(server_pid), children_cpu(), time.monotonic()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=pinned(generator))
@@ -140,14 +170,14 @@ def resolve_requests(urls, bodies, key):
             "--urls-from-file", urls]
 
 
-def open_loop(rate, requests, generator):
+def open_loop(rate, requests, generator, accept_encoding=None):
     """One oha run of `requests` (its request arguments) at `rate` requests/s with latency
-    correction: percentiles in ms."""
+    correction, sending `accept_encoding` (none: identity bodies): percentiles in ms."""
     cmd = [OHA, "--no-tui", "--output-format", "json", "-z", "%ds" % LAT_DURATION, "-q", str(rate),
            "--latency-correction", "--wait-ongoing-requests-after-deadline", "-c", str(B.CONNECTIONS),
            "--worker-threads", str(len(generator))] + requests
-    if os.environ.get("BENCH_ACCEPT_ENCODING"):
-        cmd += ["-H", "Accept-Encoding: " + os.environ["BENCH_ACCEPT_ENCODING"]]
+    if accept_encoding:
+        cmd += ["-H", "Accept-Encoding: " + accept_encoding]
     else:
         cmd += ["--disable-compression"]
     g0, t0 = children_cpu(), time.monotonic()
@@ -187,7 +217,8 @@ def peak_rounds(servers, generator):
         peak(port, proc.pid, generator, env, 3, script)
     peaks = {name: [] for name, _, _, _, _ in servers}
     for i in range(ROUNDS):
-        for name, proc, port, env, script in servers:
+        # Every other round in reverse order, so no server always runs first or after another.
+        for name, proc, port, env, script in (servers if i % 2 == 0 else servers[::-1]):
             peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script))
         B.log("peak round %d: %s" % (i + 1, "  ".join(
             "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
@@ -196,7 +227,7 @@ def peak_rounds(servers, generator):
     return peaks
 
 
-def open_loop_rounds(top, fractions, requests, generator):
+def open_loop_rounds(top, fractions, requests, generator, accept_encoding=None):
     """For each of `fractions` of `top` requests/s: LAT_ROUNDS open-loop rounds over `requests`
     ({name: oha request arguments}) in turn; [(fraction, rate, {name: [round, ...]}), ...]."""
     lat = []
@@ -204,8 +235,9 @@ def open_loop_rounds(top, fractions, requests, generator):
         rate = int(top * fraction)
         runs = {name: [] for name in requests}
         for i in range(LAT_ROUNDS):
-            for name, args in requests.items():
-                runs[name].append(open_loop(rate, args, generator))
+            order = list(requests.items())
+            for name, args in (order if i % 2 == 0 else order[::-1]):
+                runs[name].append(open_loop(rate, args, generator, accept_encoding))
             B.log("open loop %.0f%% (%d/s) round %d: %s" % (fraction * 100, rate, i + 1, "  ".join(
                 "%s p50 %.3f p99 %.3f p99.9 %.3f ms" % (n, r[-1]["p50_ms"], r[-1]["p99_ms"], r[-1]["p999_ms"])
                 for n, r in runs.items())))
@@ -244,23 +276,10 @@ def main():
 
 def run(meta, procs, server_cpus, generator):
     key = B.import_catalog(meta)
-    headers = {"Authorization": "Bearer " + key, "Content-Type": "application/json"}
     B.log("starting flowgate and the baseline on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(extra=flowgate_settings(), preexec_fn=pinned(server_cpus))
     procs.append(server)
-    # The baseline answers flowgate's bytes for the typical user.
-    with open(os.path.join(B.ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
-        attrs = json.load(f)["typical_attributes"]
-    ident = {"user_id": "user-1", "session_id": "s-1", "device_platform": "ios", "attributes": attrs}
-    sample_headers = dict(headers)
-    if os.environ.get("BENCH_ACCEPT_ENCODING"):
-        sample_headers["Accept-Encoding"] = os.environ["BENCH_ACCEPT_ENCODING"]
-    status, body, coding = B.call(B.API, "POST", "/v1/apps/%s/placements/onboarding/resolve" % meta["apps"][0],
-                                  json.dumps(ident), sample_headers, coding=True)
-    assert status == 200, body
-    sample = os.path.join(B.OUT, "baseline-resolve.json")
-    with open(sample, "wb") as f:
-        f.write(body)
+    sample, coding = baseline_sample(meta, key, os.environ.get("BENCH_ACCEPT_ENCODING"))
     baseline = B.start_baseline(200, sample, coding, preexec_fn=pinned(server_cpus))
     procs.append(baseline)
     env = dict(os.environ, BENCH_DIR=B.BENCH, BENCH_KEY=key, BENCH_APPS=",".join(meta["apps"]), BENCH_RUN="1")
@@ -272,7 +291,7 @@ def run(meta, procs, server_cpus, generator):
     bodies, urls = request_files(meta, key)
     lat = open_loop_rounds(med(peaks["flowgate"], "rps"), FRACTIONS,
                            {name: resolve_requests(urls[name], bodies, key) for name in ("flowgate", "baseline")},
-                           generator)
+                           generator, os.environ.get("BENCH_ACCEPT_ENCODING"))
     return report(server_cpus, generator, peaks, lat)
 
 
@@ -303,9 +322,12 @@ def report(server_cpus, generator, peaks, lat):
             name, med(runs, "rps"), med(runs, "rps") / n, med(runs, "server_cores"),
             statistics.median(r["rps"] / r["server_cores"] for r in runs), med(runs, "cpu_us"),
             med(runs, "generator_cores"), med(runs, "p99_ms"), *cells))
-    lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s, medians (ratio: median of the "
-              "rounds' ratios; flowgate's per round %s). %s" % (
-                  len(generator), B.CONNECTIONS, ROUNDS, DURATION, ", ".join("%.3f" % r for r in ratios),
+    lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s (every other round in reverse "
+              "order), medians. A ratio is the median of the rounds' ratios (each round's servers ran side by "
+              "side), not the ratio of the medians; flowgate's per round: %s. Per busy server core = requests/s "
+              "/ server CPU = 1e6 / CPU µs per request. %s" % (
+                  min(len(generator), B.CONNECTIONS), B.CONNECTIONS, ROUNDS, DURATION,
+                  ", ".join("%.3f" % r for r in ratios),
                   DIAGNOSTIC_NOTE if NO_EVENTS in peaks else ""), ""]
     lines += [
         "| offered load | server | achieved/s | p50 | p99 | p99.9 | p99 vs baseline | generator CPU |",

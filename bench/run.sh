@@ -13,7 +13,10 @@ cd "$(dirname "$0")/.."
 
 . bench/install.sh
 install_missing wrk
-command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || install_missing nats-server
+if [ "${BENCH_PINNED:-1}" = 0 ]; then
+    # The unpinned run's events-through-JetStream scenario.
+    command -v nats-server >/dev/null || [ -x /usr/sbin/nats-server ] || install_missing nats-server
+fi
 for tool in psql python3; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 1; }
 done

@@ -28,6 +28,6 @@ end
 local n = 0
 function request()
   n = n + 1
-  local i = (((thread_no or 1) - 1) * 7919 + n) % #paths + 1
+  local i = (((thread_no or 1) - 1) * 7919 + n - 1) % #paths + 1
   return wrk.format("GET", paths[i], headers)
 end

@@ -15,8 +15,8 @@ argument:
 - equivalent_mirror.json: the same toggle, shaped so that Edge serves the same mix of bodies as
   flowgate: the holdout variant has no payload (flowgate's holdout serves no flow), and a
   second, unconstrained strategy serves the placement's default flow (flowgate serves a flow
-  to users outside the coverage and to those stopped by an audience rule). Optional; see
-  README.md.
+  to users outside the coverage and to those stopped by an audience rule). This is the file
+  `make bench-peer` measures (bench/peer.py); equivalent.json stays for checks by hand.
 - edge5.json: Edge's own small benchmark data set, 5 toggles with one strategy each (see
   EDGE5 below for where each comes from).
 
