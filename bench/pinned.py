@@ -34,7 +34,9 @@ machine's other processes are not pinned, and their CPU is counted on neither si
 Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`; default the lowest CPU this process
 may use), BENCH_DURATION (10; bench/bench.py's default is 15),
 BENCH_ROUNDS (5; bench.py's 3), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), BENCH_CONNECTIONS (64),
-BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
+BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_PERF=1 (`perf record -g` of flowgate during its first
+peak round into target/bench-http/perf-pinned.data; read it with `perf report -i FILE
+--no-children --sort comm,dso`; that round runs slower and counts in the medians), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
 alone, e.g. FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW=false), BENCH_OHA (the oha binary, default target/bench-tools/bin/oha,
 installed by bench/run.sh), BENCH_BIN, BENCH_BASELINE_BIN. Writes target/bench-http/pinned.md
 and pinned.json. Needs what bench/bench.py needs, and oha.
@@ -142,14 +144,22 @@ def request_files(meta, key):
     return bodies, urls
 
 
-def peak(port, server_pid, generator, env, duration=DURATION, script=None):
+def peak(port, server_pid, generator, env, duration=DURATION, script=None, perf=None):
     """One closed-loop wrk run of `script` (default bench/lua/resolve.lua): requests/s, bytes per
-    response, and CPU of server and generator (cores busy)."""
+    response, and CPU of server and generator (cores busy). `perf`: a file to `perf record -g`
+    the server into, for the middle of the run."""
     script = script or os.path.join(B.BENCH, "lua", "resolve.lua")
     cmd = ["wrk", "-t%d" % min(len(generator), B.CONNECTIONS), "-c%d" % B.CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
            "-s", script, "http://127.0.0.1:%d" % port]
+    recorder = None
+    if perf:
+        recorder = subprocess.Popen(
+            ["perf", "record", "-g", "--call-graph", "dwarf,16384", "-F", "2000", "-p", str(server_pid), "-o", perf,
+             "--", "sleep", str(max(1, duration - 2))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     s0, g0, t0 = B.cpu_seconds(server_pid), children_cpu(), time.monotonic()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=pinned(generator))
+    if recorder:
+        recorder.wait()
     wall = time.monotonic() - t0
     s1, g1 = B.cpu_seconds(server_pid), children_cpu()
     m = re.search(r"WRKJSON (\{.*\})", out.stdout)
@@ -219,7 +229,11 @@ def peak_rounds(servers, generator):
     for i in range(ROUNDS):
         # Every other round in reverse order, so no server always runs first or after another.
         for name, proc, port, env, script in (servers if i % 2 == 0 else servers[::-1]):
-            peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script))
+            perf = None
+            if i == 0 and os.environ.get("BENCH_PERF") == "1" and name == "flowgate":
+                perf = os.path.join(B.OUT, "perf-pinned.data")
+                B.log("perf record of flowgate's first round into %s (it counts in the medians)" % perf)
+            peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script, perf))
         B.log("peak round %d: %s" % (i + 1, "  ".join(
             "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
                 n, r[-1]["rps"], r[-1]["cpu_us"], r[-1]["server_cores"], r[-1]["generator_cores"])
