@@ -112,7 +112,7 @@ bench-http-unpinned: pg-up
 ## Unleash Edge (a pinned version from crates.io, built once into target/peer: about 10 minutes
 ## the first time) beside flowgate on the same pinned core, in alternating rounds: an
 ## equivalent toggle (identity and gzip) and Edge's own 5-feature data set (bench/peer.py).
-## About 8 minutes once built. Not part of make test or CI.
+## About 10 minutes once built. Not part of make test or CI.
 bench-peer: pg-up
 	bash bench/peer/run.sh
 

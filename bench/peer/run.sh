@@ -2,7 +2,7 @@
 # `make bench-peer`: flowgate beside Unleash Edge on the same pinned core (bench/peer.py;
 # docs/benchmarks.md). Builds Edge (pinned version, crates.io, once, into target/peer: about 10
 # minutes the first time) and oha (into target/bench-tools), installs wrk when missing, builds
-# flowgate in release mode. Needs PostgreSQL on 127.0.0.1:5432 and psql. About 8 minutes once
+# flowgate in release mode. Needs PostgreSQL on 127.0.0.1:5432 and psql. About 10 minutes once
 # built. Not part of `make test` or CI.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
