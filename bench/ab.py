@@ -20,7 +20,6 @@ import, `;`-separated, `{DB}` names it: e.g. settings to try). Needs what bench/
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -34,11 +33,7 @@ def main():
     rounds, specs = int(sys.argv[1]), sys.argv[2:]
     duration = int(os.environ.get("BENCH_DURATION", "5"))
     baselines = os.environ.get("BENCH_BASELINES", B.BASELINE).split()
-    os.makedirs(B.OUT, exist_ok=True)
-    subprocess.run([sys.executable, os.path.join(B.BENCH, "gen_catalog.py"), B.OUT], check=True,
-                   stdout=subprocess.DEVNULL)
-    meta = json.load(open(os.path.join(B.OUT, "meta.json")))
-    B.psql("CREATE DATABASE " + B.DB, db="postgres")
+    meta = B.new_catalog_database(quiet=True)
     procs = []
     try:
         B.BIN = specs[0].partition("@")[0]

@@ -159,18 +159,39 @@ def start_flowgate(level="warn", logfile=os.devnull, extra=None, preexec_fn=None
     start = time.monotonic()
     env = dict(flowgate_env(level), **(extra or {}))
     proc = subprocess.Popen([BIN, "serve"], env=env, stdout=out, stderr=out, cwd=ROOT, preexec_fn=preexec_fn)
-    while time.monotonic() - start < 120:
+    wait_ready(proc, ADMIN, "/readyz", 120, "flowgate serve (log: %s)" % logfile)
+    return proc, time.monotonic() - start
+
+
+def wait_ready(proc, port, path, seconds, what, any_status=False):
+    """Polls `GET path` on `port` until it answers 200 (any status with `any_status`); kills
+    `proc` and raises when it exits or `seconds` pass first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError("flowgate serve exited with %s (log: %s)" % (proc.returncode, logfile))
+            raise RuntimeError("%s exited with %s" % (what, proc.returncode))
         try:
-            if call(ADMIN, "GET", "/readyz")[0] == 200:
-                return proc, time.monotonic() - start
+            if call(port, "GET", path)[0] == 200 or any_status:
+                return
         except OSError:
             pass
         time.sleep(0.02)
     proc.kill()
     proc.wait()
-    raise RuntimeError("flowgate was not ready within 120 s")
+    raise RuntimeError("%s was not ready within %d s" % (what, seconds))
+
+
+def new_catalog_database(quiet=False):
+    """Generates the catalog at scale into OUT and creates the fresh database DB; returns the
+    catalog's meta.json (workspace, apps, placement keys, ...)."""
+    os.makedirs(OUT, exist_ok=True)
+    log("generating the catalog")
+    subprocess.run([sys.executable, os.path.join(BENCH, "gen_catalog.py"), OUT], check=True,
+                   stdout=subprocess.DEVNULL if quiet else None)
+    with open(os.path.join(OUT, "meta.json")) as f:
+        meta = json.load(f)
+    psql("CREATE DATABASE " + DB, db="postgres")
+    return meta
 
 
 def start_baseline(status, body_file, coding=None, extra=None, preexec_fn=None):
@@ -180,15 +201,8 @@ def start_baseline(status, body_file, coding=None, extra=None, preexec_fn=None):
         [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file] + ([coding] if coding else []),
         stdout=subprocess.DEVNULL, env=dict(os.environ, **(extra or {})), preexec_fn=preexec_fn,
     )
-    for _ in range(500):
-        try:
-            call(BASE, "GET", "/")
-            return proc
-        except OSError:
-            time.sleep(0.01)
-    proc.kill()
-    proc.wait()
-    raise RuntimeError("the baseline did not start")
+    wait_ready(proc, BASE, "/", 5, "the baseline", any_status=True)
+    return proc
 
 
 def stop(proc):
@@ -311,11 +325,7 @@ def measure_flowgate(name, server, script, senv, perf):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    log("generating the catalog")
-    subprocess.run([sys.executable, os.path.join(BENCH, "gen_catalog.py"), OUT], check=True)
-    meta = json.load(open(os.path.join(OUT, "meta.json")))
-    psql("CREATE DATABASE " + DB, db="postgres")
+    meta = new_catalog_database()
     procs = []
     try:
         return run(meta, procs)

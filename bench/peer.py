@@ -60,19 +60,8 @@ def start_edge(bootstrap, port, cpus):
            "--frontend-tokens", FRONTEND_TOKEN]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(OUT, "edge-%d.log" % port), "ab"),
                             preexec_fn=P.pinned(cpus))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("unleash-edge exited with %s (log in %s)" % (proc.returncode, OUT))
-        try:
-            if B.call(port, "GET", "/internal-backstage/ready")[0] == 200:
-                return proc
-        except OSError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise RuntimeError("unleash-edge was not ready within 30 s")
+    B.wait_ready(proc, port, "/internal-backstage/ready", 30, "unleash-edge (log in %s)" % OUT)
+    return proc
 
 
 def edge_data():
@@ -97,12 +86,9 @@ def main():
             sys.exit("bench: %s not found (bench/peer/run.sh builds it)" % tool)
     B.WORKERS = len(server_cpus)
     B.OUT = OUT
-    os.makedirs(OUT, exist_ok=True)
-    B.log("generating the catalog and Edge's data sets")
-    subprocess.run([sys.executable, os.path.join(HERE, "gen_catalog.py"), OUT], check=True, stdout=subprocess.DEVNULL)
-    meta = json.load(open(os.path.join(OUT, "meta.json")))
+    meta = B.new_catalog_database(quiet=True)
+    B.log("generating Edge's data sets")
     edge = edge_data()
-    B.psql("CREATE DATABASE " + B.DB, db="postgres")
     procs = []
     try:
         report = run(meta, edge, procs, server_cpus, generator)

@@ -268,12 +268,7 @@ def main():
     if not os.access(OHA, os.X_OK):
         sys.exit("bench: oha not found at %s (bench/run.sh installs it)" % OHA)
     B.WORKERS = len(server_cpus)
-    os.makedirs(B.OUT, exist_ok=True)
-    B.log("generating the catalog")
-    subprocess.run([sys.executable, os.path.join(B.BENCH, "gen_catalog.py"), B.OUT], check=True,
-                   stdout=subprocess.DEVNULL)
-    meta = json.load(open(os.path.join(B.OUT, "meta.json")))
-    B.psql("CREATE DATABASE " + B.DB, db="postgres")
+    meta = B.new_catalog_database(quiet=True)
     procs = []
     try:
         report = run(meta, procs, server_cpus, generator)
