@@ -572,7 +572,8 @@ def run(meta, procs):
     if "resolve" in results:
         _, r, b = results["resolve"]
         checks.append(("single resolve >= 0.8x baseline requests/s", "%.2fx" % (r["rps"] / b["rps"]), r["rps"] >= 0.8 * b["rps"]))
-        checks.append(("single resolve p99 < 2 ms at %d connections" % CONNECTIONS, ms(r["p99_us"]), r["p99_us"] < 2000))
+        # The saturated p99 target is retired (P24): the pinned open-loop run (bench/pinned.py)
+        # reads latency; the p99 stays in the table above.
     if "batch50" in results:
         _, r, b = results["batch50"]
         checks.append(("batch of 50 >= 0.5x baseline bytes/s", "%.2fx" % (r["bytes_per_s"] / b["bytes_per_s"]), r["bytes_per_s"] >= 0.5 * b["bytes_per_s"]))
