@@ -3,7 +3,7 @@
 //! messages (no event id) each kept on their own, and replays recorded or removed.
 
 use flowgate_domain::events::EVENT_JSON_FORMAT;
-use flowgate_domain::ids::{DeadLetterId, EventId};
+use flowgate_domain::ids::{AppId, DeadLetterId, EventId};
 use flowgate_domain::ports::{DeadLetter, DeadLetterStore, StoreError};
 use time::macros::datetime;
 use time::OffsetDateTime;
@@ -19,6 +19,7 @@ fn letter(n: Option<u128>, secs: i64, error: &str) -> DeadLetter {
     DeadLetter {
         id: DeadLetterId::new_v7(at(secs)),
         event_id: n.map(|n| EventId::from_uuid(uuid::Uuid::from_u128(n))),
+        app_id: n.map(|_| AppId::from_uuid(uuid::Uuid::from_u128(0xA))),
         format: if n.is_some() {
             EVENT_JSON_FORMAT.to_owned()
         } else {
@@ -74,6 +75,27 @@ pub async fn an_event_refused_again_stays_one_letter<S: DeadLetterStore + ?Sized
     // Undecodable messages have no event id: each is a letter of its own.
     add(store, &[letter(None, 1, "a"), letter(None, 2, "b")]).await;
     assert_eq!(store.count_dead_letters().await.ok(), Some(3));
+}
+
+/// The same event id refused in two apps is two letters (D25): one app's letter is never
+/// merged into, or overwritten by, another's.
+pub async fn the_same_event_id_in_two_apps_is_two_letters<S: DeadLetterStore + ?Sized>(store: &S) {
+    let ours = letter(Some(7), 0, "ours");
+    let mut theirs = letter(Some(7), 1, "theirs");
+    theirs.app_id = Some(AppId::from_uuid(uuid::Uuid::from_u128(0xB)));
+    theirs.payload = b"their event".to_vec();
+    add(store, std::slice::from_ref(&ours)).await;
+    add(store, std::slice::from_ref(&theirs)).await;
+    assert_eq!(list(store).await, vec![ours.clone(), theirs.clone()]);
+    // Each refused again stays its own one letter.
+    add(store, &[letter(Some(7), 5, "ours again")]).await;
+    let letters = list(store).await;
+    assert_eq!(letters.len(), 2);
+    assert_eq!(
+        (letters[0].attempts, letters[0].error.as_str()),
+        (2, "ours again")
+    );
+    assert_eq!(letters[1], theirs);
 }
 
 /// Pages: `after` continues where the last page ended.

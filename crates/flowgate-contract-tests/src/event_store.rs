@@ -1,10 +1,11 @@
-//! [`EventStore`] contract: batches are idempotent on `event_id` (D7), server events (D8)
-//! included, and large batches work.
+//! [`EventStore`] contract: batches are idempotent on `event_id` within an app (D7, D25),
+//! server events (D8) included, and large batches work.
 //!
 //! The port has no read side, so what is stored is observed through the outcome of appending
 //! the same events again.
 
 use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::{AppendOutcome, EventStore};
 
 use crate::fixtures::{sdk_event, server_event};
@@ -46,6 +47,22 @@ pub async fn duplicate_ids_within_a_batch_are_stored_once<S: EventStore + ?Sized
     assert_eq!(append(store, &batch).await, outcome(2, 1));
     assert_eq!(append(store, &[a, sdk_event(3)]).await, outcome(1, 1));
     assert_eq!(append(store, &batch).await, outcome(0, 3));
+}
+
+/// Event ids are unique per app (D25): the id another app already stored is another event,
+/// stored too, in the same batch or later; within each app it is idempotent as before.
+pub async fn the_same_id_in_two_apps_is_two_events<S: EventStore + ?Sized>(store: &S) {
+    let a = sdk_event(1);
+    let mut b = a.clone();
+    b.app_id = AppId::from_uuid(uuid::Uuid::from_u128(0xB));
+    assert_eq!(append(store, std::slice::from_ref(&a)).await, outcome(1, 0));
+    assert_eq!(append(store, std::slice::from_ref(&b)).await, outcome(1, 0));
+    assert_eq!(append(store, &[a.clone(), b.clone()]).await, outcome(0, 2));
+    let mut c = a.clone();
+    c.app_id = AppId::from_uuid(uuid::Uuid::from_u128(0xC));
+    let mut d = a;
+    d.app_id = AppId::from_uuid(uuid::Uuid::from_u128(0xD));
+    assert_eq!(append(store, &[c.clone(), d, c]).await, outcome(2, 1));
 }
 
 /// A batch of 1,000 events is inserted whole, and is all duplicates the second time.

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{DeadLetterId, EventId, KeyId, WorkspaceId};
+use crate::ids::{AppId, DeadLetterId, EventId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
 use crate::ports::{
     AppendOutcome, BoxFuture, CatalogSource, DeadLetter, DeadLetterStore, EventStore, KeyStore,
@@ -23,7 +23,8 @@ struct State {
     catalog: CatalogData,
     keys: Vec<KeyRecord>,
     events: Vec<AnalyticsEvent>,
-    event_ids: HashSet<EventId>,
+    /// Event ids are unique per app (D25).
+    event_ids: HashSet<(AppId, EventId)>,
     /// In id order (ids are UUIDv7: the order they came).
     dead_letters: Vec<DeadLetter>,
 }
@@ -156,7 +157,7 @@ impl EventStore for InMemoryStore {
         let mut state = self.lock();
         let mut outcome = AppendOutcome::default();
         for event in events {
-            if state.event_ids.insert(event.event_id) {
+            if state.event_ids.insert((event.app_id, event.event_id)) {
                 state.events.push(event.clone());
                 outcome.inserted += 1;
             } else {
@@ -178,7 +179,7 @@ impl DeadLetterStore for InMemoryStore {
                 state
                     .dead_letters
                     .iter_mut()
-                    .find(|l| l.event_id == Some(id))
+                    .find(|l| l.event_id == Some(id) && l.app_id == letter.app_id)
             });
             match same_event {
                 Some(kept) => {

@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{DeadLetterId, EventId, KeyId, WorkspaceId};
+use crate::ids::{AppId, DeadLetterId, EventId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
 
 /// A boxed, `Send` future: the return type of asynchronous port methods.
@@ -169,6 +169,9 @@ pub struct DeadLetter {
     pub id: DeadLetterId,
     /// The refused event's id; `None` for a bus message that could not be decoded.
     pub event_id: Option<EventId>,
+    /// The refused event's app; `None` for a bus message that could not be decoded. Event ids
+    /// are unique per app (D25), so a letter is one per app and event id.
+    pub app_id: Option<AppId>,
     /// How `payload` is encoded: [`EVENT_JSON_FORMAT`](crate::events::EVENT_JSON_FORMAT) for
     /// one event, or the format a bus message named.
     pub format: String,
@@ -186,9 +189,10 @@ pub struct DeadLetter {
 
 /// Where dead letters are kept (D17): beside the events, never subject to retention.
 pub trait DeadLetterStore: Send + Sync {
-    /// Adds letters. A letter for an `event_id` that already has one updates that one instead
-    /// (attempts added, last attempt and error replaced): an event refused again, say after an
-    /// SDK's retry, stays one letter.
+    /// Adds letters. A letter for an app and `event_id` that already have one updates that one
+    /// instead (attempts added, last attempt and error replaced): an event refused again, say
+    /// after an SDK's retry, stays one letter. The same `event_id` of another app is another
+    /// letter (D25).
     fn add_dead_letters<'a>(
         &'a self,
         letters: &'a [DeadLetter],

@@ -142,6 +142,8 @@ pub struct ExplainAccess {
     pub default_ttl: u32,
     /// Largest request body, in bytes (resolve's limit).
     pub body_limit: usize,
+    /// How fast the body must arrive (resolve's pace, D25).
+    pub body_pace: crate::config::BodyPace,
 }
 
 impl std::fmt::Debug for ExplainAccess {
@@ -235,6 +237,7 @@ async fn explain(
             payload.into_inner(),
             access.body_limit,
             crate::request_body::Encoding::IdentityOnly,
+            &access.body_pace,
         )
         .await?;
         let catalog = access.catalog.load();

@@ -3,6 +3,8 @@
 
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
+use std::time::Duration;
+
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,12 @@ pub const MAX_EVENTS_PER_REQUEST: usize = 100;
 pub const MAX_EVENT_ERRORS: usize = 100;
 /// `cache_ttl_seconds` of apps without their own (D3.9).
 pub const DEFAULT_CACHE_TTL_SECONDS: u32 = 300;
+/// `server.body_timeout_ms` (D25): the whole body must arrive within this.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// `server.body_min_bytes_per_sec` (D25).
+pub const DEFAULT_BODY_MIN_BYTES_PER_SEC: u32 = 1024;
+/// `events.unknown_placement_events_per_minute` (D25).
+pub const DEFAULT_UNKNOWN_PLACEMENT_EVENTS_PER_MINUTE: u32 = 60;
 
 /// HTTP adapter settings.
 #[derive(Clone, Debug)]
@@ -34,6 +42,32 @@ pub struct HttpConfig {
     pub record_resolve_no_flow: bool,
     /// Event timestamp window (D7).
     pub event_limits: ValidationLimits,
+    /// How fast a request body must arrive (D25).
+    pub body_pace: BodyPace,
+    /// `resolve_no_flow` events for unknown placements recorded per app and minute, each key
+    /// at most once in that minute (D25); 0 records none.
+    pub unknown_placement_events_per_minute: u32,
+}
+
+/// How fast a request body must arrive (D25), so a client that declares a body and sends it
+/// slowly, or never, holds nothing for long: the whole body within `timeout`, and after the
+/// first second at least `min_bytes_per_sec` on average. A request that misses either gets
+/// 408 `request_timeout` and its connection is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyPace {
+    /// The whole body must be read within this, counted from the start of the read.
+    pub timeout: Duration,
+    /// Average rate the body must keep after the first second; 0: no rate check.
+    pub min_bytes_per_sec: u32,
+}
+
+impl Default for BodyPace {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_BODY_TIMEOUT,
+            min_bytes_per_sec: DEFAULT_BODY_MIN_BYTES_PER_SEC,
+        }
+    }
 }
 
 impl Default for HttpConfig {
@@ -46,6 +80,8 @@ impl Default for HttpConfig {
             rate_limit: RateLimitConfig::default(),
             record_resolve_no_flow: true,
             event_limits: ValidationLimits::default(),
+            body_pace: BodyPace::default(),
+            unknown_placement_events_per_minute: DEFAULT_UNKNOWN_PLACEMENT_EVENTS_PER_MINUTE,
         }
     }
 }

@@ -19,11 +19,13 @@ use std::time::Instant;
 use actix_web::body::BoxBody;
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::header::ContentEncoding;
-use actix_web::http::Method;
+use actix_web::http::{ConnectionType, Method};
 use actix_web::{Error, HttpRequest, HttpResponse};
 
+use crate::connections::Connection;
 use crate::handlers::{self, legacy};
-use crate::middleware;
+use crate::middleware::{self, request_id_of};
+use crate::problem::ApiError;
 use crate::response::compression;
 use crate::router::Endpoint;
 use crate::worker::{Worker, SWEEP_INTERVAL};
@@ -44,7 +46,13 @@ pub(crate) async fn serve(
         None
     };
     let coding = compression::negotiate(&req);
+    let connection = req.conn_data::<Connection>();
     let mut res = match preflight {
+        _ if connection.is_some_and(|c| c.closing.get()) => {
+            // D25: a request pipelined behind a response that closed the connection.
+            drop(payload);
+            ApiError::after_close().to_response(&request_id_of(&req))
+        }
         Some(res) => compression::encode(coding, res.into(), &worker.shared.compressed_flows),
         None => {
             let mut res = handle(endpoint, &req, payload, &worker, coding).await;
@@ -54,8 +62,18 @@ pub(crate) async fn serve(
             res
         }
     };
+    if let Some(connection) = connection {
+        if req.head().connection_type() == ConnectionType::Close
+            || res.head().connection_type() == ConnectionType::Close
+        {
+            connection.closing.set(true);
+        }
+    }
     middleware::finish(
-        Some(&worker.latencies),
+        Some(middleware::Recording {
+            latency: &worker.latencies,
+            metrics: &worker.shared.metrics,
+        }),
         &req,
         &mut res,
         &id,

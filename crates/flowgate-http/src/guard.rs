@@ -75,10 +75,13 @@ pub(crate) fn authenticate(req: &HttpRequest, worker: &Worker) -> Result<Caller,
         return Err(ApiError::rate_limited(decision.retry_after_secs));
     }
     let catalog = worker.snapshot();
-    let authorization = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or(""));
+    let mut presented = req.headers().get_all(header::AUTHORIZATION);
+    let authorization = presented.next().map(|v| v.to_str().unwrap_or(""));
+    // D25: two keys are not "the first one"; which one a proxy or cache in between would
+    // have used is anybody's guess.
+    if presented.next().is_some() {
+        return Err(ApiError::several_authorization_headers());
+    }
     let record = catalog
         .authenticate(authorization, state.config.key_environment)
         .map_err(ApiError::unauthorized)?;

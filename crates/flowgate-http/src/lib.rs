@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod client_ip;
 pub mod config;
+pub mod connections;
 mod dispatch;
 pub mod explain;
 mod guard;
@@ -19,6 +20,7 @@ mod resolve_body;
 mod response;
 pub mod router;
 mod state;
+mod unknown_placements;
 mod worker;
 
 use actix_web::body::MessageBody;
@@ -28,7 +30,8 @@ use actix_web::{web, App};
 pub use admin::{
     admin_app, AdminSource, AdminState, Check, ExplainAccess, Readiness, ReadinessReport,
 };
-pub use config::{HttpConfig, RateLimitConfig};
+pub use config::{BodyPace, HttpConfig, RateLimitConfig};
+pub use connections::ConnectionLimits;
 pub use metrics::HttpMetrics;
 pub use state::{ApiState, CatalogHandle};
 

@@ -36,6 +36,23 @@ struct CodeLabels {
     code: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AbortLabels {
+    route: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// An app of the catalog: the number of values is the number of apps, bounded by the catalog.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AppLabels {
+    app_id: String,
+}
+
 /// Finite bucket bounds of the latency histograms: 50 µs doubling to ~3.3 s. Resolve lives at
 /// the low end, event bodies and outages at the high end. A last bucket, `+Inf`, follows.
 const BOUNDS: [f64; 17] = {
@@ -199,8 +216,13 @@ pub struct HttpMetrics {
     events_rejected: Family<CodeLabels, Counter>,
     events_refused: Counter,
     events_not_stored_in_time: Counter,
-    event_requests_refused_unread: Counter,
     server_events_dropped: Counter,
+    requests_aborted: Family<AbortLabels, Counter>,
+    connections_refused: Family<ReasonLabels, Counter>,
+    unknown_placement_events_suppressed: Family<AppLabels, Counter>,
+    client_error_log_lines_suppressed: Counter,
+    /// Which request lines of client errors are written at info (D25).
+    pub(crate) client_error_log: Arc<crate::middleware::LogSampler>,
 }
 
 impl Default for HttpMetrics {
@@ -215,8 +237,14 @@ impl Default for HttpMetrics {
             events_rejected: Family::default(),
             events_refused: Counter::default(),
             events_not_stored_in_time: Counter::default(),
-            event_requests_refused_unread: Counter::default(),
             server_events_dropped: Counter::default(),
+            requests_aborted: Family::default(),
+            connections_refused: Family::default(),
+            unknown_placement_events_suppressed: Family::default(),
+            client_error_log_lines_suppressed: Counter::default(),
+            client_error_log: Arc::new(crate::middleware::LogSampler::new(
+                crate::middleware::CLIENT_ERROR_LINES_PER_SECOND,
+            )),
         }
     }
 }
@@ -253,14 +281,29 @@ impl HttpMetrics {
             m.events_not_stored_in_time.clone(),
         );
         r.register(
-            "event_requests_refused_unread",
-            "Event requests refused with 503 overloaded before their body was parsed (the sink had no room for a full request)",
-            m.event_requests_refused_unread.clone(),
-        );
-        r.register(
             "server_events_dropped",
             "resolve_no_flow events not recorded because the sink was full",
             m.server_events_dropped.clone(),
+        );
+        r.register(
+            "requests_aborted",
+            "Requests whose body did not arrive in time (reason timed_out, answered 408) or was broken off by the client (broken), by route; their time is the client's and is not in request_duration_seconds",
+            m.requests_aborted.clone(),
+        );
+        r.register(
+            "connections_refused",
+            "API connections closed as soon as accepted, by reason (per_address: the client address holds server.max_connections_per_address connections already)",
+            m.connections_refused.clone(),
+        );
+        r.register(
+            "unknown_placement_events_suppressed",
+            "resolve_no_flow events for unknown placements not recorded, by app: over events.unknown_placement_events_per_minute, or a key already recorded in the same minute (D25)",
+            m.unknown_placement_events_suppressed.clone(),
+        );
+        r.register(
+            "client_error_log_lines_suppressed",
+            "Request log lines of client errors (4xx) not written because more than the sampled number per second arrived; a summary line says how many",
+            m.client_error_log_lines_suppressed.clone(),
         );
         m
     }
@@ -300,12 +343,33 @@ impl HttpMetrics {
         self.events_not_stored_in_time.inc_by(n as u64);
     }
 
-    pub(crate) fn event_request_refused_unread(&self) {
-        self.event_requests_refused_unread.inc();
-    }
-
     pub(crate) fn server_events_dropped(&self, n: usize) {
         self.server_events_dropped.inc_by(n as u64);
+    }
+
+    pub(crate) fn request_aborted(&self, route: &'static str, reason: &'static str) {
+        self.requests_aborted
+            .get_or_create(&AbortLabels { route, reason })
+            .inc();
+    }
+
+    /// Counts an API connection closed as soon as accepted.
+    pub fn connection_refused(&self, reason: &'static str) {
+        self.connections_refused
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    pub(crate) fn unknown_placement_events_suppressed(&self, app: &str, n: u64) {
+        self.unknown_placement_events_suppressed
+            .get_or_create(&AppLabels {
+                app_id: app.to_owned(),
+            })
+            .inc_by(n);
+    }
+
+    pub(crate) fn client_error_log_lines_suppressed(&self, n: u64) {
+        self.client_error_log_lines_suppressed.inc_by(n);
     }
 }
 

@@ -3,6 +3,7 @@
 //! Compression is `response::compression`'s. The API's dispatcher (`dispatch::serve`) calls these functions inline;
 //! the admin listener runs them as the [`observe`] middleware.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -14,6 +15,7 @@ use actix_web::{web, Error, HttpMessage, HttpRequest, HttpResponse};
 
 use crate::guard::RateLimitInfo;
 use crate::metrics::{HttpMetrics, LatencyRecorder};
+use crate::request_body::BodyAbort;
 use crate::request_id::{self, RequestId};
 
 /// The route pattern of an admin resource, for metrics and logs: set as the resource's app
@@ -37,7 +39,10 @@ pub async fn observe(
         .map_or("unmatched", |r| r.0);
     let (req, res_mut) = (res.request().clone(), res.response_mut());
     finish(
-        metrics.as_ref().map(|m| m.get_ref() as &dyn RecordLatency),
+        metrics.as_ref().map(|m| Recording {
+            latency: m.get_ref(),
+            metrics: m.get_ref(),
+        }),
         &req,
         res_mut,
         &id,
@@ -74,10 +79,24 @@ impl RecordLatency for HttpMetrics {
     }
 }
 
+/// Where a request is recorded: its latency, and the adapter's counters.
+pub(crate) struct Recording<'a> {
+    pub(crate) latency: &'a dyn RecordLatency,
+    pub(crate) metrics: &'a HttpMetrics,
+}
+
 /// Answers with the request id, then records the request: one metrics observation and one log
 /// line (no key, no user id, no body).
+///
+/// A request whose body the client did not send in time or broke off (`BodyAbort`) is counted
+/// in `requests_aborted` instead of the latency histograms: its time is the client's, and
+/// alerts on latency must not fire on an attacker's schedule (D25).
+///
+/// Client errors (4xx) are logged at info only as many per second as `LogSampler` allows,
+/// the rest at debug, with a summary line of how many were held back (D25): a flood of
+/// refused requests cannot flood the log.
 pub(crate) fn finish(
-    metrics: Option<&dyn RecordLatency>,
+    recording: Option<Recording<'_>>,
     req: &HttpRequest,
     res: &mut HttpResponse,
     id: &HeaderValue,
@@ -89,18 +108,100 @@ pub(crate) fn finish(
         .insert(request_id::HEADER_NAME, id.clone());
     let elapsed = start.elapsed();
     let status = res.status().as_u16();
-    if let Some(metrics) = metrics {
-        metrics.record(route, status, elapsed);
+    // Only a 400 or a 408 can come from a body read that was cut short.
+    let aborted = if status == 400 || status == 408 {
+        req.extensions().get::<BodyAbort>().copied()
+    } else {
+        None
+    };
+    let metrics = recording.as_ref().map(|r| r.metrics);
+    match (aborted, recording) {
+        (Some(abort), Some(r)) => r.metrics.request_aborted(route, abort.as_str()),
+        (None, Some(r)) => r.latency.record(route, status, elapsed),
+        (_, None) => {}
     }
-    tracing::info!(
-        request_id = id.to_str().unwrap_or("-"),
-        method = %req.method(),
-        route,
-        app_id = app_id.unwrap_or("-"),
-        status,
-        latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-        "request"
-    );
+    let latency_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    let request_id = id.to_str().unwrap_or("-");
+    let app_id = app_id.unwrap_or("-");
+    let method = req.method();
+    if (400..500).contains(&status) {
+        let (write, held_back) = match metrics {
+            Some(m) => m.client_error_log.admit(),
+            None => (true, 0),
+        };
+        if held_back > 0 {
+            if let Some(m) = metrics {
+                m.client_error_log_lines_suppressed(held_back);
+            }
+            tracing::info!(
+                held_back,
+                per_second = CLIENT_ERROR_LINES_PER_SECOND,
+                "request lines of client errors held back at debug level since the last summary"
+            );
+        }
+        if write {
+            tracing::info!(request_id, %method, route, app_id, status, latency_us, "request");
+        } else {
+            tracing::debug!(request_id, %method, route, app_id, status, latency_us, "request");
+        }
+        return;
+    }
+    tracing::info!(request_id, %method, route, app_id, status, latency_us, "request");
+}
+
+/// Client-error request lines written at info per second (D25); the rest go to debug.
+pub const CLIENT_ERROR_LINES_PER_SECOND: u32 = 10;
+
+/// Lets the first [`CLIENT_ERROR_LINES_PER_SECOND`] lines of each second through, and counts
+/// the others so the next line that passes can say how many were held back. Lock-free: a few
+/// atomics, touched only by client errors.
+#[derive(Debug)]
+pub(crate) struct LogSampler {
+    origin: Instant,
+    per_second: u32,
+    /// The second (since `origin`) being counted.
+    window: AtomicU64,
+    /// Lines let through in that second.
+    passed: AtomicU32,
+    /// Lines held back since the last summary.
+    held_back: AtomicU64,
+}
+
+impl LogSampler {
+    pub(crate) fn new(per_second: u32) -> Self {
+        Self {
+            origin: Instant::now(),
+            per_second,
+            window: AtomicU64::new(0),
+            passed: AtomicU32::new(0),
+            held_back: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether this line is written at info, and, once per second at most, how many lines were
+    /// held back before it (to be reported).
+    pub(crate) fn admit(&self) -> (bool, u64) {
+        self.admit_at(self.origin.elapsed().as_secs())
+    }
+
+    fn admit_at(&self, second: u64) -> (bool, u64) {
+        let window = self.window.load(Ordering::Relaxed);
+        let mut report = 0;
+        if second != window
+            && self
+                .window
+                .compare_exchange(window, second, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.passed.store(0, Ordering::Relaxed);
+            report = self.held_back.swap(0, Ordering::Relaxed);
+        }
+        let write = self.passed.fetch_add(1, Ordering::Relaxed) < self.per_second;
+        if !write {
+            self.held_back.fetch_add(1, Ordering::Relaxed);
+        }
+        (write, report)
+    }
 }
 
 const EXPOSED: &str = "X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, Deprecation, Link";
@@ -166,4 +267,31 @@ pub fn request_id_of(req: &actix_web::HttpRequest) -> String {
         .get::<RequestId>()
         .map(|r| r.as_str().to_owned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sampler_passes_a_few_lines_a_second_and_reports_the_rest_once() {
+        let sampler = LogSampler::new(3);
+        let second = |s: u64, n: usize| -> Vec<(bool, u64)> {
+            (0..n).map(|_| sampler.admit_at(s)).collect()
+        };
+        let first = second(0, 5);
+        assert_eq!(
+            first.iter().filter(|(w, _)| *w).count(),
+            3,
+            "three lines pass in a second"
+        );
+        assert!(first.iter().all(|(_, held)| *held == 0));
+        // The first line of the next second reports the two held back, once.
+        let next = second(1, 4);
+        assert_eq!(next[0], (true, 2));
+        assert!(next[1..].iter().all(|(_, held)| *held == 0));
+        assert_eq!(next.iter().filter(|(w, _)| *w).count(), 3);
+        // A quiet stretch: the one held back in second 1 is reported at second 7.
+        assert_eq!(sampler.admit_at(7), (true, 1));
+    }
 }

@@ -76,6 +76,10 @@ fn common_errors(responses: &mut Map<String, Value>) {
         json!({"$ref": "#/components/responses/MethodNotAllowed"}),
     );
     responses.insert(
+        "408".into(),
+        json!({"$ref": "#/components/responses/RequestTimeout"}),
+    );
+    responses.insert(
         "413".into(),
         json!({"$ref": "#/components/responses/PayloadTooLarge"}),
     );
@@ -161,7 +165,7 @@ fn paths() -> Value {
     let resolve_desc = "Resolves the published flow version for a placement and a user (D3). No match is also 200 with `flow_id: null`; a `resolve_no_flow` event is then recorded (D8). `?export=true` skips audiences and experiments and serves the placement's default flow (D3.5).";
     let export = json!({"name": "export", "in": "query", "required": false, "description": "`true` serves the default flow deterministically and records nothing; any value other than true or false is a 400.", "schema": {"type": "string", "enum": ["true", "false"]}});
     let events_desc = format!(
-        "Accepts one event or an array of 1 to {MAX_EVENTS_PER_REQUEST} (at most {DEFAULT_EVENTS_BODY_LIMIT} bytes, decoded when `Content-Encoding: gzip`). Each event is validated (D7); valid ones are stored, idempotent on `event_id`. The 202 is sent once every accepted event is stored (committed, or acknowledged by the event bus; D15), unless the server runs with `events.ack = \"buffered\"`, which answers once they are queued. When the buffer is full, or the events are not stored within the server's acknowledgement timeout, the whole request gets 503 with `Retry-After`: send it again (events already stored are counted as accepted and not stored twice)."
+        "Accepts one event or an array of 1 to {MAX_EVENTS_PER_REQUEST} (at most {DEFAULT_EVENTS_BODY_LIMIT} bytes, decoded when `Content-Encoding: gzip`). Each event is validated (D7); valid ones are stored, idempotent on `event_id` within the app (the same id in another app is another event, D25). The 202 is sent once every accepted event is stored (committed, or acknowledged by the event bus; D15), unless the server runs with `events.ack = \"buffered\"`, which answers once they are queued. When the buffer is full, or the events are not stored within the server's acknowledgement timeout, the whole request gets 503 with `Retry-After`: send it again (events already stored are counted as accepted and not stored twice)."
     );
     let events_ok = ok_json(
         "Accepted for storage; invalid events are counted in `rejected`.",
@@ -278,7 +282,7 @@ fn event_input() -> Value {
         "description": "One analytics event (D7). Unknown members are ignored; optional members sent as null count as absent.",
         "required": ["event_id", "app_id", "flow_id", "flow_version_id", "user_id", "session_id", "device_platform", "event_type", "timestamp", "sdk_version"],
         "properties": {
-            "event_id": {"type": "string", "format": "uuid", "description": "Unique; an id already stored is accepted and not stored again."},
+            "event_id": {"type": "string", "format": "uuid", "description": "Unique within the app; an id the app already stored is accepted and not stored again. Another app's events do not share these ids (D25)."},
             "app_id": {"type": "string", "format": "uuid", "description": "Must equal the URL's app."},
             "flow_id": {"type": "string", "format": "uuid"},
             "flow_version_id": {"type": "string", "format": "uuid", "description": "A version (published or not) of `flow_id` in the app."},
@@ -332,10 +336,11 @@ fn components() -> Value {
         },
         "responses": {
             "BadRequest": problem_response("Invalid path parameter, query or body (`invalid_request`, `validation_failed`, `too_many_events`, `too_many_placements`).", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
-            "Unauthorized": problem_response("Missing, invalid or revoked key; a key of another type or environment.", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
+            "Unauthorized": problem_response("Missing, invalid or revoked key; a key of another type or environment; more than one `Authorization` header (`invalid_api_key`).", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
             "Forbidden": problem_response("The app belongs to another workspace.", &["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),
             "NotFound": problem_response("No such app (`app_not_found`) or route (`not_found`).", &[]),
             "MethodNotAllowed": problem_response("Only POST is allowed.", &[]),
+            "RequestTimeout": problem_response("The body did not arrive within the server's `server.body_timeout_ms`, or arrived slower than `server.body_min_bytes_per_sec` after its first second (`request_timeout`, D25). The connection is closed.", &[]),
             "PayloadTooLarge": problem_response("The body exceeds the limit.", &[]),
             "UnsupportedMediaType": problem_response("The body is not application/json, or its encoding is not accepted.", &[]),
             "RateLimited": problem_response("Rate limited (D10).", &["Retry-After", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"]),

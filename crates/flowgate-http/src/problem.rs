@@ -43,6 +43,7 @@ pub const PROBLEM_CODES: &[(&str, u16, &str)] = &[
     ("app_not_found", 404, "App not found"),
     ("not_found", 404, "Not found"),
     ("method_not_allowed", 405, "Method not allowed"),
+    ("request_timeout", 408, "Request timeout"),
     ("payload_too_large", 413, "Payload too large"),
     ("unsupported_media_type", 415, "Unsupported media type"),
     ("rate_limited", 429, "Rate limited"),
@@ -65,6 +66,9 @@ pub struct ApiError {
     pub retry_after: Option<u32>,
     /// `Allow` header (405).
     pub allow: Option<&'static str>,
+    /// Close the connection after this response (`Connection: close`): the request's body was
+    /// not read to its end, or the connection must not serve another request (D25).
+    pub close: bool,
 }
 
 impl ApiError {
@@ -81,6 +85,7 @@ impl ApiError {
             errors: Vec::new(),
             retry_after: None,
             allow: None,
+            close: false,
         }
     }
 
@@ -128,6 +133,14 @@ impl ApiError {
         Self::new(error.code(), detail)
     }
 
+    /// 401 `invalid_api_key` for a request with more than one `Authorization` header (D25).
+    pub fn several_authorization_headers() -> Self {
+        Self::new(
+            "invalid_api_key",
+            "the request has more than one Authorization header; send the SDK key in one",
+        )
+    }
+
     /// 403 `forbidden_app`.
     pub fn forbidden_app() -> Self {
         Self::new(
@@ -153,6 +166,27 @@ impl ApiError {
             ..Self::new(
                 "method_not_allowed",
                 format!("this route accepts {allow} only"),
+            )
+        }
+    }
+
+    /// 408 `request_timeout` (D25): the body did not arrive within `server.body_timeout_ms`, or
+    /// arrived slower than `server.body_min_bytes_per_sec`. The connection is closed.
+    pub fn request_timeout(detail: impl Into<String>) -> Self {
+        Self {
+            close: true,
+            ..Self::new("request_timeout", detail)
+        }
+    }
+
+    /// 400 `invalid_request` for a request that arrived on a connection an earlier response
+    /// closed (`Connection: close`): it is not processed, and the connection closes (D25).
+    pub fn after_close() -> Self {
+        Self {
+            close: true,
+            ..Self::invalid_request(
+                "an earlier response on this connection said `Connection: close`; this \
+                 request was not processed: send it on a new connection",
             )
         }
     }
@@ -219,6 +253,9 @@ impl ApiError {
         }
         if let Some(allow) = self.allow {
             response.insert_header((header::ALLOW, allow));
+        }
+        if self.close {
+            response.force_close();
         }
         match serde_json::to_vec(&body) {
             Ok(bytes) => response.body(bytes),

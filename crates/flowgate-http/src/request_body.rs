@@ -1,16 +1,99 @@
-//! Request bodies: media type, content encoding and size checked while reading (D7, D11).
-//! A body is never buffered beyond its limit, and a gzip body's limit applies to the decoded
-//! bytes, decoded incrementally so a decompression bomb stops at the limit.
+//! Request bodies: media type, content encoding, size and pace checked while reading (D7,
+//! D11, D25). A body is never buffered beyond its limit, a gzip body's limit applies to the
+//! decoded bytes, decoded incrementally so a decompression bomb stops at the limit, and a body
+//! that arrives too slowly ([`BodyPace`]) ends the read with 408 and closes the connection.
+//! Memory grows with the bytes that arrived, never with the length a client declares.
 
 use std::io::Read;
+use std::time::{Duration, Instant};
 
 use actix_web::dev::Payload;
 use actix_web::http::header;
-use actix_web::HttpRequest;
+use actix_web::{HttpMessage, HttpRequest};
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use crate::config::BodyPace;
 use crate::problem::ApiError;
+
+/// A body read that the client ended (a read error: the connection broke) or let run past its
+/// pace (D25). Left in the request's extensions: the time such a request took is the
+/// client's, so it is counted apart and kept out of the latency histograms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyAbort {
+    /// The body did not arrive within its [`BodyPace`] (408).
+    TimedOut,
+    /// The body could not be read to its end (the client went away or broke the framing).
+    Broken,
+}
+
+impl BodyAbort {
+    /// The metric label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            BodyAbort::TimedOut => "timed_out",
+            BodyAbort::Broken => "broken",
+        }
+    }
+}
+
+/// The grace before [`BodyPace::min_bytes_per_sec`] applies: a client's first bytes may wait
+/// for a round trip or two.
+const RATE_GRACE: Duration = Duration::from_secs(1);
+
+/// When the read of a body must have `received` bytes by, for a read that began at `start`:
+/// the earlier of the whole-body deadline and the point where the average rate, after the
+/// grace, falls below the minimum.
+fn pace_deadline(pace: &BodyPace, start: Instant, received: usize) -> Instant {
+    let whole = start + pace.timeout;
+    if pace.min_bytes_per_sec == 0 {
+        return whole;
+    }
+    let earned = Duration::from_secs_f64(received as f64 / f64::from(pace.min_bytes_per_sec));
+    whole.min(start + RATE_GRACE + earned)
+}
+
+/// The next chunk of `payload`, or `None` when it ended: a chunk already buffered (most bodies
+/// arrive with their request's head) is taken without arming a timer.
+async fn next_chunk(
+    req: &HttpRequest,
+    payload: &mut Payload,
+    pace: &BodyPace,
+    start: Instant,
+    received: usize,
+) -> Result<Option<actix_web::web::Bytes>, ApiError> {
+    let item = match futures_util::future::poll_immediate(payload.next()).await {
+        Some(item) => item,
+        None => {
+            let left =
+                pace_deadline(pace, start, received).saturating_duration_since(Instant::now());
+            match actix_web::rt::time::timeout(left, payload.next()).await {
+                Ok(item) => item,
+                Err(_elapsed) => {
+                    req.extensions_mut().insert(BodyAbort::TimedOut);
+                    return Err(ApiError::request_timeout(format!(
+                        "the body did not arrive in time: {received} bytes after {} ms (the \
+                         whole body must arrive within {} ms, at {} bytes/s or faster after \
+                         the first second)",
+                        start.elapsed().as_millis(),
+                        pace.timeout.as_millis(),
+                        pace.min_bytes_per_sec
+                    )));
+                }
+            }
+        }
+    };
+    match item {
+        None => Ok(None),
+        Some(Ok(chunk)) => Ok(Some(chunk)),
+        Some(Err(e)) => {
+            req.extensions_mut().insert(BodyAbort::Broken);
+            Err(ApiError::invalid_request(format!(
+                "the body could not be read: {e}"
+            )))
+        }
+    }
+}
 
 /// Whether a body may be gzip-encoded (events only, D11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,15 +144,16 @@ fn is_gzip(req: &HttpRequest, encoding: Encoding) -> Result<bool, ApiError> {
     }
 }
 
-/// Reads the body as JSON: content type, encoding and `limit` (bytes, decoded) enforced while
-/// reading; malformed JSON is a 400 `invalid_request`.
+/// Reads the body as JSON: content type, encoding, `limit` (bytes, decoded) and `pace`
+/// enforced while reading; malformed JSON is a 400 `invalid_request`.
 pub async fn read_json(
     req: &HttpRequest,
     payload: Payload,
     limit: usize,
     encoding: Encoding,
+    pace: &BodyPace,
 ) -> Result<Value, ApiError> {
-    let bytes = read_document(req, payload, limit, encoding).await?;
+    let bytes = read_document(req, payload, limit, encoding, pace).await?;
     serde_json::from_slice(&bytes).map_err(not_json)
 }
 
@@ -79,12 +163,14 @@ pub fn not_json(e: serde_json::Error) -> ApiError {
 }
 
 /// Reads the bytes of a JSON body, for a caller that parses them itself: content type,
-/// encoding and `limit` (bytes, decoded) enforced while reading; an empty body is a 400.
+/// encoding, `limit` (bytes, decoded) and `pace` enforced while reading; an empty body is a
+/// 400.
 pub async fn read_document(
     req: &HttpRequest,
     mut payload: Payload,
     limit: usize,
     encoding: Encoding,
+    pace: &BodyPace,
 ) -> Result<Vec<u8>, ApiError> {
     check_json_content_type(req)?;
     let gzip = is_gzip(req, encoding)?;
@@ -98,12 +184,11 @@ pub async fn read_document(
     if declared.is_some_and(|len| len > limit) {
         return Err(ApiError::payload_too_large(limit));
     }
-    // Sized once from the declared length, up to 64 KiB (typical bodies), so a client that
-    // declares a large body and sends nothing does not get memory reserved for it.
-    let mut raw = Vec::with_capacity(declared.unwrap_or(0).min(64 * 1024));
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk
-            .map_err(|e| ApiError::invalid_request(format!("the body could not be read: {e}")))?;
+    // Grown with what arrives, not sized from the declared length: a client that declares a
+    // large body and sends a little of it holds only what it sent (D25).
+    let start = Instant::now();
+    let mut raw = Vec::new();
+    while let Some(chunk) = next_chunk(req, &mut payload, pace, start, raw.len()).await? {
         if raw.len() + chunk.len() > limit {
             return Err(ApiError::payload_too_large(limit));
         }
@@ -118,30 +203,27 @@ pub async fn read_document(
     Ok(bytes)
 }
 
-/// Reads and drops a body the handler refuses without looking at it, so the connection stays
-/// usable for the client's next request (actix closes a connection whose request body was
-/// left unread). Stops after `limit` bytes or on a read error; the connection then closes.
-pub async fn discard(payload: &mut Payload, limit: usize) {
-    let mut read = 0usize;
-    while let Some(Ok(chunk)) = payload.next().await {
-        read = read.saturating_add(chunk.len());
-        if read > limit {
-            return;
-        }
-    }
-}
-
-/// Decodes gzip, refusing output beyond `limit` bytes.
+/// Decodes one gzip stream, refusing output beyond `limit` bytes and bytes after the stream
+/// (D7: the body is one gzip stream; a second member or trailing garbage is not silently
+/// ignored).
 fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
     let mut out = Vec::with_capacity(raw.len().saturating_mul(4).min(limit));
-    let decoder = flate2::read::GzDecoder::new(raw);
+    let mut decoder = flate2::bufread::GzDecoder::new(raw);
     // Reading one byte past the limit tells "exactly at the limit" from "over it".
-    let mut limited = decoder.take(limit as u64 + 1);
-    limited
+    (&mut decoder)
+        .take(limit as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|_| ApiError::invalid_request("the body is not valid gzip"))?;
     if out.len() > limit {
         return Err(ApiError::payload_too_large(limit));
+    }
+    // The decoder read its stream to the end, trailer included: what is left is not its.
+    let rest = decoder.into_inner();
+    if !rest.is_empty() {
+        return Err(ApiError::invalid_request(format!(
+            "the body holds {} bytes after its gzip stream; send one gzip stream",
+            rest.len()
+        )));
     }
     Ok(out)
 }
@@ -176,5 +258,41 @@ mod tests {
             gunzip(b"not gzip", 100).unwrap_err().code,
             "invalid_request"
         );
+    }
+
+    #[test]
+    fn gunzip_refuses_bytes_after_the_stream() {
+        let mut two = gz(b"[1]");
+        two.extend_from_slice(&gz(b"[2]"));
+        let e = gunzip(&two, 100).unwrap_err();
+        assert_eq!(e.code, "invalid_request");
+        assert!(e.detail.contains("after its gzip stream"), "{}", e.detail);
+        let mut junk = gz(b"[1]");
+        junk.extend_from_slice(b"xyz");
+        assert!(gunzip(&junk, 100).unwrap_err().detail.contains("3 bytes"));
+        assert_eq!(gunzip(&gz(b"[1]"), 100).unwrap(), b"[1]");
+    }
+
+    #[test]
+    fn the_pace_deadline_is_the_earlier_of_the_whole_and_the_rate() {
+        let pace = BodyPace {
+            timeout: Duration::from_secs(10),
+            min_bytes_per_sec: 1000,
+        };
+        let t = Instant::now();
+        // Nothing received: one second of grace.
+        assert_eq!(pace_deadline(&pace, t, 0), t + Duration::from_secs(1));
+        // 2,000 bytes earn two more seconds.
+        assert_eq!(pace_deadline(&pace, t, 2000), t + Duration::from_secs(3));
+        // Never past the whole-body deadline.
+        assert_eq!(
+            pace_deadline(&pace, t, 1_000_000),
+            t + Duration::from_secs(10)
+        );
+        let no_rate = BodyPace {
+            min_bytes_per_sec: 0,
+            ..pace
+        };
+        assert_eq!(pace_deadline(&no_rate, t, 0), t + Duration::from_secs(10));
     }
 }

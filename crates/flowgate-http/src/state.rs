@@ -30,6 +30,8 @@ pub struct ApiState {
     pub(crate) metrics: HttpMetrics,
     /// Flow schemas compressed once, for gzip resolve responses.
     pub(crate) compressed_flows: crate::response::CompressedFlows,
+    /// The bound on `resolve_no_flow` events for unknown placements (D25).
+    pub(crate) unknown_placements: crate::unknown_placements::UnknownPlacements,
 }
 
 impl ApiState {
@@ -45,6 +47,9 @@ impl ApiState {
         let rl = &config.rate_limit;
         let ip_limiter = RateLimiter::new(rl.per_ip_rps, rl.per_ip_burst);
         let key_limiter = RateLimiter::new(rl.per_key_rps, rl.per_key_burst);
+        let unknown_placements = crate::unknown_placements::UnknownPlacements::new(
+            config.unknown_placement_events_per_minute,
+        );
         Self {
             config,
             published: catalog,
@@ -54,12 +59,18 @@ impl ApiState {
             key_limiter,
             metrics,
             compressed_flows: crate::response::CompressedFlows::default(),
+            unknown_placements,
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &HttpConfig {
         &self.config
+    }
+
+    /// The metrics requests record into.
+    pub fn metrics(&self) -> &HttpMetrics {
+        &self.metrics
     }
 
     /// Call with a snapshot before it replaces the served one: what the API keeps per

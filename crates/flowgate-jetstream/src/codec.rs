@@ -11,9 +11,11 @@
 //!   `session_id`, `device_platform`, `occurred_at` (RFC 3339), `sdk_version`,
 //!   `experiment_id`, `variant_id`, `variant_name`, `reason`, `payload`);
 //! - header `Flowgate-Events`: how many events the body holds;
-//! - header `Nats-Msg-Id`: the SHA-256 of the message's event ids, in hex. A message sent again
+//! - header `Nats-Msg-Id`: the SHA-256 of the message's events' app ids and event ids (each
+//!   event's 16 bytes of `app_id`, then its 16 of `event_id`), in hex. A message sent again
 //!   (the publisher retries after a lost acknowledgement) has the same id, and the stream keeps
-//!   it once within its duplicate window; a message with other events never shares it.
+//!   it once within its duplicate window; a message with other events never shares it, nor one
+//!   of another app whose events use the same ids (event ids are unique per app, D25).
 //!
 //! A later format gets a new [`FORMAT`] value; a consumer refuses formats it does not know
 //! (the ingest process sets such a message aside as a dead letter, D17).
@@ -40,7 +42,7 @@ pub const MAX_EVENTS_PER_MESSAGE: usize = 100;
 /// One message to publish.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
-    /// `Nats-Msg-Id`: SHA-256 of the event ids, hex.
+    /// `Nats-Msg-Id`: SHA-256 of the events' app and event ids, hex.
     pub id: String,
     /// The JSON array.
     pub payload: Bytes,
@@ -108,6 +110,7 @@ pub fn encode(events: &[AnalyticsEvent], max_bytes: usize) -> Result<Vec<Message
         }
         body.push(if count == 0 { b'[' } else { b',' });
         body.extend_from_slice(&one);
+        ids.update(event.app_id.as_uuid().as_bytes());
         ids.update(event.event_id.as_uuid().as_bytes());
         count += 1;
     }
@@ -232,6 +235,13 @@ mod tests {
         let mut other_fields = a.clone();
         other_fields[0].user_id = "changed".to_owned();
         assert_eq!(id(&a), id(&other_fields), "the id is the event ids'");
+        let mut other_app = a.clone();
+        other_app[0].app_id = AppId::from_uuid(uuid::Uuid::from_u128(0xB));
+        assert_ne!(
+            id(&a),
+            id(&other_app),
+            "the same ids in another app: another message"
+        );
         assert_ne!(id(&a), id(&a[..9]), "fewer events: another message");
         let mut reordered = a.clone();
         reordered.swap(0, 1);

@@ -332,6 +332,7 @@ impl Ingest {
             .map(|(message, error)| DeadLetter {
                 id: DeadLetterId::new_v7(now),
                 event_id: None,
+                app_id: None,
                 format: format_of(message).unwrap_or_default(),
                 payload: message.payload.to_vec(),
                 error: error.clone(),

@@ -3,10 +3,10 @@
 //!
 //! Dead letters are rare (each is an event the store refused), so they are written one
 //! statement per letter in one transaction, which also keeps the upsert (a letter per
-//! `event_id`) the same on both backends.
+//! `app_id` and `event_id`, D25) the same on both backends.
 
 use diesel::prelude::*;
-use flowgate_domain::ids::{DeadLetterId, EventId};
+use flowgate_domain::ids::{AppId, DeadLetterId, EventId};
 use flowgate_domain::ports::{BoxFuture, DeadLetter, DeadLetterStore, StoreError};
 use time::OffsetDateTime;
 
@@ -22,6 +22,7 @@ use crate::types::{DbTimestamp, DbUuid};
 struct Row {
     id: DbUuid,
     event_id: Option<DbUuid>,
+    app_id: Option<DbUuid>,
     format: String,
     payload: Vec<u8>,
     error: String,
@@ -40,6 +41,7 @@ impl Row {
         Self {
             id: DbUuid(letter.id.0),
             event_id: letter.event_id.map(|id| DbUuid(id.0)),
+            app_id: letter.app_id.map(|id| DbUuid(id.0)),
             format: storable(&letter.format),
             payload: letter.payload.clone(),
             error: storable(&letter.error),
@@ -53,6 +55,7 @@ impl Row {
         Ok(DeadLetter {
             id: DeadLetterId(self.id.0),
             event_id: self.event_id.map(|id| EventId(id.0)),
+            app_id: self.app_id.map(|id| AppId(id.0)),
             format: self.format,
             payload: self.payload,
             error: self.error,
@@ -82,9 +85,10 @@ impl DeadLetterStore for Store {
             self.db()
                 .transaction(async |conn| {
                     for row in rows {
-                        // Only the partial unique index on event_id can conflict (ids are
-                        // fresh). diesel writes no conflict target with a WHERE for SQLite, so
-                        // the update of an existing letter is a statement of its own.
+                        // Only the partial unique index on (app_id, event_id) can conflict
+                        // (ids are fresh). diesel writes no conflict target with a WHERE for
+                        // SQLite, so the update of an existing letter is a statement of its
+                        // own.
                         let inserted = conn
                             .run(
                                 diesel::insert_into(letters::table)
@@ -92,17 +96,19 @@ impl DeadLetterStore for Store {
                                     .on_conflict_do_nothing(),
                             )
                             .await?;
-                        if let (0, Some(event_id)) = (inserted, row.event_id) {
-                            conn.run(
-                                diesel::update(
-                                    letters::table.filter(letters::event_id.eq(event_id)),
-                                )
-                                .set((
-                                    letters::attempts.eq(letters::attempts + row.attempts),
-                                    letters::last_attempt_at.eq(row.last_attempt_at),
-                                    letters::error.eq(&row.error),
-                                )),
-                            )
+                        // A letter without an app (an undecodable message, or one older than
+                        // the per-app key) never conflicts: NULLs are distinct in the index.
+                        if let (0, Some(event_id), Some(app_id)) =
+                            (inserted, row.event_id, row.app_id)
+                        {
+                            let same = letters::table
+                                .filter(letters::event_id.eq(event_id))
+                                .filter(letters::app_id.eq(app_id));
+                            conn.run(diesel::update(same).set((
+                                letters::attempts.eq(letters::attempts + row.attempts),
+                                letters::last_attempt_at.eq(row.last_attempt_at),
+                                letters::error.eq(&row.error),
+                            )))
                             .await?;
                         }
                     }

@@ -1,9 +1,10 @@
 //! [`EventStore`] on [`Store`]: batched, idempotent analytics event writes (D7, D8).
 //!
-//! Both backends first drop repeats of an `event_id` within the batch (the first occurrence is
-//! kept); an `event_id` that is already stored is then skipped, so a batch written twice is
-//! stored once. The rows the database reports as inserted are `inserted`, the rest of the batch
-//! is `duplicates`.
+//! Event ids are unique per app (D25): an event is the same event only when its app and
+//! `event_id` are. Both backends first drop repeats of an (`app_id`, `event_id`) within the
+//! batch (the first occurrence is kept); one that is already stored is then skipped, so a batch
+//! written twice is stored once. The rows the database reports as inserted are `inserted`, the
+//! rest of the batch is `duplicates`.
 //!
 //! - PostgreSQL: one binary `COPY` per batch (`copy.rs`: PostgreSQL's bulk path, faster than
 //!   any insert; `docs/benchmarks.md` has the figures), on a plain tokio-postgres client, since
@@ -13,13 +14,13 @@
 //!   `ON CONFLICT` insert costs about twice a plain one per row. When a batch does meet one,
 //!   the primary key refuses the whole statement, which is atomic, so nothing of it is
 //!   stored; the batch is then written again with one
-//!   `INSERT ... SELECT * FROM UNNEST($1::uuid[], ...) ON CONFLICT (event_id) DO NOTHING` (one
+//!   `INSERT ... SELECT * FROM UNNEST($1::uuid[], ...) ON CONFLICT DO NOTHING` (one
 //!   array parameter per column: no 65,535-parameter limit, the same text whatever the batch
 //!   size, so each connection prepares it once, `UnnestInsert`) and counted in
 //!   [`Store::event_conflict_retries`].
-//! - SQLite: multi-row `INSERT ... VALUES ... ON CONFLICT (event_id) DO NOTHING` in chunks of
-//!   [`SQLITE_CHUNK`] rows, within one `BEGIN IMMEDIATE` transaction (SQLite commits are the
-//!   expensive part, statements are cheap in-process).
+//! - SQLite: multi-row `INSERT ... VALUES ... ON CONFLICT (app_id, event_id) DO NOTHING` in
+//!   chunks of [`SQLITE_CHUNK`] rows, within one `BEGIN IMMEDIATE` transaction (SQLite commits
+//!   are the expensive part, statements are cheap in-process).
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -47,10 +48,13 @@ pub const SQLITE_CHUNK: usize = 500;
 
 const _: () = assert!(EVENT_COLUMNS.len() * SQLITE_CHUNK <= 32_766);
 
-/// The batch without repeated `event_id`s, first occurrences kept, in order.
+/// The batch without repeated (`app_id`, `event_id`)s, first occurrences kept, in order.
 fn unique_events(events: &[AnalyticsEvent]) -> Vec<&AnalyticsEvent> {
     let mut seen = HashSet::with_capacity(events.len());
-    events.iter().filter(|e| seen.insert(e.event_id)).collect()
+    events
+        .iter()
+        .filter(|e| seen.insert((e.app_id, e.event_id)))
+        .collect()
 }
 
 impl EventStore for Store {
@@ -117,8 +121,8 @@ impl Postgres {
             Err(PgWriteError::AlreadyStored) => {}
             copied => return copied,
         }
-        // An (event_id, occurred_at) of the batch is already stored (only the primary key is
-        // unique), so nothing of it was: the same rows again, with `ON CONFLICT`.
+        // An (app_id, event_id, occurred_at) of the batch is already stored (only the primary
+        // key is unique), so nothing of it was: the same rows again, with `ON CONFLICT`.
         self.event_conflict_retries.fetch_add(1, Ordering::Relaxed);
         let mut conn = self
             .pool
@@ -181,7 +185,7 @@ impl QueryFragment<Pg> for UnnestInsert<'_> {
             out.push_sql(column.pg_type());
             out.push_sql("[]");
         }
-        out.push_sql(") ON CONFLICT (event_id, occurred_at) DO NOTHING");
+        out.push_sql(") ON CONFLICT (app_id, event_id, occurred_at) DO NOTHING");
         Ok(())
     }
 }
@@ -216,8 +220,8 @@ impl Sqlite {
     }
 }
 
-/// The SQLite insert of a chunk: `INSERT ... VALUES (...), (...) ON CONFLICT (event_id) DO
-/// NOTHING`, one parameter per value.
+/// The SQLite insert of a chunk: `INSERT ... VALUES (...), (...) ON CONFLICT (app_id,
+/// event_id) DO NOTHING`, one parameter per value.
 struct SqliteInsert<'e> {
     columns: Vec<ColumnValues<'e>>,
     rows: usize,
@@ -257,7 +261,7 @@ impl QueryFragment<SqliteBackend> for SqliteInsert<'_> {
             }
             out.push_sql(")");
         }
-        out.push_sql(" ON CONFLICT (event_id) DO NOTHING");
+        out.push_sql(" ON CONFLICT (app_id, event_id) DO NOTHING");
         Ok(())
     }
 }
@@ -326,7 +330,7 @@ mod tests {
              payload) SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::uuid[], \
              $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], \
              $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], \
-             $16::text[], $17::jsonb[]) ON CONFLICT (event_id, occurred_at) DO NOTHING"
+             $16::text[], $17::jsonb[]) ON CONFLICT (app_id, event_id, occurred_at) DO NOTHING"
         );
     }
 
@@ -345,7 +349,7 @@ mod tests {
             builder.finish(),
             format!(
                 "INSERT INTO analytics_events ({}) VALUES {row}, {row} \
-                 ON CONFLICT (event_id) DO NOTHING",
+                 ON CONFLICT (app_id, event_id) DO NOTHING",
                 column_list()
             )
         );

@@ -146,7 +146,7 @@ diesel::table! {
     use diesel::sql_types::*;
     use crate::types::sql::{Instant, Json, Uuid};
 
-    analytics_events (event_id) {
+    analytics_events (app_id, event_id) {
         event_id -> Uuid,
         source -> Text,
         event_type -> Text,
@@ -175,6 +175,7 @@ diesel::table! {
     analytics_dead_letters (id) {
         id -> Uuid,
         event_id -> Nullable<Uuid>,
+        app_id -> Nullable<Uuid>,
         format -> Text,
         payload -> Binary,
         error -> Text,

@@ -74,13 +74,31 @@ pub struct ServerConfig {
     pub listen: String,
     /// HTTP worker threads; 0 means one per CPU core.
     pub workers: usize,
+    /// A request's whole body must arrive within this (D25); else 408 and the connection
+    /// closes.
+    pub body_timeout_ms: u64,
+    /// After its first second, a body must arrive at this average rate or faster (D25); 0: no
+    /// rate check.
+    pub body_min_bytes_per_sec: u32,
+    /// Open API connections at most (D25), lowered at start to leave file descriptors for the
+    /// admin listener, the store and the log under the process's limit.
+    pub max_connections: usize,
+    /// Open API connections of one client address at most (D25); 0: no cap. Trusted proxies
+    /// (`rate_limit.trusted_proxies`) are not capped.
+    pub max_connections_per_address: u32,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let pace = flowgate_http::BodyPace::default();
         Self {
             listen: "127.0.0.1:8080".into(),
             workers: 0,
+            body_timeout_ms: millis(pace.timeout),
+            body_min_bytes_per_sec: pace.min_bytes_per_sec,
+            max_connections: 10_000,
+            max_connections_per_address:
+                flowgate_http::connections::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
         }
     }
 }
@@ -403,6 +421,9 @@ pub struct EventsConfig {
     pub retry_base_ms: u64,
     /// Largest retry delay.
     pub retry_max_ms: u64,
+    /// `resolve_no_flow` events for unknown placements recorded per app and minute, each key
+    /// at most once a minute (D25); 0 records none.
+    pub unknown_placement_events_per_minute: u32,
     /// How far in the future an event timestamp may be (D7: 24 h).
     pub max_future_secs: u64,
     /// How far in the past an event timestamp may be (D7: 31 days).
@@ -431,6 +452,8 @@ impl Default for EventsConfig {
             admission_wait_ms: millis(sink.admission_wait),
             retry_base_ms: millis(sink.backoff.base),
             retry_max_ms: millis(sink.backoff.max),
+            unknown_placement_events_per_minute:
+                flowgate_http::config::DEFAULT_UNKNOWN_PLACEMENT_EVENTS_PER_MINUTE,
             max_future_secs: 24 * 3600,
             max_past_secs: 31 * 24 * 3600,
             retention_days: 0,
@@ -542,6 +565,18 @@ impl Config {
     /// Checks what types cannot: required values per environment, addresses, ranges.
     pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
         parse_addr("server.listen", &self.server.listen)?;
+        if !(100..=600_000).contains(&self.server.body_timeout_ms) {
+            return Err(invalid(
+                "server.body_timeout_ms",
+                format!("must be 100..=600000, not {}", self.server.body_timeout_ms),
+            ));
+        }
+        if self.server.max_connections < 16 {
+            return Err(invalid(
+                "server.max_connections",
+                format!("must be at least 16, not {}", self.server.max_connections),
+            ));
+        }
         parse_addr("admin.listen", &self.admin.listen)?;
         let token = &self.admin.token;
         if !token.is_empty()
@@ -659,6 +694,11 @@ impl Config {
             events_body_limit: flowgate_http::config::DEFAULT_EVENTS_BODY_LIMIT,
             rate_limit: self.rate_limit.clone(),
             record_resolve_no_flow: self.events.record_resolve_no_flow,
+            body_pace: flowgate_http::BodyPace {
+                timeout: Duration::from_millis(self.server.body_timeout_ms),
+                min_bytes_per_sec: self.server.body_min_bytes_per_sec,
+            },
+            unknown_placement_events_per_minute: self.events.unknown_placement_events_per_minute,
             event_limits: ValidationLimits {
                 max_future: time::Duration::seconds(
                     i64::try_from(self.events.max_future_secs).unwrap_or(i64::MAX),

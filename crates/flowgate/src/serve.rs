@@ -14,7 +14,8 @@ use flowgate_analytics::Sink;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::{
-    admin_app, api_app, AdminState, ApiState, CatalogHandle, ExplainAccess, HttpMetrics,
+    admin_app, api_app, AdminState, ApiState, CatalogHandle, ConnectionLimits, ExplainAccess,
+    HttpMetrics,
 };
 use flowgate_jetstream::{Bus, Publisher};
 use flowgate_store::{Backend, Store};
@@ -115,6 +116,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         catalog: catalog.clone(),
         default_ttl: config.resolve.cache_ttl_seconds,
         body_limit: config.resolve.body_limit_bytes,
+        body_pace: api_state.config().body_pace,
     };
     let admin_state = AdminState::new(
         Arc::new(registry),
@@ -140,7 +142,15 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
         return ExitCode::Config;
     };
-    let api = match api_listener(api_state, api_addr, config.server.workers) {
+    let limits = ApiLimits {
+        max_connections: connection_budget(config.server.max_connections),
+        per_address: ConnectionLimits::new(
+            config.server.max_connections_per_address,
+            config.rate_limit.trusted_proxies.clone(),
+            api_state.metrics().clone(),
+        ),
+    };
+    let api = match api_listener(api_state, api_addr, config.server.workers, limits) {
         Ok((server, _)) => server,
         Err(e) => {
             tracing::error!(address = %api_addr, error = %e, "cannot listen for the API");
@@ -197,24 +207,78 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     }
 }
 
+/// What the API listener's connections may hold (D25).
+pub(crate) struct ApiLimits {
+    /// Open connections at most, over all workers.
+    pub max_connections: usize,
+    /// The cap per client address.
+    pub per_address: Arc<ConnectionLimits>,
+}
+
+/// File descriptors kept for everything but API connections: the admin listener and its
+/// clients, the store's pools and `COPY` clients, the bus, the log, the cache file.
+const RESERVED_DESCRIPTORS: u64 = 256;
+
+/// `wanted` connections, or fewer when the process's file limit (raised to its hard limit
+/// first) would not leave [`RESERVED_DESCRIPTORS`] free beside them (D25): a process that
+/// runs out of descriptors cannot answer its admin listener or reach its store.
+fn connection_budget(wanted: usize) -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the file limit; server.max_connections is used as set");
+            return wanted;
+        }
+    };
+    let room = usize::try_from(limit.saturating_sub(RESERVED_DESCRIPTORS)).unwrap_or(usize::MAX);
+    // A limit too small to keep the reserve gets half of it for connections.
+    let room = if limit <= 2 * RESERVED_DESCRIPTORS {
+        usize::try_from(limit / 2).unwrap_or(usize::MAX)
+    } else {
+        room
+    };
+    if wanted > room {
+        tracing::warn!(
+            file_limit = limit,
+            max_connections = room,
+            configured = wanted,
+            "server.max_connections lowered to fit under the file limit; raise the limit (LimitNOFILE, ulimit -n) to allow more"
+        );
+        room
+    } else {
+        wanted
+    }
+}
+
 /// The API listener on `addr` (`workers` 0: one per core), running once polled; the addresses
 /// it listens on.
 ///
 /// TCP_NODELAY: a compressed response leaves in several writes (chunked); with Nagle on, the
 /// later ones wait for the client's delayed ACK, about 40 ms per request (P11 in
 /// docs/decisions.md).
+///
+/// `limits.max_connections` is spread over the workers (actix counts per worker: one at its
+/// cap stops accepting, and clients wait in the listen backlog); each accepted connection takes
+/// a slot of its address first (`ConnectionLimits`).
 fn api_listener(
     state: web::Data<ApiState>,
     addr: SocketAddr,
     workers: usize,
+    limits: ApiLimits,
 ) -> std::io::Result<(Server, Vec<SocketAddr>)> {
-    let mut api = HttpServer::new(move || api_app(state.clone()))
+    let workers = if workers > 0 {
+        workers
+    } else {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    };
+    let per_address = limits.per_address;
+    let api = HttpServer::new(move || api_app(state.clone()))
         .disable_signals()
         .tcp_nodelay(true)
-        .shutdown_timeout(5);
-    if workers > 0 {
-        api = api.workers(workers);
-    }
+        .shutdown_timeout(5)
+        .workers(workers)
+        .max_connections(limits.max_connections.div_ceil(workers).max(1))
+        .on_connect(move |io, extensions| per_address.on_connect(io, extensions));
     let api = api.bind(addr)?;
     let addrs = api.addrs();
     Ok((api.run(), addrs))
@@ -353,7 +417,12 @@ mod tests {
             Arc::new(SystemClock),
             HttpMetrics::default(),
         ));
-        let (server, addrs) = api_listener(state, "127.0.0.1:0".parse().unwrap(), 1).unwrap();
+        let limits = ApiLimits {
+            max_connections: 100,
+            per_address: ConnectionLimits::new(10, Vec::new(), HttpMetrics::default()),
+        };
+        let (server, addrs) =
+            api_listener(state, "127.0.0.1:0".parse().unwrap(), 1, limits).unwrap();
         let handle = server.handle();
         tokio::spawn(server);
         let SocketAddr::V4(local) = addrs[0] else {

@@ -58,6 +58,7 @@ contract_tests!(event_store {
     store append_batch_counts_inserted,
     store same_batch_again_is_all_duplicates,
     store duplicate_ids_within_a_batch_are_stored_once,
+    store the_same_id_in_two_apps_is_two_events,
     store a_batch_of_a_thousand_events,
     store an_empty_batch_stores_nothing,
 });
@@ -65,6 +66,7 @@ contract_tests!(event_store {
 contract_tests!(dead_letter_store {
     store letters_round_trip_in_order,
     store an_event_refused_again_stays_one_letter,
+    store the_same_event_id_in_two_apps_is_two_letters,
     store pages_continue_after_the_last_id,
     store replays_are_recorded_or_removed,
 });

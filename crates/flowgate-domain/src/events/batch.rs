@@ -85,6 +85,7 @@ pub fn dead_letter(
     Ok(DeadLetter {
         id: DeadLetterId::new_v7(now),
         event_id: Some(event.event_id),
+        app_id: Some(event.app_id),
         format: EVENT_JSON_FORMAT.to_owned(),
         payload,
         error: error.to_string(),

@@ -5,7 +5,6 @@ use actix_web::http::StatusCode;
 use actix_web::HttpRequest;
 use flowgate_domain::events::{validate_event, EventError};
 use flowgate_domain::ids::AppId;
-use flowgate_domain::ports::Admission;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -13,7 +12,7 @@ use super::{or_problem, Result};
 use crate::config::{MAX_EVENTS_PER_REQUEST, MAX_EVENT_ERRORS};
 use crate::guard::{self, Caller};
 use crate::problem::ApiError;
-use crate::request_body::{self as body, read_json, Encoding};
+use crate::request_body::{read_json, Encoding};
 use crate::response::{json_response, Reply};
 use crate::worker::Worker;
 
@@ -52,25 +51,6 @@ fn event_list(body: Value) -> Result<Vec<Value>> {
     }
 }
 
-/// Holds room in the sink for a full request ([`MAX_EVENTS_PER_REQUEST`] events) before the
-/// body is read (D7). The sink may make the request wait, in arrival order, for its writers
-/// to free room. When it refuses, the body is read and dropped unparsed (which keeps the
-/// connection usable) and the request gets 503 `overloaded`: nothing of it was accepted, and
-/// an overloaded server spends no CPU parsing events it cannot take.
-pub(super) async fn admit<'s>(
-    worker: &'s Worker,
-    payload: &mut Payload,
-) -> Result<Box<dyn Admission + 's>> {
-    match worker.shared.sink.admit(MAX_EVENTS_PER_REQUEST).await {
-        Ok(admission) => Ok(admission),
-        Err(o) => {
-            body::discard(payload, worker.shared.config.events_body_limit).await;
-            worker.shared.metrics.event_request_refused_unread();
-            Err(ApiError::overloaded(o.retry_after_secs))
-        }
-    }
-}
-
 /// Reads an events body (gzip allowed, limit on the decoded size) into its list of events.
 pub(super) async fn events_body(
     req: &HttpRequest,
@@ -83,6 +63,7 @@ pub(super) async fn events_body(
             payload,
             worker.shared.config.events_body_limit,
             Encoding::AllowGzip,
+            &worker.shared.config.body_pace,
         )
         .await?,
     )
@@ -93,10 +74,14 @@ pub(super) async fn events_body(
 /// `events.ack = "stored"`, their batch committed), and answers 202; or 503 when the sink
 /// refuses them (D7) or does not store them within `events.ack_timeout_ms` (they stay queued,
 /// the SDK's retry is counted once).
+///
+/// Room in the sink is asked for only now, for the accepted events, once the body was read
+/// and validated (D25): a client that declares a body and never sends it holds no queue slot.
+/// The sink may make the request wait, in arrival order, up to `events.admission_wait_ms` for
+/// its writers to free room.
 pub(super) async fn ingest(
     worker: &Worker,
     caller: &Caller,
-    admission: Box<dyn Admission + '_>,
     items: Vec<Value>,
     app_of: impl Fn(&Value) -> std::result::Result<AppId, EventError>,
 ) -> Result<Reply> {
@@ -132,6 +117,10 @@ pub(super) async fn ingest(
     }
     let count = accepted.len();
     if count > 0 {
+        let admission = worker.shared.sink.admit(count).await.map_err(|o| {
+            worker.shared.metrics.events_refused(count);
+            ApiError::overloaded(o.retry_after_secs)
+        })?;
         let receipt = admission.enqueue(accepted).map_err(|o| {
             worker.shared.metrics.events_refused(count);
             ApiError::overloaded(o.retry_after_secs)
@@ -152,19 +141,13 @@ pub(super) async fn ingest(
 }
 
 /// `POST /v1/apps/{appId}/events`, with the path's raw `appId`.
-pub async fn events(
-    req: &HttpRequest,
-    mut payload: Payload,
-    worker: &Worker,
-    app_id: &str,
-) -> Reply {
+pub async fn events(req: &HttpRequest, payload: Payload, worker: &Worker, app_id: &str) -> Reply {
     let result = async {
         let caller = guard::authenticate(req, worker)?;
         let app_id = guard::app_id_param(app_id)?;
         guard::app(&caller, app_id)?;
-        let admission = admit(worker, &mut payload).await?;
         let items = events_body(req, payload, worker).await?;
-        ingest(worker, &caller, admission, items, |_| Ok(app_id)).await
+        ingest(worker, &caller, items, |_| Ok(app_id)).await
     }
     .await;
     or_problem(req, result)

@@ -9,7 +9,7 @@ use flowgate_domain::fields::reported_event_id;
 use flowgate_domain::ids::AppId;
 use serde_json::Value;
 
-use super::events::{admit, events_body, ingest};
+use super::events::{events_body, ingest};
 use super::or_problem;
 use super::resolve::{export_mode, resolve_body, resolve_one};
 use crate::guard;
@@ -89,14 +89,13 @@ pub(crate) const EVENTS_SUCCESSOR: &str = "/v1/apps/{appId}/events";
 
 /// `POST /v1/events` (deprecated, D11): each event's `app_id` names its app; an event whose app
 /// is not in the key's workspace is rejected.
-pub async fn events(req: &HttpRequest, mut payload: Payload, worker: &Worker) -> Reply {
+pub async fn events(req: &HttpRequest, payload: Payload, worker: &Worker) -> Reply {
     let result = async {
         let caller = guard::authenticate(req, worker)?;
-        let admission = admit(worker, &mut payload).await?;
         let items = events_body(req, payload, worker).await?;
         let workspace = caller.workspace;
         let catalog = caller.catalog.clone();
-        ingest(worker, &caller, admission, items, |raw| {
+        ingest(worker, &caller, items, |raw| {
             let parsed = raw
                 .get("app_id")
                 .and_then(Value::as_str)

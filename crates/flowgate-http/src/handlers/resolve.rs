@@ -4,7 +4,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header::ContentEncoding;
 use actix_web::HttpRequest;
 use flowgate_domain::catalog::App;
-use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::events::{AnalyticsEvent, NoFlowReason};
 use flowgate_domain::ids::EventId;
 use flowgate_domain::resolve::{dedup_keys, BatchError};
 use flowgate_domain::{Resolution, ResolveMode, ResolveRequest};
@@ -45,7 +45,23 @@ fn record_no_flow(
     events: &mut Vec<AnalyticsEvent>,
 ) {
     // The clock is read only for a no-flow outcome: most resolves serve a flow.
-    if !worker.shared.config.record_resolve_no_flow || resolution.no_flow_reason().is_none() {
+    let Some(reason) = resolution.no_flow_reason() else {
+        return;
+    };
+    if !worker.shared.config.record_resolve_no_flow {
+        return;
+    }
+    // D25: unknown keys are the client's choice, so their events are bounded per app.
+    if reason == NoFlowReason::UnknownPlacement
+        && !worker
+            .shared
+            .unknown_placements
+            .admit(app.id, key, std::time::Instant::now())
+    {
+        worker
+            .shared
+            .metrics
+            .unknown_placement_events_suppressed(&app.id.to_string(), 1);
         return;
     }
     let now = worker.shared.clock.now();
@@ -114,6 +130,7 @@ pub(super) async fn resolve_body<'b>(
         payload,
         worker.shared.config.resolve_body_limit,
         Encoding::IdentityOnly,
+        &worker.shared.config.body_pace,
     )
     .await?;
     match Parsed::from_slice(buf).map_err(body::not_json)? {
@@ -224,7 +241,7 @@ pub async fn resolve_batch(
             }
             let error = resolution
                 .no_flow_reason()
-                .filter(|r| *r == flowgate_domain::events::NoFlowReason::FlowUnpublished)
+                .filter(|r| *r == NoFlowReason::FlowUnpublished)
                 .map(|r| r.as_str());
             write_result(
                 &mut body,

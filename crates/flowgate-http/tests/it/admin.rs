@@ -100,6 +100,7 @@ fn bind_admin(
             catalog,
             default_ttl: 300,
             body_limit: 64 * 1024,
+            body_pace: flowgate_http::BodyPace::default(),
         });
     }
     serve(state)

@@ -213,7 +213,7 @@ on_sqlite!(
     count_limits,
     size_limits_and_gzip,
     overload_accepts_nothing,
-    refused_admission_reads_no_event_and_keeps_the_connection,
+    admission_comes_after_the_body_and_keeps_the_connection,
     body_and_app_problems,
 );
 
@@ -376,13 +376,22 @@ async fn exchange(conn: &mut tokio::net::TcpStream, request: &[u8]) -> u16 {
     }
 }
 
-async fn refused_admission_reads_no_event_and_keeps_the_connection(backend: Backend) {
+async fn admission_comes_after_the_body_and_keeps_the_connection(backend: Backend) {
     let s = server!(backend);
     s.sink.set_refusing_admission(true);
-    // Not even valid JSON: refused before the body is parsed, so 503, not 400.
-    let r = s
-        .post_with(&path(), Some(&s.keys.sdk), b"[{]".to_vec(), &[])
-        .await;
+    // D25: nothing is reserved before the body is read and validated, so a body that is not
+    // JSON is a 400 even when the sink has no room, and a request without valid events asks
+    // the sink for nothing.
+    s.post_with(&path(), Some(&s.keys.sdk), b"[{]".to_vec(), &[])
+        .await
+        .problem(400, "invalid_request");
+    let r = s.post(&path(), &json!([{"bad": true}])).await;
+    assert_eq!(r.status.as_u16(), 202);
+    assert_eq!(
+        (r.json()["accepted"].clone(), r.json()["rejected"].clone()),
+        (json!(0), json!(1))
+    );
+    let r = s.post(&path(), &json!([event(), {"bad": true}])).await;
     r.problem(503, "overloaded");
     assert_eq!(r.header("retry-after"), Some("9"));
 

@@ -124,6 +124,45 @@ backend_tests! {
         );
     }
 
+    async fn the_per_app_key_migration_keeps_every_row(db) {
+        use flowgate_domain::events::dead_letter;
+        use flowgate_domain::ids::AppId;
+        use flowgate_domain::ports::DeadLetterStore;
+        // Stored under today's key: 30 events, and a dead letter of an event.
+        let batch: Vec<_> = (0..30).map(sdk_event).collect();
+        db.store.append_events(&batch).await.expect("append");
+        let refused = StoreError::Conflict { detail: "refused".into() };
+        let now = time::OffsetDateTime::now_utc();
+        let letter = dead_letter(&batch[0], &refused, now).expect("letter");
+        db.store.add_dead_letters(std::slice::from_ref(&letter)).await.expect("letter");
+        // Down to ids unique across apps and up again: every row is still there.
+        let reverted = flowgate_testkit::revert_through(&db.store, "20261127000000").await;
+        assert_eq!(reverted.len(), 1);
+        assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 30);
+        assert_eq!(db.store.migrate().await.expect("up").len(), 1);
+        assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 30);
+        // The letter's app was read from its payload: refused again, it stays one letter.
+        let again = dead_letter(&batch[0], &refused, now).expect("letter");
+        db.store.add_dead_letters(&[again]).await.expect("letter again");
+        let letters = db.store.list_dead_letters(None, 10).await.expect("list");
+        assert_eq!(letters.len(), 1);
+        assert_eq!((letters[0].attempts, letters[0].app_id), (2, Some(batch[0].app_id)));
+        // The same ids in another app are other events now; within an app still idempotent.
+        let other: Vec<_> = batch
+            .iter()
+            .cloned()
+            .map(|mut e| {
+                e.app_id = AppId::from_uuid(uuid::Uuid::from_u128(0xB));
+                e
+            })
+            .collect();
+        let outcome = db.store.append_events(&other).await.expect("append");
+        assert_eq!(outcome, AppendOutcome { inserted: 30, duplicates: 0 });
+        let outcome = db.store.append_events(&[batch[1].clone(), other[1].clone()]).await.expect("retry");
+        assert_eq!(outcome, AppendOutcome { inserted: 0, duplicates: 2 });
+        assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 60);
+    }
+
     async fn ids_text_and_times_are_stored_exactly(db) {
         let mut event = sdk_event(9);
         event.user_id = "ユーザー-9 \"quoted\" \\ tab\t".to_owned();

@@ -174,12 +174,20 @@ async fn make_run_serves_the_demo_and_the_printed_commands_work() {
         .split('"')
         .next()
         .unwrap();
+    let app_id = commands[2]
+        .split("/v1/apps/")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
     let store = Store::connect(&db_url, StoreOptions::default()).unwrap();
+    // Event ids are unique per app (D25): the probe is the same event only in the same app.
     let probe = AnalyticsEvent {
         event_id: EventId::from_uuid(event_id.parse().unwrap()),
         source: EventSource::Sdk,
         event_type: EventType::FlowOpen,
-        app_id: AppId::from_uuid(uuid::Uuid::nil()),
+        app_id: AppId::from_uuid(app_id.parse().unwrap()),
         flow_id: None,
         flow_version_id: None,
         placement_key: None,
