@@ -17,6 +17,7 @@ use std::any::Any;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Shutdown};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use actix_web::dev::Extensions;
@@ -34,6 +35,8 @@ pub struct ConnectionLimits {
     per_address: u32,
     trusted_proxies: Vec<IpNet>,
     open: Mutex<HashMap<IpAddr, u32>>,
+    /// Connections closed so far (for the memory release after many close).
+    closed: AtomicU64,
     metrics: HttpMetrics,
 }
 
@@ -45,6 +48,7 @@ impl ConnectionLimits {
             per_address,
             trusted_proxies,
             open: Mutex::new(HashMap::new()),
+            closed: AtomicU64::new(0),
             metrics,
         })
     }
@@ -53,50 +57,63 @@ impl ConnectionLimits {
     /// connection, or shuts the connection down when the address has no slot left. Either way
     /// the connection gets its [`Connection`] state.
     pub fn on_connect(self: &Arc<Self>, io: &dyn Any, extensions: &mut Extensions) {
-        let Some(stream) = io.downcast_ref::<TcpStream>() else {
-            extensions.insert(Connection::default());
-            return;
+        let mut connection = Connection {
+            closing: Cell::new(false),
+            limits: Some(Arc::clone(self)),
+            address: None,
         };
-        let slot = match stream.peer_addr() {
-            Ok(peer) => self.take_slot(peer.ip()),
-            // No peer: the connection is already gone.
-            Err(_) => Err(()),
-        };
-        match slot {
-            Ok(slot) => {
-                extensions.insert(Connection {
-                    closing: Cell::new(false),
-                    _slot: slot,
-                });
+        let peer = io
+            .downcast_ref::<TcpStream>()
+            .map(|stream| (stream, stream.peer_addr()));
+        match peer {
+            Some((_, Ok(peer))) if self.take_slot(peer.ip()) => {
+                connection.address = self.is_capped(peer.ip()).then_some(peer.ip());
             }
-            Err(()) => {
+            Some((stream, _)) => {
+                // Over the cap (or already gone): the dispatcher reads end-of-stream and drops
+                // the connection; the client sees it closed. Nothing was read or answered.
                 self.metrics.connection_refused("per_address");
-                // The dispatcher then reads end-of-stream and drops the connection; the
-                // client sees it closed. Nothing was read, nothing is answered.
                 let _ = socket2::SockRef::from(stream).shutdown(Shutdown::Both);
-                extensions.insert(Connection {
-                    closing: Cell::new(true),
-                    _slot: None,
-                });
+                connection.closing.set(true);
             }
+            None => {}
         }
+        extensions.insert(connection);
     }
 
-    /// A slot of `ip`: `Ok(None)` when `ip` is not capped, `Err` when it has none left.
-    fn take_slot(self: &Arc<Self>, ip: IpAddr) -> Result<Option<AddressSlot>, ()> {
-        if self.per_address == 0 || self.trusted_proxies.iter().any(|net| net.contains(&ip)) {
-            return Ok(None);
+    /// Whether connections of `ip` count against a cap.
+    fn is_capped(&self, ip: IpAddr) -> bool {
+        self.per_address > 0 && !self.trusted_proxies.iter().any(|net| net.contains(&ip))
+    }
+
+    /// Takes a slot of `ip` when it is capped; false when it has none left.
+    fn take_slot(&self, ip: IpAddr) -> bool {
+        if !self.is_capped(ip) {
+            return true;
         }
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(ip).or_insert(0);
         if *count >= self.per_address {
-            return Err(());
+            return false;
         }
         *count += 1;
-        Ok(Some(AddressSlot {
-            limits: Arc::clone(self),
-            ip,
-        }))
+        true
+    }
+
+    /// Gives a slot of `ip` back.
+    fn release_slot(&self, ip: IpAddr) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&ip) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&ip);
+            }
+        }
+    }
+
+    /// API connections closed since the start (refused ones included).
+    pub fn closed(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
     }
 
     /// Open connections of `ip` counted against its cap.
@@ -110,37 +127,28 @@ impl ConnectionLimits {
     }
 }
 
-/// One connection's place in its address's count, given back when the connection is dropped.
-#[derive(Debug)]
-struct AddressSlot {
-    limits: Arc<ConnectionLimits>,
-    ip: IpAddr,
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut open = self
-            .limits
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.ip) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.ip);
-            }
-        }
-    }
-}
-
-/// The state of one API connection, in its extensions (`HttpRequest::conn_data`).
+/// The state of one API connection, in its extensions (`HttpRequest::conn_data`); dropped
+/// with the connection, when it gives its address's slot back.
 #[derive(Debug, Default)]
 pub(crate) struct Connection {
     /// A response on this connection said `Connection: close`, or the request asked for it:
     /// a request pipelined behind it is not processed (RFC 9112, 9.6), which actix's
     /// dispatcher would otherwise hand over.
     pub(crate) closing: Cell<bool>,
-    _slot: Option<AddressSlot>,
+    limits: Option<Arc<ConnectionLimits>>,
+    /// The address whose slot this connection holds.
+    address: Option<IpAddr>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(limits) = &self.limits {
+            if let Some(ip) = self.address {
+                limits.release_slot(ip);
+            }
+            limits.closed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -155,27 +163,38 @@ mod tests {
             HttpMetrics::default(),
         );
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
-        let a = limits.take_slot(ip).unwrap();
-        let b = limits.take_slot(ip).unwrap();
-        assert!(limits.take_slot(ip).is_err(), "the third is over the cap");
+        let held = |ip: IpAddr| {
+            assert!(limits.take_slot(ip));
+            Connection {
+                closing: Cell::new(false),
+                limits: Some(Arc::clone(&limits)),
+                address: limits.is_capped(ip).then_some(ip),
+            }
+        };
+        let a = held(ip);
+        let b = held(ip);
+        assert!(!limits.take_slot(ip), "the third is over the cap");
         assert!(
-            limits.take_slot("192.0.2.2".parse().unwrap()).is_ok(),
+            limits.take_slot("192.0.2.2".parse().unwrap()),
             "another address has its own"
         );
         assert_eq!(limits.open_from(ip), 2);
         drop(a);
         assert_eq!(limits.open_from(ip), 1);
-        let c = limits.take_slot(ip).unwrap();
-        assert!(c.is_some());
+        let c = held(ip);
         drop((b, c));
         assert_eq!(limits.open_from(ip), 0);
+        assert_eq!(limits.closed(), 3);
+        let proxy: IpAddr = "10.1.2.3".parse().unwrap();
         for _ in 0..10 {
-            assert!(limits
-                .take_slot("10.1.2.3".parse().unwrap())
-                .unwrap()
-                .is_none());
+            assert!(limits.take_slot(proxy));
         }
+        assert_eq!(
+            limits.open_from(proxy),
+            0,
+            "trusted proxies are not counted"
+        );
         let unlimited = ConnectionLimits::new(0, Vec::new(), HttpMetrics::default());
-        assert!(unlimited.take_slot(ip).unwrap().is_none());
+        assert!(unlimited.take_slot(ip));
     }
 }

@@ -8,7 +8,9 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use actix_web::dev::Payload;
+use actix_web::error::PayloadError;
 use actix_web::http::header;
+use actix_web::web::Bytes;
 use actix_web::{HttpMessage, HttpRequest};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -53,46 +55,32 @@ fn pace_deadline(pace: &BodyPace, start: Instant, received: usize) -> Instant {
     whole.min(start + RATE_GRACE + earned)
 }
 
-/// The next chunk of `payload`, or `None` when it ended: a chunk already buffered (most bodies
-/// arrive with their request's head) is taken without arming a timer.
-async fn next_chunk(
+/// Waits for the next chunk of `payload` (or its end) until the body's pace deadline; past it,
+/// a 408 (and the request is marked [`BodyAbort::TimedOut`]). `start` is when the read began
+/// waiting: set at the first chunk that was not there yet, so a body that arrived with its
+/// head costs neither a timer nor a clock read.
+async fn wait_for_chunk(
     req: &HttpRequest,
     payload: &mut Payload,
     pace: &BodyPace,
-    start: Instant,
+    start: &mut Option<Instant>,
     received: usize,
-) -> Result<Option<actix_web::web::Bytes>, ApiError> {
-    let item = match futures_util::future::poll_immediate(payload.next()).await {
-        Some(item) => item,
-        None => {
-            let left =
-                pace_deadline(pace, start, received).saturating_duration_since(Instant::now());
-            match actix_web::rt::time::timeout(left, payload.next()).await {
-                Ok(item) => item,
-                Err(_elapsed) => {
-                    req.extensions_mut().insert(BodyAbort::TimedOut);
-                    return Err(ApiError::request_timeout(format!(
-                        "the body did not arrive in time: {received} bytes after {} ms (the \
-                         whole body must arrive within {} ms, at {} bytes/s or faster after \
-                         the first second)",
-                        start.elapsed().as_millis(),
-                        pace.timeout.as_millis(),
-                        pace.min_bytes_per_sec
-                    )));
-                }
-            }
-        }
-    };
-    match item {
-        None => Ok(None),
-        Some(Ok(chunk)) => Ok(Some(chunk)),
-        Some(Err(e)) => {
-            req.extensions_mut().insert(BodyAbort::Broken);
-            Err(ApiError::invalid_request(format!(
-                "the body could not be read: {e}"
-            )))
-        }
-    }
+) -> Result<Option<Result<Bytes, PayloadError>>, ApiError> {
+    let now = Instant::now();
+    let start = *start.get_or_insert(now);
+    let left = pace_deadline(pace, start, received).saturating_duration_since(now);
+    actix_web::rt::time::timeout(left, payload.next())
+        .await
+        .map_err(|_elapsed| {
+            req.extensions_mut().insert(BodyAbort::TimedOut);
+            ApiError::request_timeout(format!(
+                "the body did not arrive in time: {received} bytes after {} ms (the whole body \
+                 must arrive within {} ms, at {} bytes/s or faster after the first second)",
+                start.elapsed().as_millis(),
+                pace.timeout.as_millis(),
+                pace.min_bytes_per_sec
+            ))
+        })
 }
 
 /// Whether a body may be gzip-encoded (events only, D11).
@@ -184,11 +172,37 @@ pub async fn read_document(
     if declared.is_some_and(|len| len > limit) {
         return Err(ApiError::payload_too_large(limit));
     }
-    // Grown with what arrives, not sized from the declared length: a client that declares a
+    // Grown with what arrives, never sized from the declared length: a client that declares a
     // large body and sends a little of it holds only what it sent (D25).
-    let start = Instant::now();
     let mut raw = Vec::new();
-    while let Some(chunk) = next_chunk(req, &mut payload, pace, start, raw.len()).await? {
+    let mut start = None;
+    loop {
+        // A chunk already buffered (most bodies arrive with their request's head) is taken at
+        // once. The wait is boxed: inline, its timer would grow every request's future (which
+        // actix boxes) past glibc's per-thread cache sizes (1 KiB), onto malloc's slow path.
+        let item = match futures_util::future::poll_immediate(payload.next()).await {
+            Some(item) => item,
+            None => {
+                Box::pin(wait_for_chunk(
+                    req,
+                    &mut payload,
+                    pace,
+                    &mut start,
+                    raw.len(),
+                ))
+                .await?
+            }
+        };
+        let chunk = match item {
+            None => break,
+            Some(Ok(chunk)) => chunk,
+            Some(Err(e)) => {
+                req.extensions_mut().insert(BodyAbort::Broken);
+                return Err(ApiError::invalid_request(format!(
+                    "the body could not be read: {e}"
+                )));
+            }
+        };
         if raw.len() + chunk.len() > limit {
             return Err(ApiError::payload_too_large(limit));
         }

@@ -18,7 +18,7 @@
 //!   array parameter per column: no 65,535-parameter limit, the same text whatever the batch
 //!   size, so each connection prepares it once, `UnnestInsert`) and counted in
 //!   [`Store::event_conflict_retries`].
-//! - SQLite: multi-row `INSERT ... VALUES ... ON CONFLICT (app_id, event_id) DO NOTHING` in
+//! - SQLite: multi-row `INSERT ... VALUES ... ON CONFLICT DO NOTHING` in
 //!   chunks of [`SQLITE_CHUNK`] rows, within one `BEGIN IMMEDIATE` transaction (SQLite commits
 //!   are the expensive part, statements are cheap in-process).
 
@@ -185,7 +185,9 @@ impl QueryFragment<Pg> for UnnestInsert<'_> {
             out.push_sql(column.pg_type());
             out.push_sql("[]");
         }
-        out.push_sql(") ON CONFLICT (app_id, event_id, occurred_at) DO NOTHING");
+        // No conflict target: the key is the table's only unique constraint, and the statement
+        // stays right on the key of every schema version (D25 changed it).
+        out.push_sql(") ON CONFLICT DO NOTHING");
         Ok(())
     }
 }
@@ -220,8 +222,8 @@ impl Sqlite {
     }
 }
 
-/// The SQLite insert of a chunk: `INSERT ... VALUES (...), (...) ON CONFLICT (app_id,
-/// event_id) DO NOTHING`, one parameter per value.
+/// The SQLite insert of a chunk: `INSERT ... VALUES (...), (...) ON CONFLICT DO NOTHING` (the
+/// key, `(app_id, event_id)`, is the table's only unique constraint), one parameter per value.
 struct SqliteInsert<'e> {
     columns: Vec<ColumnValues<'e>>,
     rows: usize,
@@ -261,7 +263,7 @@ impl QueryFragment<SqliteBackend> for SqliteInsert<'_> {
             }
             out.push_sql(")");
         }
-        out.push_sql(" ON CONFLICT (app_id, event_id) DO NOTHING");
+        out.push_sql(" ON CONFLICT DO NOTHING");
         Ok(())
     }
 }
@@ -330,7 +332,7 @@ mod tests {
              payload) SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::uuid[], \
              $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], \
              $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], \
-             $16::text[], $17::jsonb[]) ON CONFLICT (app_id, event_id, occurred_at) DO NOTHING"
+             $16::text[], $17::jsonb[]) ON CONFLICT DO NOTHING"
         );
     }
 
@@ -349,7 +351,7 @@ mod tests {
             builder.finish(),
             format!(
                 "INSERT INTO analytics_events ({}) VALUES {row}, {row} \
-                 ON CONFLICT (app_id, event_id) DO NOTHING",
+                 ON CONFLICT DO NOTHING",
                 column_list()
             )
         );

@@ -1,11 +1,14 @@
-//! Giving freed heap back to the operating system after a catalog swap.
+//! Giving freed heap back to the operating system after a catalog swap, and after many API
+//! connections closed.
 //!
 //! Loading and building a catalog allocates several times the snapshot's size (the rows, the
 //! `CatalogData`, the compiled snapshot), and the previous snapshot is freed after the swap.
 //! glibc keeps such memory in its arenas instead of returning it, so without a trim the
 //! process keeps the high-water mark of every reload: with the 43 MB benchmark catalog, about
-//! twice the resident memory after one published change (P5 in `docs/decisions.md`). Other
-//! allocators return memory on their own; there this is a no-op.
+//! twice the resident memory after one published change (P5 in `docs/decisions.md`). The same
+//! holds for connections: each holds its read buffers and the part of its body that arrived,
+//! and a burst of slow or stalled clients (D25) would leave its high-water mark resident long
+//! after they were closed. Other allocators return memory on their own; there this is a no-op.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -36,6 +39,32 @@ pub async fn release_once_freed<T: Send + Sync + 'static>(
     let _ = tokio::task::spawn_blocking(release).await;
 }
 
+/// Every `every`, calls `release` (off the async workers) when at least `at_least` API
+/// connections closed since the last release (`closed` counts them): their buffers are then
+/// free heap that glibc would otherwise keep. Runs until the process ends.
+pub async fn release_after_closed_connections(
+    closed: impl Fn() -> u64,
+    every: Duration,
+    at_least: u64,
+    release: fn(),
+) {
+    let mut released_at = closed();
+    loop {
+        tokio::time::sleep(every).await;
+        let now = closed();
+        if now.saturating_sub(released_at) >= at_least {
+            released_at = now;
+            let _ = tokio::task::spawn_blocking(release).await;
+        }
+    }
+}
+
+/// How often [`release_after_closed_connections`] looks, and how many closed connections
+/// make it release.
+pub const CONNECTIONS_RELEASE_EVERY: Duration = Duration::from_secs(5);
+/// See [`CONNECTIONS_RELEASE_EVERY`].
+pub const CONNECTIONS_RELEASE_AT_LEAST: u64 = 256;
+
 /// Returns free heap pages to the operating system (glibc `malloc_trim(0)`). Call it off the
 /// async workers: it walks every arena.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -54,7 +83,7 @@ pub fn release_free_memory() {}
 
 #[cfg(test)]
 mod release_tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -62,6 +91,35 @@ mod release_tests {
 
     fn count_release() {
         RELEASES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    static CONNECTION_RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+    fn count_connection_release() {
+        CONNECTION_RELEASES.fetch_add(1, Ordering::SeqCst);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn memory_is_released_after_enough_connections_closed() {
+        static CLOSED: AtomicU64 = AtomicU64::new(10);
+        let task = tokio::spawn(super::release_after_closed_connections(
+            || CLOSED.load(Ordering::SeqCst),
+            Duration::from_secs(5),
+            100,
+            count_connection_release,
+        ));
+        let releases = || CONNECTION_RELEASES.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        assert_eq!(releases(), 0, "nothing closed");
+        CLOSED.store(109, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(releases(), 0, "99 closed: not yet");
+        CLOSED.store(110, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(releases(), 1, "100 closed since the start");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(releases(), 1, "counted from the last release");
+        task.abort();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -128,5 +128,7 @@ fn main() -> std::process::ExitCode {
             } => commands::dead_letters(&store, command).await,
         }
     });
+    // What was counted since the last summary is written before the process exits.
+    telemetry::summarise();
     std::process::ExitCode::from(code as u8)
 }

@@ -150,6 +150,13 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             api_state.metrics().clone(),
         ),
     };
+    let connections = Arc::clone(&limits.per_address);
+    tokio::spawn(crate::heap::release_after_closed_connections(
+        move || connections.closed(),
+        crate::heap::CONNECTIONS_RELEASE_EVERY,
+        crate::heap::CONNECTIONS_RELEASE_AT_LEAST,
+        crate::heap::release_free_memory,
+    ));
     let api = match api_listener(api_state, api_addr, config.server.workers, limits) {
         Ok((server, _)) => server,
         Err(e) => {

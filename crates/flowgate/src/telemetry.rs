@@ -115,8 +115,9 @@ impl<S: Subscriber> Layer<S> for ClientNoise {
     }
 }
 
-/// Writes the summary of the messages counted since the last one, if any.
-fn summarise() {
+/// Writes the summary of actix-http's messages counted since the last one, if any (also called
+/// as the process ends).
+pub fn summarise() {
     let Some(noise) = NOISE.get() else { return };
     let count = noise.count.swap(0, Ordering::Relaxed);
     if count == 0 {

@@ -4,7 +4,7 @@
 --
 -- Every row is kept. Replacing the key rebuilds its index on every partition under an exclusive
 -- lock of the table, which stops event writes for as long as that takes (docs/operations.md,
--- "Upgrading").
+-- "Migrate").
 ALTER TABLE analytics_events DROP CONSTRAINT analytics_events_pkey;
 ALTER TABLE analytics_events ADD PRIMARY KEY (app_id, event_id, occurred_at);
 

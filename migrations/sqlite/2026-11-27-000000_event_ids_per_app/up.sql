@@ -2,7 +2,7 @@
 -- an id another tenant already used is stored too. Idempotency within an app is as before (D7).
 --
 -- SQLite cannot change a table's key in place: the table is rebuilt with every row (a copy of the
--- whole table, in the migration's transaction; docs/operations.md, "Upgrading").
+-- whole table, in the migration's transaction; docs/operations.md, "Migrate").
 CREATE TABLE analytics_events_by_app (
     event_id BLOB NOT NULL CHECK (length(event_id) = 16),
     source TEXT NOT NULL,

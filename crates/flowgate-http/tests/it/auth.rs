@@ -7,7 +7,8 @@ use crate::support::{on_sqlite, server, Backend};
 
 on_sqlite!(
     each_key_failure_has_its_401,
-    workspace_is_derived_from_the_key
+    workspace_is_derived_from_the_key,
+    two_authorization_headers_are_refused
 );
 
 async fn each_key_failure_has_its_401(backend: Backend) {
@@ -75,4 +76,39 @@ async fn workspace_is_derived_from_the_key(backend: Backend) {
     )
     .await
     .problem(403, "forbidden_app");
+}
+
+/// D25: a request with two `Authorization` headers is refused, even when the first holds a
+/// valid key (which one a proxy or cache on the way would have used is anybody's guess).
+async fn two_authorization_headers_are_refused(backend: Backend) {
+    let s = server!(backend);
+    let path = format!("/v1/apps/{APP1}/placements/onboarding/resolve");
+    let body = json!({"user_id": "u", "session_id": "s", "device_platform": "ios"}).to_string();
+    let send = |second: String| {
+        s.client
+            .post(s.url(&path))
+            .insert_header(("content-type", "application/json"))
+            .append_header((
+                "authorization",
+                crate::support::TestServer::bearer(&s.keys.sdk),
+            ))
+            .append_header(("authorization", second))
+            .send_body(body.clone())
+    };
+    for second in [
+        crate::support::TestServer::bearer(&s.keys.other_workspace),
+        crate::support::TestServer::bearer(&s.keys.sdk),
+        "Basic abc".to_owned(),
+    ] {
+        let reply = crate::support::Reply::from(send(second).await.unwrap()).await;
+        reply.problem(401, "invalid_api_key");
+        assert!(
+            reply.json()["detail"]
+                .as_str()
+                .unwrap()
+                .contains("more than one Authorization header"),
+            "{}",
+            reply.json()
+        );
+    }
 }

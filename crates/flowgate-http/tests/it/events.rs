@@ -325,6 +325,33 @@ async fn size_limits_and_gzip(backend: Backend) {
     )
     .await
     .problem(400, "invalid_request");
+    // One gzip stream (D7): a second member, or bytes after the stream, is a 400, and none of
+    // its events is accepted.
+    let before = s.sink.events().len();
+    let mut two = gzip(json!([event()]).to_string().as_bytes());
+    two.extend_from_slice(&gzip(json!([event()]).to_string().as_bytes()));
+    let mut trailing = gzip(json!([event()]).to_string().as_bytes());
+    trailing.extend_from_slice(b"\n\n");
+    for body in [two, trailing] {
+        let r = s
+            .post_with(
+                &path(),
+                Some(&s.keys.sdk),
+                body,
+                &[("content-encoding", "gzip")],
+            )
+            .await;
+        r.problem(400, "invalid_request");
+        assert!(
+            r.json()["detail"]
+                .as_str()
+                .unwrap()
+                .contains("after its gzip stream"),
+            "{}",
+            r.json()
+        );
+    }
+    assert_eq!(s.sink.events().len(), before);
     s.post_with(
         &path(),
         Some(&s.keys.sdk),

@@ -56,7 +56,8 @@ impl CollectingSink {
     pub fn set_refusing(&self, refuse: bool) {
         *self.refuse.lock().unwrap() = refuse;
     }
-    /// Refuse admissions (`Retry-After: 9`): the request is refused before its body is read.
+    /// Refuse admissions (`Retry-After: 9`): a request is refused once its body was read and
+    /// its valid events are asked room for (D25).
     pub fn set_refusing_admission(&self, refuse: bool) {
         *self.refuse_admission.lock().unwrap() = refuse;
     }
@@ -308,7 +309,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    async fn from<S>(mut res: awc::ClientResponse<S>) -> Reply
+    pub async fn from<S>(mut res: awc::ClientResponse<S>) -> Reply
     where
         S: futures_util::Stream<Item = Result<actix_web::web::Bytes, awc::error::PayloadError>>
             + Unpin,

@@ -3,6 +3,7 @@
 
 use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
+mod abuse;
 mod cache;
 mod catalog;
 mod durability;

@@ -92,6 +92,15 @@ pub fn http(
     Ok((status, body))
 }
 
+/// How a served binary is started, beyond its settings.
+#[derive(Clone, Debug, Default)]
+pub struct Launch {
+    /// The process's file limit (soft and hard), set with `prlimit`.
+    pub file_limit: Option<u64>,
+    /// Where its stderr (the log) goes; inherited when `None`.
+    pub log_file: Option<std::path::PathBuf>,
+}
+
 /// A served binary over a test database: PostgreSQL through a proxy the test can cut, or a
 /// SQLite file.
 pub struct Served {
@@ -103,6 +112,7 @@ pub struct Served {
     settings: Vec<(String, String)>,
     /// Holds `catalog.cache_path` (D20), one per server.
     cache_dir: tempfile::TempDir,
+    launch: Launch,
     child: Child,
 }
 
@@ -116,20 +126,30 @@ impl Served {
 
     /// As [`Served::start`], on `backend` (SQLite: a file, no proxy).
     pub async fn start_on(backend: Backend, settings: &[(&str, &str)]) -> Option<Served> {
-        Self::start_inner(backend, settings, false).await
+        Self::start_inner(backend, settings, false, Launch::default()).await
+    }
+
+    /// As [`Served::start_on`], started as `launch` says.
+    pub async fn launch(
+        backend: Backend,
+        settings: &[(&str, &str)],
+        launch: Launch,
+    ) -> Option<Served> {
+        Self::start_inner(backend, settings, false, launch).await
     }
 
     /// As [`Served::start_on`], running `flowgate migrate` with `settings` first (the event
     /// bus's stream and consumer, D16), again until it succeeds: a new cluster elects its
     /// JetStream leader within seconds.
     pub async fn start_migrated(backend: Backend, settings: &[(&str, &str)]) -> Option<Served> {
-        Self::start_inner(backend, settings, true).await
+        Self::start_inner(backend, settings, true, Launch::default()).await
     }
 
     async fn start_inner(
         backend: Backend,
         settings: &[(&str, &str)],
         migrate: bool,
+        launch: Launch,
     ) -> Option<Served> {
         let db = match backend {
             Backend::Postgres => TestDb::postgres().await?,
@@ -188,6 +208,7 @@ impl Served {
             admin,
             settings,
             cache_dir: tempfile::tempdir().unwrap(),
+            launch,
         };
         served.child = served.spawn();
         served.wait_ready("ready", Duration::from_secs(30)).await;
@@ -206,7 +227,27 @@ impl Served {
             Some(proxy) => self.db.url_via(&proxy.addr.to_string()),
             None => self.db.url.clone(),
         };
-        let mut cmd = flowgate();
+        let mut cmd = match self.launch.file_limit {
+            Some(limit) => {
+                let mut cmd = Command::new("prlimit");
+                cmd.arg(format!("--nofile={limit}:{limit}"))
+                    .arg("--")
+                    .arg(flowgate().get_program());
+                for (key, value) in flowgate().get_envs() {
+                    match value {
+                        Some(value) => cmd.env(key, value),
+                        None => cmd.env_remove(key),
+                    };
+                }
+                cmd.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+                cmd
+            }
+            None => flowgate(),
+        };
+        let stderr = match &self.launch.log_file {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::inherit(),
+        };
         cmd.arg("serve")
             .env("FLOWGATE__SERVER__LISTEN", self.api.to_string())
             .env("FLOWGATE__ADMIN__LISTEN", self.admin.to_string())
@@ -224,7 +265,7 @@ impl Served {
             .env("FLOWGATE__EVENTS__DRAIN_DEADLINE_MS", "30000")
             .env("FLOWGATE__CATALOG__CACHE_PATH", self.cache_path())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for (k, v) in &self.settings {
             cmd.env(k, v);
         }
@@ -276,6 +317,39 @@ impl Served {
     /// Sends SIGTERM and waits for the exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
         terminate_child(&mut self.child).await
+    }
+
+    /// A new SDK key of `workspace` (`flowgate keys create`), usable once the server picked up
+    /// the change (D12: within the refresh interval).
+    pub fn create_key(&self, workspace: &str) -> String {
+        let out = flowgate()
+            .args([
+                "keys",
+                "create",
+                "--workspace",
+                workspace,
+                "--env",
+                "test",
+                "--json",
+            ])
+            .env("FLOWGATE__DATABASE__URL", &self.db.url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "keys create: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let created: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        created["key"].as_str().unwrap().to_owned()
+    }
+
+    /// A metric's value from `/metrics` (the line that starts with `series`, e.g.
+    /// `name{label="x"}`), or `None`.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        let (_, page) = http(self.admin, "GET", "/metrics", None, b"").ok()?;
+        page.lines()
+            .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
     }
 
     /// The `event_id` of every stored SDK event, one entry per row (read directly, not
