@@ -172,9 +172,12 @@ pub async fn read_document(
     if declared.is_some_and(|len| len > limit) {
         return Err(ApiError::payload_too_large(limit));
     }
-    // Grown with what arrives, never sized from the declared length: a client that declares a
-    // large body and sends a little of it holds only what it sent (D25).
-    let mut raw = Vec::new();
+    // The chunks actix read are kept as they came until the body is complete, never sized from
+    // the declared length: a client that declares a large body and sends a little of it holds
+    // only what it sent (D25). The complete body is then copied once, to its exact size.
+    let mut first: Option<Bytes> = None;
+    let mut more: Vec<Bytes> = Vec::new();
+    let mut read = 0;
     let mut start = None;
     loop {
         // A chunk already buffered (most bodies arrive with their request's head) is taken at
@@ -182,16 +185,7 @@ pub async fn read_document(
         // actix boxes) past glibc's per-thread cache sizes (1 KiB), onto malloc's slow path.
         let item = match futures_util::future::poll_immediate(payload.next()).await {
             Some(item) => item,
-            None => {
-                Box::pin(wait_for_chunk(
-                    req,
-                    &mut payload,
-                    pace,
-                    &mut start,
-                    raw.len(),
-                ))
-                .await?
-            }
+            None => Box::pin(wait_for_chunk(req, &mut payload, pace, &mut start, read)).await?,
         };
         let chunk = match item {
             None => break,
@@ -203,10 +197,19 @@ pub async fn read_document(
                 )));
             }
         };
-        if raw.len() + chunk.len() > limit {
+        if read + chunk.len() > limit {
             return Err(ApiError::payload_too_large(limit));
         }
-        raw.extend_from_slice(&chunk);
+        read += chunk.len();
+        if first.is_none() {
+            first = Some(chunk);
+        } else {
+            more.push(chunk);
+        }
+    }
+    let mut raw = Vec::with_capacity(read);
+    for chunk in first.iter().chain(&more) {
+        raw.extend_from_slice(chunk);
     }
     let bytes = if gzip { gunzip(&raw, limit)? } else { raw };
     if bytes.iter().all(u8::is_ascii_whitespace) {
