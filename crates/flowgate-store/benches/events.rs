@@ -1,8 +1,10 @@
 //! Event insert throughput: `EventStore::append_events` on PostgreSQL and SQLite (with
 //! `synchronous` FULL and NORMAL) for batches of 10, 100 and 1,000, beside raw `COPY` of the
 //! same number of rows through `psql` into the same table in the same run. Then the cost of
-//! the partitioned events table (D21): `append_events` into it and into the one table of the
-//! schema before it (a second database with that migration reverted), in alternating rounds. Run with `make bench-store` (needs PostgreSQL and `psql`).
+//! the partitioned events table (D21) and of event ids unique per app (D25): `append_events`
+//! into the current schema and into the schema before each change (a second database with that
+//! migration reverted), in alternating rounds. Run with `make bench-store` (needs PostgreSQL
+//! and `psql`).
 //! Prints a Markdown table.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -112,6 +114,51 @@ fn csv(rows: &[AnalyticsEvent], path: &std::path::Path) {
     }
 }
 
+/// A new PostgreSQL database `name`, migrated and then stepped back through `migration` (and
+/// every later one).
+async fn postgres_at(name: &str, migration: &str) -> Store {
+    psql("postgres", &format!("CREATE DATABASE {name}"));
+    let store = Store::connect(
+        &format!("postgres://postgres@127.0.0.1:5432/{name}"),
+        StoreOptions::default(),
+    )
+    .unwrap();
+    store.migrate().await.unwrap();
+    flowgate_testkit::revert_through(&store, migration).await;
+    store
+}
+
+/// `append_events` of 40,000 new events per round into `current` and into `earlier`, in
+/// alternating order, 5 rounds per batch size: the medians and their ratio, as a table row.
+async fn compare(what: &str, backend: &str, current: &Store, earlier: &Store, offset: &mut u128) {
+    const ROUNDS: usize = 5;
+    for batch in [100usize, 1000] {
+        let (mut now, mut before) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            let order: [(&Store, &mut Vec<f64>); 2] = if round % 2 == 0 {
+                [(current, &mut now), (earlier, &mut before)]
+            } else {
+                [(earlier, &mut before), (current, &mut now)]
+            };
+            for (store, out) in order {
+                let rows = events(ROWS * 2, *offset);
+                *offset += (ROWS * 2) as u128;
+                let d = append_all(store, &rows, batch).await;
+                out.push((ROWS * 2) as f64 / d.as_secs_f64());
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (a, b) = (median(&mut now), median(&mut before));
+        println!(
+            "| {what} | {backend} | {batch} | {ROUNDS} | {a:.0} | {b:.0} | {:.2} |",
+            a / b
+        );
+    }
+}
+
 fn rate(rows: usize, d: Duration) -> String {
     format!("{:.0}", rows as f64 / d.as_secs_f64())
 }
@@ -178,47 +225,52 @@ async fn main() {
         println!("| PostgreSQL | psql \\copy (one command, process start included) | all | {ROWS} | {:.3} | {} |", d.as_secs_f64(), rate(ROWS, d));
     }
 
-    // The partitioned table against the one table it replaced, same rows, alternating rounds.
-    let flat_db = format!("{db}_flat");
-    psql("postgres", &format!("CREATE DATABASE {flat_db}"));
-    let flat = Store::connect(
-        &format!("postgres://postgres@127.0.0.1:5432/{flat_db}"),
-        StoreOptions::default(),
-    )
-    .unwrap();
-    flat.migrate().await.unwrap();
-    // Back to before the partitioning migration (and any later one).
-    flowgate_testkit::revert_through(&flat, "20261125000000").await;
+    // Schema against schema, same rows, alternating rounds: each case is a second store at an
+    // earlier migration beside the current one.
     println!();
-    println!(
-        "| batch | rounds | partitioned rows/s (median) | one table rows/s (median) | ratio |"
-    );
-    println!("|---|---|---|---|---|");
-    const ROUNDS: usize = 5;
-    for batch in [100usize, 1000] {
-        let (mut parted, mut single) = (Vec::new(), Vec::new());
-        for round in 0..ROUNDS {
-            let order: [(&Store, &mut Vec<f64>); 2] = if round % 2 == 0 {
-                [(&pg, &mut parted), (&flat, &mut single)]
-            } else {
-                [(&flat, &mut single), (&pg, &mut parted)]
-            };
-            for (store, out) in order {
-                let rows = events(ROWS * 2, offset);
-                offset += (ROWS * 2) as u128;
-                let d = append_all(store, &rows, batch).await;
-                out.push((ROWS * 2) as f64 / d.as_secs_f64());
-            }
-        }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let (p, f) = (median(&mut parted), median(&mut single));
-        println!("| {batch} | {ROUNDS} | {p:.0} | {f:.0} | {:.2} |", p / f);
-    }
+    println!("| comparison | backend | batch | rounds | current rows/s (median) | earlier rows/s (median) | ratio |");
+    println!("|---|---|---|---|---|---|---|");
+    // The partitioned table (D21) against the one table it replaced.
+    let flat_db = format!("{db}_flat");
+    let flat = postgres_at(&flat_db, "20261125000000").await;
+    compare(
+        "partitioned / one table",
+        "PostgreSQL",
+        &pg,
+        &flat,
+        &mut offset,
+    )
+    .await;
     drop(flat);
     psql("postgres", &format!("DROP DATABASE {flat_db} WITH (FORCE)"));
+    // Event ids per app (D25): the key (app_id, event_id[, occurred_at]) against (event_id[,
+    // occurred_at]).
+    let global_db = format!("{db}_global");
+    let global = postgres_at(&global_db, "20261127000000").await;
+    compare(
+        "ids per app / across apps",
+        "PostgreSQL",
+        &pg,
+        &global,
+        &mut offset,
+    )
+    .await;
+    drop(global);
+    psql(
+        "postgres",
+        &format!("DROP DATABASE {global_db} WITH (FORCE)"),
+    );
+    let global = sqlite_store("global.db", SqliteSynchronous::Full);
+    global.migrate().await.unwrap();
+    flowgate_testkit::revert_through(&global, "20261127000000").await;
+    compare(
+        "ids per app / across apps",
+        "SQLite (FULL)",
+        &sqlite,
+        &global,
+        &mut offset,
+    )
+    .await;
 
     drop(pg);
     psql("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));

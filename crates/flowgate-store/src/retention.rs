@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use diesel::sql_types::{BigInt, Integer, Text};
+use diesel::sql_types::{BigInt, Binary, Integer, Text};
 use diesel::QueryableByName;
 use diesel_async::methods::LoadQuery;
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -171,26 +171,54 @@ impl Postgres {
 
 impl Sqlite {
     /// Deletes the events older than `cutoff` in batches of [`SQLITE_DELETE_BATCH`] rows, each
-    /// its own transaction; how many it deleted.
+    /// its own transaction; how many it deleted. App by app, on the `(app_id, occurred_at)`
+    /// index: an index on `occurred_at` alone would cost every event write one more index
+    /// insert for a sweep that runs once an hour.
     async fn delete_events_before(&self, cutoff: OffsetDateTime) -> Result<u64, StoreError> {
+        let mut conn = self.pool.get().await.map_err(pool_error)?;
+        // The apps with events, one index probe each (a loose index scan).
+        let apps: Vec<AppRow> = diesel::sql_query(
+            "WITH RECURSIVE a(id) AS (\
+               SELECT min(app_id) FROM analytics_events \
+               UNION ALL \
+               SELECT (SELECT min(app_id) FROM analytics_events WHERE app_id > a.id) \
+               FROM a WHERE a.id IS NOT NULL) \
+             SELECT id FROM a WHERE id IS NOT NULL",
+        )
+        .load(&mut conn)
+        .await
+        .map_err(query_error)?;
+        drop(conn);
         let mut deleted: u64 = 0;
-        loop {
-            let mut conn = self.pool.get().await.map_err(pool_error)?;
-            let n = diesel::sql_query(
-                "DELETE FROM analytics_events WHERE rowid IN \
-                 (SELECT rowid FROM analytics_events WHERE occurred_at < ? LIMIT ?)",
-            )
-            .bind::<sql::Instant, _>(DbTimestamp(cutoff))
-            .bind::<BigInt, _>(SQLITE_DELETE_BATCH)
-            .execute(&mut conn)
-            .await
-            .map_err(query_error)?;
-            deleted += n as u64;
-            if (n as i64) < SQLITE_DELETE_BATCH {
-                return Ok(deleted);
+        for app in apps {
+            loop {
+                let mut conn = self.pool.get().await.map_err(pool_error)?;
+                let n = diesel::sql_query(
+                    "DELETE FROM analytics_events WHERE rowid IN \
+                     (SELECT rowid FROM analytics_events \
+                      WHERE app_id = ? AND occurred_at < ? LIMIT ?)",
+                )
+                .bind::<Binary, _>(&app.id)
+                .bind::<sql::Instant, _>(DbTimestamp(cutoff))
+                .bind::<BigInt, _>(SQLITE_DELETE_BATCH)
+                .execute(&mut conn)
+                .await
+                .map_err(query_error)?;
+                deleted += n as u64;
+                if (n as i64) < SQLITE_DELETE_BATCH {
+                    break;
+                }
             }
         }
+        Ok(deleted)
     }
+}
+
+/// An app id of the SQLite events table, as stored.
+#[derive(QueryableByName)]
+struct AppRow {
+    #[diesel(sql_type = Binary)]
+    id: Vec<u8>,
 }
 
 /// Whether a write failed because no partition holds one of its rows (PostgreSQL's check

@@ -134,14 +134,23 @@ backend_tests! {
             for chunk in old.chunks(1_000) {
                 db.store.append_events(chunk).await.expect("append");
             }
-            db.store.append_events(&[at(0, now)]).await.expect("append");
+            // Other apps' old events go too; every app's newer ones stay.
+            let other_app = |i: u32, when| AnalyticsEvent {
+                app_id: flowgate_domain::ids::AppId::from_uuid(uuid::Uuid::from_u128(
+                    0xB0 + u128::from(i % 3),
+                )),
+                ..at(i, when)
+            };
+            let others: Vec<_> = (0..30).map(|i| other_app(i, now - time::Duration::days(40))).collect();
+            db.store.append_events(&others).await.expect("append");
+            db.store.append_events(&[at(0, now), other_app(1, now)]).await.expect("append");
             let (_, deleted) = db
                 .store
                 .drop_events_before(now - time::Duration::days(30))
                 .await
                 .expect("drop");
-            assert_eq!(deleted, u64::from(n));
-            assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 1);
+            assert_eq!(deleted, u64::from(n) + 30);
+            assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 2);
         }
     }
 }
