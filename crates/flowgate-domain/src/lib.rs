@@ -14,6 +14,7 @@ pub mod memory;
 pub mod placement;
 pub mod ports;
 pub mod resolve;
+pub mod results;
 pub mod shown;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};

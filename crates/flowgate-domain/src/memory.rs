@@ -10,12 +10,13 @@ use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{AppId, DeadLetterId, EventId, KeyId, WorkspaceId};
+use crate::ids::{AppId, DeadLetterId, EventId, ExperimentId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
 use crate::ports::{
     AppendOutcome, BoxFuture, CatalogSource, DeadLetter, DeadLetterStore, EventStore, KeyStore,
-    StoreError,
+    ResultsSource, StoreError,
 };
+use crate::results::{ResultsData, ResultsQuery};
 
 #[derive(Debug, Default)]
 struct State {
@@ -165,6 +166,24 @@ impl EventStore for InMemoryStore {
             }
         }
         Box::pin(std::future::ready(Ok(outcome)))
+    }
+}
+
+impl ResultsSource for InMemoryStore {
+    fn experiment_results<'a>(
+        &'a self,
+        query: &'a ResultsQuery,
+    ) -> BoxFuture<'a, Result<ResultsData, StoreError>> {
+        let data = crate::results::aggregate(query, self.lock().events.iter());
+        Box::pin(std::future::ready(Ok(data)))
+    }
+
+    fn exposure_counts(
+        &self,
+        app: AppId,
+    ) -> BoxFuture<'_, Result<std::collections::BTreeMap<ExperimentId, u64>, StoreError>> {
+        let counts = crate::results::exposure_counts(app, self.lock().events.iter());
+        Box::pin(std::future::ready(Ok(counts)))
     }
 }
 

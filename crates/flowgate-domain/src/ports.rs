@@ -5,6 +5,7 @@
 //! `async fn` in traits, so the traits stay object-safe (`Arc<dyn EventStore>`) and the domain
 //! needs no runtime and no macro crate.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,8 +17,9 @@ use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{AppId, DeadLetterId, EventId, KeyId, WorkspaceId};
+use crate::ids::{AppId, DeadLetterId, EventId, ExperimentId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
+use crate::results::{ResultsData, ResultsQuery};
 
 /// A boxed, `Send` future: the return type of asynchronous port methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -159,6 +161,24 @@ pub trait EventStore: Send + Sync {
         &'a self,
         events: &'a [AnalyticsEvent],
     ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>>;
+}
+
+/// Where experiment results come from (D22): the stored events of one experiment aggregated
+/// into per-variant counts, by the rules of [`crate::results`]. Read-only; adapters run it
+/// apart from the request path (their own pool, a statement timeout, possibly a replica).
+pub trait ResultsSource: Send + Sync {
+    /// The counts of `query`'s experiment.
+    fn experiment_results<'a>(
+        &'a self,
+        query: &'a ResultsQuery,
+    ) -> BoxFuture<'a, Result<ResultsData, StoreError>>;
+
+    /// Per experiment of `app`, the users with at least one exposure (D22's exposure events,
+    /// at any time; users of several variants included): the list of experiments' figure.
+    fn exposure_counts(
+        &self,
+        app: AppId,
+    ) -> BoxFuture<'_, Result<BTreeMap<ExperimentId, u64>, StoreError>>;
 }
 
 /// An event, or a message of the event bus, that the store refused for good (D17), kept aside

@@ -55,6 +55,12 @@ fn pace_deadline(pace: &BodyPace, start: Instant, received: usize) -> Instant {
     whole.min(start + RATE_GRACE + earned)
 }
 
+/// The next item of `payload` if it is there after one yield to the runtime.
+async fn yield_then_poll(payload: &mut Payload) -> Option<Option<Result<Bytes, PayloadError>>> {
+    actix_web::rt::task::yield_now().await;
+    futures_util::future::poll_immediate(payload.next()).await
+}
+
 /// Waits for the next chunk of `payload` (or its end) until the body's pace deadline; past it,
 /// a 408 (and the request is marked [`BodyAbort::TimedOut`]). `start` is when the read began
 /// waiting: set at the first chunk that was not there yet, so a body that arrived with its
@@ -185,7 +191,13 @@ pub async fn read_document(
         // actix boxes) past glibc's per-thread cache sizes (1 KiB), onto malloc's slow path.
         let item = match futures_util::future::poll_immediate(payload.next()).await {
             Some(item) => item,
-            None => Box::pin(wait_for_chunk(req, &mut payload, pace, &mut start, read)).await?,
+            // actix's dispatcher polls a request once as soon as its head is parsed, before it
+            // decodes the body bytes that came with it: let it, then look again before arming
+            // a timer. (The yield's wake-up joins the one the payload registered.)
+            None => match yield_then_poll(&mut payload).await {
+                Some(item) => item,
+                None => Box::pin(wait_for_chunk(req, &mut payload, pace, &mut start, read)).await?,
+            },
         };
         let chunk = match item {
             None => break,

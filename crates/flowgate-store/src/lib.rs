@@ -12,6 +12,7 @@ mod history;
 pub mod import;
 mod keys;
 mod redact;
+mod results;
 mod retention;
 pub mod schema;
 mod store;
@@ -26,6 +27,7 @@ pub use import::{
 };
 pub use keys::CreatedKey;
 pub use redact::redact_url;
+pub use results::ResultsReader;
 pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};
 pub use store::{
     Backend, SqliteSynchronous, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS,

@@ -3,6 +3,7 @@
 //! has a default here, so the service also runs with no file at all (`make run` on a fresh
 //! checkout). Invalid configuration stops start-up with a message naming the key.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,8 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     /// Event ingestion and the analytics sink (D7, D8).
     pub events: EventsConfig,
+    /// Experiment results (D22).
+    pub experiments: ExperimentsConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -476,6 +479,47 @@ pub enum LogFormat {
     Pretty,
 }
 
+/// `[experiments]` (D22).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExperimentsConfig {
+    /// Where results are read: empty for the main database, or another URL of the same
+    /// database (a read replica). Contains a secret: never logged as is.
+    pub database_url: String,
+    /// The longest a results query may run before it is stopped and the report fails.
+    pub query_timeout_ms: u64,
+    /// Connections of the results' own pool.
+    pub max_connections: usize,
+    /// The reporting currency (three upper-case letters).
+    pub currency: String,
+    /// `EUR = 1.08`: one unit of the currency is worth this much of `currency`.
+    pub exchange_rates: BTreeMap<String, f64>,
+}
+
+impl Default for ExperimentsConfig {
+    fn default() -> Self {
+        Self {
+            database_url: String::new(),
+            query_timeout_ms: 10_000,
+            max_connections: 2,
+            currency: "USD".into(),
+            exchange_rates: BTreeMap::new(),
+        }
+    }
+}
+
+impl fmt::Debug for ExperimentsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExperimentsConfig")
+            .field("database_url", &redact_url(&self.database_url))
+            .field("query_timeout_ms", &self.query_timeout_ms)
+            .field("max_connections", &self.max_connections)
+            .field("currency", &self.currency)
+            .field("exchange_rates", &self.exchange_rates)
+            .finish()
+    }
+}
+
 /// `[log]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -569,6 +613,52 @@ impl Config {
             return Err(invalid(
                 "server.body_timeout_ms",
                 format!("must be 100..=600000, not {}", self.server.body_timeout_ms),
+            ));
+        }
+        let x = &self.experiments;
+        if !(100..=600_000).contains(&x.query_timeout_ms) {
+            return Err(invalid(
+                "experiments.query_timeout_ms",
+                format!("must be 100..=600000, not {}", x.query_timeout_ms),
+            ));
+        }
+        if !(1..=64).contains(&x.max_connections) {
+            return Err(invalid(
+                "experiments.max_connections",
+                format!("must be 1..=64, not {}", x.max_connections),
+            ));
+        }
+        let is_code = |c: &str| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase());
+        if !is_code(&x.currency) {
+            return Err(invalid(
+                "experiments.currency",
+                format!(
+                    "must be three upper-case letters (ISO 4217), not {:?}",
+                    x.currency
+                ),
+            ));
+        }
+        for (currency, rate) in &x.exchange_rates {
+            if !is_code(currency) {
+                return Err(invalid(
+                    "experiments.exchange_rates",
+                    format!("{currency:?} is not three upper-case letters (ISO 4217)"),
+                ));
+            }
+            if !(rate.is_finite() && *rate > 0.0) {
+                return Err(invalid(
+                    "experiments.exchange_rates",
+                    format!("{currency} = {rate}: a rate must be a positive number"),
+                ));
+            }
+        }
+        let replica = x.database_url.trim();
+        if !replica.is_empty()
+            && Backend::of_url(replica) != Backend::of_url(self.database.url.trim())
+        {
+            return Err(invalid(
+                "experiments.database_url",
+                "must be a database of the same kind as database.url (a replica of it)",
             ));
         }
         if self.server.max_connections < 16 {

@@ -70,3 +70,11 @@ contract_tests!(dead_letter_store {
     store pages_continue_after_the_last_id,
     store replays_are_recorded_or_removed,
 });
+
+contract_tests!(results_source {
+    store exposures_conversions_and_revenue_per_variant,
+    store the_window_is_inclusive_and_outcomes_stop_at_its_end,
+    store daily_counts_and_a_metric_asked_for,
+    store an_experiment_without_exposures_has_no_counts,
+    store exposure_counts_per_experiment,
+});

@@ -84,6 +84,16 @@ impl Catalog {
         self.apps.len()
     }
 
+    /// An experiment by id, with its app (experiment ids are unique across the catalog).
+    pub fn experiment(&self, id: ExperimentId) -> Option<(&App, &Experiment)> {
+        self.apps.values().find_map(|app| {
+            app.experiments()
+                .into_iter()
+                .find(|(_, e)| e.id == id)
+                .map(|(_, e)| (app, e))
+        })
+    }
+
     /// Where a flow version (published or not) lives.
     pub fn flow_version(&self, id: FlowVersionId) -> Option<&VersionRef> {
         self.versions.get(&id)
@@ -213,6 +223,24 @@ impl App {
     /// Number of placements.
     pub fn placement_count(&self) -> usize {
         self.placements.len()
+    }
+
+    /// The app's experiments with the key of the placement whose rule holds each, ordered by
+    /// placement key and rule.
+    pub fn experiments(&self) -> Vec<(&str, &Experiment)> {
+        let mut keys: Vec<&String> = self.placements.keys().collect();
+        keys.sort();
+        keys.into_iter()
+            .flat_map(|key| {
+                self.placements[key]
+                    .rules
+                    .iter()
+                    .filter_map(move |rule| match &rule.target {
+                        Target::Experiment(e) => Some((key.as_str(), &**e)),
+                        Target::Flow(_) => None,
+                    })
+            })
+            .collect()
     }
 }
 

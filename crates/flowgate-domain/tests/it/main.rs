@@ -10,3 +10,4 @@ mod explain;
 mod memory;
 mod properties;
 mod resolve;
+mod results;

@@ -1,0 +1,36 @@
+//! Experiment results (D22): which variant wins, from the stored events.
+//!
+//! Two steps, both behind the same calls for every caller (the command line, the admin API,
+//! the console): the store aggregates the events of an experiment into [`ResultsData`] (the
+//! [`ResultsSource`](crate::ports::ResultsSource) port, asked with a [`ResultsQuery`]), and
+//! [`report`] turns those counts into an [`ExperimentReport`] with the statistics of
+//! [`stats`], which are GrowthBook's (gbstats 0.8.0).
+//!
+//! What is counted (D22):
+//! - **Exposure**: a user's `flow_open` event carrying the experiment's id and one of its
+//!   variants' ids, or for a variant that shows no flow the server's `resolve_no_flow` event of
+//!   reason `holdout` with those ids; the first one in the window starts the user's
+//!   observation. A user exposed to two or more variants is left out of every figure and
+//!   counted in `multiple_exposures`.
+//! - **Conversions**: the users with at least one event of the type (of the experiment's app,
+//!   joined by `user_id`) at or after their first exposure, up to the report's end.
+//! - **Revenue**: per user, the sum of `revenue` of their `purchase_complete` events in that
+//!   span, converted into the reporting currency by the exchange rates; 0 for users who bought
+//!   nothing. A purchase in a currency without a rate is left out and counted in
+//!   `unconverted_purchases`, never guessed.
+//! - **Bounds**: the window is inclusive at both ends (`from <= occurred_at <= to`);
+//!   without `from`, every exposure up to `to` counts.
+//! - **Daily**: per UTC day and variant, the users first exposed that day and the users whose
+//!   first qualifying conversion fell that day; the report accumulates them.
+
+mod aggregate;
+mod report;
+pub mod stats;
+
+pub use aggregate::{aggregate, exposure_counts};
+pub use report::{
+    report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
+    ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,
+    REVENUE_METRIC, SRM_WARNING_P_VALUE,
+};
+pub use stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};

@@ -1,0 +1,453 @@
+//! From the store's counts to the report (D22): variants in the catalog's order, each metric
+//! compared with the control, the sample ratio check, the warnings, the cumulative daily series.
+
+use std::collections::BTreeMap;
+
+use time::{Date, OffsetDateTime};
+
+use super::stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};
+use crate::catalog::{Experiment, ExperimentStatus};
+use crate::events::EventType;
+use crate::ids::{AppId, ExperimentId, VariantId};
+
+/// The metric name of revenue per user.
+pub const REVENUE_METRIC: &str = "revenue";
+/// Below this sample-ratio p-value the report warns (D22).
+pub const SRM_WARNING_P_VALUE: f64 = 0.001;
+/// Above this share of multiple exposures among exposed users the report warns (D22).
+pub const MULTIPLE_EXPOSURE_WARNING_SHARE: f64 = 0.01;
+
+/// What the store is asked to aggregate for one experiment.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ResultsQuery {
+    /// The experiment's app: its events are the ones read.
+    pub app_id: AppId,
+    /// The experiment.
+    pub experiment_id: ExperimentId,
+    /// Its variants, in the catalog's order.
+    pub variants: Vec<VariantId>,
+    /// Exposures from this instant on (inclusive); `None`: every exposure up to `to`.
+    pub from: Option<OffsetDateTime>,
+    /// Exposures and outcomes up to this instant (inclusive).
+    pub to: OffsetDateTime,
+    /// The conversion metrics, in report order: `flow_complete`, `purchase_complete`, then the
+    /// ones asked for.
+    pub conversions: Vec<EventType>,
+    /// The reporting currency (three upper-case letters).
+    pub currency: String,
+    /// `EUR = 1.08`: 1 EUR is 1.08 of the reporting currency. The reporting currency itself is
+    /// 1 whether listed or not.
+    pub exchange_rates: BTreeMap<String, f64>,
+}
+
+impl ResultsQuery {
+    /// The query for `experiment` of `app`: its variants, the default conversions and
+    /// `extra` ones after them (repeats dropped), between `from` and `to`, in `currency`.
+    pub fn new(
+        app_id: AppId,
+        experiment: &Experiment,
+        from: Option<OffsetDateTime>,
+        to: OffsetDateTime,
+        extra: &[EventType],
+        currency: &str,
+        exchange_rates: BTreeMap<String, f64>,
+    ) -> Self {
+        let mut conversions = vec![EventType::FlowComplete, EventType::PurchaseComplete];
+        for metric in extra {
+            if !conversions.contains(metric) {
+                conversions.push(*metric);
+            }
+        }
+        Self {
+            app_id,
+            experiment_id: experiment.id,
+            variants: experiment.variants.iter().map(|v| v.id).collect(),
+            from,
+            to,
+            conversions,
+            currency: currency.to_owned(),
+            exchange_rates,
+        }
+    }
+
+    /// What one unit of `currency` is worth in the reporting currency, if known.
+    pub fn rate(&self, currency: &str) -> Option<f64> {
+        if currency == self.currency {
+            Some(1.0)
+        } else {
+            self.exchange_rates.get(currency).copied()
+        }
+    }
+}
+
+/// What the store aggregated (the [`ResultsSource`](crate::ports::ResultsSource) port's answer).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResultsData {
+    /// Per variant of the query (in any order; a variant without users may be missing).
+    pub variants: Vec<VariantCounts>,
+    /// Users exposed to two or more variants, left out of every figure.
+    pub multiple_exposures: u64,
+    /// Purchases of counted users in a currency without an exchange rate, left out of revenue.
+    pub unconverted_purchases: u64,
+    /// The first counted exposure in the window.
+    pub first_exposure: Option<OffsetDateTime>,
+    /// Per UTC day and variant, what started that day (not cumulative).
+    pub daily: Vec<DailyCounts>,
+}
+
+/// One variant's counts.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct VariantCounts {
+    /// The variant.
+    pub variant_id: VariantId,
+    /// Users exposed to this variant only.
+    pub users: u64,
+    /// Users who converted, per conversion metric of the query, in its order.
+    pub conversions: Vec<u64>,
+    /// Revenue per user: the users, the sum and the sum of squares of each user's converted
+    /// revenue.
+    pub revenue: VariantSums,
+}
+
+impl VariantCounts {
+    /// Counts of `variant_id`.
+    pub fn new(
+        variant_id: VariantId,
+        users: u64,
+        conversions: Vec<u64>,
+        revenue: VariantSums,
+    ) -> Self {
+        Self {
+            variant_id,
+            users,
+            conversions,
+            revenue,
+        }
+    }
+}
+
+/// What started on one UTC day for one variant.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct DailyCounts {
+    /// The day (UTC).
+    pub date: Date,
+    /// The variant.
+    pub variant_id: VariantId,
+    /// Users first exposed that day.
+    pub users: u64,
+    /// Users whose first qualifying conversion was that day, per conversion metric.
+    pub conversions: Vec<u64>,
+}
+
+impl DailyCounts {
+    /// The counts of `variant_id` on `date`.
+    pub fn new(date: Date, variant_id: VariantId, users: u64, conversions: Vec<u64>) -> Self {
+        Self {
+            date,
+            variant_id,
+            users,
+            conversions,
+        }
+    }
+}
+
+/// The report of one experiment (D22).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ExperimentReport {
+    /// The experiment.
+    pub experiment_id: ExperimentId,
+    /// Its name.
+    pub name: String,
+    /// Its app.
+    pub app_id: AppId,
+    /// Its status.
+    pub status: ExperimentStatus,
+    /// The window's start: the query's, or the first exposure, or `to` when none.
+    pub from: OffsetDateTime,
+    /// The window's end.
+    pub to: OffsetDateTime,
+    /// The reporting currency.
+    pub currency: String,
+    /// Users exposed to exactly one variant.
+    pub exposed_users: u64,
+    /// Users exposed to two or more variants (left out).
+    pub multiple_exposures: u64,
+    /// Purchases left out of revenue for want of an exchange rate.
+    pub unconverted_purchases: u64,
+    /// The sample ratio mismatch check's p-value.
+    pub srm_p_value: f64,
+    /// What makes the figures doubtful, in words.
+    pub warnings: Vec<Warning>,
+    /// The variants, in the catalog's order.
+    pub variants: Vec<VariantRow>,
+    /// Each metric: the conversions, then revenue.
+    pub metrics: Vec<MetricReport>,
+    /// Cumulative per day and variant.
+    pub daily: Vec<DailyRow>,
+}
+
+/// A warning: a stable code and a sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// `srm`, `multiple_exposures` or `unconverted_purchases`.
+    pub code: &'static str,
+    /// What it means, with the figures.
+    pub message: String,
+}
+
+/// A variant of the report.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct VariantRow {
+    /// Id.
+    pub variant_id: VariantId,
+    /// Name.
+    pub name: String,
+    /// Normalised weight.
+    pub weight: f64,
+    /// Exposed users.
+    pub users: u64,
+}
+
+/// One metric across the variants.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct MetricReport {
+    /// The event type of a conversion, or `revenue`.
+    pub metric: String,
+    /// Conversion or mean.
+    pub kind: MetricKind,
+    /// Per variant, the control first.
+    pub variants: Vec<MetricVariant>,
+}
+
+/// One variant's figures of one metric.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct MetricVariant {
+    /// The variant.
+    pub variant_id: VariantId,
+    /// Users, sum, sum of squares.
+    pub sums: VariantSums,
+    /// The mean per user (the conversion rate of a conversion).
+    pub mean: f64,
+    /// Against the control: `None` for the control itself.
+    pub comparison: Option<Result<Estimate, NoEstimate>>,
+}
+
+/// One day of one variant, cumulative.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct DailyRow {
+    /// The day (UTC).
+    pub date: Date,
+    /// The variant.
+    pub variant_id: VariantId,
+    /// Users exposed up to and including that day.
+    pub users: u64,
+    /// Users converted up to and including that day, per conversion metric (by event type).
+    pub conversions: Vec<(EventType, u64)>,
+}
+
+/// The report of `experiment` (of app `app_id`) from what the store aggregated for `query`.
+pub fn report(
+    app_id: AppId,
+    experiment: &Experiment,
+    query: &ResultsQuery,
+    data: &ResultsData,
+) -> ExperimentReport {
+    let counts = |id: VariantId| data.variants.iter().find(|v| v.variant_id == id);
+    let variants: Vec<VariantRow> = experiment
+        .variants
+        .iter()
+        .map(|v| VariantRow {
+            variant_id: v.id,
+            name: v.name.clone(),
+            weight: v.weight,
+            users: counts(v.id).map_or(0, |c| c.users),
+        })
+        .collect();
+    let users: Vec<u64> = variants.iter().map(|v| v.users).collect();
+    let weights: Vec<f64> = variants.iter().map(|v| v.weight).collect();
+    let exposed_users: u64 = users.iter().sum();
+    let srm = srm_p_value(&users, &weights);
+
+    let mut metrics = Vec::with_capacity(query.conversions.len() + 1);
+    for (i, event) in query.conversions.iter().enumerate() {
+        let sums: Vec<(VariantId, VariantSums)> = variants
+            .iter()
+            .map(|v| {
+                let converted = counts(v.variant_id)
+                    .and_then(|c| c.conversions.get(i).copied())
+                    .unwrap_or(0) as f64;
+                let sums = VariantSums {
+                    users: v.users,
+                    sum: converted,
+                    sum_squares: converted,
+                };
+                (v.variant_id, sums)
+            })
+            .collect();
+        metrics.push(metric(event.as_str(), MetricKind::Conversion, &sums));
+    }
+    let revenue: Vec<(VariantId, VariantSums)> = variants
+        .iter()
+        .map(|v| {
+            let sums = counts(v.variant_id).map_or(
+                VariantSums {
+                    users: v.users,
+                    ..VariantSums::default()
+                },
+                |c| c.revenue,
+            );
+            (v.variant_id, sums)
+        })
+        .collect();
+    metrics.push(metric(REVENUE_METRIC, MetricKind::Mean, &revenue));
+
+    let mut warnings = Vec::new();
+    if srm < SRM_WARNING_P_VALUE {
+        warnings.push(Warning {
+            code: "srm",
+            message: format!(
+                "sample ratio mismatch: the exposed users per variant ({}) are unlikely under the \
+                 weights ({}) (p = {srm:.2e}); assignment or exposure tracking is broken \
+                 somewhere, so do not trust the comparison",
+                join(&users),
+                weights
+                    .iter()
+                    .map(|w| format!("{w:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+            ),
+        });
+    }
+    let seen = exposed_users + data.multiple_exposures;
+    if seen > 0 && data.multiple_exposures as f64 / seen as f64 > MULTIPLE_EXPOSURE_WARNING_SHARE {
+        warnings.push(Warning {
+            code: "multiple_exposures",
+            message: format!(
+                "{} of {seen} exposed users ({:.1}%) saw more than one variant and are left out; \
+                 above 1% the variants no longer compare like with like (a reweighting, or \
+                 users identified differently across devices)",
+                data.multiple_exposures,
+                100.0 * data.multiple_exposures as f64 / seen as f64
+            ),
+        });
+    }
+    if data.unconverted_purchases > 0 {
+        warnings.push(Warning {
+            code: "unconverted_purchases",
+            message: format!(
+                "{} purchases in currencies without an exchange rate to {} are left out of \
+                 revenue (set experiments.exchange_rates)",
+                data.unconverted_purchases, query.currency
+            ),
+        });
+    }
+
+    let from = query
+        .from
+        .or(data.first_exposure)
+        .unwrap_or(query.to)
+        .min(query.to);
+    ExperimentReport {
+        experiment_id: experiment.id,
+        name: experiment.name.clone(),
+        app_id,
+        status: experiment.status,
+        from,
+        to: query.to,
+        currency: query.currency.clone(),
+        exposed_users,
+        multiple_exposures: data.multiple_exposures,
+        unconverted_purchases: data.unconverted_purchases,
+        srm_p_value: srm,
+        warnings,
+        daily: daily(&variants, query, data),
+        variants,
+        metrics,
+    }
+}
+
+fn join(values: &[u64]) -> String {
+    values
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// One metric: the control first, each other variant compared with it.
+fn metric(name: &str, kind: MetricKind, sums: &[(VariantId, VariantSums)]) -> MetricReport {
+    let control = sums.first().map(|(_, s)| *s).unwrap_or_default();
+    let variants = sums
+        .iter()
+        .enumerate()
+        .map(|(i, (variant_id, s))| MetricVariant {
+            variant_id: *variant_id,
+            sums: *s,
+            mean: s.mean(),
+            comparison: (i > 0).then(|| compare(kind, &control, s)),
+        })
+        .collect();
+    MetricReport {
+        metric: name.to_owned(),
+        kind,
+        variants,
+    }
+}
+
+/// The cumulative series: every day from the first with data to the last, every variant.
+fn daily(variants: &[VariantRow], query: &ResultsQuery, data: &ResultsData) -> Vec<DailyRow> {
+    let Some(first) = data.daily.iter().map(|d| d.date).min() else {
+        return Vec::new();
+    };
+    let last = data.daily.iter().map(|d| d.date).max().unwrap_or(first);
+    let metrics = query.conversions.len();
+    let mut by_day: BTreeMap<(Date, usize), (u64, Vec<u64>)> = BTreeMap::new();
+    for d in &data.daily {
+        let Some(v) = variants.iter().position(|v| v.variant_id == d.variant_id) else {
+            continue;
+        };
+        let entry = by_day
+            .entry((d.date, v))
+            .or_insert_with(|| (0, vec![0; metrics]));
+        entry.0 += d.users;
+        for (total, n) in entry.1.iter_mut().zip(&d.conversions) {
+            *total += n;
+        }
+    }
+    let mut running: Vec<(u64, Vec<u64>)> = vec![(0, vec![0; metrics]); variants.len()];
+    let mut rows = Vec::new();
+    let mut day = first;
+    loop {
+        for (v, variant) in variants.iter().enumerate() {
+            if let Some((users, conversions)) = by_day.get(&(day, v)) {
+                running[v].0 += users;
+                for (total, n) in running[v].1.iter_mut().zip(conversions) {
+                    *total += n;
+                }
+            }
+            rows.push(DailyRow {
+                date: day,
+                variant_id: variant.variant_id,
+                users: running[v].0,
+                conversions: query
+                    .conversions
+                    .iter()
+                    .copied()
+                    .zip(running[v].1.iter().copied())
+                    .collect(),
+            });
+        }
+        match day.next_day() {
+            Some(next) if next <= last => day = next,
+            _ => return rows,
+        }
+    }
+}

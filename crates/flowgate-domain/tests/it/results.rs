@@ -1,0 +1,382 @@
+//! Experiment statistics against GrowthBook's stats engine (D22): the golden vectors of
+//! `tests/data/gbstats/vectors.json`, written by gbstats 0.8.0 itself (`generate.sh` beside
+//! them). One `check(case)`; every failure names its case. Then the report's assembly.
+
+use std::collections::BTreeMap;
+
+use flowgate_domain::catalog::ExperimentStatus;
+use flowgate_domain::events::EventType;
+use flowgate_domain::ids::{AppId, ExperimentId, VariantId};
+use flowgate_domain::results::{
+    compare, report, srm_p_value, DailyCounts, MetricKind, NoEstimate, ResultsData, ResultsQuery,
+    VariantCounts, VariantSums,
+};
+use serde_json::Value;
+use time::macros::{date, datetime};
+
+const VECTORS: &str = include_str!("../data/gbstats/vectors.json");
+
+/// Relative agreement asked of every figure gbstats returns (D22).
+const RELATIVE: f64 = 1e-6;
+
+fn close(ours: f64, theirs: f64) -> bool {
+    if theirs == 0.0 {
+        ours.abs() <= 1e-12
+    } else {
+        ((ours - theirs) / theirs).abs() <= RELATIVE
+    }
+}
+
+fn sums(v: &Value) -> VariantSums {
+    VariantSums {
+        users: v["n"].as_u64().expect("n"),
+        sum: v["sum"].as_f64().expect("sum"),
+        sum_squares: v["sum_squares"].as_f64().expect("sum_squares"),
+    }
+}
+
+fn reason(gbstats: &str) -> NoEstimate {
+    match gbstats {
+        "ZERO_NEGATIVE_BASELINE_VARIATION" => NoEstimate::ControlMeanZero,
+        "NO_UNITS_IN_VARIATION" => NoEstimate::NoUsers,
+        "ZERO_NEGATIVE_VARIANCE" => NoEstimate::ZeroVariance,
+        other => panic!("a gbstats message the vectors were not expected to hold: {other}"),
+    }
+}
+
+/// One case: every variant against the control, and the sample ratio check.
+fn check(case: &Value) -> Result<(), String> {
+    let kind = match case["kind"].as_str() {
+        Some("conversion") => MetricKind::Conversion,
+        Some("mean") => MetricKind::Mean,
+        other => return Err(format!("kind {other:?}")),
+    };
+    let variants: Vec<VariantSums> = case["variants"]
+        .as_array()
+        .ok_or("variants")?
+        .iter()
+        .map(sums)
+        .collect();
+    let mut problems = Vec::new();
+    let figure = |what: &str, ours: f64, theirs: &Value| {
+        let theirs = theirs.as_f64().unwrap_or(f64::NAN);
+        (!close(ours, theirs)).then(|| format!("{what}: ours {ours:e}, gbstats {theirs:e}"))
+    };
+    for (i, expected) in case["comparisons"]
+        .as_array()
+        .ok_or("comparisons")?
+        .iter()
+        .enumerate()
+    {
+        let (f, b) = (&expected["frequentist"], &expected["bayesian"]);
+        let ours = compare(kind, &variants[0], &variants[i + 1]);
+        match (b["error"].as_str(), ours) {
+            (Some(error), Err(no)) => {
+                if f["error"].is_null() {
+                    problems.push(format!(
+                        "variant {}: gbstats' t-test has an estimate",
+                        i + 1
+                    ));
+                }
+                if no != reason(error) {
+                    problems.push(format!("variant {}: ours {no:?}, gbstats {error}", i + 1));
+                }
+            }
+            (Some(error), Ok(e)) => {
+                problems.push(format!("variant {}: ours {e:?}, gbstats {error}", i + 1));
+            }
+            (None, Err(no)) => problems.push(format!(
+                "variant {}: ours {no:?}, gbstats an estimate",
+                i + 1
+            )),
+            (None, Ok(e)) => {
+                let v = i + 1;
+                problems.extend(
+                    [
+                        figure(&format!("variant {v} lift"), e.lift, &f["expected"]),
+                        figure(
+                            &format!("variant {v} lift (bayesian)"),
+                            e.lift,
+                            &b["expected"],
+                        ),
+                        figure(&format!("variant {v} ci_low"), e.ci_low, &f["ci"][0]),
+                        figure(&format!("variant {v} ci_high"), e.ci_high, &f["ci"][1]),
+                        figure(&format!("variant {v} p_value"), e.p_value, &f["p_value"]),
+                        figure(
+                            &format!("variant {v} chance_to_win"),
+                            e.chance_to_win,
+                            &b["chance_to_win"],
+                        ),
+                        figure(
+                            &format!("variant {v} credible_low"),
+                            e.credible_low,
+                            &b["ci"][0],
+                        ),
+                        figure(
+                            &format!("variant {v} credible_high"),
+                            e.credible_high,
+                            &b["ci"][1],
+                        ),
+                    ]
+                    .into_iter()
+                    .flatten(),
+                );
+            }
+        }
+    }
+    let users: Vec<u64> = variants.iter().map(|v| v.users).collect();
+    let weights: Vec<f64> = case["weights"]
+        .as_array()
+        .ok_or("weights")?
+        .iter()
+        .map(|w| w.as_f64().unwrap_or(f64::NAN))
+        .collect();
+    problems.extend(figure(
+        "srm_p_value",
+        srm_p_value(&users, &weights),
+        &case["srm_p_value"],
+    ));
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+#[test]
+fn statistics_agree_with_gbstats() {
+    let vectors: Value = serde_json::from_str(VECTORS).expect("vectors parse");
+    let cases = vectors["cases"].as_array().expect("cases");
+    assert!(
+        cases.len() >= 30,
+        "the vectors file lost cases: {}",
+        cases.len()
+    );
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|case| {
+            check(case)
+                .err()
+                .map(|e| format!("  {}: {e}", case["name"].as_str().unwrap_or("?")))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} gbstats cases disagree:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+    let comparisons: usize = cases
+        .iter()
+        .map(|c| c["comparisons"].as_array().map_or(0, Vec::len))
+        .sum();
+    println!(
+        "gbstats: {} cases, {comparisons} comparisons agree",
+        cases.len()
+    );
+}
+
+fn id(text: &str) -> uuid::Uuid {
+    text.parse().unwrap()
+}
+
+/// The fixture's running experiment `paywall-test` (control: a holdout; `new`), 50/50.
+fn with_experiment<T>(f: impl FnOnce(AppId, &flowgate_domain::catalog::Experiment) -> T) -> T {
+    let catalog = crate::fixtures::build(&crate::fixtures::catalog_json());
+    let (app, experiment) = catalog
+        .experiment(ExperimentId::from_uuid(id(crate::fixtures::EXP)))
+        .expect("the fixture's experiment");
+    assert_eq!(experiment.status, ExperimentStatus::Running);
+    f(app.id, experiment)
+}
+
+fn variant(text: &str) -> VariantId {
+    VariantId::from_uuid(id(text))
+}
+
+fn conv(users: u64, converted: u64) -> VariantSums {
+    VariantSums {
+        users,
+        sum: converted as f64,
+        sum_squares: converted as f64,
+    }
+}
+
+#[test]
+fn the_report_orders_variants_compares_each_metric_and_accumulates_days() {
+    with_experiment(|app, experiment| {
+        let query = ResultsQuery::new(
+            app,
+            experiment,
+            None,
+            datetime!(2026-11-20 23:59:59 UTC),
+            &[EventType::ScreenView, EventType::FlowComplete],
+            "USD",
+            BTreeMap::new(),
+        );
+        assert_eq!(
+            query.conversions,
+            [
+                EventType::FlowComplete,
+                EventType::PurchaseComplete,
+                EventType::ScreenView
+            ],
+            "the defaults first, a metric asked twice once"
+        );
+        let (control, new) = (
+            variant(crate::fixtures::VAR_CONTROL),
+            variant(crate::fixtures::VAR_NEW),
+        );
+        let revenue = VariantSums {
+            users: 1_000,
+            sum: 499.0,
+            sum_squares: 2_495.0,
+        };
+        let data = ResultsData {
+            // The store's order is not the catalog's.
+            variants: vec![
+                VariantCounts::new(new, 1_000, vec![130, 60, 900], revenue),
+                VariantCounts::new(
+                    control,
+                    1_000,
+                    vec![100, 50, 880],
+                    VariantSums {
+                        users: 1_000,
+                        ..revenue
+                    },
+                ),
+            ],
+            multiple_exposures: 3,
+            unconverted_purchases: 0,
+            first_exposure: Some(datetime!(2026-11-18 08:00 UTC)),
+            daily: vec![
+                DailyCounts::new(date!(2026 - 11 - 18), control, 400, vec![10, 5, 300]),
+                DailyCounts::new(date!(2026 - 11 - 18), new, 420, vec![12, 6, 330]),
+                DailyCounts::new(date!(2026 - 11 - 20), control, 600, vec![90, 45, 580]),
+                DailyCounts::new(date!(2026 - 11 - 20), new, 580, vec![118, 54, 570]),
+            ],
+        };
+        let r = report(app, experiment, &query, &data);
+        assert_eq!(r.name, "paywall-test");
+        assert_eq!(
+            r.from,
+            datetime!(2026-11-18 08:00 UTC),
+            "no --from: the first exposure"
+        );
+        assert_eq!(r.exposed_users, 2_000);
+        assert_eq!(
+            r.variants
+                .iter()
+                .map(|v| (v.variant_id, v.users, v.weight))
+                .collect::<Vec<_>>(),
+            [(control, 1_000, 0.5), (new, 1_000, 0.5)]
+        );
+        assert!(r.srm_p_value > 0.99);
+        assert!(
+            r.warnings.is_empty(),
+            "3 of 2,003 is under 1%: {:?}",
+            r.warnings
+        );
+        let names: Vec<&str> = r.metrics.iter().map(|m| m.metric.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "flow_complete",
+                "purchase_complete",
+                "screen_view",
+                "revenue"
+            ]
+        );
+        let flow_complete = &r.metrics[0];
+        assert_eq!(flow_complete.kind, MetricKind::Conversion);
+        assert_eq!(flow_complete.variants[0].comparison, None, "the control");
+        assert_eq!(
+            flow_complete.variants[1].comparison,
+            Some(compare(
+                MetricKind::Conversion,
+                &conv(1_000, 100),
+                &conv(1_000, 130)
+            ))
+        );
+        assert_eq!(flow_complete.variants[1].mean, 0.13);
+        let revenue_metric = &r.metrics[3];
+        assert_eq!(revenue_metric.kind, MetricKind::Mean);
+        assert_eq!(revenue_metric.variants[1].sums, revenue);
+        // Three days, the middle one without news: cumulative, every variant every day.
+        let days: Vec<(time::Date, VariantId, u64, u64)> = r
+            .daily
+            .iter()
+            .map(|d| (d.date, d.variant_id, d.users, d.conversions[0].1))
+            .collect();
+        assert_eq!(
+            days,
+            [
+                (date!(2026 - 11 - 18), control, 400, 10),
+                (date!(2026 - 11 - 18), new, 420, 12),
+                (date!(2026 - 11 - 19), control, 400, 10),
+                (date!(2026 - 11 - 19), new, 420, 12),
+                (date!(2026 - 11 - 20), control, 1_000, 100),
+                (date!(2026 - 11 - 20), new, 1_000, 130),
+            ]
+        );
+    });
+}
+
+#[test]
+fn the_report_warns_of_srm_multiple_exposures_and_unconverted_purchases_in_words() {
+    with_experiment(|app, experiment| {
+        let query = ResultsQuery::new(
+            app,
+            experiment,
+            Some(datetime!(2026-11-01 00:00 UTC)),
+            datetime!(2026-11-30 00:00 UTC),
+            &[],
+            "EUR",
+            BTreeMap::new(),
+        );
+        let (control, new) = (
+            variant(crate::fixtures::VAR_CONTROL),
+            variant(crate::fixtures::VAR_NEW),
+        );
+        let data = ResultsData {
+            variants: vec![
+                VariantCounts::new(control, 6_000, vec![0, 0], VariantSums::default()),
+                VariantCounts::new(new, 4_000, vec![0, 0], VariantSums::default()),
+            ],
+            multiple_exposures: 200,
+            unconverted_purchases: 7,
+            ..ResultsData::default()
+        };
+        let r = report(app, experiment, &query, &data);
+        assert_eq!(r.from, datetime!(2026-11-01 00:00 UTC));
+        let codes: Vec<&str> = r.warnings.iter().map(|w| w.code).collect();
+        assert_eq!(
+            codes,
+            ["srm", "multiple_exposures", "unconverted_purchases"]
+        );
+        assert!(r.srm_p_value < 1e-10);
+        assert!(
+            r.warnings[0].message.contains("6000 / 4000"),
+            "{}",
+            r.warnings[0].message
+        );
+        assert!(
+            r.warnings[1].message.contains("200 of 10200"),
+            "{}",
+            r.warnings[1].message
+        );
+        assert!(
+            r.warnings[2].message.contains("7 purchases") && r.warnings[2].message.contains("EUR")
+        );
+        // No exposures at all: nothing to compare, the reason named.
+        let r = report(app, experiment, &query, &ResultsData::default());
+        assert_eq!(r.exposed_users, 0);
+        assert_eq!(r.srm_p_value, 1.0);
+        assert_eq!(
+            r.metrics[0].variants[1].comparison,
+            Some(Err(NoEstimate::ControlMeanZero))
+        );
+        assert!(r.daily.is_empty());
+    });
+}

@@ -1,0 +1,292 @@
+//! Experiment results for operators (D22): the list of experiments and the report of one, made
+//! the same way for every caller (the command line, the admin API, the console): the catalog
+//! names the experiment, the store's [`ResultsSource`] aggregates its events, the domain's
+//! [`report`] computes the figures, and [`report_json`] writes D22's JSON.
+
+use std::collections::BTreeMap;
+
+use flowgate_domain::catalog::{App, Experiment};
+use flowgate_domain::events::EventType;
+use flowgate_domain::ids::{AppId, ExperimentId};
+use flowgate_domain::ports::{ResultsSource, StoreError};
+use flowgate_domain::results::{report, ExperimentReport, ResultsQuery};
+use flowgate_domain::Catalog;
+use serde_json::{json, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// How revenue is reported (`experiments.currency`, `experiments.exchange_rates`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultsSettings {
+    /// The reporting currency.
+    pub currency: String,
+    /// 1 unit of each currency in the reporting currency.
+    pub exchange_rates: BTreeMap<String, f64>,
+}
+
+impl Default for ResultsSettings {
+    fn default() -> Self {
+        Self {
+            currency: "USD".to_owned(),
+            exchange_rates: BTreeMap::new(),
+        }
+    }
+}
+
+/// What a report is asked for: the window and the conversions beyond the defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportParams {
+    /// Exposures from (inclusive); `None`: all.
+    pub from: Option<OffsetDateTime>,
+    /// Up to (inclusive); `None`: now.
+    pub to: Option<OffsetDateTime>,
+    /// More conversion metrics.
+    pub metrics: Vec<EventType>,
+}
+
+impl ReportParams {
+    /// Parses the parameters as the command line and the query string give them.
+    pub fn parse(
+        from: Option<&str>,
+        to: Option<&str>,
+        metrics: &[&str],
+    ) -> Result<Self, ReportError> {
+        let time = |param: &'static str, value: Option<&str>| {
+            value
+                .map(|v| {
+                    OffsetDateTime::parse(v, &Rfc3339).map_err(|_| ReportError::InvalidParam {
+                        param,
+                        message: format!(
+                            "{v:?} is not an RFC 3339 time with an offset (e.g. 2026-11-01T00:00:00Z)"
+                        ),
+                    })
+                })
+                .transpose()
+        };
+        let (from, to) = (time("from", from)?, time("to", to)?);
+        if let (Some(from), Some(to)) = (from, to) {
+            if from > to {
+                return Err(ReportError::InvalidParam {
+                    param: "from",
+                    message: format!(
+                        "{} is after to ({})",
+                        rfc3339(from),
+                        rfc3339(to)
+                    ),
+                });
+            }
+        }
+        let metrics = metrics
+            .iter()
+            .map(|m| {
+                EventType::parse(m).ok_or_else(|| ReportError::InvalidParam {
+                    param: "metric",
+                    message: format!(
+                        "{m:?} is not a recognized event type; one of: {}",
+                        EventType::SDK_TYPES
+                            .iter()
+                            .map(|t| t.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { from, to, metrics })
+    }
+}
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// No experiment with this id in the catalog.
+    #[error("no experiment {0} in the catalog")]
+    UnknownExperiment(String),
+    /// A parameter is not acceptable: which one and why (quoting the value).
+    #[error("invalid {param}: {message}")]
+    InvalidParam {
+        /// `from`, `to`, `metric`, `experiment_id`, `app_id`.
+        param: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The store failed, or the query ran past `experiments.query_timeout_ms`.
+    #[error("the results could not be read: {0}")]
+    Store(StoreError),
+}
+
+/// The report of experiment `id` (its text, as given): the catalog names it, `source`
+/// aggregates its events, the domain computes the figures.
+pub async fn experiment_report(
+    catalog: &Catalog,
+    source: &dyn ResultsSource,
+    id: &str,
+    params: &ReportParams,
+    settings: &ResultsSettings,
+    now: OffsetDateTime,
+) -> Result<ExperimentReport, ReportError> {
+    let experiment_id: ExperimentId = id.parse().map_err(|_| ReportError::InvalidParam {
+        param: "experiment_id",
+        message: format!("{id:?} is not a UUID in its hyphenated form"),
+    })?;
+    let (app, experiment) = catalog
+        .experiment(experiment_id)
+        .ok_or_else(|| ReportError::UnknownExperiment(id.to_owned()))?;
+    let to = params.to.unwrap_or(now);
+    if params.from.is_some_and(|from| from > to) {
+        return Err(ReportError::InvalidParam {
+            param: "from",
+            message: format!("{} is after the report's end ({})", rfc3339(params.from.unwrap_or(to)), rfc3339(to)),
+        });
+    }
+    let query = ResultsQuery::new(
+        app.id,
+        experiment,
+        params.from,
+        to,
+        &params.metrics,
+        &settings.currency,
+        settings.exchange_rates.clone(),
+    );
+    let data = source
+        .experiment_results(&query)
+        .await
+        .map_err(ReportError::Store)?;
+    Ok(report(app.id, experiment, &query, &data))
+}
+
+/// An experiment of the catalog, with where it is.
+pub struct Listed<'c> {
+    /// Its app.
+    pub app: &'c App,
+    /// The placement whose rule holds it.
+    pub placement: &'c str,
+    /// The experiment.
+    pub experiment: &'c Experiment,
+}
+
+/// The experiments of the catalog (of `app` only, when given), ordered by app name, app id,
+/// placement key.
+pub fn experiments(catalog: &Catalog, app: Option<AppId>) -> Vec<Listed<'_>> {
+    let mut apps: Vec<&App> = catalog
+        .workspaces()
+        .flat_map(|w| w.app_ids.iter().filter_map(|id| catalog.app(*id)))
+        .filter(|a| app.is_none_or(|id| a.id == id))
+        .collect();
+    apps.sort_by(|a, b| (&a.name, a.id).cmp(&(&b.name, b.id)));
+    apps.into_iter()
+        .flat_map(|app| {
+            app.experiments()
+                .into_iter()
+                .map(move |(placement, experiment)| Listed {
+                    app,
+                    placement,
+                    experiment,
+                })
+        })
+        .collect()
+}
+
+/// The list as JSON: `{"experiments": [...]}`, each with its app, placement, status, variants
+/// and, when known, its exposed users (every user with an exposure, multiple ones included).
+pub fn experiments_json(listed: &[Listed<'_>], exposed: &BTreeMap<ExperimentId, u64>) -> Value {
+    let items: Vec<Value> = listed
+        .iter()
+        .map(|l| {
+            json!({
+                "experiment_id": l.experiment.id.to_string(),
+                "name": l.experiment.name,
+                "app_id": l.app.id.to_string(),
+                "app_name": l.app.name,
+                "placement_key": l.placement,
+                "status": l.experiment.status.as_str(),
+                "exposed_users": exposed.get(&l.experiment.id).copied().unwrap_or(0),
+                "variants": l.experiment.variants.iter().map(|v| json!({
+                    "variant_id": v.id.to_string(), "name": v.name, "weight": v.weight,
+                    "holdout": v.flow.is_none(),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "experiments": items })
+}
+
+/// RFC 3339 in UTC, as every time of the report is written.
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&Rfc3339)
+        .unwrap_or_default()
+}
+
+/// A figure, `null` when not a finite number.
+fn figure(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        Value::Null
+    }
+}
+
+/// D22's JSON of a report (stable; changes are additions only).
+pub fn report_json(r: &ExperimentReport) -> Value {
+    let metrics: Vec<Value> = r
+        .metrics
+        .iter()
+        .map(|m| {
+            let variants: Vec<Value> = m
+                .variants
+                .iter()
+                .map(|v| {
+                    let (estimate, reason) = match &v.comparison {
+                        None => (None, None),
+                        Some(Ok(e)) => (Some(e), None),
+                        Some(Err(no)) => (None, Some(no.code())),
+                    };
+                    let field = |f: fn(&flowgate_domain::results::Estimate) -> f64| {
+                        estimate.map_or(Value::Null, |e| figure(f(e)))
+                    };
+                    json!({
+                        "variant_id": v.variant_id.to_string(),
+                        "users": v.sums.users,
+                        "sum": figure(v.sums.sum),
+                        "sum_squares": figure(v.sums.sum_squares),
+                        "mean": figure(v.mean),
+                        "lift": field(|e| e.lift),
+                        "ci_low": field(|e| e.ci_low),
+                        "ci_high": field(|e| e.ci_high),
+                        "p_value": field(|e| e.p_value),
+                        "chance_to_win": field(|e| e.chance_to_win),
+                        "credible_low": field(|e| e.credible_low),
+                        "credible_high": field(|e| e.credible_high),
+                        "reason": reason,
+                    })
+                })
+                .collect();
+            json!({"metric": m.metric, "kind": m.kind.as_str(), "variants": variants})
+        })
+        .collect();
+    json!({
+        "experiment_id": r.experiment_id.to_string(),
+        "name": r.name,
+        "app_id": r.app_id.to_string(),
+        "status": r.status.as_str(),
+        "from": rfc3339(r.from),
+        "to": rfc3339(r.to),
+        "currency": r.currency,
+        "exposed_users": r.exposed_users,
+        "multiple_exposures": r.multiple_exposures,
+        "unconverted_purchases": r.unconverted_purchases,
+        "srm_p_value": figure(r.srm_p_value),
+        "warnings": r.warnings.iter().map(|w| json!({"code": w.code, "message": w.message})).collect::<Vec<_>>(),
+        "variants": r.variants.iter().map(|v| json!({
+            "variant_id": v.variant_id.to_string(), "name": v.name, "weight": v.weight, "users": v.users,
+        })).collect::<Vec<_>>(),
+        "metrics": metrics,
+        "daily": r.daily.iter().map(|d| json!({
+            "date": d.date.to_string(),
+            "variant_id": d.variant_id.to_string(),
+            "users": d.users,
+            "conversions": d.conversions.iter().map(|(t, n)| (t.as_str().to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
