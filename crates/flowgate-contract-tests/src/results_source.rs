@@ -241,8 +241,10 @@ where
     assert_eq!(data.first_exposure, Some(T0));
 }
 
-/// The window is inclusive at both ends: an exposure exactly at `from` or at `to` counts, one a
-/// microsecond before `from` or after `to` does not; outcomes count up to `to` inclusive.
+/// The window selects users by their first exposure, inclusive at both ends: first exposed
+/// exactly at `from` or at `to`, in; a microsecond before `from` (even if exposed again inside)
+/// or after `to`, out; a second variant seen after `to` does not make a multiple exposure;
+/// outcomes count up to `to` inclusive.
 pub async fn the_window_is_inclusive_and_outcomes_stop_at_its_end<S>(store: &S)
 where
     S: EventStore + ResultsSource + ?Sized,
@@ -256,9 +258,11 @@ where
     ev.open("at-to", new(), to);
     ev.open("before", control(), from - us);
     ev.open("after", new(), to + us);
+    ev.open("before", control(), from + Duration::hours(1));
     ev.open("late-outcome", new(), from);
     ev.push("late-outcome", EventType::FlowComplete, to + us);
     ev.purchase("late-outcome", 7.0, "USD", to + us);
+    ev.open("at-to", control(), to + us);
     let data = results(store, &ev, &query(Some(from), to, &[], &[])).await;
     let users: Vec<(VariantId, u64, Vec<u64>)> = data
         .variants
@@ -276,6 +280,7 @@ where
         .unwrap_or_default();
     assert_revenue(control_revenue, sums(&[2.5]), "control");
     assert_eq!(data.first_exposure, Some(from));
+    assert_eq!(data.multiple_exposures, 0);
 }
 
 /// Per UTC day and variant: the users first exposed that day, and the users whose first
@@ -312,6 +317,56 @@ where
     let mut expected = vec![(control(), 1), (new(), 1)];
     expected.sort_by_key(|e| e.0);
     assert_eq!(screen_views, expected);
+}
+
+/// User ids whose order differs between their bytes and a language's (case, accents, spaces,
+/// digits): each user's events are joined to that user's exposure, whatever order a store
+/// reads them in.
+pub async fn user_ids_in_any_order_are_joined_to_their_own_events<S>(store: &S)
+where
+    S: EventStore + ResultsSource + ?Sized,
+{
+    let h = Duration::HOUR;
+    let mut ev = Events::default();
+    let users = [
+        "Zoë", "alice", "Émile", "émile", "a b", "ab", "a-b", "10", "9", "Bob", "bob", "ß",
+    ];
+    // Every second user is in the new variant; users 0, 3, 4, 7 and 10 complete the flow;
+    // users 1 and 6 buy; user 11 completes before being exposed (not counted).
+    for (i, user) in users.iter().enumerate() {
+        let variant = if i % 2 == 0 { control() } else { new() };
+        ev.open(user, variant, T0);
+    }
+    for i in [0, 3, 4, 7, 10] {
+        ev.push(users[i], EventType::FlowComplete, T0 + h);
+    }
+    ev.purchase(users[1], 2.0, "USD", T0 + h);
+    ev.purchase(users[6], 7.0, "USD", T0 + h);
+    ev.push(users[11], EventType::FlowComplete, T0 - h);
+    let data = results(store, &ev, &query(None, T0 + Duration::days(1), &[], &[])).await;
+    let counts: Vec<(VariantId, u64, Vec<u64>)> = data
+        .variants
+        .iter()
+        .map(|v| (v.variant_id, v.users, v.conversions.clone()))
+        .collect();
+    // control: users 0, 2, 4, 6, 8, 10 (completions 0, 4, 10; purchase 6);
+    // new: 1, 3, 5, 7, 9, 11 (completions 3, 7; purchase 1).
+    let mut expected = vec![(control(), 6, vec![3, 1]), (new(), 6, vec![2, 1])];
+    expected.sort_by_key(|e| e.0);
+    assert_eq!(counts, expected);
+    let revenue = |id: VariantId| {
+        data.variants
+            .iter()
+            .find(|v| v.variant_id == id)
+            .map(|v| v.revenue)
+            .unwrap_or_default()
+    };
+    assert_revenue(
+        revenue(control()),
+        sums(&[0.0, 0.0, 0.0, 7.0, 0.0, 0.0]),
+        "control",
+    );
+    assert_revenue(revenue(new()), sums(&[2.0, 0.0, 0.0, 0.0, 0.0, 0.0]), "new");
 }
 
 /// No exposure: nothing counted, no error.

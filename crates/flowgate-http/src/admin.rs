@@ -1,5 +1,6 @@
 //! The admin listener (D11), on its own port: `/healthz` (the process answers), `/readyz`
-//! (can this replica serve?) and `/metrics` (Prometheus text format).
+//! (can this replica serve?) and `/metrics` (Prometheus text format); with `admin.token`, the
+//! admin API: explain (D18) and experiment results (D22).
 //!
 //! Readiness has three states, from named checks that the process supplies
 //! ([`ReadinessReport`]): `ready` when every check passes; `not_ready` (503) when a required
@@ -21,7 +22,12 @@ use serde::Serialize;
 
 use crate::middleware::request_id_of;
 use crate::problem::PROBLEM_JSON;
+use crate::results::{
+    experiment_list, experiment_report, experiments_json, report_json, ReportError, ReportParams,
+    ResultsMetrics, ResultsSettings,
+};
 use crate::state::CatalogHandle;
+use flowgate_domain::ports::ResultsSource;
 
 /// One readiness check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -156,12 +162,38 @@ impl std::fmt::Debug for ExplainAccess {
     }
 }
 
+/// What the results endpoints (D22) need: the token callers must present, the live catalog
+/// (which names the experiments), where results are read, and how revenue is reported.
+#[derive(Clone)]
+pub struct ResultsAccess {
+    /// `admin.token`: requests must send `Authorization: Bearer <token>`.
+    pub token: String,
+    /// The catalog resolve serves.
+    pub catalog: CatalogHandle,
+    /// The results store: its own small pool, under `experiments.query_timeout_ms`.
+    pub source: Arc<dyn ResultsSource>,
+    /// `experiments.currency` and `experiments.exchange_rates`.
+    pub settings: ResultsSettings,
+    /// Report queries' metrics.
+    pub metrics: ResultsMetrics,
+}
+
+impl std::fmt::Debug for ResultsAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultsAccess")
+            .field("token", &"<redacted>")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
 /// State of the admin listener.
 #[derive(Clone)]
 pub struct AdminState {
     registry: Arc<Registry>,
     source: Arc<dyn AdminSource>,
     explain: Option<Arc<ExplainAccess>>,
+    results: Option<Arc<ResultsAccess>>,
 }
 
 impl AdminState {
@@ -171,6 +203,7 @@ impl AdminState {
             registry,
             source,
             explain: None,
+            results: None,
         }
     }
 
@@ -178,6 +211,13 @@ impl AdminState {
     /// callers presenting `access.token`. Without it the route does not exist (404).
     pub fn with_explain(mut self, access: ExplainAccess) -> Self {
         self.explain = Some(Arc::new(access));
+        self
+    }
+
+    /// Also serves `GET /admin/v1/experiments` and `GET /admin/v1/experiments/{id}/results`
+    /// (D22), to callers presenting `access.token`. Without it the routes do not exist (404).
+    pub fn with_results(mut self, access: ResultsAccess) -> Self {
+        self.results = Some(Arc::new(access));
         self
     }
 }
@@ -194,18 +234,218 @@ fn same_secret(given: &[u8], expected: &[u8]) -> bool {
 
 /// The 401 of the admin API: no or another token.
 fn admin_unauthorized(req: &HttpRequest, detail: &str) -> HttpResponse {
+    let mut response = admin_problem(
+        req,
+        StatusCode::UNAUTHORIZED,
+        "admin_unauthorized",
+        "Admin token required",
+        detail,
+    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// `None` when the request presents `token` as its bearer token, else the 401 to answer.
+fn refuse_without(req: &HttpRequest, token: &str) -> Option<HttpResponse> {
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(flowgate_domain::keys::bearer_token);
+    match presented {
+        None => Some(admin_unauthorized(
+            req,
+            "send Authorization: Bearer <admin.token>",
+        )),
+        Some(given) if !same_secret(given.as_bytes(), token.as_bytes()) => Some(
+            admin_unauthorized(req, "the bearer token is not the admin token"),
+        ),
+        Some(_) => None,
+    }
+}
+
+/// A problem+json answer of the admin API.
+fn admin_problem(
+    req: &HttpRequest,
+    status: StatusCode,
+    code: &str,
+    title: &str,
+    detail: &str,
+) -> HttpResponse {
     let body = serde_json::json!({
-        "type": "https://flowgate.dev/problems/admin_unauthorized",
-        "title": "Admin token required",
-        "status": 401,
+        "type": format!("https://flowgate.dev/problems/{code}"),
+        "title": title,
+        "status": status.as_u16(),
         "detail": detail,
-        "code": "admin_unauthorized",
+        "code": code,
         "request_id": request_id_of(req),
     });
-    HttpResponse::build(StatusCode::UNAUTHORIZED)
+    HttpResponse::build(status)
         .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
-        .insert_header((header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")))
         .body(body.to_string())
+}
+
+/// The answer to a results request that failed (D22).
+fn report_problem(req: &HttpRequest, error: &ReportError) -> HttpResponse {
+    match error {
+        ReportError::UnknownExperiment(_) => admin_problem(
+            req,
+            StatusCode::NOT_FOUND,
+            "experiment_not_found",
+            "Experiment not found",
+            &error.to_string(),
+        ),
+        ReportError::UnknownApp(_) => admin_problem(
+            req,
+            StatusCode::NOT_FOUND,
+            "app_not_found",
+            "App not found",
+            &error.to_string(),
+        ),
+        ReportError::InvalidParam { .. } => admin_problem(
+            req,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "Invalid request",
+            &error.to_string(),
+        ),
+        ReportError::Store(cause) if error.timed_out() => {
+            tracing::warn!(request_id = %request_id_of(req), error = %cause, "results read timed out");
+            admin_problem(
+                req,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "results_timeout",
+                "Results took too long",
+                "the results were not read within experiments.query_timeout_ms; ask for a \
+                 shorter window (from, to), or raise the limit",
+            )
+        }
+        ReportError::Store(cause) => {
+            tracing::error!(request_id = %request_id_of(req), error = %cause, "results read failed");
+            admin_problem(
+                req,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "results_unavailable",
+                "Results unavailable",
+                "the results store could not be read; retry later (the cause is in the log \
+                 with this request id)",
+            )
+        }
+    }
+}
+
+/// The query parameters of a results request: each of `allowed` (repeated for `metric`), or a
+/// 400 naming the first other one.
+fn query_params(req: &HttpRequest, allowed: &[&str]) -> Result<Vec<(String, String)>, ReportError> {
+    let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map_err(|e| ReportError::InvalidParam {
+            param: "query",
+            message: format!("{:?} is not a query string: {e}", req.query_string()),
+        })?
+        .into_inner();
+    if let Some((name, _)) = pairs.iter().find(|(n, _)| !allowed.contains(&n.as_str())) {
+        return Err(ReportError::InvalidParam {
+            param: "query",
+            message: format!(
+                "unknown parameter {name:?}; this route takes {}",
+                allowed.join(", ")
+            ),
+        });
+    }
+    Ok(pairs)
+}
+
+/// The one value of parameter `name`, if given; twice is an error.
+fn single<'p>(
+    pairs: &'p [(String, String)],
+    name: &'static str,
+) -> Result<Option<&'p str>, ReportError> {
+    let mut values = pairs
+        .iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str());
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(ReportError::InvalidParam {
+            param: name,
+            message: "given more than once".to_owned(),
+        });
+    }
+    Ok(first)
+}
+
+fn json_ok(value: &serde_json::Value) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ))
+        .body(value.to_string())
+}
+
+/// `GET /admin/v1/experiments[?app_id=]` (D22).
+async fn list_experiments(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse {
+    let Some(access) = state.results.as_deref() else {
+        return crate::handlers::no_route(&req);
+    };
+    if let Some(refused) = refuse_without(&req, &access.token) {
+        return refused;
+    }
+    let catalog = access.catalog.load();
+    let started = std::time::Instant::now();
+    let listed = async {
+        let pairs = query_params(&req, &["app_id"])?;
+        let app = single(&pairs, "app_id")?;
+        experiment_list(&catalog, access.source.as_ref(), app).await
+    }
+    .await;
+    access.metrics.observe(started.elapsed(), &listed);
+    match listed {
+        Ok((listed, exposed)) => json_ok(&experiments_json(&listed, &exposed)),
+        Err(e) => report_problem(&req, &e),
+    }
+}
+
+/// `GET /admin/v1/experiments/{id}/results[?from=&to=&metric=...]` (D22).
+async fn experiment_results(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AdminState>,
+) -> HttpResponse {
+    let Some(access) = state.results.as_deref() else {
+        return crate::handlers::no_route(&req);
+    };
+    if let Some(refused) = refuse_without(&req, &access.token) {
+        return refused;
+    }
+    let catalog = access.catalog.load();
+    let started = std::time::Instant::now();
+    let report = async {
+        let pairs = query_params(&req, &["from", "to", "metric"])?;
+        let metrics: Vec<&str> = pairs
+            .iter()
+            .filter(|(n, _)| n == "metric")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        let params = ReportParams::parse(single(&pairs, "from")?, single(&pairs, "to")?, &metrics)?;
+        experiment_report(
+            &catalog,
+            access.source.as_ref(),
+            &path,
+            &params,
+            &access.settings,
+            time::OffsetDateTime::now_utc(),
+        )
+        .await
+    }
+    .await;
+    access.metrics.observe(started.elapsed(), &report);
+    match report {
+        Ok(report) => json_ok(&report_json(&report)),
+        Err(e) => report_problem(&req, &e),
+    }
 }
 
 /// `POST /admin/v1/apps/{appId}/placements/{placementId}/explain` (D18).
@@ -218,17 +458,8 @@ async fn explain(
     let Some(access) = state.explain.as_deref() else {
         return crate::handlers::no_route(&req);
     };
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(flowgate_domain::keys::bearer_token);
-    match presented {
-        None => return admin_unauthorized(&req, "send Authorization: Bearer <admin.token>"),
-        Some(token) if !same_secret(token.as_bytes(), access.token.as_bytes()) => {
-            return admin_unauthorized(&req, "the bearer token is not the admin token")
-        }
-        Some(_) => {}
+    if let Some(refused) = refuse_without(&req, &access.token) {
+        return refused;
     }
     let (app_id, key) = path.into_inner();
     let result = async {
@@ -311,6 +542,24 @@ async fn metrics(state: web::Data<AdminState>) -> HttpResponse {
 /// The explain route (D18).
 const EXPLAIN_PATH: &str = "/admin/v1/apps/{appId}/placements/{placementId}/explain";
 
+/// The results routes (D22).
+const EXPERIMENTS_PATH: &str = "/admin/v1/experiments";
+const RESULTS_PATH: &str = "/admin/v1/experiments/{experimentId}/results";
+
+/// A resource answering GET with `handler` and 405 otherwise.
+fn get_only<F, Args>(path: &'static str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    labelled(path)
+        .route(web::get().to(handler))
+        .default_service(web::to(|req: HttpRequest| async move {
+            crate::handlers::method_not_allowed(&req, "GET")
+        }))
+}
+
 /// A resource that reports its path as its route label (`middleware::Route`).
 fn labelled(path: &'static str) -> actix_web::Resource {
     web::resource(path).app_data(crate::middleware::Route(path))
@@ -340,6 +589,8 @@ pub fn admin_app(
                     crate::handlers::method_not_allowed(&req, "POST")
                 })),
         )
+        .service(get_only(EXPERIMENTS_PATH, list_experiments))
+        .service(get_only(RESULTS_PATH, experiment_results))
         .default_service(web::to(crate::handlers::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

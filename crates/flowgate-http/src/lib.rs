@@ -18,6 +18,7 @@ mod request_body;
 pub mod request_id;
 mod resolve_body;
 mod response;
+pub mod results;
 pub mod router;
 mod state;
 mod unknown_placements;
@@ -29,6 +30,7 @@ use actix_web::{web, App};
 
 pub use admin::{
     admin_app, AdminSource, AdminState, Check, ExplainAccess, Readiness, ReadinessReport,
+    ResultsAccess,
 };
 pub use config::{BodyPace, HttpConfig, RateLimitConfig};
 pub use connections::ConnectionLimits;

@@ -8,9 +8,14 @@ use std::collections::BTreeMap;
 use flowgate_domain::catalog::{App, Experiment};
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId};
-use flowgate_domain::ports::{ResultsSource, StoreError};
+use flowgate_domain::ports::{Outage, ResultsSource, StoreError};
 use flowgate_domain::results::{report, ExperimentReport, ResultsQuery};
 use flowgate_domain::Catalog;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
 use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -63,19 +68,9 @@ impl ReportParams {
                 })
                 .transpose()
         };
+        // `from` after `to` is refused with the report, which knows the end when `to` is not
+        // given (now).
         let (from, to) = (time("from", from)?, time("to", to)?);
-        if let (Some(from), Some(to)) = (from, to) {
-            if from > to {
-                return Err(ReportError::InvalidParam {
-                    param: "from",
-                    message: format!(
-                        "{} is after to ({})",
-                        rfc3339(from),
-                        rfc3339(to)
-                    ),
-                });
-            }
-        }
         let metrics = metrics
             .iter()
             .map(|m| {
@@ -96,12 +91,15 @@ impl ReportParams {
     }
 }
 
-/// Why a report could not be made.
+/// Why a report or a list could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// No experiment with this id in the catalog.
-    #[error("no experiment {0} in the catalog")]
+    #[error("no experiment {0:?} in the catalog")]
     UnknownExperiment(String),
+    /// No app with this id in the catalog (a list of one app's experiments).
+    #[error("no app {0:?} in the catalog")]
+    UnknownApp(String),
     /// A parameter is not acceptable: which one and why (quoting the value).
     #[error("invalid {param}: {message}")]
     InvalidParam {
@@ -136,7 +134,11 @@ pub async fn experiment_report(
     if params.from.is_some_and(|from| from > to) {
         return Err(ReportError::InvalidParam {
             param: "from",
-            message: format!("{} is after the report's end ({})", rfc3339(params.from.unwrap_or(to)), rfc3339(to)),
+            message: format!(
+                "{} is after the report's end ({})",
+                rfc3339(params.from.unwrap_or(to)),
+                rfc3339(to)
+            ),
         });
     }
     let query = ResultsQuery::new(
@@ -153,6 +155,54 @@ pub async fn experiment_report(
         .await
         .map_err(ReportError::Store)?;
     Ok(report(app.id, experiment, &query, &data))
+}
+
+impl ReportError {
+    /// Whether the store ran past `experiments.query_timeout_ms` (or found no connection in
+    /// time): narrowing the window may help.
+    pub fn timed_out(&self) -> bool {
+        matches!(
+            self,
+            ReportError::Store(StoreError::Unavailable {
+                reason: Outage::Timeout,
+                ..
+            })
+        )
+    }
+}
+
+/// The experiments of the catalog, of app `app` (its id as given) only when given, with their
+/// exposed users.
+pub async fn experiment_list<'c>(
+    catalog: &'c Catalog,
+    source: &dyn ResultsSource,
+    app: Option<&str>,
+) -> Result<(Vec<Listed<'c>>, BTreeMap<ExperimentId, u64>), ReportError> {
+    let app = app
+        .map(|text| {
+            let id: AppId = text.parse().map_err(|_| ReportError::InvalidParam {
+                param: "app_id",
+                message: format!("{text:?} is not a UUID in its hyphenated form"),
+            })?;
+            catalog
+                .app(id)
+                .map(|a| a.id)
+                .ok_or_else(|| ReportError::UnknownApp(text.to_owned()))
+        })
+        .transpose()?;
+    let listed = experiments(catalog, app);
+    let mut apps: Vec<AppId> = listed.iter().map(|l| l.app.id).collect();
+    apps.dedup();
+    let mut exposed = BTreeMap::new();
+    for app in apps {
+        exposed.extend(
+            source
+                .exposure_counts(app)
+                .await
+                .map_err(ReportError::Store)?,
+        );
+    }
+    Ok((listed, exposed))
 }
 
 /// An experiment of the catalog, with where it is.
@@ -289,4 +339,53 @@ pub fn report_json(r: &ExperimentReport) -> Value {
             "conversions": d.conversions.iter().map(|(t, n)| (t.as_str().to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// Report queries' metrics (`flowgate_results_*`): their count by outcome and their duration.
+#[derive(Clone, Debug)]
+pub struct ResultsMetrics {
+    queries: Family<OutcomeLabels, Counter>,
+    duration: Histogram,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+impl ResultsMetrics {
+    /// New metrics, registered in `registry` under the `flowgate_results` prefix.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self {
+            queries: Family::default(),
+            // 10 ms doubling to about 80 s.
+            duration: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+        };
+        let r = registry.sub_registry_with_prefix("flowgate_results");
+        r.register(
+            "queries",
+            "Experiment results read (a report or a list's exposed users), by outcome: ok, timeout (past experiments.query_timeout_ms) or error",
+            m.queries.clone(),
+        );
+        r.register_with_unit(
+            "query_duration",
+            "Time to read an experiment's results or a list's exposed users, whatever the outcome",
+            Unit::Seconds,
+            m.duration.clone(),
+        );
+        m
+    }
+
+    /// Counts one read that took `took` and ended in `result`.
+    pub fn observe<T>(&self, took: std::time::Duration, result: &Result<T, ReportError>) {
+        let outcome = match result {
+            Ok(_) => "ok",
+            Err(e) if e.timed_out() => "timeout",
+            Err(ReportError::Store(_)) => "error",
+            // The request's own mistakes read nothing.
+            Err(_) => return,
+        };
+        self.queries.get_or_create(&OutcomeLabels { outcome }).inc();
+        self.duration.observe(took.as_secs_f64());
+    }
 }

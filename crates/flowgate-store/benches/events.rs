@@ -130,7 +130,44 @@ async fn postgres_at(name: &str, migration: &str) -> Store {
 
 /// `append_events` of 40,000 new events per round into `current` and into `earlier`, in
 /// alternating order, 5 rounds per batch size: the medians and their ratio, as a table row.
+/// The rows of one round: the benchmark's screen views, or the experiment mix of
+/// `flowgate_testkit::scale::experiment` (exposures, conversions, purchases among them).
+#[derive(Clone, Copy)]
+enum Mix {
+    Screens,
+    Experiment,
+}
+
+fn rows(mix: Mix, count: usize, offset: u128) -> Vec<AnalyticsEvent> {
+    match mix {
+        Mix::Screens => events(count, offset),
+        Mix::Experiment => {
+            // About ten events a user; users numbered from the offset, so ids never repeat.
+            let first = (offset >> 4) as u64;
+            let mut out = flowgate_testkit::scale::experiment::events(
+                first..first + count as u64 / 9,
+                1 << 40,
+                14,
+                time::OffsetDateTime::now_utc() - time::Duration::days(1),
+            );
+            out.truncate(count);
+            out
+        }
+    }
+}
+
 async fn compare(what: &str, backend: &str, current: &Store, earlier: &Store, offset: &mut u128) {
+    compare_mix(what, backend, current, earlier, offset, Mix::Screens).await;
+}
+
+async fn compare_mix(
+    what: &str,
+    backend: &str,
+    current: &Store,
+    earlier: &Store,
+    offset: &mut u128,
+    mix: Mix,
+) {
     const ROUNDS: usize = 5;
     for batch in [100usize, 1000] {
         let (mut now, mut before) = (Vec::new(), Vec::new());
@@ -141,10 +178,10 @@ async fn compare(what: &str, backend: &str, current: &Store, earlier: &Store, of
                 [(earlier, &mut before), (current, &mut now)]
             };
             for (store, out) in order {
-                let rows = events(ROWS * 2, *offset);
-                *offset += (ROWS * 2) as u128;
+                let rows = rows(mix, ROWS * 2, *offset);
+                *offset += (ROWS * 2) as u128 * 16;
                 let d = append_all(store, &rows, batch).await;
-                out.push((ROWS * 2) as f64 / d.as_secs_f64());
+                out.push(rows.len() as f64 / d.as_secs_f64());
             }
         }
         let median = |v: &mut Vec<f64>| {
@@ -152,8 +189,12 @@ async fn compare(what: &str, backend: &str, current: &Store, earlier: &Store, of
             v[v.len() / 2]
         };
         let (a, b) = (median(&mut now), median(&mut before));
+        let mix = match mix {
+            Mix::Screens => "screen views",
+            Mix::Experiment => "experiment mix",
+        };
         println!(
-            "| {what} | {backend} | {batch} | {ROUNDS} | {a:.0} | {b:.0} | {:.2} |",
+            "| {what} | {backend} | {mix} | {batch} | {ROUNDS} | {a:.0} | {b:.0} | {:.2} |",
             a / b
         );
     }
@@ -228,8 +269,8 @@ async fn main() {
     // Schema against schema, same rows, alternating rounds: each case is a second store at an
     // earlier migration beside the current one.
     println!();
-    println!("| comparison | backend | batch | rounds | current rows/s (median) | earlier rows/s (median) | ratio |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| comparison | backend | rows | batch | rounds | current rows/s (median) | earlier rows/s (median) | ratio |");
+    println!("|---|---|---|---|---|---|---|---|");
     // The partitioned table (D21) against the one table it replaced.
     let flat_db = format!("{db}_flat");
     let flat = postgres_at(&flat_db, "20261125000000").await;
@@ -244,33 +285,72 @@ async fn main() {
     drop(flat);
     psql("postgres", &format!("DROP DATABASE {flat_db} WITH (FORCE)"));
     // Event ids per app (D25): the key (app_id, event_id[, occurred_at]) against (event_id[,
-    // occurred_at]).
-    let global_db = format!("{db}_global");
+    // occurred_at]), both without the later results indexes.
+    let (per_app_db, global_db) = (format!("{db}_per_app"), format!("{db}_global"));
+    let per_app = postgres_at(&per_app_db, "20261128000000").await;
     let global = postgres_at(&global_db, "20261127000000").await;
     compare(
         "ids per app / across apps",
         "PostgreSQL",
-        &pg,
+        &per_app,
         &global,
         &mut offset,
     )
     .await;
-    drop(global);
+    drop((per_app, global));
+    psql(
+        "postgres",
+        &format!("DROP DATABASE {per_app_db} WITH (FORCE)"),
+    );
     psql(
         "postgres",
         &format!("DROP DATABASE {global_db} WITH (FORCE)"),
     );
-    let global = sqlite_store("global.db", SqliteSynchronous::Full);
+    let sqlite_at = |file: &str| sqlite_store(file, SqliteSynchronous::Full);
+    let (per_app, global) = (sqlite_at("per_app.db"), sqlite_at("global.db"));
+    per_app.migrate().await.unwrap();
     global.migrate().await.unwrap();
+    flowgate_testkit::revert_through(&per_app, "20261128000000").await;
     flowgate_testkit::revert_through(&global, "20261127000000").await;
     compare(
         "ids per app / across apps",
         "SQLite (FULL)",
-        &sqlite,
+        &per_app,
         &global,
         &mut offset,
     )
     .await;
+    // The indexes experiment results read (D22) against none, for the benchmark's screen views
+    // and for the experiment mix (a tenth of its events are exposures, as many conversions).
+    let plain_db = format!("{db}_plain");
+    let plain = postgres_at(&plain_db, "20261128000000").await;
+    for mix in [Mix::Screens, Mix::Experiment] {
+        compare_mix(
+            "results indexes / none",
+            "PostgreSQL",
+            &pg,
+            &plain,
+            &mut offset,
+            mix,
+        )
+        .await;
+    }
+    drop(plain);
+    psql(
+        "postgres",
+        &format!("DROP DATABASE {plain_db} WITH (FORCE)"),
+    );
+    for mix in [Mix::Screens, Mix::Experiment] {
+        compare_mix(
+            "results indexes / none",
+            "SQLite (FULL)",
+            &sqlite,
+            &per_app,
+            &mut offset,
+            mix,
+        )
+        .await;
+    }
 
     drop(pg);
     psql("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));

@@ -221,10 +221,14 @@ impl TestDb {
             now_secs(),
             uuid::Uuid::new_v4().simple()
         );
-        diesel::sql_query(format!("CREATE DATABASE \"{name}\""))
-            .execute(&mut admin)
-            .await
-            .expect("create the test database");
+        // A linguistic default collation (ICU's en-US), as production databases usually have,
+        // so that code relying on the default order of text fails here.
+        diesel::sql_query(format!(
+            "CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+        ))
+        .execute(&mut admin)
+        .await
+        .expect("create the test database");
         let url = url_for(&name);
         let store = Store::connect(&url, test_options()).expect("store");
         Some(TestDb {
@@ -326,6 +330,22 @@ impl TestDb {
                 .await
                 .expect("lock"),
             Conn::Sqlite(conn) => conn.batch_execute("BEGIN EXCLUSIVE").await.expect("lock"),
+        }
+        HeldLock(conn)
+    }
+
+    /// PostgreSQL: a connection of its own holds `LOCK TABLE table IN ACCESS EXCLUSIVE MODE`
+    /// (say, one partition of the events) until [`HeldLock::release`] or drop.
+    pub async fn lock_table(&self, table: &str) -> HeldLock {
+        let mut conn = self.connect().await;
+        match &mut conn {
+            Conn::Pg(conn) => conn
+                .batch_execute(&format!(
+                    "BEGIN; LOCK TABLE \"{table}\" IN ACCESS EXCLUSIVE MODE"
+                ))
+                .await
+                .expect("lock"),
+            Conn::Sqlite(_) => panic!("lock_table locks a PostgreSQL table"),
         }
         HeldLock(conn)
     }

@@ -142,3 +142,155 @@ pub fn catalog_file() -> String {
     out.push_str("]}");
     out
 }
+
+/// The experiment at scale of the results benchmark (D22, docs/benchmarks.md): one app with a
+/// running two-variant paywall experiment, and the events of `users` exposed users spread over
+/// `days` days, about ten per user: the flow loading and opening (the exposure), screens,
+/// `flow_complete` for about 40% (44% in the new variant), `purchase_complete` for about 5%
+/// (5.5%) at 4.99 or 9.99 (one in ten in EUR), and one user in 200 exposed to both variants.
+/// Deterministic: the same events for the same arguments, so a benchmark's answer is known.
+pub mod experiment {
+    use flowgate_domain::catalog::CatalogData;
+    use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
+    use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
+    use flowgate_domain::Platform;
+    use time::{Duration, OffsetDateTime};
+
+    /// The app.
+    pub const APP: u128 = 0xA100_0000_0000_4000_8000_0000_0000_0001;
+    /// The experiment.
+    pub const EXPERIMENT: u128 = 0xE100_0000_0000_4000_8000_0000_0000_0001;
+    /// The variants: `control` and `new`.
+    pub const VARIANTS: [u128; 2] = [
+        0x7A00_0000_0000_4000_8000_0000_0000_0001,
+        0x7A00_0000_0000_4000_8000_0000_0000_0002,
+    ];
+    const FLOW: u128 = 0xF100_0000_0000_4000_8000_0000_0000_0001;
+    const VERSION: u128 = 0xF200_0000_0000_4000_8000_0000_0000_0001;
+
+    fn id(n: u128) -> String {
+        uuid::Uuid::from_u128(n).hyphenated().to_string()
+    }
+
+    /// The catalog holding the app and the experiment (no keys).
+    pub fn catalog() -> CatalogData {
+        let text = format!(
+            r#"{{"workspaces": [{{"id": "{ws}", "name": "Scale", "apps": [{{
+                "id": "{app}", "name": "Scale app",
+                "media_base_url": "https://cdn.example.com/", "icon_base_url": "https://cdn.example.com/",
+                "flows": [{{"id": "{flow}", "name": "Paywall", "published_version": 1, "versions": [
+                    {{"id": "{version}", "version": 1, "schema_version": 1, "fonts": [], "flow_schema": {{"screens": []}}}}]}}],
+                "placements": [{{"key": "paywall", "rules": [{{"experiment": {{
+                    "id": "{exp}", "name": "paywall-price", "status": "running",
+                    "variants": [{{"id": "{v0}", "name": "control", "weight": 1, "flow_id": "{flow}"}},
+                                 {{"id": "{v1}", "name": "new", "weight": 1, "flow_id": "{flow}"}}]}}}}]}}]
+            }}]}}]}}"#,
+            ws = id(0xB100_0000_0000_4000_8000_0000_0000_0001),
+            app = id(APP),
+            flow = id(FLOW),
+            version = id(VERSION),
+            exp = id(EXPERIMENT),
+            v0 = id(VARIANTS[0]),
+            v1 = id(VARIANTS[1]),
+        );
+        match serde_json::from_str(&text) {
+            Ok(data) => data,
+            Err(e) => panic!("the scale catalog parses: {e}"),
+        }
+    }
+
+    /// splitmix64: a deterministic stream of numbers per user.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        /// True with probability `p`.
+        fn chance(&mut self, p: f64) -> bool {
+            (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+        }
+    }
+
+    /// The events of users `users` (of `total` users spread over `days` days from `start`).
+    pub fn events(
+        users: std::ops::Range<u64>,
+        total: u64,
+        days: u32,
+        start: OffsetDateTime,
+    ) -> Vec<AnalyticsEvent> {
+        let mut out = Vec::with_capacity((users.end - users.start) as usize * 11);
+        let span = i64::from(days) * 86_400;
+        for u in users {
+            let mut rng = Rng(u.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xF10E_6A7E);
+            let variant = usize::from(rng.next() % 2 == 1);
+            let at = start + Duration::seconds(u as i64 * span / total.max(1) as i64);
+            let user = format!("user-{u}");
+            let mut n = 0u128;
+            let mut push = |out: &mut Vec<AnalyticsEvent>, t: EventType, dt: i64| {
+                n += 1;
+                let mut e = AnalyticsEvent {
+                    event_id: EventId::from_uuid(uuid::Uuid::from_u128(
+                        (0xEE00_0000_0000_4000_8000_0000_0000_0000u128 | (u128::from(u) << 8)) + n,
+                    )),
+                    source: EventSource::Sdk,
+                    event_type: t,
+                    app_id: AppId::from_uuid(uuid::Uuid::from_u128(APP)),
+                    flow_id: Some(FlowId::from_uuid(uuid::Uuid::from_u128(FLOW))),
+                    flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(VERSION))),
+                    placement_key: Some("paywall".to_owned()),
+                    user_id: user.clone(),
+                    session_id: format!("s-{u}"),
+                    device_platform: Platform::Ios,
+                    occurred_at: at + Duration::seconds(dt),
+                    sdk_version: Some("3.1.0".to_owned()),
+                    experiment_id: None,
+                    variant_id: None,
+                    variant_name: None,
+                    reason: None,
+                    payload: serde_json::Map::new(),
+                };
+                if t == EventType::ScreenView {
+                    e.payload
+                        .insert("screen_index".to_owned(), serde_json::json!(n % 5));
+                }
+                out.push(e);
+                out.len() - 1
+            };
+            push(&mut out, EventType::FlowLoadStart, 0);
+            push(&mut out, EventType::FlowLoadComplete, 1);
+            let open = push(&mut out, EventType::FlowOpen, 2);
+            out[open].experiment_id = Some(id(EXPERIMENT));
+            out[open].variant_id = Some(id(VARIANTS[variant]));
+            if u % 200 == 7 {
+                let other = push(&mut out, EventType::FlowOpen, 3_600);
+                out[other].experiment_id = Some(id(EXPERIMENT));
+                out[other].variant_id = Some(id(VARIANTS[1 - variant]));
+            }
+            for s in 0..5 {
+                push(&mut out, EventType::ScreenView, 10 + s * 15);
+            }
+            let lift = if variant == 1 { 1.1 } else { 1.0 };
+            if rng.chance(0.40 * lift) {
+                push(&mut out, EventType::FlowComplete, 120);
+            }
+            if rng.chance(0.05 * lift) {
+                let p = push(&mut out, EventType::PurchaseComplete, 150);
+                let price = if rng.chance(0.5) { 9.99 } else { 4.99 };
+                let currency = if rng.chance(0.1) { "EUR" } else { "USD" };
+                out[p]
+                    .payload
+                    .insert("revenue".to_owned(), serde_json::json!(price));
+                out[p]
+                    .payload
+                    .insert("currency".to_owned(), serde_json::json!(currency));
+            }
+        }
+        out
+    }
+}

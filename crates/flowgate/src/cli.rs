@@ -82,15 +82,26 @@ pub enum Command {
         command: KeysCommand,
     },
     /// Create a demo workspace with an app, flows and placements, and print a key and
-    /// ready-to-paste curl commands.
+    /// ready-to-paste curl commands. With `--traffic N`, send N simulated users of its paywall
+    /// experiment through the API of the flowgate serving at `server.listen`, then print the
+    /// experiment's report (D22).
     Demo {
-        /// Print the key, ids and commands as JSON.
+        /// Print the key, ids and commands (with `--traffic`, the report) as JSON.
         #[arg(long)]
         json: bool,
+        /// Simulated users to send (1 to 1000000).
+        #[arg(long, value_name = "USERS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        traffic: Option<u64>,
     },
     /// Consume the event stream into the store until SIGTERM or Ctrl-C (events.sink =
     /// "jetstream"; run as many processes as needed).
     Ingest,
+    /// Experiment results (D22): which variant wins, from the stored events.
+    Experiments {
+        /// The experiments operation.
+        #[command(subcommand)]
+        command: ExperimentsCommand,
+    },
     /// Analytics events: dead letters.
     Events {
         /// The events operation.
@@ -122,6 +133,39 @@ pub enum CatalogCommand {
         /// standard output.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
+    },
+}
+
+/// `flowgate experiments ...`
+#[derive(Debug, Subcommand)]
+pub enum ExperimentsCommand {
+    /// The catalog's experiments: app, placement, status, variants and exposed users.
+    List {
+        /// Only this app's experiments.
+        #[arg(long, value_name = "APP_ID")]
+        app: Option<String>,
+        /// Print D22's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One experiment's report: per variant, exposed users, each metric with its lift, 95%
+    /// interval, p-value and chance to win; the sample ratio check; warnings.
+    Results {
+        /// The experiment id.
+        experiment: String,
+        /// Only users first exposed at or after this time (RFC 3339, e.g.
+        /// 2026-11-01T00:00:00Z).
+        #[arg(long, value_name = "RFC3339")]
+        from: Option<String>,
+        /// Events up to this time (RFC 3339; default now).
+        #[arg(long, value_name = "RFC3339")]
+        to: Option<String>,
+        /// Also report this event type as a conversion (repeatable).
+        #[arg(long = "metric", value_name = "EVENT_TYPE")]
+        metrics: Vec<String>,
+        /// Print D22's JSON (with the daily series).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -249,7 +293,8 @@ pub enum ExitCode {
     Usage = 2,
     /// Invalid configuration.
     Config = 3,
-    /// Invalid input: an import file with problems.
+    /// Invalid input: an import file with problems; an unknown experiment, app or parameter of
+    /// `flowgate experiments` (D22).
     InvalidInput = 4,
     /// The named record does not exist (e.g. `keys revoke` of an unknown id or workspace,
     /// `catalog export --workspace` of an unknown workspace).

@@ -488,7 +488,8 @@ pub struct ExperimentsConfig {
     pub database_url: String,
     /// The longest a results query may run before it is stopped and the report fails.
     pub query_timeout_ms: u64,
-    /// Connections of the results' own pool.
+    /// Connections results may hold at once, apart from resolve's and event writes' pool (a
+    /// report on PostgreSQL reads with up to 4, on SQLite with 1; more reports wait their turn).
     pub max_connections: usize,
     /// The reporting currency (three upper-case letters).
     pub currency: String,
@@ -501,7 +502,7 @@ impl Default for ExperimentsConfig {
         Self {
             database_url: String::new(),
             query_timeout_ms: 10_000,
-            max_connections: 2,
+            max_connections: 4,
             currency: "USD".into(),
             exchange_rates: BTreeMap::new(),
         }

@@ -16,6 +16,8 @@ use time::OffsetDateTime;
 pub const WORKSPACE: &str = "d0000000-0000-4000-8000-000000000001";
 /// The demo app.
 pub const APP: &str = "d0000000-0000-4000-8000-0000000000a1";
+/// The demo app's paywall experiment (`paywall-price-test`: control against trial).
+pub const EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
 const FLOW_WELCOME: &str = "d0000000-0000-4000-8000-0000000000f1";
 const VERSION_WELCOME: &str = "d0000000-0000-4000-8000-0000000000e1";
 
@@ -65,7 +67,7 @@ fn catalog() -> String {
         .replace("\"VA\"", "\"d0000000-0000-4000-8000-0000000000e2\"")
         .replace("\"FB\"", "\"d0000000-0000-4000-8000-0000000000f3\"")
         .replace("\"VB\"", "\"d0000000-0000-4000-8000-0000000000e3\"")
-        .replace("\"EXP\"", "\"d0000000-0000-4000-8000-0000000000c1\"")
+        .replace("\"EXP\"", &format!("\"{EXPERIMENT}\""))
         .replace("\"VARA\"", "\"d0000000-0000-4000-8000-0000000000b1\"")
         .replace("\"VARB\"", "\"d0000000-0000-4000-8000-0000000000b2\"")
 }
@@ -166,6 +168,11 @@ impl Demo {
             out.push_str(c);
             out.push_str("\n\n");
         }
+        out.push_str(
+            "Simulate 2000 users of the paywall experiment through this API and read which \
+             variant wins\n(from the checkout, while this server runs):\n\n\
+             cargo run -q -p flowgate -- demo --traffic 2000\n\n",
+        );
         out
     }
 }

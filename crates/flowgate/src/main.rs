@@ -9,6 +9,7 @@ mod cli;
 mod commands;
 mod config;
 mod demo;
+mod experiments;
 mod explain;
 mod health;
 mod heap;
@@ -16,6 +17,7 @@ mod ingest;
 mod refresh;
 mod serve;
 mod telemetry;
+mod traffic;
 
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use clap::Parser;
 use flowgate_store::{Backend, Store, StoreOptions};
 
 use crate::cli::{Cli, Command, EventsCommand, ExitCode};
+use crate::config::ExperimentsConfig;
 use crate::config::{Config, Sources};
 
 /// Connects to the configured store and applies migrations when `database.auto_migrate` says
@@ -67,6 +70,38 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
         }
     }
     Ok(store)
+}
+
+/// The store experiment results are read from (D22): `experiments.database_url` (a replica)
+/// or the main database, on a small pool of its own, each read under
+/// `experiments.query_timeout_ms`.
+pub(crate) fn results_reader(config: &Config) -> Result<flowgate_store::ResultsReader, ExitCode> {
+    let x: &ExperimentsConfig = &config.experiments;
+    let replica = !x.database_url.trim().is_empty();
+    let url = if replica {
+        x.database_url.trim()
+    } else {
+        config.database.url.trim()
+    };
+    let options = StoreOptions {
+        max_connections: Some(x.max_connections),
+        copy_connections: 0,
+        connect_timeout: Duration::from_millis(config.database.connect_timeout_ms),
+        sqlite_synchronous: config.database.sqlite_synchronous.into(),
+        ..StoreOptions::default()
+    };
+    let store = Store::connect(url, options).map_err(|e| {
+        eprintln!(
+            "flowgate: cannot use the results database {}: {e}",
+            flowgate_store::redact_url(url)
+        );
+        ExitCode::Failure
+    })?;
+    Ok(flowgate_store::ResultsReader::new(
+        store,
+        Duration::from_millis(x.query_timeout_ms),
+        x.max_connections,
+    ))
 }
 
 fn main() -> std::process::ExitCode {
@@ -121,8 +156,18 @@ fn main() -> std::process::ExitCode {
                 json,
             } => explain::explain(&store, &config, &app, &placement, &body, json).await,
             Command::Catalog { command } => catalog_cmd::catalog(&store, command).await,
+            Command::Experiments { command } => {
+                experiments::experiments(&store, &config, command).await
+            }
             Command::Keys { command } => commands::keys(&store, command).await,
-            Command::Demo { json } => commands::demo(&store, &config, json).await,
+            Command::Demo {
+                json,
+                traffic: None,
+            } => commands::demo(&store, &config, json).await,
+            Command::Demo {
+                json,
+                traffic: Some(users),
+            } => traffic::traffic(&store, &config, users, json).await,
             Command::Events {
                 command: EventsCommand::DeadLetters { command },
             } => commands::dead_letters(&store, command).await,

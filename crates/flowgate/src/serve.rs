@@ -13,9 +13,10 @@ use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
+use flowgate_http::results::{ResultsMetrics, ResultsSettings};
 use flowgate_http::{
     admin_app, api_app, AdminState, ApiState, CatalogHandle, ConnectionLimits, ExplainAccess,
-    HttpMetrics,
+    HttpMetrics, ResultsAccess,
 };
 use flowgate_jetstream::{Bus, Publisher};
 use flowgate_store::{Backend, Store};
@@ -94,6 +95,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     };
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = HttpMetrics::new(&mut registry);
+    let results_metrics = ResultsMetrics::new(&mut registry);
     let api_state = web::Data::new(ApiState::new(
         http,
         catalog.clone(),
@@ -132,11 +134,26 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             store: store.clone(),
         }),
     );
-    // The admin API (D18) exists only with a token.
+    // The admin API (D18, D22) exists only with a token.
     let admin_state = if explain.token.is_empty() {
         admin_state
     } else {
-        admin_state.with_explain(explain)
+        let reader = match crate::results_reader(&config) {
+            Ok(reader) => reader,
+            Err(code) => return code,
+        };
+        admin_state
+            .with_results(ResultsAccess {
+                token: explain.token.clone(),
+                catalog: catalog.clone(),
+                source: Arc::new(reader),
+                settings: ResultsSettings {
+                    currency: config.experiments.currency.clone(),
+                    exchange_rates: config.experiments.exchange_rates.clone(),
+                },
+                metrics: results_metrics,
+            })
+            .with_explain(explain)
     };
 
     let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {

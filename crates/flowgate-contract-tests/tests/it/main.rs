@@ -75,6 +75,7 @@ contract_tests!(results_source {
     store exposures_conversions_and_revenue_per_variant,
     store the_window_is_inclusive_and_outcomes_stop_at_its_end,
     store daily_counts_and_a_metric_asked_for,
+    store user_ids_in_any_order_are_joined_to_their_own_events,
     store an_experiment_without_exposures_has_no_counts,
     store exposure_counts_per_experiment,
 });

@@ -1,18 +1,19 @@
-//! The rules of D22's counting over a list of events, written for clarity: the reference the
-//! stores' SQL is held to (`InMemoryStore` answers with it, and the port's contract suite runs
-//! the same cases on every store).
+//! D22's counting, one user at a time: [`Folder`] takes each user's exposures and outcomes and
+//! adds them up. The stores read the rows (an experiment's exposures in user order, the app's
+//! outcome events) and fold them here, so the rules are written once for every store; the
+//! in-memory store's [`aggregate`] groups a list of events the same way.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use time::OffsetDateTime;
+use time::{Date, OffsetDateTime, UtcOffset};
 
 use super::report::{DailyCounts, ResultsData, ResultsQuery, VariantCounts};
 use super::stats::VariantSums;
 use crate::events::{AnalyticsEvent, EventType, NoFlowReason};
-use crate::ids::{AppId, ExperimentId, VariantId};
+use crate::ids::{AppId, ExperimentId};
 
 /// Whether `e` is an exposure event of some experiment (a `flow_open`, or a holdout
-/// `resolve_no_flow`, carrying an experiment id): that experiment when it is.
+/// `resolve_no_flow`, carrying an experiment id as resolve serves it): that experiment.
 fn exposure_of_any(e: &AnalyticsEvent) -> Option<ExperimentId> {
     let kind = match e.event_type {
         EventType::FlowOpen => true,
@@ -33,7 +34,7 @@ pub fn exposure_counts<'e>(
     app: AppId,
     events: impl IntoIterator<Item = &'e AnalyticsEvent>,
 ) -> BTreeMap<ExperimentId, u64> {
-    let mut users: BTreeMap<ExperimentId, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    let mut users: BTreeMap<ExperimentId, BTreeSet<&str>> = BTreeMap::new();
     for e in events {
         if e.app_id != app {
             continue;
@@ -51,137 +52,216 @@ pub fn exposure_counts<'e>(
         .collect()
 }
 
-/// Whether `e` exposes its user to a variant of `query`'s experiment: a `flow_open`, or a
-/// holdout `resolve_no_flow`, of the app, carrying the experiment and one of its variants, in
-/// the window. The variant when it does.
-pub(crate) fn exposure(query: &ResultsQuery, e: &AnalyticsEvent) -> Option<VariantId> {
-    if e.app_id != query.app_id || !in_window(query, e.occurred_at) {
+/// One exposure of a user: when, and to which variant (its place in the query's variants).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exposure {
+    /// When.
+    pub at: OffsetDateTime,
+    /// The variant's index in [`ResultsQuery::variants`].
+    pub variant: usize,
+}
+
+/// One event of a user that may count as an outcome: a conversion of a metric's type, or a
+/// purchase with its revenue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// When.
+    pub at: OffsetDateTime,
+    /// The event's type.
+    pub event_type: EventType,
+    /// For a `purchase_complete`: its `revenue` and `currency`, when it has both.
+    pub revenue: Option<(f64, String)>,
+}
+
+/// Adds users up by D22's rules (`crate::results`): give it each user's exposures (up to the
+/// report's end, of the query's variants) and outcomes (up to the end; any order), then
+/// [`Folder::finish`].
+#[derive(Debug)]
+pub struct Folder<'q> {
+    query: &'q ResultsQuery,
+    data: ResultsData,
+    daily: BTreeMap<(Date, usize), DailyCounts>,
+    variants: Vec<VariantCounts>,
+    /// A user's first conversion per metric, kept to be reused from user to user.
+    firsts: Vec<Option<OffsetDateTime>>,
+}
+
+impl<'q> Folder<'q> {
+    /// An empty count of `query`.
+    pub fn new(query: &'q ResultsQuery) -> Self {
+        let metrics = query.conversions.len();
+        Self {
+            query,
+            data: ResultsData::default(),
+            daily: BTreeMap::new(),
+            variants: query
+                .variants
+                .iter()
+                .map(|v| VariantCounts::new(*v, 0, vec![0; metrics], VariantSums::default()))
+                .collect(),
+            firsts: Vec::with_capacity(metrics),
+        }
+    }
+
+    /// Adds one user: `exposures` (at least one) and `outcomes`, each up to the query's end.
+    pub fn user(&mut self, exposures: &[Exposure], outcomes: &[Outcome]) {
+        let to = self.query.to;
+        let Some(first) = exposures
+            .iter()
+            .filter(|x| x.at <= to && x.variant < self.variants.len())
+            .min_by_key(|x| (x.at, x.variant))
+            .copied()
+        else {
+            return;
+        };
+        // The report's users are those first exposed in the window.
+        if self.query.from.is_some_and(|from| first.at < from) {
+            return;
+        }
+        if exposures
+            .iter()
+            .any(|x| x.at <= to && x.variant < self.variants.len() && x.variant != first.variant)
+        {
+            self.data.multiple_exposures += 1;
+            return;
+        }
+        let metrics = self.query.conversions.len();
+        let mut firsts = std::mem::take(&mut self.firsts);
+        firsts.clear();
+        firsts.resize(metrics, None);
+        let mut revenue = 0.0;
+        for o in outcomes {
+            if o.at < first.at || o.at > to {
+                continue;
+            }
+            if let Some(i) = self
+                .query
+                .conversions
+                .iter()
+                .position(|t| *t == o.event_type)
+            {
+                firsts[i] = Some(firsts[i].map_or(o.at, |t| t.min(o.at)));
+            }
+            if o.event_type == EventType::PurchaseComplete {
+                if let Some((amount, currency)) = &o.revenue {
+                    match self.query.rate(currency) {
+                        Some(rate) => revenue += amount * rate,
+                        None => self.data.unconverted_purchases += 1,
+                    }
+                }
+            }
+        }
+        let counts = &mut self.variants[first.variant];
+        counts.users += 1;
+        counts.revenue.users += 1;
+        counts.revenue.sum += revenue;
+        counts.revenue.sum_squares += revenue * revenue;
+        self.data.first_exposure = Some(
+            self.data
+                .first_exposure
+                .map_or(first.at, |t| t.min(first.at)),
+        );
+        let (variant, variant_id) = (first.variant, counts.variant_id);
+        day(&mut self.daily, first.at, variant, variant_id, metrics).users += 1;
+        for (i, at) in firsts.iter().enumerate() {
+            if let Some(at) = at {
+                day(&mut self.daily, *at, variant, variant_id, metrics).conversions[i] += 1;
+                self.variants[variant].conversions[i] += 1;
+            }
+        }
+        self.firsts = firsts;
+    }
+
+    /// The counts.
+    pub fn finish(mut self) -> ResultsData {
+        self.data.variants = self.variants;
+        self.data.daily = self.daily.into_values().collect();
+        self.data
+    }
+}
+
+/// The daily counts of `variant` on the UTC day of `at`.
+fn day(
+    daily: &mut BTreeMap<(Date, usize), DailyCounts>,
+    at: OffsetDateTime,
+    variant: usize,
+    variant_id: crate::ids::VariantId,
+    metrics: usize,
+) -> &mut DailyCounts {
+    let date = at.to_offset(UtcOffset::UTC).date();
+    daily
+        .entry((date, variant))
+        .or_insert_with(|| DailyCounts::new(date, variant_id, 0, vec![0; metrics]))
+}
+
+/// The exposure `e` makes for `query`, if it is one: an exposure event of the app carrying
+/// the experiment and one of its variants, up to the report's end.
+fn exposure(query: &ResultsQuery, e: &AnalyticsEvent) -> Option<Exposure> {
+    if e.app_id != query.app_id || e.occurred_at > query.to {
         return None;
     }
-    // The id as resolve serves it: the canonical text, compared as text like the stores do.
-    let experiment = query.experiment_id.to_string();
-    if e.experiment_id.as_deref() != Some(experiment.as_str()) || exposure_of_any(e).is_none() {
+    if exposure_of_any(e) != Some(query.experiment_id) {
         return None;
     }
     let variant = e.variant_id.as_deref()?;
-    query
+    let index = query
         .variants
         .iter()
-        .copied()
-        .find(|v| v.to_string() == variant)
+        .position(|v| v.to_string() == variant)?;
+    Some(Exposure {
+        at: e.occurred_at,
+        variant: index,
+    })
 }
 
-fn in_window(query: &ResultsQuery, at: OffsetDateTime) -> bool {
-    query.from.is_none_or(|from| at >= from) && at <= query.to
+/// The outcome `e` is for `query`, if it may be one: an event of the app, up to the end, of a
+/// conversion's type or a purchase.
+fn outcome(query: &ResultsQuery, e: &AnalyticsEvent) -> Option<Outcome> {
+    if e.app_id != query.app_id || e.occurred_at > query.to {
+        return None;
+    }
+    let purchase = e.event_type == EventType::PurchaseComplete;
+    if !purchase && !query.conversions.contains(&e.event_type) {
+        return None;
+    }
+    let revenue = purchase
+        .then(|| {
+            let amount = e.payload.get("revenue")?.as_f64()?;
+            let currency = e.payload.get("currency")?.as_str()?;
+            Some((amount, currency.to_owned()))
+        })
+        .flatten();
+    Some(Outcome {
+        at: e.occurred_at,
+        event_type: e.event_type,
+        revenue,
+    })
 }
 
-/// A user's exposure: the variants seen, and the first time.
-struct Exposed {
-    variant: VariantId,
-    first: OffsetDateTime,
-    multiple: bool,
-}
-
-/// D22's counts of `query` over `events`.
+/// D22's counts of `query` over a list of events (the in-memory store's answer).
 pub fn aggregate<'e>(
     query: &ResultsQuery,
     events: impl IntoIterator<Item = &'e AnalyticsEvent> + Clone,
 ) -> ResultsData {
     // Ordered by user, so the sums add up in the same order every time.
-    let mut exposed: BTreeMap<&str, Exposed> = BTreeMap::new();
+    let mut exposures: BTreeMap<&str, Vec<Exposure>> = BTreeMap::new();
     for e in events.clone() {
-        let Some(variant) = exposure(query, e) else {
-            continue;
-        };
-        exposed
-            .entry(e.user_id.as_str())
-            .and_modify(|x| {
-                x.multiple |= x.variant != variant;
-                x.first = x.first.min(e.occurred_at);
-            })
-            .or_insert(Exposed {
-                variant,
-                first: e.occurred_at,
-                multiple: false,
-            });
+        if let Some(x) = exposure(query, e) {
+            exposures.entry(e.user_id.as_str()).or_default().push(x);
+        }
     }
-    let multiple_exposures = exposed.values().filter(|x| x.multiple).count() as u64;
-    exposed.retain(|_, x| !x.multiple);
-
-    // Per user: the first qualifying event of each conversion metric, and the revenue.
-    let metrics = query.conversions.len();
-    let mut converted: HashMap<&str, Vec<Option<OffsetDateTime>>> = HashMap::new();
-    let mut revenue: HashMap<&str, f64> = HashMap::new();
-    let mut unconverted_purchases = 0u64;
+    let mut outcomes: HashMap<&str, Vec<Outcome>> = HashMap::new();
     for e in events {
-        if e.app_id != query.app_id || e.occurred_at > query.to {
+        if !exposures.contains_key(e.user_id.as_str()) {
             continue;
         }
-        let Some(user) = exposed.get(e.user_id.as_str()) else {
-            continue;
-        };
-        if e.occurred_at < user.first {
-            continue;
-        }
-        if let Some(i) = query.conversions.iter().position(|t| *t == e.event_type) {
-            let firsts = converted
-                .entry(e.user_id.as_str())
-                .or_insert_with(|| vec![None; metrics]);
-            firsts[i] =
-                Some(firsts[i].map_or(e.occurred_at, |t: OffsetDateTime| t.min(e.occurred_at)));
-        }
-        if e.event_type == EventType::PurchaseComplete {
-            let amount = e.payload.get("revenue").and_then(serde_json::Value::as_f64);
-            let currency = e
-                .payload
-                .get("currency")
-                .and_then(serde_json::Value::as_str);
-            if let (Some(amount), Some(currency)) = (amount, currency) {
-                match query.rate(currency) {
-                    Some(rate) => {
-                        *revenue.entry(e.user_id.as_str()).or_insert(0.0) += amount * rate
-                    }
-                    None => unconverted_purchases += 1,
-                }
-            }
+        if let Some(o) = outcome(query, e) {
+            outcomes.entry(e.user_id.as_str()).or_default().push(o);
         }
     }
-
-    let mut variants: BTreeMap<VariantId, VariantCounts> = BTreeMap::new();
-    let mut daily: BTreeMap<(time::Date, VariantId), DailyCounts> = BTreeMap::new();
-    for (user, x) in &exposed {
-        let counts = variants.entry(x.variant).or_insert_with(|| {
-            VariantCounts::new(x.variant, 0, vec![0; metrics], VariantSums::default())
-        });
-        counts.users += 1;
-        let value = revenue.get(user).copied().unwrap_or(0.0);
-        counts.revenue.users += 1;
-        counts.revenue.sum += value;
-        counts.revenue.sum_squares += value * value;
-        let day = |at: OffsetDateTime| at.to_offset(time::UtcOffset::UTC).date();
-        daily
-            .entry((day(x.first), x.variant))
-            .or_insert_with(|| DailyCounts::new(day(x.first), x.variant, 0, vec![0; metrics]))
-            .users += 1;
-        if let Some(firsts) = converted.get(user) {
-            for (i, first) in firsts.iter().enumerate() {
-                if let Some(at) = first {
-                    counts.conversions[i] += 1;
-                    daily
-                        .entry((day(*at), x.variant))
-                        .or_insert_with(|| {
-                            DailyCounts::new(day(*at), x.variant, 0, vec![0; metrics])
-                        })
-                        .conversions[i] += 1;
-                }
-            }
-        }
+    let mut folder = Folder::new(query);
+    for (user, xs) in &exposures {
+        folder.user(xs, outcomes.get(user).map_or(&[][..], Vec::as_slice));
     }
-    ResultsData {
-        first_exposure: exposed.values().map(|x| x.first).min(),
-        variants: variants.into_values().collect(),
-        multiple_exposures,
-        unconverted_purchases,
-        daily: daily.into_values().collect(),
-    }
+    folder.finish()
 }

@@ -9,17 +9,19 @@
 //! What is counted (D22):
 //! - **Exposure**: a user's `flow_open` event carrying the experiment's id and one of its
 //!   variants' ids, or for a variant that shows no flow the server's `resolve_no_flow` event of
-//!   reason `holdout` with those ids; the first one in the window starts the user's
-//!   observation. A user exposed to two or more variants is left out of every figure and
-//!   counted in `multiple_exposures`.
+//!   reason `holdout` with those ids; the user's first one (up to the report's end) starts
+//!   their observation. A user exposed to two or more variants (up to the end) is left out of
+//!   every figure and counted in `multiple_exposures`.
 //! - **Conversions**: the users with at least one event of the type (of the experiment's app,
 //!   joined by `user_id`) at or after their first exposure, up to the report's end.
 //! - **Revenue**: per user, the sum of `revenue` of their `purchase_complete` events in that
 //!   span, converted into the reporting currency by the exchange rates; 0 for users who bought
 //!   nothing. A purchase in a currency without a rate is left out and counted in
 //!   `unconverted_purchases`, never guessed.
-//! - **Bounds**: the window is inclusive at both ends (`from <= occurred_at <= to`);
-//!   without `from`, every exposure up to `to` counts.
+//! - **Window**: the report's users are those whose first exposure is in it, both ends
+//!   inclusive (`from <= first exposure <= to`; without `from`, every user first exposed up to
+//!   `to`), and their outcomes count up to `to` inclusive: a cohort by first exposure, so a
+//!   window never cuts a user's history in two.
 //! - **Daily**: per UTC day and variant, the users first exposed that day and the users whose
 //!   first qualifying conversion fell that day; the report accumulates them.
 
@@ -27,7 +29,7 @@ mod aggregate;
 mod report;
 pub mod stats;
 
-pub use aggregate::{aggregate, exposure_counts};
+pub use aggregate::{aggregate, exposure_counts, Exposure, Folder, Outcome};
 pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,

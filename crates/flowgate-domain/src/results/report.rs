@@ -27,7 +27,8 @@ pub struct ResultsQuery {
     pub experiment_id: ExperimentId,
     /// Its variants, in the catalog's order.
     pub variants: Vec<VariantId>,
-    /// Exposures from this instant on (inclusive); `None`: every exposure up to `to`.
+    /// The users first exposed from this instant on (inclusive); `None`: every user first
+    /// exposed up to `to`.
     pub from: Option<OffsetDateTime>,
     /// Exposures and outcomes up to this instant (inclusive).
     pub to: OffsetDateTime,

@@ -12,5 +12,6 @@ mod jetstream;
 mod operators;
 mod quickstart;
 mod reload;
+mod results;
 mod startup;
 mod support;

@@ -1,0 +1,246 @@
+//! Experiment results at scale (D22, docs/benchmarks.md): one experiment with RESULTS_USERS
+//! exposed users (default 1,000,000; about ten events each, `flowgate_testkit::scale::experiment`)
+//! written with `append_events` (`COPY` on PostgreSQL), then the report's query: cold (the
+//! database restarted and the OS page cache dropped, when RESULTS_COLD=1 and this process may),
+//! warm (median of 5), and for a three-day `from`/`to` window. On PostgreSQL by default, and
+//! on SQLite with a tenth of the users (RESULTS_BACKENDS=postgres,sqlite). The PostgreSQL
+//! database is kept for the next run when RESULTS_KEEP=1 (loading 10,000,000 events takes about
+//! a minute). Prints a Markdown table. Run with `make bench-results` (needs PostgreSQL and psql).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use flowgate_domain::ids::ExperimentId;
+use flowgate_domain::ports::{EventStore, ResultsSource};
+use flowgate_domain::results::{report, ResultsQuery};
+use flowgate_domain::Catalog;
+use flowgate_store::{Store, StoreOptions};
+use flowgate_testkit::scale::experiment as scale;
+use time::macros::datetime;
+use time::OffsetDateTime;
+
+const DAYS: u32 = 14;
+const START: OffsetDateTime = datetime!(2026-10-01 00:00 UTC);
+const BATCH_USERS: u64 = 2_000;
+
+fn psql(db: &str, command: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-Atqc",
+            command,
+        ])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Restarts PostgreSQL and drops the OS page cache, when allowed: the cold run.
+fn make_cold() -> bool {
+    let cluster = std::fs::read_dir("/etc/postgresql")
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned());
+    let Some(cluster) = cluster else { return false };
+    let restarted = Command::new("pg_ctlcluster")
+        .args(["--skip-systemctl-redirect", &cluster, "main", "restart"])
+        .status()
+        .is_ok_and(|s| s.success());
+    let _ = Command::new("sync").status();
+    let dropped = std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok();
+    for _ in 0..50 {
+        if Command::new("pg_isready")
+            .args(["-h", "127.0.0.1", "-q"])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    restarted && dropped
+}
+
+/// Writes the events of `users` users: how long it took, and how many.
+async fn load(store: &Store, users: u64) -> (Duration, usize) {
+    let start = Instant::now();
+    let mut written = 0;
+    let mut first = 0;
+    while first < users {
+        let last = (first + BATCH_USERS).min(users);
+        let events = scale::events(first..last, users, DAYS, START);
+        for chunk in events.chunks(10_000) {
+            store.append_events(chunk).await.expect("append");
+        }
+        written += events.len();
+        first = last;
+    }
+    (start.elapsed(), written)
+}
+
+fn query(catalog: &Catalog, window: Option<(OffsetDateTime, OffsetDateTime)>) -> ResultsQuery {
+    let (app, experiment) = catalog
+        .experiment(ExperimentId::from_uuid(uuid::Uuid::from_u128(
+            scale::EXPERIMENT,
+        )))
+        .expect("the experiment");
+    let (from, to) = match window {
+        Some((from, to)) => (Some(from), to),
+        None => (None, START + time::Duration::days(i64::from(DAYS) + 1)),
+    };
+    ResultsQuery::new(
+        app.id,
+        experiment,
+        from,
+        to,
+        &[],
+        "USD",
+        [("EUR".to_owned(), 1.08)].into_iter().collect(),
+    )
+}
+
+/// Seconds of one report: the store's query and the domain's report.
+async fn timed(store: &Store, catalog: &Catalog, q: &ResultsQuery) -> (f64, u64) {
+    let start = Instant::now();
+    let data = store.experiment_results(q).await.expect("results");
+    let (app, experiment) = catalog.experiment(q.experiment_id).expect("experiment");
+    let r = report(app.id, experiment, q, &data);
+    (start.elapsed().as_secs_f64(), r.exposed_users)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn run(backend: &str, url: &str, users: u64, fresh: bool, cold: bool) {
+    let store = Store::connect(url, StoreOptions::default()).unwrap();
+    let catalog = Catalog::build(scale::catalog()).expect("the scale catalog builds");
+    let events = if fresh {
+        store.migrate().await.unwrap();
+        store.replace_catalog(&scale::catalog()).await.unwrap();
+        let (took, written) = load(&store, users).await;
+        if url.starts_with("postgres") {
+            psql(
+                url.rsplit('/').next().unwrap(),
+                "VACUUM ANALYZE analytics_events",
+            );
+        }
+        format!("{written} events loaded in {:.1} s", took.as_secs_f64())
+    } else {
+        "kept from an earlier run".to_owned()
+    };
+    println!("{backend}: {users} users, {events}");
+    let full = query(&catalog, None);
+    let window = query(
+        &catalog,
+        Some((
+            START + time::Duration::days(3),
+            START + time::Duration::days(6),
+        )),
+    );
+    let cold_row = if cold && backend == "PostgreSQL" {
+        drop(store);
+        let made = make_cold();
+        let store = Store::connect(url, StoreOptions::default()).unwrap();
+        let (s, exposed) = timed(&store, &catalog, &full).await;
+        Some((s, exposed, made, store))
+    } else {
+        None
+    };
+    let store = match cold_row {
+        Some((s, exposed, made, store)) => {
+            println!(
+                "| {backend} | whole experiment, cold{} | {exposed} | {s:.3} |",
+                if made {
+                    ""
+                } else {
+                    " (restart or cache drop refused: first run only)"
+                }
+            );
+            store
+        }
+        None => {
+            let store = Store::connect(url, StoreOptions::default()).unwrap();
+            let (s, exposed) = timed(&store, &catalog, &full).await;
+            println!("| {backend} | whole experiment, first run | {exposed} | {s:.3} |");
+            store
+        }
+    };
+    for (what, q) in [
+        ("whole experiment, warm", &full),
+        ("three days (from/to), warm", &window),
+    ] {
+        let mut times = Vec::new();
+        let mut exposed = 0;
+        for _ in 0..5 {
+            let (s, e) = timed(&store, &catalog, q).await;
+            times.push(s);
+            exposed = e;
+        }
+        println!(
+            "| {backend} | {what} (median of 5) | {exposed} | {:.3} |",
+            median(times)
+        );
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let users: u64 = std::env::var("RESULTS_USERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let backends = std::env::var("RESULTS_BACKENDS").unwrap_or_else(|_| "postgres".to_owned());
+    let keep = std::env::var("RESULTS_KEEP").is_ok_and(|v| v == "1");
+    let cold = std::env::var("RESULTS_COLD").is_ok_and(|v| v == "1");
+    println!("| backend | report | exposed users | seconds |");
+    println!("|---|---|---|---|");
+    if backends.contains("postgres") {
+        let db = format!("flowgate_results_bench_{users}");
+        let exists = psql(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_database WHERE datname = '{db}'"),
+        ) == "1";
+        let fresh = !(keep && exists);
+        if fresh {
+            if exists {
+                psql("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));
+            }
+            psql("postgres", &format!("CREATE DATABASE {db}"));
+        }
+        run(
+            "PostgreSQL",
+            &format!("postgres://postgres@127.0.0.1:5432/{db}"),
+            users,
+            fresh,
+            cold,
+        )
+        .await;
+        if !keep {
+            psql("postgres", &format!("DROP DATABASE {db} WITH (FORCE)"));
+        }
+    }
+    if backends.contains("sqlite") {
+        let dir =
+            std::env::temp_dir().join(format!("flowgate-results-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("results.db").display());
+        run("SQLite", &url, users / 10, true, false).await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

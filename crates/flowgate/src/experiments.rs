@@ -1,0 +1,296 @@
+//! `flowgate experiments list|results` (D22): the catalog's experiments, and which variant of
+//! one wins, from the stored events. The report is made as the admin API makes it
+//! (`flowgate_http::results`); this module prints it as a table, or as D22's JSON.
+
+use std::fmt::Write as _;
+
+use flowgate_domain::ports::CatalogSource;
+use flowgate_domain::results::{Estimate, ExperimentReport, MetricKind, MetricVariant};
+use flowgate_domain::Catalog;
+use flowgate_http::results::{
+    experiment_list, experiment_report, experiments_json, report_json, rfc3339, ReportError,
+    ReportParams, ResultsSettings,
+};
+use flowgate_store::Store;
+
+use crate::cli::{ExitCode, ExperimentsCommand};
+use crate::commands::print_json;
+use crate::config::Config;
+
+/// `flowgate experiments ...`
+pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCommand) -> ExitCode {
+    let catalog = match store.load_catalog().await.map(Catalog::build) {
+        Ok(Ok(catalog)) => catalog,
+        Ok(Err(e)) => {
+            eprintln!("flowgate: the stored catalog does not build: {e}");
+            return ExitCode::Failure;
+        }
+        Err(e) => {
+            eprintln!("flowgate: the catalog could not be read: {e}");
+            return ExitCode::Failure;
+        }
+    };
+    let reader = match crate::results_reader(config) {
+        Ok(reader) => reader,
+        Err(code) => return code,
+    };
+    match command {
+        ExperimentsCommand::List { app, json } => {
+            match experiment_list(&catalog, &reader, app.as_deref()).await {
+                Ok((listed, exposed)) if json => {
+                    print_json(&experiments_json(&listed, &exposed));
+                    ExitCode::Success
+                }
+                Ok((listed, exposed)) => {
+                    print!("{}", list_table(&experiments_json(&listed, &exposed)));
+                    ExitCode::Success
+                }
+                Err(e) => failure(&e),
+            }
+        }
+        ExperimentsCommand::Results {
+            experiment,
+            from,
+            to,
+            metrics,
+            json,
+        } => {
+            let metrics: Vec<&str> = metrics.iter().map(String::as_str).collect();
+            let params = match ReportParams::parse(from.as_deref(), to.as_deref(), &metrics) {
+                Ok(params) => params,
+                Err(e) => return failure(&e),
+            };
+            let settings = ResultsSettings {
+                currency: config.experiments.currency.clone(),
+                exchange_rates: config.experiments.exchange_rates.clone(),
+            };
+            let now = time::OffsetDateTime::now_utc();
+            match experiment_report(&catalog, &reader, &experiment, &params, &settings, now).await {
+                Ok(report) if json => {
+                    print_json(&report_json(&report));
+                    ExitCode::Success
+                }
+                Ok(report) => {
+                    print!("{}", report_table(&report));
+                    ExitCode::Success
+                }
+                Err(e) => failure(&e),
+            }
+        }
+    }
+}
+
+/// The message and exit code of a failed list or report: the caller's mistake is 4 (D22),
+/// the store's failure 1.
+fn failure(e: &ReportError) -> ExitCode {
+    eprintln!("flowgate: {e}");
+    match e {
+        ReportError::Store(_) => {
+            if e.timed_out() {
+                eprintln!(
+                    "flowgate: ask for a shorter window (--from, --to), or raise \
+                     experiments.query_timeout_ms"
+                );
+            }
+            ExitCode::Failure
+        }
+        _ => ExitCode::InvalidInput,
+    }
+}
+
+/// Columns padded to their widest cell, two spaces apart.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let _ = write!(line, "{cell:<width$}  ", width = widths[c]);
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The list as a table, from its JSON.
+fn list_table(list: &serde_json::Value) -> String {
+    let empty = Vec::new();
+    let items = list["experiments"].as_array().unwrap_or(&empty);
+    if items.is_empty() {
+        return "no experiments in the catalog\n".to_owned();
+    }
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let mut rows = vec![[
+        "experiment_id",
+        "name",
+        "app",
+        "placement",
+        "status",
+        "variants",
+        "exposed users",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for x in items {
+        let variants: Vec<String> = x["variants"]
+            .as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .map(|v| text(&v["name"]))
+            .collect();
+        rows.push(vec![
+            text(&x["experiment_id"]),
+            text(&x["name"]),
+            text(&x["app_name"]),
+            text(&x["placement_key"]),
+            text(&x["status"]),
+            variants.join(", "),
+            x["exposed_users"].as_u64().unwrap_or(0).to_string(),
+        ]);
+    }
+    table(&rows)
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.2}%", 100.0 * x)
+}
+
+fn signed_percent(x: f64) -> String {
+    format!("{:+.1}%", 100.0 * x)
+}
+
+fn p_value(p: f64) -> String {
+    if p < 0.0001 {
+        "<0.0001".to_owned()
+    } else {
+        format!("{p:.4}")
+    }
+}
+
+/// One metric row's comparison cells: lift, 95% CI, p-value, chance to win (empty for the
+/// control; the reason code where there is no estimate).
+fn comparison(v: &MetricVariant) -> Vec<String> {
+    match &v.comparison {
+        None => vec![String::new(); 4],
+        Some(Ok(Estimate {
+            lift,
+            ci_low,
+            ci_high,
+            p_value: p,
+            chance_to_win,
+            ..
+        })) => vec![
+            signed_percent(*lift),
+            format!(
+                "[{}, {}]",
+                signed_percent(*ci_low),
+                signed_percent(*ci_high)
+            ),
+            p_value(*p),
+            format!("{:.1}%", 100.0 * chance_to_win),
+        ],
+        Some(Err(no)) => vec![
+            format!("none ({})", no.code()),
+            String::new(),
+            String::new(),
+            String::new(),
+        ],
+    }
+}
+
+/// The report as text: the header, the variants, a table of metrics, the warnings.
+fn report_table(r: &ExperimentReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} ({}), {}, app {}",
+        r.name,
+        r.experiment_id,
+        r.status.as_str(),
+        r.app_id
+    );
+    let _ = writeln!(
+        out,
+        "window {} .. {} (users first exposed in it, their events up to its end); revenue in {}",
+        rfc3339(r.from),
+        rfc3339(r.to),
+        r.currency
+    );
+    let _ = writeln!(
+        out,
+        "exposed users {}, left out for seeing several variants {}, purchases without a rate {}, \
+         sample ratio p-value {}",
+        r.exposed_users,
+        r.multiple_exposures,
+        r.unconverted_purchases,
+        p_value(r.srm_p_value)
+    );
+    out.push('\n');
+    let mut rows = vec![["variant", "weight", "users"].map(str::to_owned).to_vec()];
+    for v in &r.variants {
+        rows.push(vec![
+            v.name.clone(),
+            format!("{:.0}%", 100.0 * v.weight),
+            v.users.to_string(),
+        ]);
+    }
+    out.push_str(&table(&rows));
+    out.push('\n');
+    let name_of = |id| {
+        r.variants
+            .iter()
+            .find(|v| v.variant_id == id)
+            .map_or_else(|| id.to_string(), |v| v.name.clone())
+    };
+    let mut rows = vec![[
+        "metric",
+        "variant",
+        "users",
+        "value",
+        "lift",
+        "95% CI",
+        "p-value",
+        "chance to win",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for m in &r.metrics {
+        for (i, v) in m.variants.iter().enumerate() {
+            let metric = match (i, m.kind) {
+                (0, MetricKind::Mean) => format!("{} ({}/user)", m.metric, r.currency),
+                (0, _) => m.metric.clone(),
+                _ => String::new(),
+            };
+            let value = match m.kind {
+                MetricKind::Mean => format!("{:.2}", v.mean),
+                _ => percent(v.mean),
+            };
+            let mut row = vec![
+                metric,
+                name_of(v.variant_id),
+                v.sums.users.to_string(),
+                value,
+            ];
+            row.extend(comparison(v));
+            rows.push(row);
+        }
+    }
+    out.push_str(&table(&rows));
+    if !r.warnings.is_empty() {
+        out.push('\n');
+        for w in &r.warnings {
+            let _ = writeln!(out, "warning ({}): {}", w.code, w.message);
+        }
+    }
+    out
+}

@@ -1,0 +1,291 @@
+//! `flowgate demo --traffic N` (D22): N simulated users of the demo app through the real API
+//! of a running flowgate. Each resolves the `paywall` placement (the demo experiment), opens
+//! the flow it is given, and some complete it and buy, at rates that differ by variant (the
+//! `trial` variant converts better), so the report printed at the end shows a winner. Each
+//! user's draws come from the GrowthBook hash of its id: a run is reproducible.
+
+use std::time::Duration;
+
+use flowgate_domain::bucketing::hash_v2;
+use flowgate_domain::ids::AppId;
+use flowgate_domain::ports::ResultsSource;
+use futures_util::StreamExt as _;
+use serde_json::{json, Value};
+
+use crate::cli::ExitCode;
+use crate::config::Config;
+use crate::demo;
+
+/// Requests in flight at once.
+const CONCURRENCY: usize = 16;
+
+/// How a variant's users behave: the chance to complete the flow, to buy, and the price.
+struct Behaviour {
+    complete: f64,
+    purchase: f64,
+    price: f64,
+}
+
+/// The demo experiment's variants by name: `trial` completes and buys more, at a lower price.
+fn behaviour(variant: &str) -> Behaviour {
+    match variant {
+        "trial" => Behaviour {
+            complete: 0.45,
+            purchase: 0.12,
+            price: 24.99,
+        },
+        _ => Behaviour {
+            complete: 0.35,
+            purchase: 0.08,
+            price: 29.99,
+        },
+    }
+}
+
+/// What was sent.
+#[derive(Default)]
+struct Sent {
+    exposed: u64,
+    accepted: u64,
+    rejected: u64,
+}
+
+/// The API with the demo key.
+struct Api {
+    client: awc::Client,
+    base: String,
+    key: String,
+}
+
+impl Api {
+    /// POSTs `body`; a 429 (the per-address limit, D10) is retried after its `Retry-After`,
+    /// as an SDK does.
+    async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {
+        let url = format!("{}{path}", self.base);
+        loop {
+            let mut response = self
+                .client
+                .post(&url)
+                .insert_header(("Authorization", format!("Bearer {}", self.key)))
+                .send_json(body)
+                .await
+                .map_err(|e| format!("POST {url}: {e}"))?;
+            let bytes = response
+                .body()
+                .await
+                .map_err(|e| format!("POST {url}: the answer: {e}"))?;
+            let status = response.status().as_u16();
+            if status == 429 {
+                let wait = response
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(1);
+                tokio::time::sleep(Duration::from_secs(wait.clamp(1, 10))).await;
+                continue;
+            }
+            return Ok((
+                status,
+                serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            ));
+        }
+    }
+
+    async fn resolve(&self, user: &str) -> Result<(u16, Value), String> {
+        self.post(
+            &format!("/v1/apps/{}/placements/paywall/resolve", demo::APP),
+            &json!({
+                "user_id": user, "session_id": format!("{user}-s1"), "device_platform": "ios",
+                "attributes": {"country": "US"},
+            }),
+        )
+        .await
+    }
+
+    /// One simulated user: resolve, then the events of opening the flow it is given, and
+    /// maybe completing it and buying (none when it is not in the experiment).
+    async fn user(&self, user: &str) -> Result<Vec<Value>, String> {
+        let (status, flow) = self.resolve(user).await?;
+        if status != 200 {
+            return Err(format!("resolve answered {status}: {flow}"));
+        }
+        let Some(variant) = flow["variant_name"].as_str() else {
+            return Ok(Vec::new());
+        };
+        let b = behaviour(variant);
+        let now = crate::commands::rfc3339(time::OffsetDateTime::now_utc());
+        let event = |event_type: &str, extra: Value| {
+            let mut e = json!({
+                "event_id": uuid::Uuid::new_v4().to_string(),
+                "app_id": demo::APP,
+                "flow_id": flow["flow_id"], "flow_version_id": flow["flow_version_id"],
+                "experiment_id": flow["experiment_id"], "variant_id": flow["variant_id"],
+                "variant_name": variant, "placement_id": "paywall",
+                "user_id": user, "session_id": format!("{user}-s1"), "device_platform": "ios",
+                "event_type": event_type, "timestamp": now,
+                "sdk_version": "flowgate-demo",
+            });
+            if let (Some(e), Some(extra)) = (e.as_object_mut(), extra.as_object()) {
+                e.extend(extra.clone());
+            }
+            e
+        };
+        let mut events = vec![event("flow_open", json!({}))];
+        if hash_v2("demo-complete", user) < b.complete {
+            events.push(event("flow_complete", json!({})));
+        }
+        if hash_v2("demo-purchase", user) < b.purchase {
+            events.push(event(
+                "purchase_complete",
+                json!({"revenue": b.price, "currency": "USD",
+                       "properties": {"product_id": "demo-annual"}}),
+            ));
+        }
+        Ok(events)
+    }
+
+    /// Sends `events` (at most 100) in one request.
+    async fn events(&self, events: Vec<Value>, sent: &mut Sent) -> Result<(), String> {
+        let (status, answer) = self
+            .post(
+                &format!("/v1/apps/{}/events", demo::APP),
+                &Value::Array(events),
+            )
+            .await?;
+        if status != 202 {
+            return Err(format!("events answered {status}: {answer}"));
+        }
+        sent.accepted += answer["accepted"].as_u64().unwrap_or(0);
+        sent.rejected += answer["rejected"].as_u64().unwrap_or(0);
+        Ok(())
+    }
+}
+
+/// `flowgate demo --traffic N [--json]`: the users, then the experiment's report.
+pub async fn traffic(
+    store: &flowgate_store::Store,
+    config: &Config,
+    users: u64,
+    json: bool,
+) -> ExitCode {
+    let base = crate::serve::base_url(&config.server.listen);
+    let created = match demo::create(store, config.auth.key_environment, &base).await {
+        Ok(created) => created,
+        Err(e) => {
+            eprintln!("flowgate: {e}");
+            return ExitCode::Failure;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let sent = local
+        .run_until(send(
+            Api {
+                client: awc::Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .finish(),
+                base: base.clone(),
+                key: created.key,
+            },
+            users,
+        ))
+        .await;
+    let sent = match sent {
+        Ok(sent) => sent,
+        Err(e) => {
+            eprintln!("flowgate: {e}");
+            return ExitCode::Failure;
+        }
+    };
+    eprintln!(
+        "flowgate: {users} users sent to {base}: {} in the experiment, {} events accepted, {} rejected",
+        sent.exposed, sent.accepted, sent.rejected
+    );
+    // The events are stored in batches: wait until the experiment's exposures are all there.
+    let reader = match crate::results_reader(config) {
+        Ok(reader) => reader,
+        Err(code) => return code,
+    };
+    let (app, experiment): (AppId, String) = match demo::APP.parse() {
+        Ok(app) => (app, demo::EXPERIMENT.to_owned()),
+        Err(_) => return ExitCode::Failure,
+    };
+    let experiment_id = experiment.parse().ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut stored = 0;
+    while std::time::Instant::now() < deadline {
+        stored = match (reader.exposure_counts(app).await, experiment_id) {
+            (Ok(counts), Some(id)) => counts.get(&id).copied().unwrap_or(0),
+            _ => 0,
+        };
+        if stored >= sent.exposed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if stored < sent.exposed {
+        eprintln!(
+            "flowgate: {stored} of the {} exposed users are stored after 30 s; the report shows \
+             those",
+            sent.exposed
+        );
+    }
+    eprintln!(
+        "flowgate: the report (again any time: flowgate experiments results {experiment}):\n"
+    );
+    crate::experiments::experiments(
+        store,
+        config,
+        crate::cli::ExperimentsCommand::Results {
+            experiment,
+            from: None,
+            to: None,
+            metrics: Vec::new(),
+            json,
+        },
+    )
+    .await
+}
+
+/// Sends the users, `CONCURRENCY` at a time, after waiting for the server to know the key.
+async fn send(api: Api, users: u64) -> Result<Sent, String> {
+    // The server learns the new key with its next catalog refresh.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        match api.resolve("demo-probe").await {
+            Ok((200, _)) => break,
+            Ok((401, _)) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok((status, body)) => return Err(format!("resolve answered {status}: {body}")),
+            Err(e) => {
+                return Err(format!(
+                    "{e}: is flowgate serving at {}? Start it with `make run`",
+                    api.base
+                ))
+            }
+        }
+    }
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let run = &run[..8];
+    let api = &api;
+    let mut users = futures_util::stream::iter(0..users)
+        .map(|i| async move { api.user(&format!("demo-{run}-{i}")).await })
+        .buffer_unordered(CONCURRENCY);
+    let mut total = Sent::default();
+    // Events of several users share a request (at most 3 a user, 100 a request), as an SDK's
+    // batches would: fewer requests under the per-address rate limit.
+    let mut batch: Vec<Value> = Vec::new();
+    while let Some(events) = users.next().await {
+        let events = events?;
+        total.exposed += u64::from(!events.is_empty());
+        if batch.len() + events.len() > 100 {
+            api.events(std::mem::take(&mut batch), &mut total).await?;
+        }
+        batch.extend(events);
+    }
+    if !batch.is_empty() {
+        api.events(batch, &mut total).await?;
+    }
+    Ok(total)
+}

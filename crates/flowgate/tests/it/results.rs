@@ -1,0 +1,340 @@
+//! Experiment results (D22) through the binary: simulated users of the demo experiment sent
+//! through the real API, the report read back with the CLI and the admin API, checked against
+//! the stored rows; and a report that cannot finish in time while resolve and event writes go on.
+
+use std::time::Duration;
+
+use flowgate_store::Backend;
+use serde_json::Value;
+
+use crate::fixtures;
+use crate::support::{event, http, resolve_onboarding, run, Served};
+
+const TOKEN: &str = "results-admin-token-0123456789";
+const DEMO_APP: &str = "d0000000-0000-4000-8000-0000000000a1";
+const DEMO_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
+const NO_SUCH_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000cf";
+
+/// An admin API exchange with `token`: status and the body as JSON.
+fn admin(s: &Served, path: &str, token: Option<&str>) -> (u16, Value) {
+    let (status, body) = http(s.admin, "GET", path, token, b"").unwrap();
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+/// The number before `label` in `text` ("... 12 in the experiment, ...").
+fn count_before(text: &str, label: &str) -> u64 {
+    let at = text
+        .find(label)
+        .unwrap_or_else(|| panic!("{label:?} in {text}"));
+    text[..at]
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a number before {label:?} in {text}"))
+}
+
+/// One metric's figures by variant name (the report lists variants with ids).
+fn metric_sums(report: &Value, metric: &str) -> Vec<(String, f64, u64)> {
+    let names: std::collections::HashMap<&str, &str> = report["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["variant_id"].as_str().unwrap(),
+                v["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let m = report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == metric)
+        .unwrap_or_else(|| panic!("metric {metric} in {report}"));
+    m["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                names[v["variant_id"].as_str().unwrap()].to_owned(),
+                v["sum"].as_f64().unwrap(),
+                v["users"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn demo_traffic_reads_the_same_in_the_cli_and_the_admin_api_and_matches_the_stored_rows() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .expect("SQLite needs no server");
+    let api = s.api.to_string();
+    let env = [
+        ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
+        ("FLOWGATE__SERVER__LISTEN", api.as_str()),
+    ];
+
+    let (code, out, err) = run(&["demo", "--traffic", "300", "--json"], &env);
+    assert_eq!(code, Some(0), "demo --traffic: {err}");
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let exposed = count_before(&err, "in the experiment");
+    let accepted = count_before(&err, "events accepted");
+    assert_eq!(count_before(&err, "rejected"), 0, "{err}");
+    assert!(
+        exposed > 200,
+        "most of the 300 users are in the experiment: {err}"
+    );
+
+    // The report against the rows as stored, counted with SQL of its own.
+    assert_eq!(report["experiment_id"], DEMO_EXPERIMENT);
+    assert_eq!(report["exposed_users"].as_u64(), Some(exposed), "{report}");
+    // Only the demo's users sent events to this store.
+    let stored = |event_type: &str| {
+        format!("SELECT COUNT(*) AS n FROM analytics_events WHERE event_type = '{event_type}'")
+    };
+    assert_eq!(s.db.count(&stored("flow_open")).await as u64, exposed);
+    let completes = metric_sums(&report, "flow_complete");
+    let purchases = metric_sums(&report, "purchase_complete");
+    let revenue = metric_sums(&report, "revenue");
+    let total = |sums: &[(String, f64, u64)]| sums.iter().map(|(_, sum, _)| sum).sum::<f64>();
+    assert_eq!(
+        total(&completes),
+        s.db.count(&stored("flow_complete")).await as f64
+    );
+    assert_eq!(
+        total(&purchases),
+        s.db.count(&stored("purchase_complete")).await as f64
+    );
+    assert_eq!(
+        exposed as f64 + total(&completes) + total(&purchases),
+        accepted as f64,
+        "every accepted event is an exposure, a completion or a purchase"
+    );
+    // Each variant's revenue: its buyers at the demo's price.
+    for (name, price) in [("control", 29.99), ("trial", 24.99)] {
+        let buyers = purchases.iter().find(|(n, ..)| n == name).unwrap().1;
+        let paid = revenue.iter().find(|(n, ..)| n == name).unwrap().1;
+        assert!(
+            (paid - buyers * price).abs() < 1e-6,
+            "{name}: {paid} from {buyers} buyers at {price}"
+        );
+    }
+    let by_variant: u64 = report["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["users"].as_u64().unwrap())
+        .sum();
+    assert_eq!(by_variant, exposed);
+
+    // The CLI and the admin API give the same report for the same window.
+    let to = report["to"].as_str().unwrap().to_owned();
+    let path = format!("/admin/v1/experiments/{DEMO_EXPERIMENT}/results?to={to}");
+    let (status, from_admin) = admin(&s, &path, Some(TOKEN));
+    assert_eq!(status, 200, "{from_admin}");
+    let (code, out, err) = run(
+        &[
+            "experiments",
+            "results",
+            DEMO_EXPERIMENT,
+            "--to",
+            &to,
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let from_cli: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(from_cli, from_admin);
+    assert_eq!(from_cli["exposed_users"].as_u64(), Some(exposed));
+
+    // The table names the variants and the metrics.
+    let (code, table, err) = run(&["experiments", "results", DEMO_EXPERIMENT], &env);
+    assert_eq!(code, Some(0), "{err}");
+    for word in [
+        "control",
+        "trial",
+        "flow_complete",
+        "purchase_complete",
+        "revenue",
+    ] {
+        assert!(table.contains(word), "{word} in\n{table}");
+    }
+
+    // The list: the same in both, with the exposed users.
+    let (code, out, err) = run(&["experiments", "list", "--app", DEMO_APP, "--json"], &env);
+    assert_eq!(code, Some(0), "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let (status, listed_admin) = admin(
+        &s,
+        &format!("/admin/v1/experiments?app_id={DEMO_APP}"),
+        Some(TOKEN),
+    );
+    assert_eq!(status, 200, "{listed_admin}");
+    assert_eq!(listed, listed_admin);
+    assert!(
+        listed
+            .to_string()
+            .contains(&format!("\"exposed_users\":{exposed}")),
+        "{listed}"
+    );
+
+    // A caller's mistakes: exit 4 in the CLI, 4xx problems in the admin API, value quoted.
+    for (args, quoted) in [
+        (
+            vec!["experiments", "results", NO_SUCH_EXPERIMENT],
+            NO_SUCH_EXPERIMENT,
+        ),
+        (
+            vec![
+                "experiments",
+                "results",
+                DEMO_EXPERIMENT,
+                "--from",
+                "yesterday",
+            ],
+            "yesterday",
+        ),
+        (
+            vec![
+                "experiments",
+                "results",
+                DEMO_EXPERIMENT,
+                "--metric",
+                "no such",
+            ],
+            "no such",
+        ),
+    ] {
+        let (code, _, err) = run(&args, &env);
+        assert_eq!(code, Some(4), "{args:?}: {err}");
+        assert!(err.contains(quoted), "{args:?}: {err}");
+    }
+    let results = format!("/admin/v1/experiments/{DEMO_EXPERIMENT}/results");
+    assert_eq!(admin(&s, &results, None).0, 401);
+    assert_eq!(
+        admin(&s, &results, Some("results-admin-token-0123456780")).0,
+        401
+    );
+    let (status, problem) = admin(
+        &s,
+        &format!("/admin/v1/experiments/{NO_SUCH_EXPERIMENT}/results"),
+        Some(TOKEN),
+    );
+    assert_eq!(
+        (status, &problem["code"]),
+        (404, &Value::from("experiment_not_found"))
+    );
+    for (query, quoted) in [("from=yesterday", "yesterday"), ("colour=red", "colour")] {
+        let (status, problem) = admin(&s, &format!("{results}?{query}"), Some(TOKEN));
+        assert_eq!(status, 400, "{query}: {problem}");
+        assert_eq!(problem["code"], "invalid_request", "{query}: {problem}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains(quoted),
+            "{problem}"
+        );
+    }
+    assert!(
+        s.metric("flowgate_results_queries_total{outcome=\"ok\"}") >= Some(2.0),
+        "the admin reads are counted"
+    );
+}
+
+// The proxy in front of PostgreSQL runs on the test's runtime, which the blocking HTTP client
+// holds while waiting: a second worker forwards meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_that_runs_out_of_time_fails_clearly_while_resolve_and_events_go_on() {
+    let settings = [
+        ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+        ("FLOWGATE__EXPERIMENTS__QUERY_TIMEOUT_MS", "500"),
+    ];
+    let Some(s) = Served::start(&settings).await else {
+        return;
+    };
+    let env = [
+        ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
+        ("FLOWGATE__EXPERIMENTS__QUERY_TIMEOUT_MS", "500"),
+    ];
+    let from = "2020-01-01T00:00:00Z";
+    let results = format!(
+        "/admin/v1/experiments/{}/results?from={from}",
+        fixtures::EXP
+    );
+    let (status, report) = admin(&s, &results, Some(TOKEN));
+    assert_eq!(status, 200, "{report}");
+
+    // An earlier day's partition of the events, locked: reading the window waits on it, writing
+    // today's events does not.
+    let today = time::OffsetDateTime::now_utc().date();
+    let today = format!(
+        "analytics_events_p{:04}{:02}{:02}",
+        today.year(),
+        u8::from(today.month()),
+        today.day()
+    );
+    let earlier =
+        s.db.texts(&format!(
+            "SELECT relname::text AS t FROM pg_class WHERE relname LIKE 'analytics\\_events\\_p%' \
+             AND relkind = 'r' AND relname < '{today}' ORDER BY relname DESC LIMIT 1"
+        ))
+        .await;
+    let earlier = earlier.first().expect("a partition before today's");
+    let lock = s.db.lock_table(earlier).await;
+
+    let (status, problem) = admin(&s, &results, Some(TOKEN));
+    assert_eq!(status, 503, "{problem}");
+    assert_eq!(problem["code"], "results_timeout", "{problem}");
+    let (status, problem) = admin(&s, "/admin/v1/experiments", Some(TOKEN));
+    assert_eq!(
+        (status, &problem["code"]),
+        (503, &Value::from("results_timeout"))
+    );
+    let (code, _, err) = run(
+        &["experiments", "results", fixtures::EXP, "--from", from],
+        &env,
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("query_timeout_ms"), "{err}");
+
+    // Meanwhile the SDK routes answer, and an accepted event is stored.
+    assert_eq!(resolve_onboarding(&s).0, 200);
+    let id = uuid::Uuid::new_v4().to_string();
+    let path = format!("/v1/apps/{}/events", fixtures::APP1);
+    let (status, body) = http(
+        s.api,
+        "POST",
+        &path,
+        Some(&s.key),
+        event(&id).to_string().as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(status, 202, "{body}");
+    // Read from today's partition: the whole table waits on the lock.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let stored = format!("SELECT COUNT(*) AS n FROM {today} WHERE event_id = '{id}'");
+    while s.db.count(&stored).await != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the event {id} is not stored"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        s.metric("flowgate_results_queries_total{outcome=\"timeout\"}") >= Some(2.0),
+        "the timeouts are counted"
+    );
+
+    lock.release().await;
+    // No read that ran out of time left a connection inside a transaction (holding locks).
+    let open = "SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+                AND state LIKE 'idle in transaction%'";
+    assert_eq!(s.db.count(open).await, 0);
+    let (status, report) = admin(&s, &results, Some(TOKEN));
+    assert_eq!(status, 200, "{report}");
+}

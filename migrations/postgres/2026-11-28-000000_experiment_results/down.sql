@@ -1,0 +1,2 @@
+DROP INDEX analytics_events_outcomes;
+DROP INDEX analytics_events_exposures;

@@ -1,0 +1,15 @@
+-- Experiment results (D22) read two kinds of events by user: an experiment's exposures
+-- (`flow_open` and holdout `resolve_no_flow` events carrying it) and the default conversion
+-- events (`flow_complete`, `purchase_complete`). Two partial indexes hold just those rows (about
+-- a tenth and a twentieth of a typical app's events), so a report reads them without scanning
+-- the app's other events, and a write pays an index entry only for those rows. Both keep users
+-- in the order of their bytes (COLLATE "C"), the order in which the service merges the reads
+-- one user at a time; the conversions by type, each type one range of the index. (Rows per user
+-- kept by a trigger instead were measured far costlier to write: docs/benchmarks.md.)
+CREATE INDEX analytics_events_exposures
+    ON analytics_events (app_id, experiment_id, user_id COLLATE "C", occurred_at, variant_id)
+    WHERE experiment_id IS NOT NULL
+      AND (event_type = 'flow_open' OR (event_type = 'resolve_no_flow' AND reason = 'holdout'));
+CREATE INDEX analytics_events_outcomes
+    ON analytics_events (app_id, event_type, user_id COLLATE "C", occurred_at)
+    WHERE event_type IN ('flow_complete', 'purchase_complete');
