@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-http bench-http-unpinned bench-peer ci check-domain-deps pg-up nats-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-results bench-http bench-http-unpinned bench-peer ci check-domain-deps pg-up nats-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -91,6 +91,13 @@ bench-instructions:
 bench-store: pg-up
 	$(CARGO) bench -p flowgate-store --bench events
 	$(CARGO) bench -p flowgate-store --bench catalog
+
+## Experiment results at scale (D22): one experiment of 1,000,000 users and about 8.5 million
+## events on PostgreSQL (RESULTS_USERS=N to change; RESULTS_BACKENDS=postgres,sqlite adds SQLite
+## with a tenth of them; RESULTS_KEEP=1 keeps the loaded database for the next run;
+## RESULTS_COLD=1 restarts PostgreSQL and drops the page cache first, as root).
+bench-results: pg-up
+	$(CARGO) bench -p flowgate-store --bench results
 
 ## Pinned HTTP benchmark of single resolve (bench/pinned.py): release build; flowgate and the
 ## no-logic baseline with one worker each pinned to CPU 0 (BENCH_SERVER_CPUS=0-3 on a bigger

@@ -55,7 +55,7 @@ impl ConnectionLimits {
 
     /// For `HttpServer::on_connect`: takes a slot of the peer's address for the life of the
     /// connection, or shuts the connection down when the address has no slot left. Either way
-    /// the connection gets its [`Connection`] state.
+    /// the connection gets its `Connection` state.
     pub fn on_connect(self: &Arc<Self>, io: &dyn Any, extensions: &mut Extensions) {
         let mut connection = Connection {
             closing: Cell::new(false),
