@@ -1294,6 +1294,10 @@ mod tests {
             out: &mut std::collections::BTreeMap<String, String>,
         ) {
             match value {
+                // A table key (`experiments.exchange_rates`) whose default is empty.
+                serde_json::Value::Object(keys) if keys.is_empty() && !prefix.is_empty() => {
+                    out.insert(prefix.to_owned(), "{}".to_owned());
+                }
                 serde_json::Value::Object(keys) => {
                     for (key, value) in keys {
                         let name = if prefix.is_empty() {

@@ -495,7 +495,14 @@ async fn rejected_requests_write_a_bounded_number_of_log_lines() {
         malformed >= 200,
         "the malformed requests are summarised: {malformed}"
     );
-    assert!(lines.len() < 300, "{} lines in all", lines.len());
+    // Lines are sampled per second, so their bound grows with the time the flood took (on a
+    // loaded machine 3,200 requests one after another take a minute), never with the requests:
+    // at most 12 a second and a few at start and stop, and far fewer than the 3,200 requests.
+    let all = lines.len() as u64;
+    assert!(
+        all <= 12 * seconds + 40 && all < 800,
+        "{all} lines in all in {seconds} s"
+    );
 }
 
 /// 6. A database password given as a query parameter (`?password=`, valid for libpq) appears
