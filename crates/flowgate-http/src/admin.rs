@@ -385,14 +385,26 @@ fn json_ok(value: &serde_json::Value) -> HttpResponse {
         .body(value.to_string())
 }
 
+/// The results routes' access: no route without `admin.token` (D22), 401 without the token.
+fn results_access<'a>(
+    req: &HttpRequest,
+    state: &'a AdminState,
+) -> Result<&'a ResultsAccess, Box<HttpResponse>> {
+    let Some(access) = state.results.as_deref() else {
+        return Err(Box::new(crate::handlers::no_route(req)));
+    };
+    match refuse_without(req, &access.token) {
+        Some(refused) => Err(Box::new(refused)),
+        None => Ok(access),
+    }
+}
+
 /// `GET /admin/v1/experiments[?app_id=]` (D22).
 async fn list_experiments(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse {
-    let Some(access) = state.results.as_deref() else {
-        return crate::handlers::no_route(&req);
+    let access = match results_access(&req, &state) {
+        Ok(access) => access,
+        Err(refused) => return *refused,
     };
-    if let Some(refused) = refuse_without(&req, &access.token) {
-        return refused;
-    }
     let catalog = access.catalog.load();
     let started = std::time::Instant::now();
     let listed = async {
@@ -414,12 +426,10 @@ async fn experiment_results(
     path: web::Path<String>,
     state: web::Data<AdminState>,
 ) -> HttpResponse {
-    let Some(access) = state.results.as_deref() else {
-        return crate::handlers::no_route(&req);
+    let access = match results_access(&req, &state) {
+        Ok(access) => access,
+        Err(refused) => return *refused,
     };
-    if let Some(refused) = refuse_without(&req, &access.token) {
-        return refused;
-    }
     let catalog = access.catalog.load();
     let started = std::time::Instant::now();
     let report = async {

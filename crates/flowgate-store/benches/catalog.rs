@@ -5,38 +5,15 @@
 //! SQLite. Run with `make bench-store` (needs PostgreSQL and `psql`). Prints Markdown tables.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::Catalog;
 use flowgate_store::{import_file, Store, StoreOptions};
+use flowgate_testkit::psql;
 use flowgate_testkit::scale::{self, catalog_file};
 
 const RUNS: usize = 3;
-
-fn psql(db: &str, command: &str) {
-    let out = Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            db,
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-qc",
-            command,
-        ])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {command}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn secs(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64())

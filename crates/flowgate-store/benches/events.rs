@@ -9,7 +9,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::io::Write;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
@@ -60,28 +59,10 @@ async fn append_all(store: &Store, rows: &[AnalyticsEvent], batch: usize) -> Dur
     start.elapsed()
 }
 
+/// `psql` on `db`, timed (process start included).
 fn psql(db: &str, command: &str) -> Duration {
     let start = Instant::now();
-    let out = Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            db,
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-qc",
-            command,
-        ])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {command}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    flowgate_testkit::psql(db, command);
     start.elapsed()
 }
 

@@ -16,6 +16,7 @@ use flowgate_domain::ports::{EventStore, ResultsSource};
 use flowgate_domain::results::{report, ResultsQuery};
 use flowgate_domain::Catalog;
 use flowgate_store::{Store, StoreOptions};
+use flowgate_testkit::psql;
 use flowgate_testkit::scale::experiment as scale;
 use time::macros::datetime;
 use time::OffsetDateTime;
@@ -23,30 +24,6 @@ use time::OffsetDateTime;
 const DAYS: u32 = 14;
 const START: OffsetDateTime = datetime!(2026-10-01 00:00 UTC);
 const BATCH_USERS: u64 = 2_000;
-
-fn psql(db: &str, command: &str) -> String {
-    let out = Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "postgres",
-            "-d",
-            db,
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-Atqc",
-            command,
-        ])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql {command}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// Restarts PostgreSQL and drops the OS page cache, when allowed: the cold run.
 fn make_cold() -> bool {

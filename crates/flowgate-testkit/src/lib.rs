@@ -75,6 +75,33 @@ fn split_url(url: &str) -> (String, String, String) {
     )
 }
 
+/// Runs `command` with `psql` on database `db` of the benchmarks' PostgreSQL (127.0.0.1:5432,
+/// user `postgres`), stopping at the first error; its output, unaligned and without headers.
+/// Panics with psql's message when it fails.
+pub fn psql(db: &str, command: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            db,
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-Atqc",
+            command,
+        ])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "psql {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// Whether tests may skip what needs PostgreSQL when it cannot be used: only when
 /// `FLOWGATE_TEST_SKIP_PG=1` says so on purpose. Otherwise a test that cannot reach its
 /// database fails, it never passes silently.
