@@ -16,6 +16,7 @@ pub mod ports;
 pub mod resolve;
 pub mod results;
 pub mod shown;
+pub mod sticky;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};
 pub use identity::Platform;

@@ -1,0 +1,246 @@
+//! Sticky assignment (D23): GrowthBook's sticky bucketing, the decision part. A user's stored
+//! assignments are kept per identifier, as GrowthBook's assignment documents
+//! (`{attributeName, attributeValue, assignments: {"<experiment key>__<bucket version>":
+//! "<variant key>"}}`), and looked up before an experiment buckets anyone:
+//!
+//! - an assignment of the experiment's current bucket version whose variant still exists keeps
+//!   the user in that variant, whatever the weights, coverage or audience now say;
+//! - any assignment of a version below the experiment's `min_bucket_version` excludes the user
+//!   (the operator stopped enrolment of earlier participants);
+//! - assignments of other versions are ignored: the user is bucketed again and the new
+//!   assignment is added beside them.
+//!
+//! The document of the hash attribute's value wins over the fallback attribute's on the same
+//! key; a new assignment is always recorded in the document of the attribute that was hashed.
+//! Reading and writing the documents is the adapters' (a port); this module only decides, on
+//! the documents it is given, so resolve stays a pure function of its inputs.
+
+use std::collections::BTreeMap;
+
+/// One identifier's stored assignments: GrowthBook's assignment document.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StickyDoc {
+    /// The attribute the identifier is a value of (`user_id`, or a fallback attribute).
+    pub attribute_name: String,
+    /// Its value.
+    pub attribute_value: String,
+    /// `"<experiment key>__<bucket version>"` to the variant's key.
+    pub assignments: BTreeMap<String, String>,
+}
+
+/// The documents known for one request, by [`doc_key`].
+pub type StickyDocs = BTreeMap<String, StickyDoc>;
+
+/// The key of the document of `attribute_name` = `attribute_value`: `name||value`.
+pub fn doc_key(attribute_name: &str, attribute_value: &str) -> String {
+    format!("{attribute_name}||{attribute_value}")
+}
+
+/// The key of an experiment's assignment in a document: `key__version`.
+pub fn assignment_key(experiment_key: &str, bucket_version: u32) -> String {
+    format!("{experiment_key}__{bucket_version}")
+}
+
+/// An identifier: an attribute's name and the request's value of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identifier<'a> {
+    /// The attribute.
+    pub name: &'a str,
+    /// Its value.
+    pub value: &'a str,
+}
+
+/// What sticky bucketing needs to know of an experiment.
+#[derive(Clone, Copy, Debug)]
+pub struct StickyExperiment<'a> {
+    /// The experiment's key in the documents.
+    pub key: &'a str,
+    /// The current bucket version: raising it buckets everyone again.
+    pub bucket_version: u32,
+    /// Assignments of versions below it exclude their users.
+    pub min_bucket_version: u32,
+    /// The variants' keys, in order.
+    pub variant_keys: &'a [&'a str],
+}
+
+/// What the stored assignments say about a user and an experiment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickyLookup {
+    /// Nothing applies: bucket the user as without sticky bucketing.
+    None,
+    /// The user keeps the variant at this index.
+    Variant(usize),
+    /// The user has an assignment of a version below `min_bucket_version`: not in the
+    /// experiment.
+    Blocked,
+}
+
+/// Looks `experiment` up in `docs` for the user whose hash attribute is `primary` (its value
+/// may be empty: then only the fallback can match) and whose fallback attribute is `fallback`
+/// (when the experiment has one and the request a value). The hash attribute's document wins
+/// over the fallback's on the same assignment.
+pub fn lookup(
+    docs: &StickyDocs,
+    primary: Identifier<'_>,
+    fallback: Option<Identifier<'_>>,
+    experiment: &StickyExperiment<'_>,
+) -> StickyLookup {
+    let assignments = |key: &str| -> Option<&String> {
+        docs.get(&doc_key(primary.name, primary.value))
+            .and_then(|d| d.assignments.get(key))
+            .or_else(|| {
+                fallback.and_then(|f| {
+                    docs.get(&doc_key(f.name, f.value))
+                        .and_then(|d| d.assignments.get(key))
+                })
+            })
+    };
+    let blocked = (0..experiment.min_bucket_version)
+        .any(|v| assignments(&assignment_key(experiment.key, v)).is_some());
+    if blocked {
+        return StickyLookup::Blocked;
+    }
+    match assignments(&assignment_key(experiment.key, experiment.bucket_version)) {
+        Some(variant) => experiment
+            .variant_keys
+            .iter()
+            .position(|k| k == variant)
+            .map_or(StickyLookup::None, StickyLookup::Variant),
+        None => StickyLookup::None,
+    }
+}
+
+/// Records that the user identified by `hashed` (the attribute that was hashed) is in the
+/// variant `variant_key` of `experiment`, keeping every other assignment of the document.
+/// Returns the document to store when it changed, `None` when it already said so.
+pub fn record(
+    docs: &mut StickyDocs,
+    hashed: Identifier<'_>,
+    experiment: &StickyExperiment<'_>,
+    variant_key: &str,
+) -> Option<StickyDoc> {
+    let doc = docs
+        .entry(doc_key(hashed.name, hashed.value))
+        .or_insert_with(|| StickyDoc {
+            attribute_name: hashed.name.to_owned(),
+            attribute_value: hashed.value.to_owned(),
+            assignments: BTreeMap::new(),
+        });
+    let key = assignment_key(experiment.key, experiment.bucket_version);
+    if doc.assignments.get(&key).map(String::as_str) == Some(variant_key) {
+        return None;
+    }
+    doc.assignments.insert(key, variant_key.to_owned());
+    Some(doc.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYS: &[&str] = &["control", "trial"];
+
+    fn experiment(bucket_version: u32, min_bucket_version: u32) -> StickyExperiment<'static> {
+        StickyExperiment {
+            key: "paywall",
+            bucket_version,
+            min_bucket_version,
+            variant_keys: KEYS,
+        }
+    }
+
+    /// An attribute, its value and its assignments.
+    type Entry<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    fn docs(entries: &[Entry<'_>]) -> StickyDocs {
+        entries
+            .iter()
+            .map(|(name, value, assignments)| {
+                (
+                    doc_key(name, value),
+                    StickyDoc {
+                        attribute_name: (*name).to_owned(),
+                        attribute_value: (*value).to_owned(),
+                        assignments: assignments
+                            .iter()
+                            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                            .collect(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    const USER: Identifier<'static> = Identifier {
+        name: "user_id",
+        value: "u1",
+    };
+    const DEVICE: Identifier<'static> = Identifier {
+        name: "device_id",
+        value: "d1",
+    };
+
+    #[test]
+    fn a_variant_that_no_longer_exists_is_no_assignment() {
+        let d = docs(&[("user_id", "u1", &[("paywall__0", "gone")])]);
+        assert_eq!(
+            lookup(&d, USER, None, &experiment(0, 0)),
+            StickyLookup::None
+        );
+    }
+
+    #[test]
+    fn an_earlier_version_blocks_only_below_the_minimum() {
+        let d = docs(&[("user_id", "u1", &[("paywall__1", "trial")])]);
+        assert_eq!(
+            lookup(&d, USER, None, &experiment(2, 2)),
+            StickyLookup::Blocked
+        );
+        assert_eq!(
+            lookup(&d, USER, None, &experiment(2, 1)),
+            StickyLookup::None
+        );
+        assert_eq!(
+            lookup(&d, USER, None, &experiment(1, 1)),
+            StickyLookup::Variant(1)
+        );
+    }
+
+    #[test]
+    fn the_hashed_attribute_wins_over_the_fallback() {
+        let d = docs(&[
+            ("user_id", "u1", &[("paywall__0", "control")]),
+            ("device_id", "d1", &[("paywall__0", "trial")]),
+        ]);
+        assert_eq!(
+            lookup(&d, USER, Some(DEVICE), &experiment(0, 0)),
+            StickyLookup::Variant(0)
+        );
+        assert_eq!(
+            lookup(
+                &d,
+                Identifier {
+                    name: "user_id",
+                    value: "u2"
+                },
+                Some(DEVICE),
+                &experiment(0, 0)
+            ),
+            StickyLookup::Variant(1)
+        );
+    }
+
+    #[test]
+    fn recording_keeps_other_assignments_and_says_when_nothing_changed() {
+        let mut d = docs(&[(
+            "user_id",
+            "u1",
+            &[("paywall__0", "control"), ("other__3", "x")],
+        )]);
+        let written = record(&mut d, USER, &experiment(1, 0), "trial").expect("changed");
+        assert_eq!(written.assignments.len(), 3);
+        assert_eq!(written.assignments["paywall__0"], "control");
+        assert_eq!(written.assignments["paywall__1"], "trial");
+        assert_eq!(record(&mut d, USER, &experiment(1, 0), "trial"), None);
+    }
+}
