@@ -496,11 +496,12 @@ async fn rejected_requests_write_a_bounded_number_of_log_lines() {
         "the malformed requests are summarised: {malformed}"
     );
     // Lines are sampled per second, so their bound grows with the time the flood took (on a
-    // loaded machine 3,200 requests one after another take a minute), never with the requests:
-    // at most 12 a second and a few at start and stop, and far fewer than the 3,200 requests.
+    // loaded machine 3,200 requests one after another take minutes), never with the requests:
+    // at most 12 a second and a few at start and stop, and fewer than the 3,000 rejected
+    // requests (a line each without sampling).
     let all = lines.len() as u64;
     assert!(
-        all <= 12 * seconds + 40 && all < 800,
+        all <= 12 * seconds + 40 && all < 3000,
         "{all} lines in all in {seconds} s"
     );
 }
