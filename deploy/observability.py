@@ -87,6 +87,13 @@ def exported_names():
                 ty = fields.get(m.group(2), "")
                 kind = next((k for k in ("Histogram", "Counter", "Gauge") if k in ty), "unknown")
                 note(f"{prefix}_{m.group(1)}", kind)
+            # `register_with_unit(NAME, HELP, Unit::Seconds, field)`: the unit ends the name.
+            for m in re.finditer(
+                r'\.register_with_unit\(\s*"(\w+)",\s*"[^"]*",\s*Unit::(\w+),\s*\w+\.(\w+)\.clone\(\)',
+                text, re.S):
+                ty = fields.get(m.group(3), "")
+                kind = next((k for k in ("Histogram", "Counter", "Gauge") if k in ty), "unknown")
+                note(f"{prefix}_{m.group(1)}_{m.group(2).lower()}", kind)
             for m in re.finditer(r'encode_descriptor\(\s*"(\w+)",.*?MetricType::(\w+)', text, re.S):
                 note(f"{prefix}_{m.group(1)}", m.group(2))
         for name in re.findall(r'"(flowgate_[a-z0-9_]*[a-z0-9])"', text):
