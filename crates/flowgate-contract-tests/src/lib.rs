@@ -1,11 +1,11 @@
 //! The port contract suite of flowgate: what every implementation of the domain's storage
 //! ports ([`CatalogSource`], [`KeyStore`], [`EventStore`], [`DeadLetterStore`],
-//! [`ResultsSource`]) must do,
+//! [`ResultsSource`], [`StickyStore`]) must do,
 //! written once and run against each implementation (the in-memory reference, the store on
 //! SQLite, the store on PostgreSQL).
 //!
 //! The public functions of [`catalog_source`], [`key_store`], [`event_store`],
-//! [`dead_letter_store`] and [`results_source`] *are* the cases: each is an `async fn` generic over the
+//! [`dead_letter_store`], [`results_source`] and [`sticky_store`] *are* the cases: each is an `async fn` generic over the
 //! implementation that panics when the implementation breaks the contract. A runner (this
 //! crate's `tests/it`) implements [`Harness`] for every adapter and calls every case once per
 //! adapter. Cases that need catalog data (keys belong to workspaces, which a database
@@ -18,7 +18,7 @@ use std::future::Future;
 
 use flowgate_domain::catalog::CatalogData;
 use flowgate_domain::ports::{
-    CatalogSource, DeadLetterStore, EventStore, KeyStore, ResultsSource, StoreError,
+    CatalogSource, DeadLetterStore, EventStore, KeyStore, ResultsSource, StickyStore, StoreError,
 };
 
 pub mod catalog_source;
@@ -27,11 +27,18 @@ pub mod event_store;
 pub mod fixtures;
 pub mod key_store;
 pub mod results_source;
+pub mod sticky_store;
 
 /// One implementation of the storage ports under test, as the runner provides it.
 pub trait Harness: Sized {
     /// The implementation of the ports.
-    type Store: CatalogSource + KeyStore + EventStore + DeadLetterStore + ResultsSource + ?Sized;
+    type Store: CatalogSource
+        + KeyStore
+        + EventStore
+        + DeadLetterStore
+        + ResultsSource
+        + StickyStore
+        + ?Sized;
 
     /// Creates a fresh, empty instance that shares nothing with any other. `None` means the
     /// backend is not available here and the case is skipped (the runner decides when that

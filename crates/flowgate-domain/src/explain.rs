@@ -16,7 +16,7 @@ use crate::catalog::{App, Experiment, ExperimentStatus, FlowTarget, Placement};
 use crate::conditions::{Condition, Mismatch, SavedGroups};
 use crate::events::NoFlowReason;
 use crate::ids::{ExperimentId, FlowId, FlowVersionId, VariantId};
-use crate::resolve::{Bucketing, Resolution, ResolveMode, ResolveRequest, Tracer};
+use crate::resolve::{Bucketing, Resolution, ResolveMode, ResolveRequest, StickyState, Tracer};
 use crate::shown::shown;
 
 /// Why the outcome is what it is (D18).
@@ -130,6 +130,10 @@ pub enum Skipped {
     OutsideNamespace,
     /// The user's hash is in no variant's range.
     OutsideCoverage,
+    /// There is no value to hash (an empty user id).
+    NoHashValue,
+    /// The user has a stored assignment of a version below `min_bucket_version` (D23).
+    ExcludedByBucketVersion,
 }
 
 impl Skipped {
@@ -140,6 +144,10 @@ impl Skipped {
             Skipped::Concluded => "concluded",
             Skipped::OutsideNamespace => "outside namespace",
             Skipped::OutsideCoverage => "outside coverage",
+            Skipped::NoHashValue => "no user id to hash",
+            Skipped::ExcludedByBucketVersion => {
+                "excluded: a stored assignment of a version below min_bucket_version"
+            }
         }
     }
 }
@@ -171,6 +179,38 @@ pub struct ExperimentStep {
     /// Why the rule did not decide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Skipped>,
+    /// For a sticky experiment (D23): its versions and what stored assignments did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky: Option<StickyStep>,
+}
+
+/// A sticky experiment's part in the trace (D23).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StickyStep {
+    /// The current bucket version.
+    pub bucket_version: u32,
+    /// Stored assignments of versions below this exclude their users.
+    pub min_bucket_version: u32,
+    /// What the user's stored assignments did.
+    pub assignment: StickyAssignment,
+}
+
+/// What a user's stored assignments did for a sticky experiment (D23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StickyAssignment {
+    /// A stored assignment decided the variant; audience, namespace, coverage and weights
+    /// were not consulted.
+    Stored,
+    /// No stored assignment applied: the user was bucketed, and the variant is recorded.
+    New,
+    /// No stored assignment applied, and the user is in no variant: nothing is recorded.
+    None,
+    /// A stored assignment of a version below `min_bucket_version` excludes the user.
+    Excluded,
+    /// The stored assignments were not read (unavailable, or explain was asked without
+    /// them): bucketed as a non-sticky experiment.
+    NotRead,
 }
 
 /// The assigned variant.
@@ -226,11 +266,12 @@ pub struct Explanation<'c> {
 }
 
 /// The recording tracer.
-#[derive(Default)]
 struct Recorder {
     steps: Vec<Step>,
     /// Whether the default was reached.
     default: bool,
+    /// Whether stored assignments were read (D23).
+    sticky_read: bool,
 }
 
 impl Recorder {
@@ -301,7 +342,17 @@ impl Tracer for Recorder {
                 inside: ns.includes(hash),
             })
         };
+        let variant_step = |index: usize| {
+            experiment.variants.get(index).map(|v| VariantStep {
+                id: v.id,
+                name: v.name.clone(),
+                flow: v.flow.as_ref().map(FlowStep::of),
+            })
+        };
         let (namespace, hash, variant, skipped) = match bucketing {
+            Bucketing::Stored { index } => (None, None, variant_step(index), None),
+            Bucketing::Excluded => (None, None, None, Some(Skipped::ExcludedByBucketVersion)),
+            Bucketing::NoHashValue => (None, None, None, Some(Skipped::NoHashValue)),
             Bucketing::NotRunning => {
                 let skipped = match experiment.status {
                     ExperimentStatus::Draft => Skipped::Draft,
@@ -329,20 +380,24 @@ impl Tracer for Recorder {
                 namespace_hash,
                 hash,
                 index,
-            } => {
-                let variant = experiment.variants.get(index).map(|v| VariantStep {
-                    id: v.id,
-                    name: v.name.clone(),
-                    flow: v.flow.as_ref().map(FlowStep::of),
-                });
-                (
-                    namespace_hash.and_then(namespace),
-                    Some(hash),
-                    variant,
-                    None,
-                )
-            }
+            } => (
+                namespace_hash.and_then(namespace),
+                Some(hash),
+                variant_step(index),
+                None,
+            ),
         };
+        let sticky = experiment.sticky.as_ref().map(|settings| StickyStep {
+            bucket_version: settings.bucket_version,
+            min_bucket_version: settings.min_bucket_version,
+            assignment: match bucketing {
+                _ if !self.sticky_read => StickyAssignment::NotRead,
+                Bucketing::Stored { .. } => StickyAssignment::Stored,
+                Bucketing::Excluded => StickyAssignment::Excluded,
+                Bucketing::Assigned { .. } => StickyAssignment::New,
+                _ => StickyAssignment::None,
+            },
+        });
         let step = self.rule(index);
         step.decided = variant.is_some();
         step.experiment = Some(Box::new(ExperimentStep {
@@ -356,6 +411,7 @@ impl Tracer for Recorder {
             ranges,
             variant,
             skipped,
+            sticky,
         }));
     }
 
@@ -382,7 +438,22 @@ impl App {
                 reason: Reason::UnknownPlacement,
             };
         };
-        explain_placement(self, placement, request)
+        explain_placement(self, placement, request, None)
+    }
+
+    /// [`App::explain`] with the user's stored assignments (D23), as
+    /// [`App::resolve_sticky`] would use them: the trace says, for each sticky experiment,
+    /// whether a stored assignment decided. `sticky` is not changed (explain records nothing).
+    pub fn explain_sticky<'c>(
+        &'c self,
+        placement_key: &str,
+        request: &ResolveRequest<'_>,
+        sticky: &StickyState,
+    ) -> Explanation<'c> {
+        let Some(placement) = self.placement(placement_key) else {
+            return self.explain(placement_key, request);
+        };
+        explain_placement(self, placement, request, Some(sticky))
     }
 }
 
@@ -390,9 +461,21 @@ fn explain_placement<'c>(
     app: &App,
     placement: &'c Placement,
     request: &ResolveRequest<'_>,
+    sticky: Option<&StickyState>,
 ) -> Explanation<'c> {
-    let mut recorder = Recorder::default();
-    let resolution = placement.evaluate(app, request, ResolveMode::Normal, &mut recorder);
+    let mut recorder = Recorder {
+        steps: Vec::new(),
+        default: false,
+        sticky_read: sticky.is_some_and(StickyState::is_readable),
+    };
+    let mut state = sticky.cloned();
+    let resolution = placement.evaluate(
+        app,
+        request,
+        ResolveMode::Normal,
+        &mut recorder,
+        state.as_mut(),
+    );
     let reason = match resolution.no_flow_reason() {
         Some(NoFlowReason::UnknownPlacement) => Reason::UnknownPlacement,
         Some(NoFlowReason::NoRuleMatched) => Reason::NoRuleMatched,
@@ -465,7 +548,21 @@ impl fmt::Display for Step {
                         seen_text(m)
                     );
                 }
-                f.write_str("audience matched")?;
+                let stored = rule
+                    .experiment
+                    .as_ref()
+                    .and_then(|e| e.sticky.as_ref())
+                    .is_some_and(|s| {
+                        matches!(
+                            s.assignment,
+                            StickyAssignment::Stored | StickyAssignment::Excluded
+                        )
+                    });
+                f.write_str(if stored {
+                    "audience not checked (a stored assignment applies)"
+                } else {
+                    "audience matched"
+                })?;
                 if let Some(flow) = &rule.flow {
                     write!(f, "; serves {}", flow_text(flow))?;
                 }
@@ -486,6 +583,26 @@ impl fmt::Display for Step {
                             range(ns.start, ns.end),
                             ns.hash,
                             if ns.inside { "inside" } else { "outside" }
+                        )?;
+                    }
+                    if let Some(sticky) = &e.sticky {
+                        let what = match sticky.assignment {
+                            StickyAssignment::Stored => "a stored assignment decided the variant",
+                            StickyAssignment::New => {
+                                "no stored assignment; the variant is recorded"
+                            }
+                            StickyAssignment::None => "no stored assignment",
+                            StickyAssignment::Excluded => {
+                                "a stored assignment of an earlier version excludes the user"
+                            }
+                            StickyAssignment::NotRead => {
+                                "stored assignments not read; bucketed as without them"
+                            }
+                        };
+                        write!(
+                            f,
+                            "\n    sticky (bucket_version {}, min_bucket_version {}): {what}",
+                            sticky.bucket_version, sticky.min_bucket_version
                         )?;
                     }
                     if let Some(hash) = e.hash {

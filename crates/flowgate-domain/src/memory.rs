@@ -2,7 +2,7 @@
 //! runs against beside the SQLite and PostgreSQL adapters, and a store for embedders' tests.
 //! It keeps everything in a mutex; nothing is durable.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -14,9 +14,10 @@ use crate::ids::{AppId, DeadLetterId, EventId, ExperimentId, KeyId, WorkspaceId}
 use crate::keys::KeyRecord;
 use crate::ports::{
     AppendOutcome, BoxFuture, CatalogSource, DeadLetter, DeadLetterStore, EventStore, KeyStore,
-    ResultsSource, StoreError,
+    ResultsSource, StickyStore, StoreError,
 };
 use crate::results::{ResultsData, ResultsQuery};
+use crate::sticky::{doc_key, StickyDoc, StickyDocs, StickyId, StickyWrite};
 
 #[derive(Debug, Default)]
 struct State {
@@ -28,6 +29,8 @@ struct State {
     event_ids: HashSet<(AppId, EventId)>,
     /// In id order (ids are UUIDv7: the order they came).
     dead_letters: Vec<DeadLetter>,
+    /// Sticky assignment documents (D23) by app and identifier.
+    sticky: BTreeMap<(AppId, StickyId), BTreeMap<String, String>>,
 }
 
 /// In-memory catalog, key and event storage.
@@ -264,5 +267,49 @@ impl DeadLetterStore for InMemoryStore {
     fn count_dead_letters(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         let count = self.lock().dead_letters.len() as u64;
         Box::pin(std::future::ready(Ok(count)))
+    }
+}
+
+impl StickyStore for InMemoryStore {
+    fn read_sticky<'a>(
+        &'a self,
+        app: AppId,
+        ids: &'a [StickyId],
+    ) -> BoxFuture<'a, Result<StickyDocs, StoreError>> {
+        let state = self.lock();
+        let docs = ids
+            .iter()
+            .filter_map(|id| {
+                let assignments = state.sticky.get(&(app, id.clone()))?;
+                Some((
+                    doc_key(&id.attribute_name, &id.attribute_value),
+                    StickyDoc {
+                        attribute_name: id.attribute_name.clone(),
+                        attribute_value: id.attribute_value.clone(),
+                        assignments: assignments.clone(),
+                    },
+                ))
+            })
+            .collect();
+        Box::pin(std::future::ready(Ok(docs)))
+    }
+
+    fn write_sticky<'a>(
+        &'a self,
+        writes: &'a [StickyWrite],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut state = self.lock();
+        for write in writes {
+            let id = StickyId {
+                attribute_name: write.doc.attribute_name.clone(),
+                attribute_value: write.doc.attribute_value.clone(),
+            };
+            state
+                .sticky
+                .entry((write.app_id, id))
+                .or_default()
+                .extend(write.doc.assignments.clone());
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -20,6 +20,7 @@ use crate::events::AnalyticsEvent;
 use crate::ids::{AppId, DeadLetterId, EventId, ExperimentId, KeyId, WorkspaceId};
 use crate::keys::KeyRecord;
 use crate::results::{ResultsData, ResultsQuery};
+use crate::sticky::{StickyDocs, StickyId, StickyWrite};
 
 /// A boxed, `Send` future: the return type of asynchronous port methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -161,6 +162,28 @@ pub trait EventStore: Send + Sync {
         &'a self,
         events: &'a [AnalyticsEvent],
     ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>>;
+}
+
+/// Stored sticky assignments (D23): GrowthBook's assignment documents, kept per app and
+/// identifier. Resolve reads them only for placements with a sticky experiment, with a
+/// deadline of its own, and writes new or changed documents behind the response, batched.
+pub trait StickyStore: Send + Sync {
+    /// The stored documents of `ids` in `app`, keyed by [`crate::sticky::doc_key`]; an
+    /// identifier with nothing stored is simply absent.
+    fn read_sticky<'a>(
+        &'a self,
+        app: AppId,
+        ids: &'a [StickyId],
+    ) -> BoxFuture<'a, Result<StickyDocs, StoreError>>;
+
+    /// Merges each write's assignments into its stored document, in order (a later write of
+    /// the same assignment key wins), creating documents as needed. All or nothing is not
+    /// required: a failed batch may have stored some of its writes, and writing again is
+    /// harmless.
+    fn write_sticky<'a>(
+        &'a self,
+        writes: &'a [StickyWrite],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 /// Where experiment results come from (D22): the stored events of one experiment aggregated

@@ -4,21 +4,28 @@
 //! and allocates nothing proportional to the flow: a matched [`Resolution`] borrows the
 //! pre-rendered [`PublishedVersion`] from the snapshot.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use crate::bucketing::{choose_variation, hash_v2};
+use crate::bucketing::{choose_variation, hash};
 use crate::catalog::{
-    App, Experiment, ExperimentStatus, FlowTarget, Placement, PublishedVersion, Target, Variant,
+    App, Experiment, ExperimentStatus, FlowTarget, Placement, PublishedVersion, StickySettings,
+    Target, Variant,
 };
 use crate::conditions::{Attributes, Condition, SavedGroups};
 use crate::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
 use crate::identity::Platform;
+use crate::ids::AppId;
 use crate::ids::EventId;
 use crate::placement::{validate_placement_key, PlacementKeyError};
+use crate::sticky::{
+    doc_key, lookup, Identifier, StickyDoc, StickyDocs, StickyExperiment, StickyId, StickyLookup,
+    StickyWrite,
+};
 
 /// Most distinct placement keys in one batch (D6).
 pub const MAX_BATCH_KEYS: usize = 50;
@@ -232,6 +239,9 @@ fn serve<'c>(target: &'c FlowTarget, assignment: Option<Assignment<'c>>) -> Reso
 pub enum Bucketing {
     /// The experiment is not running: its rule is skipped.
     NotRunning,
+    /// There is no value to hash (an empty user id): the user is not in the experiment, as
+    /// GrowthBook's SDKs decide.
+    NoHashValue,
     /// The user's namespace hash is outside the experiment's namespace range.
     OutsideNamespace {
         /// The namespace hash.
@@ -253,6 +263,15 @@ pub enum Bucketing {
         /// The variant's position.
         index: usize,
     },
+    /// A stored assignment keeps the user in the variant at `index` (D23): audience,
+    /// namespace, coverage and weights were not consulted.
+    Stored {
+        /// The variant's position.
+        index: usize,
+    },
+    /// The user has a stored assignment of a version below the experiment's
+    /// `min_bucket_version` (D23): not in the experiment.
+    Excluded,
 }
 
 impl Experiment {
@@ -260,8 +279,19 @@ impl Experiment {
     /// or assigned a variant (D3.2, D5).
     #[inline]
     pub fn bucket(&self, user_id: &str) -> Bucketing {
+        self.bucket_value(user_id, user_id)
+    }
+
+    /// [`Experiment::bucket`] with the namespace checked on `user_id` and the variant chosen
+    /// by the hash of `hash_value` (a sticky experiment's fallback attribute when the user id
+    /// is empty, as GrowthBook's SDKs do).
+    #[inline]
+    fn bucket_value(&self, user_id: &str, hash_value: &str) -> Bucketing {
         if self.status != ExperimentStatus::Running {
             return Bucketing::NotRunning;
+        }
+        if hash_value.is_empty() {
+            return Bucketing::NoHashValue;
         }
         let namespace_hash = match &self.namespace {
             Some(ns) => {
@@ -273,7 +303,7 @@ impl Experiment {
             }
             None => None,
         };
-        let hash = hash_v2(&self.seed, user_id);
+        let hash = hash(&self.seed, hash_value, self.hash_version).unwrap_or(f64::NAN);
         match choose_variation(hash, &self.ranges) {
             Some(index) if index < self.variants.len() => Bucketing::Assigned {
                 namespace_hash,
@@ -340,7 +370,9 @@ impl Tracer for Untraced {
 }
 
 impl Placement {
-    /// Resolves this placement for a request (D3.2 to D3.5).
+    /// Resolves this placement for a request (D3.2 to D3.5), without stored assignments: a
+    /// sticky experiment buckets as a non-sticky one ([`Placement::resolve_sticky`] applies
+    /// them, D23).
     #[inline]
     pub fn resolve<'c>(
         &'c self,
@@ -348,11 +380,72 @@ impl Placement {
         request: &ResolveRequest<'_>,
         mode: ResolveMode,
     ) -> Resolution<'c> {
-        self.evaluate(app, request, mode, &mut Untraced)
+        self.evaluate(app, request, mode, &mut Untraced, None)
     }
 
-    /// The one evaluation behind resolve and explain: rules in order, the first whose audience
-    /// matches and that decides wins; an experiment decides when it assigns a variant.
+    /// Resolves this placement with the user's stored assignments (D23): `sticky` holds the
+    /// documents read for [`Placement::sticky_ids`] and collects the assignments to store.
+    pub fn resolve_sticky<'c>(
+        &'c self,
+        app: &App,
+        request: &ResolveRequest<'_>,
+        mode: ResolveMode,
+        sticky: &mut StickyState,
+    ) -> Resolution<'c> {
+        self.evaluate(app, request, mode, &mut Untraced, Some(sticky))
+    }
+
+    /// Whether a rule of this placement has a sticky experiment (D23): only then does resolve
+    /// need stored assignments. Fixed when the catalog is built.
+    pub fn is_sticky(&self) -> bool {
+        self.sticky
+    }
+
+    /// The identifiers whose documents a sticky resolve of this placement reads (D23): the
+    /// user's, and for each sticky experiment with a `fallback_attribute` the request's value
+    /// of it, when it has one. Empty for a placement without sticky experiments.
+    pub fn sticky_ids(&self, request: &ResolveRequest<'_>) -> Vec<StickyId> {
+        let mut ids = Vec::new();
+        if self.sticky {
+            self.push_sticky_ids(request, &mut ids);
+        }
+        ids
+    }
+
+    fn push_sticky_ids(&self, request: &ResolveRequest<'_>, ids: &mut Vec<StickyId>) {
+        let mut push = |name: &str, value: &str| {
+            if !ids
+                .iter()
+                .any(|id| id.attribute_name == name && id.attribute_value == value)
+            {
+                ids.push(StickyId {
+                    attribute_name: name.to_owned(),
+                    attribute_value: value.to_owned(),
+                });
+            }
+        };
+        for rule in &self.rules {
+            let Target::Experiment(experiment) = &rule.target else {
+                continue;
+            };
+            let Some(settings) = &experiment.sticky else {
+                continue;
+            };
+            if !request.user_id().is_empty() {
+                push(USER_ID, request.user_id());
+            }
+            if let Some(name) = &settings.fallback_attribute {
+                if let Some(value) = identifier_value(request, name) {
+                    push(name, &value);
+                }
+            }
+        }
+    }
+
+    /// The one evaluation behind resolve and explain: rules in order; a stored assignment of a
+    /// sticky experiment decides before the rule's audience is checked (D23); otherwise the
+    /// first rule whose audience matches and that decides wins; an experiment decides when it
+    /// assigns a variant.
     #[inline(always)]
     pub(crate) fn evaluate<'c, T: Tracer>(
         &'c self,
@@ -360,9 +453,28 @@ impl Placement {
         request: &ResolveRequest<'_>,
         mode: ResolveMode,
         tracer: &mut T,
+        mut sticky: Option<&mut StickyState>,
     ) -> Resolution<'c> {
         if mode == ResolveMode::Normal {
             for (index, rule) in self.rules.iter().enumerate() {
+                let stored = match (&rule.target, sticky.as_deref_mut()) {
+                    (Target::Experiment(experiment), Some(state)) => {
+                        state.stored(experiment, request)
+                    }
+                    _ => None,
+                };
+                if let Some((experiment, bucketing)) = stored {
+                    tracer.experiment(index, experiment, bucketing);
+                    if let Bucketing::Stored { index: chosen } = bucketing {
+                        if let Some(state) = sticky.as_deref_mut() {
+                            state.record(experiment, request, chosen);
+                        }
+                        if let Some(resolution) = assigned(experiment, chosen) {
+                            return resolution;
+                        }
+                    }
+                    continue;
+                }
                 if !rule.audience.is_always_true()
                     && !tracer.audience(index, &rule.audience, request, &app.saved_groups)
                 {
@@ -374,25 +486,25 @@ impl Placement {
                         return serve(target, None);
                     }
                     Target::Experiment(experiment) => {
-                        let bucketing = experiment.bucket(request.user_id());
+                        let bucketing = match (&experiment.sticky, sticky.as_deref()) {
+                            (Some(settings), Some(_)) => match hash_value(settings, request) {
+                                Some(value) => experiment.bucket_value(request.user_id(), &value),
+                                None => continue,
+                            },
+                            _ => experiment.bucket(request.user_id()),
+                        };
                         tracer.experiment(index, experiment, bucketing);
                         let Bucketing::Assigned { index: chosen, .. } = bucketing else {
                             continue;
                         };
-                        let Some(variant) = experiment.variants.get(chosen) else {
-                            continue;
-                        };
-                        let assignment = Some(Assignment {
-                            experiment,
-                            variant,
-                        });
-                        return match &variant.flow {
-                            Some(target) => serve(target, assignment),
-                            None => Resolution::NoFlow {
-                                reason: NoFlowReason::Holdout,
-                                assignment,
-                            },
-                        };
+                        if experiment.sticky.is_some() {
+                            if let Some(state) = sticky.as_deref_mut() {
+                                state.record(experiment, request, chosen);
+                            }
+                        }
+                        if let Some(resolution) = assigned(experiment, chosen) {
+                            return resolution;
+                        }
                     }
                 }
             }
@@ -405,6 +517,194 @@ impl Placement {
                 assignment: None,
             },
         }
+    }
+}
+
+/// The outcome of assigning variant `chosen`, or `None` when there is no such variant.
+#[inline(always)]
+fn assigned(experiment: &Experiment, chosen: usize) -> Option<Resolution<'_>> {
+    let variant = experiment.variants.get(chosen)?;
+    let assignment = Some(Assignment {
+        experiment,
+        variant,
+    });
+    Some(match &variant.flow {
+        Some(target) => serve(target, assignment),
+        None => Resolution::NoFlow {
+            reason: NoFlowReason::Holdout,
+            assignment,
+        },
+    })
+}
+
+/// The attribute every experiment hashes: the request's user id (D5).
+pub const USER_ID: &str = "user_id";
+
+/// Longest attribute value sticky assignment keys a document by (D23); a longer value of a
+/// fallback attribute counts as absent, so a client cannot make the store keep large keys.
+pub const MAX_IDENTIFIER_VALUE: usize = 256;
+
+/// The request's value of an identifier attribute as GrowthBook's SDKs turn it into text: a
+/// non-empty string, or a non-zero number in JavaScript's form. Anything else (absent, empty,
+/// `0`, `false`, objects) is no value, as GrowthBook treats a falsy hash attribute.
+fn identifier_value<'r>(request: &'r ResolveRequest<'_>, name: &str) -> Option<Cow<'r, str>> {
+    let value = match request.get(name)? {
+        Value::String(s) if !s.is_empty() => Cow::Borrowed(s.as_str()),
+        number @ Value::Number(_) if crate::conditions::truthy(number) => {
+            crate::conditions::to_js_string(number)
+        }
+        _ => return None,
+    };
+    (value.len() <= MAX_IDENTIFIER_VALUE).then_some(value)
+}
+
+/// What a sticky experiment hashes (GrowthBook's `getHashAttribute` with sticky bucketing
+/// on): the user id, or when it is empty the fallback attribute's value; `None` when neither
+/// has one (the user is not in the experiment).
+fn hash_value<'r>(
+    settings: &StickySettings,
+    request: &'r ResolveRequest<'_>,
+) -> Option<Cow<'r, str>> {
+    if !request.user_id().is_empty() {
+        return Some(Cow::Borrowed(request.user_id()));
+    }
+    identifier_value(request, settings.fallback_attribute.as_deref()?)
+}
+
+/// One request's stored assignments (D23): the documents read for it and the assignments its
+/// resolves add, to be written behind the response.
+#[derive(Clone, Debug, Default)]
+pub struct StickyState {
+    docs: StickyDocs,
+    /// False when the documents could not be read: nothing is looked up and nothing recorded
+    /// (a write would replace assignments this request could not see).
+    readable: bool,
+    /// New or changed assignments by document key.
+    changes: BTreeMap<String, StickyDoc>,
+}
+
+impl StickyState {
+    /// The documents read for the request (by [`doc_key`]; missing ones are not stored).
+    pub fn new(docs: StickyDocs) -> Self {
+        Self {
+            docs,
+            readable: true,
+            changes: BTreeMap::new(),
+        }
+    }
+
+    /// The documents could not be read (an error, or past the deadline): resolve as without
+    /// stored assignments, and record none.
+    pub fn unavailable() -> Self {
+        Self::default()
+    }
+
+    /// Whether the documents were read.
+    pub fn is_readable(&self) -> bool {
+        self.readable
+    }
+
+    /// The assignments to store: one write per changed document, holding only its new or
+    /// changed assignments (the store merges them into what it has).
+    pub fn writes(&self, app_id: AppId) -> Vec<StickyWrite> {
+        self.changes
+            .values()
+            .map(|doc| StickyWrite {
+                app_id,
+                doc: doc.clone(),
+            })
+            .collect()
+    }
+
+    /// The documents as they are after this request's resolves (the read ones with the new
+    /// assignments merged in).
+    pub fn docs(&self) -> &StickyDocs {
+        &self.docs
+    }
+
+    /// What the stored documents say of a running sticky experiment, as its bucketing, or
+    /// `None` when they do not decide (not sticky, not running, unreadable, no assignment).
+    fn stored<'e>(
+        &self,
+        experiment: &'e Experiment,
+        request: &ResolveRequest<'_>,
+    ) -> Option<(&'e Experiment, Bucketing)> {
+        let settings = experiment.sticky.as_ref()?;
+        if !self.readable || experiment.status != ExperimentStatus::Running {
+            return None;
+        }
+        let fallback_value = settings
+            .fallback_attribute
+            .as_deref()
+            .and_then(|name| Some((name, identifier_value(request, name)?)));
+        let found = lookup(
+            &self.docs,
+            Identifier {
+                name: USER_ID,
+                value: request.user_id(),
+            },
+            fallback_value
+                .as_ref()
+                .map(|(name, value)| Identifier { name, value }),
+            &sticky_experiment(settings),
+        );
+        match found {
+            StickyLookup::None => None,
+            StickyLookup::Variant(index) => Some((experiment, Bucketing::Stored { index })),
+            StickyLookup::Blocked => Some((experiment, Bucketing::Excluded)),
+        }
+    }
+
+    /// Records that the user is in variant `chosen` of a sticky experiment, in the document of
+    /// the attribute that was hashed (GrowthBook keeps it there even when the fallback's
+    /// document decided), when that changes the document.
+    fn record(&mut self, experiment: &Experiment, request: &ResolveRequest<'_>, chosen: usize) {
+        let Some(settings) = &experiment.sticky else {
+            return;
+        };
+        if !self.readable {
+            return;
+        }
+        let Some(variant_key) = settings.variant_keys.get(chosen) else {
+            return;
+        };
+        let (name, value) = if request.user_id().is_empty() {
+            let Some(name) = settings.fallback_attribute.as_deref() else {
+                return;
+            };
+            let Some(value) = identifier_value(request, name) else {
+                return;
+            };
+            (name, value)
+        } else {
+            (USER_ID, Cow::Borrowed(request.user_id()))
+        };
+        let hashed = Identifier {
+            name,
+            value: &value,
+        };
+        let sticky = sticky_experiment(settings);
+        if let Some(doc) = crate::sticky::record(&mut self.docs, hashed, &sticky, variant_key) {
+            let key = crate::sticky::assignment_key(sticky.key, sticky.bucket_version);
+            let change = self
+                .changes
+                .entry(doc_key(name, &value))
+                .or_insert_with(|| StickyDoc {
+                    attribute_name: doc.attribute_name.clone(),
+                    attribute_value: doc.attribute_value.clone(),
+                    assignments: BTreeMap::new(),
+                });
+            change.assignments.insert(key, variant_key.clone());
+        }
+    }
+}
+
+fn sticky_experiment(settings: &StickySettings) -> StickyExperiment<'_> {
+    StickyExperiment {
+        key: &settings.key,
+        bucket_version: settings.bucket_version,
+        min_bucket_version: settings.min_bucket_version,
+        variant_keys: &settings.variant_keys,
     }
 }
 
@@ -425,6 +725,40 @@ impl App {
                 assignment: None,
             },
         }
+    }
+
+    /// Resolves a placement with the user's stored assignments (D23); see
+    /// [`Placement::resolve_sticky`].
+    pub fn resolve_sticky<'c>(
+        &'c self,
+        placement_key: &str,
+        request: &ResolveRequest<'_>,
+        mode: ResolveMode,
+        sticky: &mut StickyState,
+    ) -> Resolution<'c> {
+        match self.placement(placement_key) {
+            Some(placement) => placement.resolve_sticky(self, request, mode, sticky),
+            None => Resolution::NoFlow {
+                reason: NoFlowReason::UnknownPlacement,
+                assignment: None,
+            },
+        }
+    }
+
+    /// The identifiers whose documents a sticky resolve of these placements reads (D23), each
+    /// once; empty when none of them has a sticky experiment.
+    pub fn sticky_ids<'k>(
+        &self,
+        placement_keys: impl IntoIterator<Item = &'k str>,
+        request: &ResolveRequest<'_>,
+    ) -> Vec<StickyId> {
+        let mut ids = Vec::new();
+        for key in placement_keys {
+            if let Some(placement) = self.placement(key).filter(|p| p.sticky) {
+                placement.push_sticky_ids(request, &mut ids);
+            }
+        }
+        ids
     }
 
     /// Batch resolve (D6): de-duplicates keys keeping first occurrences, then resolves each.

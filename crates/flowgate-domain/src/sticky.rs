@@ -17,6 +17,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::ids::AppId;
+
 /// One identifier's stored assignments: GrowthBook's assignment document.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StickyDoc {
@@ -30,6 +32,27 @@ pub struct StickyDoc {
 
 /// The documents known for one request, by [`doc_key`].
 pub type StickyDocs = BTreeMap<String, StickyDoc>;
+
+/// One identifier whose document a resolve reads: an attribute's name and the request's value
+/// of it (owned: it crosses the port).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StickyId {
+    /// The attribute (`user_id`, or an experiment's `fallback_attribute`).
+    pub attribute_name: String,
+    /// The request's value of it.
+    pub attribute_value: String,
+}
+
+/// A document to store for an app: its assignments are merged into what is stored (an
+/// assignment key already stored takes the new variant, other stored keys are kept), so
+/// replicas writing the same user's documents never erase each other's assignments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickyWrite {
+    /// The app whose experiments the assignments are of (documents are kept per app).
+    pub app_id: AppId,
+    /// The document.
+    pub doc: StickyDoc,
+}
 
 /// The key of the document of `attribute_name` = `attribute_value`: `name||value`.
 pub fn doc_key(attribute_name: &str, attribute_value: &str) -> String {
@@ -60,7 +83,7 @@ pub struct StickyExperiment<'a> {
     /// Assignments of versions below it exclude their users.
     pub min_bucket_version: u32,
     /// The variants' keys, in order.
-    pub variant_keys: &'a [&'a str],
+    pub variant_keys: &'a [String],
 }
 
 /// What the stored assignments say about a user and an experiment.
@@ -138,14 +161,18 @@ pub fn record(
 mod tests {
     use super::*;
 
-    const KEYS: &[&str] = &["control", "trial"];
+    fn keys() -> &'static [String] {
+        static KEYS: std::sync::LazyLock<[String; 2]> =
+            std::sync::LazyLock::new(|| ["control".to_owned(), "trial".to_owned()]);
+        &*KEYS
+    }
 
     fn experiment(bucket_version: u32, min_bucket_version: u32) -> StickyExperiment<'static> {
         StickyExperiment {
             key: "paywall",
             bucket_version,
             min_bucket_version,
-            variant_keys: KEYS,
+            variant_keys: keys(),
         }
     }
 

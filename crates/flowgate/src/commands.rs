@@ -383,6 +383,9 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
             if e.rule_changed {
                 println!("    its rule's audience or position changes too: the shares are of users who reach it both before and after");
             }
+            if let Some(sticky) = &e.sticky {
+                println!("    sticky: {}", sticky.note);
+            }
         }
     }
     for w in &warnings {

@@ -79,3 +79,12 @@ contract_tests!(results_source {
     store an_experiment_without_exposures_has_no_counts,
     store exposure_counts_per_experiment,
 });
+
+contract_tests!(sticky_store {
+    store unknown_identifiers_are_absent,
+    store documents_round_trip,
+    store writes_merge_into_stored_documents,
+    store apps_are_isolated,
+    store identifiers_are_opaque,
+    store large_batches,
+});

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::data::*;
 use super::{
-    App, Catalog, Experiment, Flow, FlowTarget, Placement, PublishedVersion, Rule, Target, Variant,
-    VersionRef, Workspace,
+    App, Catalog, Experiment, Flow, FlowTarget, Placement, PublishedVersion, Rule, StickySettings,
+    Target, Variant, VersionRef, Workspace,
 };
 use crate::bucketing::{bucket_ranges, Namespace};
 use crate::conditions::{Condition, Patterns, SavedGroups};
@@ -390,6 +390,9 @@ fn build_app(
             Placement {
                 key,
                 default,
+                sticky: rules
+                    .iter()
+                    .any(|r| matches!(&r.target, Target::Experiment(e) if e.sticky.is_some())),
                 rules,
             },
         );
@@ -458,6 +461,25 @@ fn build_experiment(
         }
         Namespace { id, start, end }
     });
+    let hash_version = exp.hash_version.unwrap_or(2);
+    if !(1..=2).contains(&hash_version) {
+        p.push(
+            format!("{ep}/hash_version"),
+            format!("must be 1 or 2, not {hash_version}"),
+        );
+    }
+    if exp.min_bucket_version > exp.bucket_version {
+        p.push(
+            format!("{ep}/min_bucket_version"),
+            format!(
+                "must not exceed bucket_version ({}), not {}: every user would be assigned and then excluded",
+                exp.bucket_version, exp.min_bucket_version
+            ),
+        );
+    }
+    if let Some(attribute) = &exp.fallback_attribute {
+        check_attribute_name(p, format!("{ep}/fallback_attribute"), attribute);
+    }
     if exp.variants.is_empty() {
         p.push(
             format!("{ep}/variants"),
@@ -501,8 +523,17 @@ fn build_experiment(
     // D5: weights normalised by their sum, then GrowthBook's getBucketRanges.
     let weights: Vec<f64> = variants.iter().map(|v| v.weight).collect();
     let ranges = bucket_ranges(variants.len(), coverage, Some(&weights));
+    let sticky = exp.sticky.then(|| StickySettings {
+        bucket_version: exp.bucket_version,
+        min_bucket_version: exp.min_bucket_version,
+        fallback_attribute: exp.fallback_attribute,
+        key: exp.id.to_string(),
+        variant_keys: variants.iter().map(|v| v.id.to_string()).collect(),
+    });
     Some(Experiment {
         id: exp.id,
+        hash_version,
+        sticky,
         seed: exp.seed.unwrap_or_else(|| exp.id.to_string()),
         name: exp.name,
         status: exp.status,
@@ -511,4 +542,32 @@ fn build_experiment(
         variants,
         ranges,
     })
+}
+
+/// Longest attribute name a sticky experiment may read (`fallback_attribute`).
+const MAX_ATTRIBUTE_NAME: usize = 64;
+
+/// A `fallback_attribute` (D23): 1 to 64 characters of `A-Za-z0-9_.-`, not `user_id` (the
+/// attribute every experiment hashes already). The characters keep the document keys
+/// (`name||value`) and the adapters' own keys unambiguous.
+fn check_attribute_name(p: &mut Problems, pointer: String, name: &str) {
+    let well_formed = !name.is_empty()
+        && name.len() <= MAX_ATTRIBUTE_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if !well_formed {
+        p.push(
+            pointer,
+            format!(
+                "must be 1 to {MAX_ATTRIBUTE_NAME} characters of A-Za-z0-9_.-, not {}",
+                shown_str(name)
+            ),
+        );
+    } else if name == "user_id" {
+        p.push(
+            pointer,
+            "must name another attribute than user_id, which experiments hash already".to_owned(),
+        );
+    }
 }

@@ -165,8 +165,35 @@ pub struct ExperimentData {
     /// Mutual-exclusion namespace `[id, start, end]` (D5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<(String, f64, f64)>,
+    /// GrowthBook's hash version, 1 or 2 (default 2, D5): 1 only to reproduce an experiment
+    /// that GrowthBook SDKs bucket with version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_version: Option<u32>,
+    /// Sticky assignment (D23): a user keeps the variant stored for them when weights,
+    /// coverage or audience change.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sticky: bool,
+    /// Sticky assignments are of this version; raising it buckets everyone again (D23).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bucket_version: u32,
+    /// A user with a stored assignment of a version below this is not in the experiment
+    /// (D23).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_bucket_version: u32,
+    /// An attribute whose document is read beside the user's (GrowthBook's
+    /// `fallbackAttribute`, D23), e.g. a device id kept across sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_attribute: Option<String>,
     /// At least one variant.
     pub variants: Vec<VariantData>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// Experiment status (D2).

@@ -130,6 +130,77 @@ pub struct ExperimentShift {
     /// users who reach the rule both before and after.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rule_changed: bool,
+    /// Set when the experiment is sticky before or after (D23): what the shares mean for
+    /// users with a stored assignment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky: Option<StickyShift>,
+}
+
+/// Sticky assignment's part in an experiment's shift (D23).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StickyShift {
+    /// Sticky before (`false` also when the experiment is new).
+    pub before: bool,
+    /// Sticky after.
+    pub after: bool,
+    /// `bucket_version` before and after.
+    pub bucket_version: (u32, u32),
+    /// `min_bucket_version` before and after.
+    pub min_bucket_version: (u32, u32),
+    /// Who the shares are of, in a sentence.
+    pub note: String,
+}
+
+impl StickyShift {
+    fn of(old: Option<&Experiment>, new: Option<&Experiment>) -> Option<Self> {
+        let (was, is) = (
+            old.and_then(|e| e.sticky.as_ref()),
+            new.and_then(|e| e.sticky.as_ref()),
+        );
+        if was.is_none() && is.is_none() {
+            return None;
+        }
+        let versions = |s: Option<&super::StickySettings>| {
+            s.map_or((0, 0), |s| (s.bucket_version, s.min_bucket_version))
+        };
+        let ((bv0, min0), (bv1, min1)) = (versions(was), versions(is));
+        let mut note = match (was.is_some(), is.is_some()) {
+            (true, true) if bv1 == bv0 => "only users without a stored assignment move as shown; \
+                users with one keep their variant"
+                .to_owned(),
+            (true, true) => format!(
+                "bucket_version {bv0} -> {bv1} re-randomises: stored assignments of version \
+                 {bv0} no longer apply, and every user who reaches the rule is bucketed again by \
+                 the new ranges, including those who had a variant"
+            ),
+            (false, true) => "sticky from now on: users are bucketed as shown, then keep their \
+                variant"
+                .to_owned(),
+            _ => "no longer sticky: stored assignments are ignored, and users move as shown, \
+                including those who had a variant"
+                .to_owned(),
+        };
+        if is.is_some() && min1 > 0 && (min1 > min0 || was.is_none()) {
+            note.push_str(&format!(
+                "; users with a stored assignment of a version below {min1} are excluded"
+            ));
+        }
+        Some(StickyShift {
+            before: was.is_some(),
+            after: is.is_some(),
+            bucket_version: (bv0, bv1),
+            min_bucket_version: (min0, min1),
+            note,
+        })
+    }
+
+    /// Whether sticky assignment changes (on or off, or a version): worth reporting even when
+    /// no share moves.
+    fn changes(&self) -> bool {
+        self.before != self.after
+            || self.bucket_version.0 != self.bucket_version.1
+            || self.min_bucket_version.0 != self.min_bucket_version.1
+    }
 }
 
 /// A variant's share of the users who reach the rule.
@@ -455,7 +526,9 @@ fn experiments(
             continue;
         };
         let shift = shift(o.map(|l| l.experiment), n.map(|l| l.experiment));
-        if shift.change_variant == 0.0 && shift.enter == 0.0 && shift.leave == 0.0 {
+        let sticky = StickyShift::of(o.map(|l| l.experiment), n.map(|l| l.experiment));
+        let moves = shift.change_variant != 0.0 || shift.enter != 0.0 || shift.leave != 0.0;
+        if !moves && !sticky.as_ref().is_some_and(StickyShift::changes) {
             continue;
         }
         let rule_changed = other.is_some_and(|_| {
@@ -473,6 +546,7 @@ fn experiments(
             status_before: o.map(|l| l.experiment.status),
             status_after: n.map(|l| l.experiment.status),
             rule_changed,
+            sticky,
             ..shift
         });
     }
@@ -507,7 +581,7 @@ fn variant_joint(
     let mut cells = BTreeMap::new();
     match (old, new) {
         // One hash: the same seed gives every user the same value before and after.
-        (Some(a), Some(b)) if a.seed == b.seed => {
+        (Some(a), Some(b)) if a.seed == b.seed && a.hash_version == b.hash_version => {
             for k in 0..HASH_VALUES {
                 *cells.entry((cell(a, k), cell(b, k))).or_default() += 1;
             }
@@ -516,7 +590,7 @@ fn variant_joint(
                 total: u64::from(HASH_VALUES),
             }
         }
-        // Two independent hashes (another seed, or only one side exists).
+        // Two independent hashes (another seed or hash version, or only one side exists).
         _ => {
             for (a, ca) in marginal(old) {
                 for (b, cb) in marginal(new) {
@@ -598,6 +672,7 @@ fn shift(old: Option<&Experiment>, new: Option<&Experiment>) -> ExperimentShift 
         outside: 0.0,
         variants: Vec::new(),
         rule_changed: false,
+        sticky: None,
     };
     // Counts over namespace cells x assignment cells; one division per share at the end.
     let mut keep = 0u64;

@@ -122,6 +122,8 @@ enum Shape {
     Int { min: u64, max: u64 },
     /// Any number.
     Number,
+    /// `true` or `false`.
+    Bool,
     /// One of these strings.
     Enum(&'static [&'static str]),
     /// `[string, number, number]`.
@@ -210,6 +212,11 @@ const EXPERIMENT: Shape = Shape::Object(&[
     optional("seed", Shape::Str),
     optional("coverage", Shape::Number),
     optional("namespace", Shape::Namespace),
+    optional("hash_version", Shape::Int { min: 1, max: 2 }),
+    defaulted("sticky", Shape::Bool),
+    defaulted("bucket_version", Shape::Int { min: 0, max: U32 }),
+    defaulted("min_bucket_version", Shape::Int { min: 0, max: U32 }),
+    optional("fallback_attribute", Shape::Str),
     required("variants", Shape::Array(&VARIANT)),
 ]);
 
@@ -342,6 +349,8 @@ fn check(problems: &mut Vec<Problem>, shape: &Shape, value: &Value, pointer: Str
         ),
         (Shape::Number, Value::Number(_)) => {}
         (Shape::Number, _) => push(problems, pointer, expected("a number")),
+        (Shape::Bool, Value::Bool(_)) => {}
+        (Shape::Bool, _) => push(problems, pointer, expected("true or false")),
         (Shape::Enum(names), Value::String(s)) => {
             if !names.contains(&s.as_str()) {
                 push(

@@ -25,7 +25,7 @@ pub use data::{
 };
 pub use diff::{
     diff_catalogs, CatalogDiff, Change, EntityChange, ExperimentShift, PlacementChange, RuleChange,
-    VariantShare,
+    StickyShift, VariantShare,
 };
 pub use export::ExportError;
 pub use file::{CatalogFile, FileKey, WorkspaceFile};
@@ -283,6 +283,8 @@ pub struct Placement {
     pub default: Option<FlowTarget>,
     /// Compiled rules, in order.
     pub rules: Vec<Rule>,
+    /// Whether a rule has a sticky experiment (D23).
+    pub(crate) sticky: bool,
 }
 
 /// A flow target with its published version looked up at build time, so resolve needs no
@@ -332,6 +334,25 @@ pub struct Experiment {
     pub variants: Vec<Variant>,
     /// One range per variant.
     pub ranges: Vec<BucketRange>,
+    /// GrowthBook's hash version: 2 (D5), or 1 when the experiment says so.
+    pub hash_version: u32,
+    /// Sticky assignment (D23); `None` for an experiment that does no sticky work at all.
+    pub sticky: Option<StickySettings>,
+}
+
+/// A sticky experiment's settings (D23), with the keys its assignment documents use.
+#[derive(Debug)]
+pub struct StickySettings {
+    /// Assignments are of this version; raising it buckets everyone again.
+    pub bucket_version: u32,
+    /// A stored assignment of a version below this keeps the user out of the experiment.
+    pub min_bucket_version: u32,
+    /// The attribute whose document is read beside the user's, if any.
+    pub fallback_attribute: Option<String>,
+    /// The experiment's key in the documents: its id.
+    pub key: String,
+    /// Each variant's key in the documents, in order: its id.
+    pub variant_keys: Vec<String>,
 }
 
 /// A variant of a compiled experiment.

@@ -23,6 +23,7 @@
 mod compile;
 mod eval;
 mod js;
+pub(crate) use js::{to_js_string, truthy};
 mod jsregex;
 #[cfg(test)]
 mod tests;

@@ -11,3 +11,4 @@ mod memory;
 mod properties;
 mod resolve;
 mod results;
+mod sticky;
