@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-results bench-http bench-http-unpinned bench-peer ci check-domain-deps pg-up nats-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-results bench-http bench-http-unpinned bench-peer ci check-domain-deps pg-up nats-up redis-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -14,7 +14,7 @@ run:
 	$(CARGO) run -p flowgate -- serve
 
 ## Every test of the workspace; the conformance counts are printed (see .config/nextest.toml).
-test: pg-up nats-up
+test: pg-up nats-up redis-up
 	$(CARGO) nextest run --workspace --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -40,6 +40,20 @@ nats-up:
 		mkdir -p $(NATS_DIR); \
 		start-stop-daemon --start --oknodo --background --exec $$(command -v nats-server || echo /usr/sbin/nats-server) -- -a 127.0.0.1 -p 4222 -js -sd $(NATS_DIR); \
 		for i in $$(seq 1 30); do (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null && break; sleep 0.2; done; \
+	fi
+
+## Redis on 127.0.0.1:6379 when it is not running (the sticky store's tests, D23; no
+## persistence), and the redis-server binary its restart test starts its own servers with
+## (Debian's package when missing).
+redis-up:
+	@if ! command -v redis-server >/dev/null; then \
+		echo "installing redis-server"; \
+		apt-get install -y -qq redis-server >/dev/null || (apt-get update -qq && apt-get install -y -qq redis-server); \
+	fi
+	@if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then \
+		echo "starting redis-server"; \
+		redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no --daemonize yes >/dev/null; \
+		for i in $$(seq 1 30); do (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break; sleep 0.2; done; \
 	fi
 
 lint: check-domain-deps

@@ -118,6 +118,11 @@ struct ExperimentRow {
     namespace_id: Option<String>,
     namespace_start: Option<f64>,
     namespace_end: Option<f64>,
+    hash_version: Option<i32>,
+    sticky: bool,
+    bucket_version: i32,
+    min_bucket_version: i32,
+    fallback_attribute: Option<String>,
 }
 
 #[derive(Queryable, Selectable, Insertable)]
@@ -349,6 +354,11 @@ async fn write_experiment(
                 experiments::namespace_id.eq(excluded(experiments::namespace_id)),
                 experiments::namespace_start.eq(excluded(experiments::namespace_start)),
                 experiments::namespace_end.eq(excluded(experiments::namespace_end)),
+                experiments::hash_version.eq(excluded(experiments::hash_version)),
+                experiments::sticky.eq(excluded(experiments::sticky)),
+                experiments::bucket_version.eq(excluded(experiments::bucket_version)),
+                experiments::min_bucket_version.eq(excluded(experiments::min_bucket_version)),
+                experiments::fallback_attribute.eq(excluded(experiments::fallback_attribute)),
             )),
     )
     .await?;
@@ -748,6 +758,14 @@ fn experiment_rows(
         namespace_id,
         namespace_start,
         namespace_end,
+        hash_version: e
+            .hash_version
+            .map(|v| to_i32(v, "hash_version"))
+            .transpose()?,
+        sticky: e.sticky,
+        bucket_version: to_i32(e.bucket_version, "bucket_version")?,
+        min_bucket_version: to_i32(e.min_bucket_version, "min_bucket_version")?,
+        fallback_attribute: e.fallback_attribute.clone(),
     };
     let variants = e
         .variants
@@ -853,6 +871,14 @@ fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                 seed: e.seed,
                 coverage: e.coverage,
                 namespace,
+                hash_version: e
+                    .hash_version
+                    .map(|v| from_i32(v, "hash_version"))
+                    .transpose()?,
+                sticky: e.sticky,
+                bucket_version: from_i32(e.bucket_version, "bucket_version")?,
+                min_bucket_version: from_i32(e.min_bucket_version, "min_bucket_version")?,
+                fallback_attribute: e.fallback_attribute,
                 variants: variants.remove(&e.id).unwrap_or_default(),
             },
         );

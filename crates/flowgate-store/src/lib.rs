@@ -15,6 +15,7 @@ mod redact;
 mod results;
 mod retention;
 pub mod schema;
+mod sticky;
 mod store;
 mod tls;
 pub mod types;

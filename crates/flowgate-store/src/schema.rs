@@ -95,6 +95,11 @@ diesel::table! {
         namespace_start -> Nullable<Double>,
         namespace_end -> Nullable<Double>,
         created_at -> Instant,
+        hash_version -> Nullable<Integer>,
+        sticky -> Bool,
+        bucket_version -> Integer,
+        min_bucket_version -> Integer,
+        fallback_attribute -> Nullable<Text>,
     }
 }
 
@@ -204,6 +209,20 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    sticky_assignments (app_id, attribute_name, attribute_value, assignment_key) {
+        app_id -> Uuid,
+        attribute_name -> Text,
+        attribute_value -> Text,
+        assignment_key -> Text,
+        variant_key -> Text,
+        updated_at -> Instant,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     catalog_revision,
     workspaces,
@@ -218,4 +237,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     analytics_events,
     analytics_dead_letters,
     catalog_imports,
+    sticky_assignments,
 );

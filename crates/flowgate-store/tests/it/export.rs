@@ -25,7 +25,7 @@ async fn export(store: &Store) -> String {
 }
 
 /// Another fresh, migrated database of `db`'s backend.
-async fn another(db: &TestDb) -> TestDb {
+pub(crate) async fn another(db: &TestDb) -> TestDb {
     match db.backend() {
         Backend::Postgres => TestDb::postgres()
             .await
@@ -50,7 +50,7 @@ async fn import_text(store: &Store, text: &str) -> flowgate_store::ImportReport 
 /// Import `source` into `first`, export, import the export into `second` (empty), export
 /// again: both exports must be the same bytes and both stores the same catalog. Returns the
 /// first export.
-async fn round_trip(first: &Store, second: &Store, source: &str) -> String {
+pub(crate) async fn round_trip(first: &Store, second: &Store, source: &str) -> String {
     let tmp = TempFile::new("catalog.json", source);
     let report = import_file(first, &tmp.path, IMPORTED_AT)
         .await

@@ -34,6 +34,7 @@ mod import;
 mod keys;
 mod migrations;
 mod retention;
+mod sticky;
 mod support;
 mod tls;
 mod unavailable;

@@ -1,0 +1,271 @@
+//! What the Redis adapter adds to the contract: passwords never shown, a bounded failure when
+//! Redis is unreachable, replicas sharing documents, and recovery after Redis restarts.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowgate_domain::ports::{Outage, StickyStore, StoreError};
+use flowgate_domain::sticky::doc_key;
+use flowgate_redis::{RedisStickyOptions, RedisStickyStore};
+
+use crate::support::{
+    app, closed_port, connect, id, options, redis_url, write, Fixture, Prefix, RedisServer,
+};
+
+/// How long a call may take to report that Redis is unreachable.
+const BOUND: Duration = Duration::from_secs(5);
+
+/// Runs `call`, asserts it failed as [`StoreError::Unavailable`] within [`BOUND`], and returns
+/// the error and the time it took.
+async fn unavailable<T: std::fmt::Debug>(
+    what: &str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> (StoreError, Duration) {
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(BOUND, call).await;
+    let took = started.elapsed();
+    let error = match outcome {
+        Err(_) => panic!("{what}: no answer within {BOUND:?}"),
+        Ok(Ok(value)) => panic!("{what}: succeeded without Redis: {value:?}"),
+        Ok(Err(e)) => e,
+    };
+    assert!(
+        matches!(error, StoreError::Unavailable { .. }),
+        "{what}: {error:?}"
+    );
+    eprintln!("{what}: {error} after {took:?}");
+    (error, took)
+}
+
+#[tokio::test]
+async fn a_password_in_the_url_never_appears_in_an_error() {
+    let secret = "s3cr3t-pw%21";
+    let decoded = "s3cr3t-pw!";
+    let shown = |e: &StoreError| {
+        let text = format!("{e} {e:?}");
+        assert!(!text.contains("s3cr3t"), "the password shows in: {text}");
+        text
+    };
+
+    // Unreachable: the error names the redacted URL.
+    let url = format!("redis://flowgate:{secret}@127.0.0.1:{}", closed_port());
+    let e = RedisStickyStore::connect(&url, RedisStickyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(shown(&e).contains("redis://flowgate:***@127.0.0.1"), "{e}");
+
+    // The same through a store that connects on first use, and its Debug.
+    let lazy = RedisStickyStore::connect_lazy(&url, RedisStickyOptions::default())
+        .await
+        .unwrap();
+    assert!(!format!("{lazy:?}").contains("s3cr3t"), "{lazy:?}");
+    assert_eq!(lazy.redacted_url(), url.replace(secret, "***"));
+    shown(
+        &lazy
+            .read_sticky(app(1), &[id("user_id", "u1")])
+            .await
+            .unwrap_err(),
+    );
+    shown(
+        &lazy
+            .write_sticky(&[write(app(1), "user_id", "u1", &[("e__0", "a")])])
+            .await
+            .unwrap_err(),
+    );
+
+    // Refused by a running Redis (no such user, or no password set): not an outage.
+    let reachable = redis_url().replacen("://", &format!("://flowgate:{secret}@"), 1);
+    if !redis_url().contains('@') {
+        let e = RedisStickyStore::connect(&reachable, RedisStickyOptions::default())
+            .await
+            .unwrap_err();
+        assert!(!matches!(e, StoreError::Unavailable { .. }), "{e:?}");
+        shown(&e);
+    }
+
+    // Malformed: a configuration error, nothing tried.
+    for bad in [
+        format!("redis://flowgate:{secret}@[::1"),
+        format!("redis://flowgate:{decoded}@host/not-a-db"),
+        format!("http://flowgate:{secret}@host"),
+    ] {
+        let e = RedisStickyStore::connect(&bad, RedisStickyOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, StoreError::Config { .. }), "{e:?}");
+        shown(&e);
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_fails_fast_as_unavailable() {
+    let url = format!("redis://127.0.0.1:{}", closed_port());
+    let (e, _) = unavailable(
+        "connect",
+        RedisStickyStore::connect(&url, RedisStickyOptions::default()),
+    )
+    .await;
+    assert!(
+        matches!(
+            e,
+            StoreError::Unavailable {
+                reason: Outage::Connection,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+
+    let store = RedisStickyStore::connect_lazy(&url, RedisStickyOptions::default())
+        .await
+        .expect("a lazy store checks only the URL");
+    let ids = [id("user_id", "u1"), id("device_id", "d1")];
+    let writes = [write(app(1), "user_id", "u1", &[("e__0", "a")])];
+    // Twice each: the first call meets the initial attempt, the next ones a fresh reconnection.
+    for round in 1..=2 {
+        unavailable(&format!("read #{round}"), store.read_sticky(app(1), &ids)).await;
+        unavailable(&format!("write #{round}"), store.write_sticky(&writes)).await;
+    }
+    // Many callers at once wait on the one reconnection instead of piling up.
+    let store = Arc::new(store);
+    let started = Instant::now();
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let ids = ids.clone();
+            tokio::spawn(async move { store.read_sticky(app(1), &ids).await })
+        })
+        .collect();
+    for call in calls {
+        let outcome = call.await.unwrap();
+        assert!(
+            matches!(outcome, Err(StoreError::Unavailable { .. })),
+            "{outcome:?}"
+        );
+    }
+    let took = started.elapsed();
+    eprintln!("50 concurrent reads: all unavailable after {took:?}");
+    assert!(took < BOUND, "50 concurrent reads took {took:?}");
+}
+
+#[tokio::test]
+async fn replicas_on_the_same_prefix_share_documents() {
+    let fixture = Fixture::new().await;
+    let other = connect(&redis_url(), &fixture.prefix.prefix).await;
+    let replicas: [&dyn StickyStore; 2] = [&fixture.store, &other];
+
+    replicas[0]
+        .write_sticky(&[write(app(1), "user_id", "u1", &[("a__0", "control")])])
+        .await
+        .unwrap();
+    replicas[1]
+        .write_sticky(&[write(app(1), "user_id", "u1", &[("b__0", "trial")])])
+        .await
+        .unwrap();
+    for replica in replicas {
+        let docs = replica
+            .read_sticky(app(1), &[id("user_id", "u1")])
+            .await
+            .unwrap();
+        let assignments = &docs[&doc_key("user_id", "u1")].assignments;
+        assert_eq!(assignments.len(), 2, "{assignments:?}");
+        assert_eq!(assignments["a__0"], "control");
+        assert_eq!(assignments["b__0"], "trial");
+    }
+
+    // Another prefix shares nothing.
+    let elsewhere = Prefix::new();
+    let isolated = connect(&redis_url(), &elsewhere.prefix).await;
+    assert!(isolated
+        .read_sticky(app(1), &[id("user_id", "u1")])
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The layout the module documents, and the clean-up the tests rely on.
+    let key = format!("{}:{}:user_id:u1", fixture.prefix.prefix, app(1));
+    assert_eq!(fixture.prefix.keys(), vec![key]);
+    fixture.prefix.clean();
+    assert!(fixture.prefix.keys().is_empty());
+}
+
+#[tokio::test]
+async fn a_restarted_redis_is_used_again_by_the_same_store() {
+    let mut server = RedisServer::start();
+    let store = RedisStickyStore::connect(&server.url(), options("flowgate:sticky"))
+        .await
+        .expect("the test's own Redis");
+    let ids = [id("user_id", "u1")];
+    store
+        .write_sticky(&[write(app(1), "user_id", "u1", &[("e__0", "a")])])
+        .await
+        .unwrap();
+    assert_eq!(store.read_sticky(app(1), &ids).await.unwrap().len(), 1);
+
+    server.kill();
+    unavailable("read while Redis is down", store.read_sticky(app(1), &ids)).await;
+    unavailable(
+        "write while Redis is down",
+        store.write_sticky(&[write(app(1), "user_id", "u1", &[("e__0", "b")])]),
+    )
+    .await;
+    unavailable(
+        "second read while Redis is down",
+        store.read_sticky(app(1), &ids),
+    )
+    .await;
+
+    // Redis stays away longer than a reconnection takes to give up, so the store's last
+    // reconnection has failed when Redis is back: the first call must not report that stale
+    // failure.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.restart();
+    // Nothing was persisted: the restarted Redis is empty, and the very first call succeeds.
+    assert!(store.read_sticky(app(1), &ids).await.unwrap().is_empty());
+    store
+        .write_sticky(&[write(app(1), "user_id", "u1", &[("e__1", "c")])])
+        .await
+        .unwrap();
+    let docs = store.read_sticky(app(1), &ids).await.unwrap();
+    assert_eq!(docs[&doc_key("user_id", "u1")].assignments["e__1"], "c");
+}
+
+#[tokio::test]
+async fn a_redis_that_does_not_answer_times_out_and_is_used_again() {
+    let server = RedisServer::start();
+    let store = RedisStickyStore::connect(&server.url(), options("flowgate:sticky"))
+        .await
+        .expect("the test's own Redis");
+    let ids = [id("user_id", "u1")];
+    store
+        .write_sticky(&[write(app(1), "user_id", "u1", &[("e__0", "a")])])
+        .await
+        .unwrap();
+
+    // Stopped, not killed: the connection stays open and nothing answers on it.
+    server.signal("STOP");
+    let (e, took) = unavailable(
+        "read while Redis is stopped",
+        store.read_sticky(app(1), &ids),
+    )
+    .await;
+    server.signal("CONT");
+    assert!(
+        matches!(
+            e,
+            StoreError::Unavailable {
+                reason: Outage::Timeout,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        took >= RedisStickyOptions::default().response_timeout,
+        "timed out after {took:?}"
+    );
+
+    let docs = store.read_sticky(app(1), &ids).await.unwrap();
+    assert_eq!(docs[&doc_key("user_id", "u1")].assignments["e__0"], "a");
+}

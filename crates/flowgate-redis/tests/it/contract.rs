@@ -1,0 +1,21 @@
+//! Every case of the port's contract suite (`flowgate_contract_tests::sticky_store`), each on a
+//! fresh, empty store: a key prefix of its own on the shared Redis.
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {$(
+        #[tokio::test]
+        async fn $case() {
+            let fixture = crate::support::Fixture::new().await;
+            flowgate_contract_tests::sticky_store::$case(&fixture.store).await;
+        }
+    )*};
+}
+
+contract!(
+    unknown_identifiers_are_absent,
+    documents_round_trip,
+    writes_merge_into_stored_documents,
+    apps_are_isolated,
+    identifiers_are_opaque,
+    large_batches,
+);

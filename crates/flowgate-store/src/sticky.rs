@@ -1,0 +1,481 @@
+//! [`StickyStore`] on [`Store`] (D23): the stored sticky assignments, GrowthBook's assignment
+//! documents, in `sticky_assignments` (migration `2026-11-29-000000_sticky_assignment`).
+//!
+//! **What is stored.** One row per assignment: (`app_id`, `attribute_name`, `attribute_value`,
+//! `assignment_key`) is the key, `variant_key` the variant, `updated_at` the database's time of
+//! the last write. A document is the rows of one app, attribute name and value; it exists
+//! exactly while it has an assignment. The app id scopes documents per tenant; there is no
+//! foreign key to `apps` (assignments outlive catalog edits), and no trigger bumps the catalog
+//! revision (the snapshot does not read the table). Names and values are opaque text, compared
+//! byte for byte; an identifier or assignment containing NUL, which PostgreSQL's `text` cannot
+//! hold, is never stored on either backend (its write is skipped and its read finds nothing), so
+//! one odd identifier cannot fail a batch of other users' writes.
+//!
+//! **Merge on write.** [`StickyStore::write_sticky`] upserts every assignment of its batch
+//! (`ON CONFLICT (key) DO UPDATE SET variant_key = excluded.variant_key, updated_at = ...`): an
+//! assignment key already stored takes the new variant, the document's other keys are kept, so
+//! replicas writing the same user's documents never erase each other's assignments. Within a
+//! batch the later write of a key wins: the batch is reduced to one row per key first (a
+//! PostgreSQL upsert cannot change a row twice in one statement), and the rows are written in
+//! key order, so concurrent batches lock common rows in the same order and cannot deadlock.
+//! The statements of a batch, [`WRITE_CHUNK`] rows each, run in one transaction.
+//!
+//! **One round trip to read.** [`StickyStore::read_sticky`] reads every identifier of a request
+//! with one statement on the primary key: `app_id = $1 AND (attribute_name, attribute_value) IN
+//! (...)`, the pairs as two `text[]` parameters on PostgreSQL (`UNNEST`, the same statement text
+//! whatever the count, so each connection prepares it once) and as a `VALUES` list on SQLite
+//! (in-process, no round trip; [`READ_CHUNK`] identifiers per statement, far more than a
+//! request has).
+
+use std::collections::BTreeMap;
+
+use diesel::expression::{is_aggregate, AppearsOnTable, Expression, ValidGrouping};
+use diesel::pg::Pg;
+use diesel::prelude::*;
+use diesel::query_builder::{AstPass, QueryFragment, QueryId};
+use diesel::sql_types::{Array, Bool, Text};
+use diesel::sqlite::Sqlite;
+use flowgate_domain::ids::AppId;
+use flowgate_domain::ports::{BoxFuture, StickyStore, StoreError};
+use flowgate_domain::sticky::{doc_key, StickyDoc, StickyDocs, StickyId, StickyWrite};
+
+use crate::db::columns;
+use crate::error::query_error;
+use crate::schema::sticky_assignments;
+use crate::store::Store;
+use crate::types::{sql, DbUuid};
+
+/// Rows per insert statement: 5 parameters each on SQLite, 5,000 in all (SQLite allows 32,766;
+/// PostgreSQL's 65,535 is never near, its five parameters are arrays).
+const WRITE_CHUNK: usize = 1_000;
+
+/// Identifiers per read statement: 2 parameters each and the app's on SQLite, 20,001 in all
+/// (under SQLite's 32,766); on PostgreSQL three array parameters whatever the count.
+const READ_CHUNK: usize = 10_000;
+
+const _: () = assert!(5 * WRITE_CHUNK <= 32_766 && 2 * READ_CHUNK < 32_766);
+
+/// Whether `text` can be stored: PostgreSQL's `text` cannot hold NUL.
+fn storable(text: &str) -> bool {
+    !text.contains('\0')
+}
+
+/// A stored assignment, as read.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = sticky_assignments)]
+struct AssignmentRow {
+    attribute_name: String,
+    attribute_value: String,
+    assignment_key: String,
+    variant_key: String,
+}
+
+/// An assignment to write: a row of `sticky_assignments` (its time is the database's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Assignment<'w> {
+    app_id: DbUuid,
+    attribute_name: &'w str,
+    attribute_value: &'w str,
+    assignment_key: &'w str,
+    variant_key: &'w str,
+}
+
+/// The assignments of `writes`, one per key (the later write of a key wins), in key order,
+/// without those that cannot be stored.
+fn assignments(writes: &[StickyWrite]) -> Vec<Assignment<'_>> {
+    let mut latest = BTreeMap::new();
+    for write in writes {
+        let doc = &write.doc;
+        if !storable(&doc.attribute_name) || !storable(&doc.attribute_value) {
+            continue;
+        }
+        for (key, variant) in &doc.assignments {
+            if storable(key) && storable(variant) {
+                latest.insert(
+                    (
+                        DbUuid(write.app_id.0),
+                        doc.attribute_name.as_str(),
+                        doc.attribute_value.as_str(),
+                        key.as_str(),
+                    ),
+                    variant.as_str(),
+                );
+            }
+        }
+    }
+    latest
+        .into_iter()
+        .map(
+            |((app_id, attribute_name, attribute_value, assignment_key), variant_key)| Assignment {
+                app_id,
+                attribute_name,
+                attribute_value,
+                assignment_key,
+                variant_key,
+            },
+        )
+        .collect()
+}
+
+impl StickyStore for Store {
+    fn read_sticky<'a>(
+        &'a self,
+        app: AppId,
+        ids: &'a [StickyId],
+    ) -> BoxFuture<'a, Result<StickyDocs, StoreError>> {
+        Box::pin(async move {
+            let ids: Vec<&StickyId> = ids
+                .iter()
+                .filter(|id| storable(&id.attribute_name) && storable(&id.attribute_value))
+                .collect();
+            let mut docs = StickyDocs::new();
+            if ids.is_empty() {
+                return Ok(docs);
+            }
+            let mut pooled = self.db().checkout().await?;
+            let mut conn = pooled.conn();
+            for chunk in ids.chunks(READ_CHUNK) {
+                let rows: Vec<AssignmentRow> = conn
+                    .rows(
+                        sticky_assignments::table
+                            .filter(sticky_assignments::app_id.eq(DbUuid(app.0)))
+                            .filter(IdentifierIn::new(chunk))
+                            .select(columns::<AssignmentRow>()),
+                    )
+                    .await
+                    .map_err(query_error)?;
+                for row in rows {
+                    docs.entry(doc_key(&row.attribute_name, &row.attribute_value))
+                        .or_insert_with(|| StickyDoc {
+                            attribute_name: row.attribute_name,
+                            attribute_value: row.attribute_value,
+                            assignments: BTreeMap::new(),
+                        })
+                        .assignments
+                        .insert(row.assignment_key, row.variant_key);
+                }
+            }
+            Ok(docs)
+        })
+    }
+
+    fn write_sticky<'a>(
+        &'a self,
+        writes: &'a [StickyWrite],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let rows = assignments(writes);
+            if rows.is_empty() {
+                return Ok(());
+            }
+            let rows = &rows;
+            // On SQLite the first statement is a write, so the transaction takes the write
+            // lock at once (waiting up to busy_timeout).
+            self.db()
+                .transaction(async |conn| {
+                    for chunk in rows.chunks(WRITE_CHUNK) {
+                        conn.run(Upsert::new(chunk)).await?;
+                    }
+                    Ok(())
+                })
+                .await
+        })
+    }
+}
+
+/// The predicate `(attribute_name, attribute_value) IN (...)` over a list of identifiers,
+/// written per backend (diesel has no row-value `IN`).
+struct IdentifierIn<'a> {
+    names: Vec<&'a str>,
+    values: Vec<&'a str>,
+}
+
+impl<'a> IdentifierIn<'a> {
+    fn new(ids: &[&'a StickyId]) -> Self {
+        Self {
+            names: ids.iter().map(|id| id.attribute_name.as_str()).collect(),
+            values: ids.iter().map(|id| id.attribute_value.as_str()).collect(),
+        }
+    }
+
+    /// `(attribute_name, attribute_value) IN `.
+    fn walk_pair<'b, DB>(&self, out: &mut AstPass<'_, 'b, DB>) -> QueryResult<()>
+    where
+        DB: diesel::backend::Backend,
+        sticky_assignments::attribute_name: QueryFragment<DB>,
+        sticky_assignments::attribute_value: QueryFragment<DB>,
+    {
+        out.push_sql("(");
+        sticky_assignments::attribute_name.walk_ast(out.reborrow())?;
+        out.push_sql(", ");
+        sticky_assignments::attribute_value.walk_ast(out.reborrow())?;
+        out.push_sql(") IN ");
+        Ok(())
+    }
+}
+
+impl Expression for IdentifierIn<'_> {
+    type SqlType = Bool;
+}
+
+impl<QS> AppearsOnTable<QS> for IdentifierIn<'_>
+where
+    sticky_assignments::attribute_name: AppearsOnTable<QS>,
+    sticky_assignments::attribute_value: AppearsOnTable<QS>,
+{
+}
+
+impl<GB> ValidGrouping<GB> for IdentifierIn<'_> {
+    type IsAggregate = is_aggregate::Never;
+}
+
+impl QueryFragment<Pg> for IdentifierIn<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        self.walk_pair(&mut out)?;
+        out.push_sql("(SELECT * FROM UNNEST(");
+        out.push_bind_param::<Array<Text>, _>(&self.names)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Text>, _>(&self.values)?;
+        out.push_sql("))");
+        Ok(())
+    }
+}
+
+impl QueryFragment<Sqlite> for IdentifierIn<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
+        // One text per count: not worth a prepared statement each.
+        out.unsafe_to_cache_prepared();
+        self.walk_pair(&mut out)?;
+        // A subquery over the VALUES rather than the VALUES themselves: only so does SQLite's
+        // planner search the primary key on all three columns instead of scanning the app.
+        out.push_sql("(SELECT column1, column2 FROM (VALUES ");
+        for (i, (name, value)) in self.names.iter().zip(&self.values).enumerate() {
+            out.push_sql(if i == 0 { "(" } else { ", (" });
+            out.push_bind_param::<Text, _>(name)?;
+            out.push_sql(", ");
+            out.push_bind_param::<Text, _>(value)?;
+            out.push_sql(")");
+        }
+        out.push_sql("))");
+        Ok(())
+    }
+}
+
+/// Cached by its SQL text (on PostgreSQL the same whatever the count), not by a static id.
+impl QueryId for IdentifierIn<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+/// The upsert of a chunk of assignments, column by column: arrays zipped by `UNNEST` on
+/// PostgreSQL (one statement text whatever the chunk's size), a multi-row `VALUES` on SQLite.
+struct Upsert<'w> {
+    app_ids: Vec<DbUuid>,
+    names: Vec<&'w str>,
+    values: Vec<&'w str>,
+    keys: Vec<&'w str>,
+    variants: Vec<&'w str>,
+}
+
+const UPSERT_COLUMNS: &str =
+    "INSERT INTO sticky_assignments (app_id, attribute_name, attribute_value, assignment_key, \
+     variant_key) ";
+
+/// A stored key takes the new variant; the row's other keys are the document's and stay.
+const UPSERT_CONFLICT: &str =
+    " ON CONFLICT (app_id, attribute_name, attribute_value, assignment_key) \
+     DO UPDATE SET variant_key = excluded.variant_key, updated_at = excluded.updated_at";
+
+impl<'w> Upsert<'w> {
+    fn new(rows: &[Assignment<'w>]) -> Self {
+        Self {
+            app_ids: rows.iter().map(|r| r.app_id).collect(),
+            names: rows.iter().map(|r| r.attribute_name).collect(),
+            values: rows.iter().map(|r| r.attribute_value).collect(),
+            keys: rows.iter().map(|r| r.assignment_key).collect(),
+            variants: rows.iter().map(|r| r.variant_key).collect(),
+        }
+    }
+}
+
+impl QueryFragment<Pg> for Upsert<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql(UPSERT_COLUMNS);
+        out.push_sql("SELECT * FROM UNNEST(");
+        out.push_bind_param::<Array<sql::Uuid>, _>(&self.app_ids)?;
+        for column in [&self.names, &self.values, &self.keys, &self.variants] {
+            out.push_sql(", ");
+            out.push_bind_param::<Array<Text>, _>(column)?;
+        }
+        out.push_sql(")");
+        out.push_sql(UPSERT_CONFLICT);
+        Ok(())
+    }
+}
+
+impl QueryFragment<Sqlite> for Upsert<'_> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
+        // One text per chunk size: not worth a prepared statement each.
+        out.unsafe_to_cache_prepared();
+        out.push_sql(UPSERT_COLUMNS);
+        out.push_sql("VALUES ");
+        for (i, app_id) in self.app_ids.iter().enumerate() {
+            out.push_sql(if i == 0 { "(" } else { ", (" });
+            out.push_bind_param::<sql::Uuid, _>(app_id)?;
+            for column in [&self.names, &self.values, &self.keys, &self.variants] {
+                out.push_sql(", ");
+                out.push_bind_param::<Text, _>(&column[i])?;
+            }
+            out.push_sql(")");
+        }
+        out.push_sql(UPSERT_CONFLICT);
+        Ok(())
+    }
+}
+
+/// Cached by its SQL text (on PostgreSQL the same whatever the chunk's size).
+impl QueryId for Upsert<'_> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::query_builder::Query;
+    use diesel::sql_types::Untyped;
+    use diesel::{Connection, RunQueryDsl, SqliteConnection};
+    use diesel_migrations::MigrationHarness;
+
+    use super::*;
+
+    /// `EXPLAIN QUERY PLAN` of a query, with its parameters.
+    struct Plan<Q>(Q);
+
+    impl<Q: QueryFragment<Sqlite>> QueryFragment<Sqlite> for Plan<Q> {
+        fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
+            out.push_sql("EXPLAIN QUERY PLAN ");
+            self.0.walk_ast(out.reborrow())
+        }
+    }
+
+    impl<Q> QueryId for Plan<Q> {
+        type QueryId = ();
+        const HAS_STATIC_QUERY_ID: bool = false;
+    }
+
+    impl<Q> Query for Plan<Q> {
+        type SqlType = Untyped;
+    }
+
+    impl<Q, C> RunQueryDsl<C> for Plan<Q> {}
+
+    #[derive(QueryableByName)]
+    struct Step {
+        #[diesel(sql_type = Text)]
+        detail: String,
+    }
+
+    fn id(value: &str) -> StickyId {
+        StickyId {
+            attribute_name: "user_id".to_owned(),
+            attribute_value: value.to_owned(),
+        }
+    }
+
+    /// The read looks every identifier up on the primary key: it never scans the app's
+    /// documents, however many it has.
+    #[test]
+    fn the_sqlite_read_searches_the_primary_key() {
+        let mut conn = SqliteConnection::establish(":memory:").unwrap();
+        conn.run_pending_migrations(crate::SQLITE_MIGRATIONS)
+            .unwrap();
+        let (a, b, c) = (id("a"), id("b"), id("c"));
+        let ids = [&a, &b, &c];
+        let read = sticky_assignments::table
+            .filter(sticky_assignments::app_id.eq(DbUuid(uuid::Uuid::nil())))
+            .filter(IdentifierIn::new(&ids))
+            .select(columns::<AssignmentRow>());
+        let steps: Vec<Step> = Plan(read).load(&mut conn).unwrap();
+        let search = steps
+            .iter()
+            .find(|s| s.detail.contains("sticky_assignments"))
+            .map(|s| s.detail.as_str());
+        assert!(
+            search.is_some_and(|s| s.starts_with("SEARCH")
+                && s.contains("(app_id=? AND attribute_name=? AND attribute_value=?)")),
+            "{:?}",
+            steps.iter().map(|s| &s.detail).collect::<Vec<_>>()
+        );
+    }
+
+    /// The PostgreSQL statements have one text whatever the count, so each connection
+    /// prepares them once.
+    #[test]
+    fn the_postgres_statements_do_not_depend_on_the_count() {
+        use diesel::pg::PgQueryBuilder;
+        use diesel::query_builder::QueryBuilder;
+        fn sql(query: &impl QueryFragment<Pg>) -> String {
+            assert!(query.is_safe_to_cache_prepared(&Pg).unwrap());
+            let mut builder = PgQueryBuilder::new();
+            query.to_sql(&mut builder, &Pg).unwrap();
+            builder.finish()
+        }
+        let (a, b) = (id("a"), id("b"));
+        assert_eq!(
+            sql(&IdentifierIn::new(&[&a])),
+            sql(&IdentifierIn::new(&[&a, &b]))
+        );
+        assert_eq!(
+            sql(&IdentifierIn::new(&[&a])),
+            "(\"sticky_assignments\".\"attribute_name\", \
+             \"sticky_assignments\".\"attribute_value\") IN (SELECT * FROM UNNEST($1, $2))"
+        );
+        let row = |value| Assignment {
+            app_id: DbUuid(uuid::Uuid::nil()),
+            attribute_name: "user_id",
+            attribute_value: value,
+            assignment_key: "e__0",
+            variant_key: "v",
+        };
+        assert_eq!(
+            sql(&Upsert::new(&[row("a")])),
+            sql(&Upsert::new(&[row("a"), row("b")]))
+        );
+    }
+
+    /// One row per key, the later write winning, in key order; what cannot be stored is left
+    /// out.
+    #[test]
+    fn a_batch_becomes_one_row_per_key() {
+        let doc = |value: &str, assignments: &[(&str, &str)]| StickyWrite {
+            app_id: AppId::from_uuid(uuid::Uuid::nil()),
+            doc: StickyDoc {
+                attribute_name: "user_id".to_owned(),
+                attribute_value: value.to_owned(),
+                assignments: assignments
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            },
+        };
+        let writes = [
+            doc("u2", &[("e__0", "a")]),
+            doc("u1", &[("e__0", "a"), ("f__1", "x")]),
+            doc("u1", &[("e__0", "b")]),
+            doc("u\0", &[("e__0", "a")]),
+            doc("u3", &[("e__0", "a\0")]),
+        ];
+        let rows: Vec<_> = assignments(&writes)
+            .iter()
+            .map(|r| (r.attribute_value, r.assignment_key, r.variant_key))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("u1", "e__0", "b"),
+                ("u1", "f__1", "x"),
+                ("u2", "e__0", "a")
+            ]
+        );
+    }
+}
