@@ -150,6 +150,8 @@ pub struct ExplainAccess {
     pub body_limit: usize,
     /// How fast the body must arrive (resolve's pace, D25).
     pub body_pace: crate::config::BodyPace,
+    /// Where stored assignments are read (D23), as resolve reads them.
+    pub sticky: Option<Arc<dyn flowgate_domain::ports::StickyStore>>,
 }
 
 impl std::fmt::Debug for ExplainAccess {
@@ -481,8 +483,16 @@ async fn explain(
             &access.body_pace,
         )
         .await?;
-        let catalog = access.catalog.load();
-        crate::explain::explain(&catalog, &app_id, &key, &body, access.default_ttl)
+        let catalog = access.catalog.load_full();
+        crate::explain::explain(
+            &catalog,
+            &app_id,
+            &key,
+            &body,
+            access.default_ttl,
+            access.sticky.as_deref(),
+        )
+        .await
     }
     .await;
     match result {

@@ -4,6 +4,8 @@
 
 use actix_web::web::Bytes;
 use flowgate_domain::explain::{Reason, Step};
+use flowgate_domain::ports::StickyStore;
+use flowgate_domain::resolve::StickyState;
 use flowgate_domain::Catalog;
 
 use crate::guard;
@@ -56,12 +58,17 @@ impl Explained {
 /// request `body`, on `catalog`; `default_ttl` is the configured `cache_ttl_seconds` for apps
 /// without their own. The same checks as resolve, in the same order (D9), except that no key
 /// is involved: any app of the catalog may be explained.
-pub fn explain(
+///
+/// With `sticky`, the user's stored assignments are read as resolve reads them (D23), and the
+/// trace says for each sticky experiment whether one decided; a read that fails is reported as
+/// not read. Without it, sticky experiments are explained as bucketed without them.
+pub async fn explain(
     catalog: &Catalog,
     app_id: &str,
     key: &str,
     body: &[u8],
     default_ttl: u32,
+    sticky: Option<&dyn StickyStore>,
 ) -> Result<Explained, ApiError> {
     let app_id = guard::app_id_param(app_id)?;
     let key = guard::placement_param(key)?;
@@ -78,7 +85,20 @@ pub fn explain(
         return Err(ApiError::validation(errors));
     }
     let request = id.request();
-    let explanation = app.explain(key, &request);
+    let ids = app.sticky_ids([key], &request);
+    let explanation = match sticky {
+        Some(store) if !ids.is_empty() => {
+            let state = match store.read_sticky(app.id, &ids).await {
+                Ok(docs) => StickyState::new(docs),
+                Err(error) => {
+                    tracing::warn!(%error, "explain: stored assignments not read");
+                    StickyState::unavailable()
+                }
+            };
+            app.explain_sticky(key, &request, &state)
+        }
+        _ => app.explain(key, &request),
+    };
     let mut result = BodyWriter::contiguous(512);
     write_result(
         &mut result,
@@ -161,6 +181,11 @@ mod tests {
                 let (a, b) = (f64::from(a.min(b)) / 10.0, f64::from(a.max(b)) / 10.0);
                 ("ns".to_owned(), a, b)
             }),
+            hash_version: None,
+            sticky: false,
+            bucket_version: 0,
+            min_bucket_version: 0,
+            fallback_attribute: None,
             variants: variants
                 .iter()
                 .enumerate()
@@ -333,6 +358,17 @@ mod tests {
         out.finish_joined().to_vec()
     }
 
+    /// The output of a future that completes without waiting (explain without stored
+    /// assignments awaits nothing).
+    fn ready<F: std::future::Future>(future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(output) => output,
+            std::task::Poll::Pending => panic!("explain waited without stored assignments"),
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -347,7 +383,7 @@ mod tests {
             let app = Uuid::from_u128(APP).to_string();
             for body in bodies {
                 let bytes = serde_json::to_vec(&body).unwrap();
-                let explained = explain(&catalog, &app, "home", &bytes, 300).unwrap();
+                let explained = ready(explain(&catalog, &app, "home", &bytes, 300, None)).unwrap();
                 let expected = resolved(&catalog, &bytes);
                 prop_assert_eq!(
                     String::from_utf8_lossy(explained.result()),

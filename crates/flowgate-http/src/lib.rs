@@ -21,6 +21,7 @@ mod response;
 pub mod results;
 pub mod router;
 mod state;
+pub mod sticky;
 mod unknown_placements;
 mod worker;
 

@@ -32,6 +32,9 @@ pub struct ApiState {
     pub(crate) compressed_flows: crate::response::CompressedFlows,
     /// The bound on `resolve_no_flow` events for unknown placements (D25).
     pub(crate) unknown_placements: crate::unknown_placements::UnknownPlacements,
+    /// Stored assignments of sticky experiments (D23); `None`: sticky experiments bucket as
+    /// non-sticky ones.
+    pub(crate) sticky: Option<crate::sticky::StickyAssignments>,
 }
 
 impl ApiState {
@@ -60,7 +63,14 @@ impl ApiState {
             metrics,
             compressed_flows: crate::response::CompressedFlows::default(),
             unknown_placements,
+            sticky: None,
         }
+    }
+
+    /// Resolve reads and writes stored assignments through `sticky` (D23).
+    pub fn with_sticky(mut self, sticky: crate::sticky::StickyAssignments) -> Self {
+        self.sticky = Some(sticky);
+        self
     }
 
     /// The configuration.

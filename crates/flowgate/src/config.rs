@@ -65,6 +65,8 @@ pub struct Config {
     pub events: EventsConfig,
     /// Experiment results (D22).
     pub experiments: ExperimentsConfig,
+    /// Sticky assignment (D23).
+    pub sticky: StickyConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -521,6 +523,60 @@ impl fmt::Debug for ExperimentsConfig {
     }
 }
 
+/// `[sticky]` (D23): where sticky experiments' stored assignments are kept, and how long
+/// resolve waits for them.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StickyConfig {
+    /// `redis://[user:password@]host[:port][/db]`: the Redis replicas share. Empty: the main
+    /// database (`database.url`) keeps them. Contains a secret: never logged as is.
+    pub redis_url: String,
+    /// The first part of every Redis key (a shared Redis, or several deployments on one).
+    pub key_prefix: String,
+    /// The longest resolve waits for a user's stored assignments; past it, the placement
+    /// resolves as without them (counted).
+    pub read_timeout_ms: u64,
+    /// Assignments waiting to be stored at most; beyond, new ones are dropped (counted).
+    pub write_queue: usize,
+    /// Assignments stored per write.
+    pub write_batch: usize,
+}
+
+impl Default for StickyConfig {
+    fn default() -> Self {
+        Self {
+            redis_url: String::new(),
+            key_prefix: "flowgate:sticky".into(),
+            read_timeout_ms: 20,
+            write_queue: 50_000,
+            write_batch: 500,
+        }
+    }
+}
+
+impl StickyConfig {
+    /// The request path's settings.
+    pub fn settings(&self) -> flowgate_http::sticky::StickySettings {
+        flowgate_http::sticky::StickySettings {
+            read_timeout: Duration::from_millis(self.read_timeout_ms),
+            write_queue: self.write_queue,
+            write_batch: self.write_batch,
+        }
+    }
+}
+
+impl fmt::Debug for StickyConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StickyConfig")
+            .field("redis_url", &flowgate_redis::redact_url(&self.redis_url))
+            .field("key_prefix", &self.key_prefix)
+            .field("read_timeout_ms", &self.read_timeout_ms)
+            .field("write_queue", &self.write_queue)
+            .field("write_batch", &self.write_batch)
+            .finish()
+    }
+}
+
 /// `[log]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -660,6 +716,39 @@ impl Config {
             return Err(invalid(
                 "experiments.database_url",
                 "must be a database of the same kind as database.url (a replica of it)",
+            ));
+        }
+        let sticky = &self.sticky;
+        if !(1..=10_000).contains(&sticky.read_timeout_ms) {
+            return Err(invalid(
+                "sticky.read_timeout_ms",
+                format!("must be 1..=10000, not {}", sticky.read_timeout_ms),
+            ));
+        }
+        if !(1..=10_000_000).contains(&sticky.write_queue) {
+            return Err(invalid(
+                "sticky.write_queue",
+                format!("must be 1..=10000000, not {}", sticky.write_queue),
+            ));
+        }
+        if !(1..=10_000).contains(&sticky.write_batch) {
+            return Err(invalid(
+                "sticky.write_batch",
+                format!("must be 1..=10000, not {}", sticky.write_batch),
+            ));
+        }
+        if sticky.key_prefix.is_empty() {
+            return Err(invalid("sticky.key_prefix", "must not be empty"));
+        }
+        let redis = sticky.redis_url.trim();
+        let redis_scheme = redis.starts_with("redis://") || redis.starts_with("redis+unix://");
+        if !redis.is_empty() && !redis_scheme {
+            return Err(invalid(
+                "sticky.redis_url",
+                format!(
+                    "must start with redis:// or redis+unix:// (TLS is not built in), not {}",
+                    flowgate_redis::redact_url(redis)
+                ),
             ));
         }
         if self.server.max_connections < 16 {

@@ -56,13 +56,20 @@ pub async fn explain(
             return ExitCode::Failure;
         }
     };
+    let sticky = match crate::sticky_store(config, store).await {
+        Ok(sticky) => sticky,
+        Err(code) => return code,
+    };
     let explained = match flowgate_http::explain::explain(
         &catalog,
         app,
         placement,
         &body,
         config.resolve.cache_ttl_seconds,
-    ) {
+        Some(sticky.as_ref()),
+    )
+    .await
+    {
         Ok(explained) => explained,
         Err(e) => {
             eprintln!("flowgate: {}", e.detail);

@@ -104,6 +104,29 @@ pub(crate) fn results_reader(config: &Config) -> Result<flowgate_store::ResultsR
     ))
 }
 
+/// Where sticky experiments' assignments are kept (D23): the Redis of `sticky.redis_url`
+/// (connected lazily, so the service starts while Redis is away), or the main database.
+pub(crate) async fn sticky_store(
+    config: &Config,
+    store: &Store,
+) -> Result<std::sync::Arc<dyn flowgate_domain::ports::StickyStore>, ExitCode> {
+    let url = config.sticky.redis_url.trim();
+    if url.is_empty() {
+        return Ok(std::sync::Arc::new(store.clone()));
+    }
+    let options = flowgate_redis::RedisStickyOptions {
+        key_prefix: config.sticky.key_prefix.clone(),
+        ..flowgate_redis::RedisStickyOptions::default()
+    };
+    match flowgate_redis::RedisStickyStore::connect_lazy(url, options).await {
+        Ok(redis) => Ok(std::sync::Arc::new(redis)),
+        Err(e) => {
+            eprintln!("flowgate: cannot use sticky.redis_url: {e}");
+            Err(ExitCode::Config)
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let sources = Sources {

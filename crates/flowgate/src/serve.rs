@@ -14,6 +14,7 @@ use flowgate_analytics::Sink;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::results::{ResultsMetrics, ResultsSettings};
+use flowgate_http::sticky::{run_writer, StickyAssignments, StickyMetrics};
 use flowgate_http::{
     admin_app, api_app, AdminState, ApiState, CatalogHandle, ConnectionLimits, ExplainAccess,
     HttpMetrics, ResultsAccess,
@@ -96,13 +97,26 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = HttpMetrics::new(&mut registry);
     let results_metrics = ResultsMetrics::new(&mut registry);
-    let api_state = web::Data::new(ApiState::new(
-        http,
-        catalog.clone(),
-        sink.clone(),
-        Arc::new(SystemClock),
-        metrics,
-    ));
+    let sticky_store = match crate::sticky_store(&config, &store).await {
+        Ok(sticky) => sticky,
+        Err(code) => return code,
+    };
+    let (sticky, sticky_writer) = StickyAssignments::new(
+        Arc::clone(&sticky_store),
+        config.sticky.settings(),
+        StickyMetrics::new(&mut registry),
+    );
+    let sticky_writer = tokio::spawn(run_writer(sticky_writer));
+    let api_state = web::Data::new(
+        ApiState::new(
+            http,
+            catalog.clone(),
+            sink.clone(),
+            Arc::new(SystemClock),
+            metrics,
+        )
+        .with_sticky(sticky),
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let refresher = tokio::spawn(refresher.run(
         Some(api_state.clone()),
@@ -119,6 +133,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         default_ttl: config.resolve.cache_ttl_seconds,
         body_limit: config.resolve.body_limit_bytes,
         body_pace: api_state.config().body_pace,
+        sticky: Some(sticky_store),
     };
     let admin_state = AdminState::new(
         Arc::new(registry),
@@ -215,6 +230,13 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let _ = stop_tx.send(true);
     admin_handle.stop(true).await;
     let _ = tokio::join!(api_task, admin_task, refresher);
+    // The API's state is gone with its workers: the writer stores what is queued, then ends.
+    if tokio::time::timeout(STICKY_DRAIN, sticky_writer)
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown: assignments still queued after {STICKY_DRAIN:?} are not stored");
+    }
     if report.completed {
         tracing::info!(
             written = report.written,
@@ -230,6 +252,9 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         ExitCode::Failure
     }
 }
+
+/// How long shutdown waits for queued sticky assignments to be stored (D23).
+const STICKY_DRAIN: Duration = Duration::from_secs(5);
 
 /// What the API listener's connections may hold (D25).
 pub(crate) struct ApiLimits {

@@ -78,7 +78,7 @@ pub async fn resolve(
         };
         successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
         let app = guard::app(&caller, app_id)?;
-        resolve_one(worker, app, key, body, mode)
+        resolve_one(worker, app, key, body, mode).await
     }
     .await;
     (or_problem(req, result), successor)

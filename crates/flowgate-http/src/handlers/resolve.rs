@@ -87,7 +87,9 @@ fn enqueue_server_events(worker: &Worker, events: Vec<AnalyticsEvent>) {
 }
 
 /// Resolves one placement for a parsed body and renders the result (single and legacy routes).
-pub(super) fn resolve_one(
+/// A placement with a sticky experiment reads the user's stored assignments first and queues
+/// the new ones behind the response (D23); any other resolves from the snapshot alone.
+pub(super) async fn resolve_one(
     worker: &Worker,
     app: &App,
     key: &str,
@@ -100,7 +102,21 @@ pub(super) fn resolve_one(
         return Err(ApiError::validation(errors));
     }
     let request = id.request();
-    let resolution = app.resolve(key, &request, mode);
+    let resolution = match app.placement(key) {
+        Some(placement) if placement.is_sticky() && mode == ResolveMode::Normal => {
+            match &worker.shared.sticky {
+                Some(sticky) => {
+                    let mut state = sticky.read(app.id, &placement.sticky_ids(&request)).await;
+                    let resolution = placement.resolve_sticky(app, &request, mode, &mut state);
+                    sticky.write_behind(app.id, &state);
+                    resolution
+                }
+                None => placement.resolve(app, &request, mode),
+            }
+        }
+        Some(placement) => placement.resolve(app, &request, mode),
+        None => app.resolve(key, &request, mode),
+    };
     let mut body = BodyWriter::with_capacity(512);
     write_result(
         &mut body,
@@ -155,7 +171,7 @@ pub async fn resolve(
         let mode = export_mode(req)?;
         let mut buf = Vec::new();
         let body = resolve_body(req, payload, worker, &mut buf).await?;
-        resolve_one(worker, app, key, body, mode)
+        resolve_one(worker, app, key, body, mode).await
     }
     .await;
     or_problem(req, result)
@@ -218,10 +234,28 @@ pub async fn resolve_batch(
             )]),
         })?;
         let request = id.request();
-        let resolutions: Vec<_> = keys
-            .iter()
-            .map(|key| (key, app.resolve(key, &request, ResolveMode::Normal)))
-            .collect();
+        let sticky_ids = match &worker.shared.sticky {
+            Some(_) => app.sticky_ids(keys.iter().copied(), &request),
+            None => Vec::new(),
+        };
+        let resolutions: Vec<_> = match (&worker.shared.sticky, sticky_ids.is_empty()) {
+            (Some(sticky), false) => {
+                let mut state = sticky.read(app.id, &sticky_ids).await;
+                let resolutions = keys
+                    .iter()
+                    .map(|key| {
+                        let r = app.resolve_sticky(key, &request, ResolveMode::Normal, &mut state);
+                        (key, r)
+                    })
+                    .collect();
+                sticky.write_behind(app.id, &state);
+                resolutions
+            }
+            _ => keys
+                .iter()
+                .map(|key| (key, app.resolve(key, &request, ResolveMode::Normal)))
+                .collect(),
+        };
         let mut body = compression::batch_body(coding, || {
             resolutions
                 .iter()

@@ -101,6 +101,7 @@ fn bind_admin(
             default_ttl: 300,
             body_limit: 64 * 1024,
             body_pace: flowgate_http::BodyPace::default(),
+            sticky: None,
         });
     }
     serve(state)

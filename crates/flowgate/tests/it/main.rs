@@ -14,4 +14,5 @@ mod quickstart;
 mod reload;
 mod results;
 mod startup;
+mod sticky;
 mod support;
