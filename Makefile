@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-results bench-http bench-http-unpinned bench-peer ci check-domain-deps pg-up nats-up redis-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-results bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -129,6 +129,12 @@ bench-http: pg-up
 ## for a published change to be served. About 8 minutes once built.
 bench-http-unpinned: pg-up
 	BENCH_PINNED=0 bash bench/run.sh
+
+## Sticky assignment (D23), pinned as bench-http: new users at the peak (writes behind resolve),
+## then known users' CPU per request and latency on the SQL store and on Redis against the same
+## placement without sticky assignment (bench/sticky.py). About 6 minutes once built.
+bench-sticky: pg-up redis-up
+	BENCH_STICKY=1 bash bench/run.sh
 
 ## Unleash Edge (a pinned version from crates.io, built once into target/peer: about 10 minutes
 ## the first time) beside flowgate on the same pinned core, in alternating rounds: an

@@ -9,6 +9,9 @@ fixture (`fixtures::catalogs::realistic_catalog_json`) also reads: 10 audiences 
 a 200-member saved group, a 3-variant experiment. No API keys: the
 benchmark creates one with `flowgate keys create`.
 
+With BENCH_STICKY=1, every app also has `onboarding_sticky`: the typical placement with an
+experiment of its own ids that is sticky (D23), for bench/sticky.py.
+
 Writes, into the folder given as the only argument:
 - catalog.json: the catalog;
 - change.json: a published change (flow 9 of app 0 goes back to publishing version 1, which
@@ -27,6 +30,9 @@ VERSIONS_PER_FLOW = 2
 PLACEMENTS_PER_APP = 50
 SCHEMA_BYTES = 20_000
 PROBE_PLACEMENT = 49  # default flow (49 + 0) % 10 = flow 9 of its app
+# BENCH_STICKY=1 (bench/sticky.py): every app also gets `onboarding_sticky`, the typical
+# placement with its experiment sticky (D23).
+STICKY = os.environ.get("BENCH_STICKY") == "1"
 
 
 def uuid(kind, n):
@@ -88,24 +94,28 @@ def typical():
         return json.load(f)
 
 
-def typical_placement(app_n, flow_id):
+def typical_placement(app_n, flow_id, sticky=False):
     """typical_placement.json's 10 audiences (rule i shows flow i + 1), then its experiment
-    (variants name flows by the same numbers; flow 0 is the default)."""
+    (variants name flows by the same numbers; flow 0 is the default). `sticky`: the twin
+    `onboarding_sticky`, whose experiment (ids of its own) is sticky (D23)."""
     t = typical()
     rules = [{"audience": a, "flow_id": flow_id(i + 1)} for i, a in enumerate(t["audiences"])]
     placement = app_n * PLACEMENTS_PER_APP
     e = t["experiment"]
+    kind = 0xD if sticky else 5
+    experiment = {"sticky": True} if sticky else {}
     rules.append(
         {
             "audience": e["audience"],
             "experiment": {
-                "id": uuid(5, placement),
+                "id": uuid(kind, placement),
                 "name": e["name"],
                 "status": e["status"],
                 "coverage": e["coverage"],
+                **experiment,
                 "variants": [
                     {
-                        "id": uuid(6, placement * 3 + i),
+                        "id": uuid(kind + 1, placement * 3 + i),
                         "name": v["name"],
                         "weight": v["weight"],
                         "flow_id": None if v["flow"] is None else flow_id(v["flow"]),
@@ -116,7 +126,7 @@ def typical_placement(app_n, flow_id):
         }
     )
     return json.dumps(
-        {"key": t["key"], "default_flow_id": flow_id(0), "rules": rules},
+        {"key": t["key"] + ("_sticky" if sticky else ""), "default_flow_id": flow_id(0), "rules": rules},
         separators=(",", ":"),
     )
 
@@ -156,6 +166,8 @@ def catalog():
                 return uuid(3, a * FLOWS_PER_APP + (p + k) % FLOWS_PER_APP)
 
             placements = [typical_placement(app_n, flow_id)]
+            if STICKY:
+                placements.append(typical_placement(app_n, flow_id, sticky=True))
             for p in range(1, PLACEMENTS_PER_APP):
                 placements.append(small_placement(app_n, p, lambda k, p=p: flow_id(k, p)))
             apps.append(

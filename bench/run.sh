@@ -7,7 +7,8 @@
 # version, into target/bench-tools) when missing, builds the service and the baseline in release
 # mode. Needs PostgreSQL on 127.0.0.1:5432 (`make pg-up`) and psql. About 6 minutes (pinned) or
 # 8 minutes (unpinned) once built. BENCH_PGO=1 measures profile-guided builds of both servers
-# instead (bench/pgo.sh, about 12 minutes more).
+# instead (bench/pgo.sh, about 12 minutes more). BENCH_STICKY=1 (`make bench-sticky`) runs
+# bench/sticky.py, sticky assignment against the same placement without it (also needs Redis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,4 +35,8 @@ if [ "${BENCH_PINNED:-1}" = 0 ]; then
 fi
 BENCH_OHA=${BENCH_OHA:-$(install_crate oha oha "${OHA_VERSION:-1.16.0}")}
 export BENCH_OHA
+# BENCH_STICKY=1 (`make bench-sticky`): sticky assignment on the SQL store and Redis instead.
+if [ "${BENCH_STICKY:-0}" = 1 ]; then
+    exec python3 bench/sticky.py
+fi
 exec python3 bench/pinned.py

@@ -21,13 +21,15 @@ local sets = {
   '{"app.version":"2.4.1","plan":"free","sessions":2}',
 }
 local platforms = { "ios", "android", "web", "ios" }
+-- BENCH_PLACEMENT: another placement of the same rules (bench/sticky.py: onboarding_sticky).
+local placement = os.getenv("BENCH_PLACEMENT") or "onboarding"
 local n = 0
 
 function request()
   n = n + 1
   local base = (thread_no or 1) * 1000003 + n
   local app = c.apps[n % #c.apps + 1]
-  local path = "/v1/apps/" .. app .. "/placements/onboarding/resolve"
+  local path = "/v1/apps/" .. app .. "/placements/" .. placement .. "/resolve"
   local body = '{"user_id":"user-' .. (base * 7919 % 100000) ..
     '","session_id":"s-' .. base ..
     '","device_platform":"' .. platforms[n % #platforms + 1] ..

@@ -391,3 +391,24 @@ trait Pipe: Sized {
 }
 
 impl Pipe for Value {}
+
+#[test]
+fn a_long_fallback_value_is_no_identifier() {
+    let c = build(&sticky_catalog(1.0, 1.0, |_| {}));
+    let ids = |value: &str| {
+        let attributes: Map<String, Value> =
+            json!({"device_id": value}).as_object().cloned().unwrap();
+        let request = ResolveRequest::new("u1", "s", Platform::Ios, &attributes);
+        app(&c)
+            .sticky_ids(["paywall"], &request)
+            .into_iter()
+            .map(|id| id.attribute_name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&"d".repeat(256)), ["user_id", "device_id"]);
+    assert_eq!(
+        ids(&"d".repeat(257)),
+        ["user_id"],
+        "a client cannot make the store keep large keys"
+    );
+}
