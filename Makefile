@@ -152,7 +152,7 @@ release-pgo: pg-up
 	bash bench/pgo.sh
 
 ## Every benchmark; the HTTP table comes last.
-bench: bench-domain bench-handler bench-instructions bench-store bench-http bench-http-unpinned
+bench: bench-domain bench-handler bench-instructions bench-store bench-http bench-http-unpinned bench-sticky
 
 ci: lint test
 

@@ -98,32 +98,60 @@ pub enum StickyLookup {
     Blocked,
 }
 
+/// The version of `assignment_key` if it is an assignment of `experiment_key`
+/// (`<experiment_key>__<version>`, the version in canonical decimal as GrowthBook writes it).
+fn assignment_version(assignment_key: &str, experiment_key: &str) -> Option<u32> {
+    let digits = assignment_key
+        .strip_prefix(experiment_key)?
+        .strip_prefix("__")?;
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    canonical.then(|| digits.parse().ok()).flatten()
+}
+
+/// The document of `id` among `docs`, found without building its key (a request has one or
+/// two).
+fn find<'d>(docs: &'d StickyDocs, id: Identifier<'_>) -> Option<&'d StickyDoc> {
+    docs.values()
+        .find(|d| d.attribute_name == id.name && d.attribute_value == id.value)
+}
+
+/// The variant key `doc` stores for `experiment`'s current bucket version, and whether it has
+/// an assignment of a version below `min_bucket_version`.
+fn scan<'d>(
+    doc: Option<&'d StickyDoc>,
+    experiment: &StickyExperiment<'_>,
+) -> (Option<&'d str>, bool) {
+    let mut current = None;
+    let mut blocked = false;
+    for (key, variant) in doc.into_iter().flat_map(|d| &d.assignments) {
+        match assignment_version(key, experiment.key) {
+            Some(v) if v == experiment.bucket_version => current = Some(variant.as_str()),
+            Some(v) if v < experiment.min_bucket_version => blocked = true,
+            _ => {}
+        }
+    }
+    (current, blocked)
+}
+
 /// Looks `experiment` up in `docs` for the user whose hash attribute is `primary` (its value
 /// may be empty: then only the fallback can match) and whose fallback attribute is `fallback`
 /// (when the experiment has one and the request a value). The hash attribute's document wins
-/// over the fallback's on the same assignment.
+/// over the fallback's on the same assignment. Allocates nothing: the documents' assignments
+/// are scanned for the experiment's keys.
 pub fn lookup(
     docs: &StickyDocs,
     primary: Identifier<'_>,
     fallback: Option<Identifier<'_>>,
     experiment: &StickyExperiment<'_>,
 ) -> StickyLookup {
-    let assignments = |key: &str| -> Option<&String> {
-        docs.get(&doc_key(primary.name, primary.value))
-            .and_then(|d| d.assignments.get(key))
-            .or_else(|| {
-                fallback.and_then(|f| {
-                    docs.get(&doc_key(f.name, f.value))
-                        .and_then(|d| d.assignments.get(key))
-                })
-            })
-    };
-    let blocked = (0..experiment.min_bucket_version)
-        .any(|v| assignments(&assignment_key(experiment.key, v)).is_some());
-    if blocked {
+    let (own, own_blocked) = scan(find(docs, primary), experiment);
+    let (other, other_blocked) = scan(fallback.and_then(|f| find(docs, f)), experiment);
+    if own_blocked || other_blocked {
         return StickyLookup::Blocked;
     }
-    match assignments(&assignment_key(experiment.key, experiment.bucket_version)) {
+    match own.or(other) {
         Some(variant) => experiment
             .variant_keys
             .iter()
@@ -131,6 +159,17 @@ pub fn lookup(
             .map_or(StickyLookup::None, StickyLookup::Variant),
         None => StickyLookup::None,
     }
+}
+
+/// Whether the document of `id` already records `variant_key` for `experiment`'s current
+/// bucket version (then [`record`] would change nothing). Allocates nothing.
+pub fn records(
+    docs: &StickyDocs,
+    id: Identifier<'_>,
+    experiment: &StickyExperiment<'_>,
+    variant_key: &str,
+) -> bool {
+    scan(find(docs, id), experiment).0 == Some(variant_key)
 }
 
 /// Records that the user identified by `hashed` (the attribute that was hashed) is in the
@@ -142,6 +181,9 @@ pub fn record(
     experiment: &StickyExperiment<'_>,
     variant_key: &str,
 ) -> Option<StickyDoc> {
+    if records(docs, hashed, experiment, variant_key) {
+        return None;
+    }
     let doc = docs
         .entry(doc_key(hashed.name, hashed.value))
         .or_insert_with(|| StickyDoc {
@@ -149,11 +191,10 @@ pub fn record(
             attribute_value: hashed.value.to_owned(),
             assignments: BTreeMap::new(),
         });
-    let key = assignment_key(experiment.key, experiment.bucket_version);
-    if doc.assignments.get(&key).map(String::as_str) == Some(variant_key) {
-        return None;
-    }
-    doc.assignments.insert(key, variant_key.to_owned());
+    doc.assignments.insert(
+        assignment_key(experiment.key, experiment.bucket_version),
+        variant_key.to_owned(),
+    );
     Some(doc.clone())
 }
 
@@ -206,6 +247,28 @@ mod tests {
         name: "device_id",
         value: "d1",
     };
+
+    #[test]
+    fn only_canonical_versions_of_the_experiment_count() {
+        assert_eq!(assignment_version("paywall__12", "paywall"), Some(12));
+        assert_eq!(assignment_version("paywall__0", "paywall"), Some(0));
+        for other in [
+            "paywall__012",
+            "paywall__",
+            "paywall_1",
+            "paywalls__1",
+            "paywall__1x",
+            "x__1",
+        ] {
+            assert_eq!(assignment_version(other, "paywall"), None, "{other}");
+        }
+        // A version GrowthBook would not look up does not block either.
+        let d = docs(&[("user_id", "u1", &[("paywall__01", "trial")])]);
+        assert_eq!(
+            lookup(&d, USER, None, &experiment(2, 2)),
+            StickyLookup::None
+        );
+    }
 
     #[test]
     fn a_variant_that_no_longer_exists_is_no_assignment() {

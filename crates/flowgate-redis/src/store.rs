@@ -167,14 +167,26 @@ impl RedisStickyStore {
     }
 
     /// Sends `pipeline` and reads its answers, once more after a refused or dropped connection.
-    async fn run(&self, pipeline: &Pipeline, what: &str) -> Result<Vec<Value>, StoreError> {
+    /// `what` names the operation in an error (made only then: the read path allocates as
+    /// little as it can).
+    async fn run(
+        &self,
+        pipeline: &Pipeline,
+        what: impl Fn() -> String,
+    ) -> Result<Vec<Value>, StoreError> {
         let mut connection = self.connection.clone();
         let first = pipeline.query_async(&mut connection).await;
         let answer = match first {
             Err(e) if is_connection_loss(&e) => pipeline.query_async(&mut connection).await,
             other => other,
         };
-        answer.map_err(|e| store_error(&e, &format!("{what} ({})", self.shown_url), &self.secrets))
+        answer.map_err(|e| {
+            store_error(
+                &e,
+                &format!("{} ({})", what(), self.shown_url),
+                &self.secrets,
+            )
+        })
     }
 }
 
@@ -218,11 +230,16 @@ impl StickyStore for RedisStickyStore {
             for id in ids {
                 pipeline.hgetall(self.key(app, &id.attribute_name, &id.attribute_value)?);
             }
-            let what = format!("reading {}", documents(ids.len()));
-            let answers = self.run(&pipeline, &what).await?;
+            let what = || format!("reading {}", documents(ids.len()));
+            let answers = self.run(&pipeline, what).await?;
             if answers.len() != ids.len() {
                 return Err(StoreError::Other {
-                    detail: format!("{what}: {} answers to {} reads", answers.len(), ids.len()),
+                    detail: format!(
+                        "{}: {} answers to {} reads",
+                        what(),
+                        answers.len(),
+                        ids.len()
+                    ),
                 });
             }
             let mut docs = StickyDocs::new();
@@ -273,7 +290,7 @@ impl StickyStore for RedisStickyStore {
             if count == 0 {
                 return Ok(());
             }
-            self.run(&pipeline, &format!("writing {}", documents(count)))
+            self.run(&pipeline, || format!("writing {}", documents(count)))
                 .await
                 .map(drop)
         })

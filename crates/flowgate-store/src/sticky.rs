@@ -117,45 +117,84 @@ fn assignments(writes: &[StickyWrite]) -> Vec<Assignment<'_>> {
         .collect()
 }
 
+/// The identifiers a store can hold (PostgreSQL's `text` cannot hold NUL).
+fn storable_ids(ids: &[StickyId]) -> Vec<&StickyId> {
+    ids.iter()
+        .filter(|id| storable(&id.attribute_name) && storable(&id.attribute_value))
+        .collect()
+}
+
+/// Reads the documents of `ids` in `app` on `pooled`, to the end.
+async fn read_on(
+    mut pooled: crate::db::Pooled,
+    app: AppId,
+    ids: &[&StickyId],
+) -> Result<StickyDocs, StoreError> {
+    let mut docs = StickyDocs::new();
+    let mut conn = pooled.conn();
+    for chunk in ids.chunks(READ_CHUNK) {
+        let rows: Vec<AssignmentRow> = conn
+            .rows(
+                sticky_assignments::table
+                    .filter(sticky_assignments::app_id.eq(DbUuid(app.0)))
+                    .filter(IdentifierIn::new(chunk))
+                    .select(columns::<AssignmentRow>()),
+            )
+            .await
+            .map_err(query_error)?;
+        for row in rows {
+            docs.entry(doc_key(&row.attribute_name, &row.attribute_value))
+                .or_insert_with(|| StickyDoc {
+                    attribute_name: row.attribute_name,
+                    attribute_value: row.attribute_value,
+                    assignments: BTreeMap::new(),
+                })
+                .assignments
+                .insert(row.assignment_key, row.variant_key);
+        }
+    }
+    Ok(docs)
+}
+
 impl StickyStore for Store {
+    /// The query runs in a task of its own: a caller that stops waiting (resolve's
+    /// `sticky.read_timeout_ms`) never cancels a statement in the middle, which would return
+    /// its connection to the pool with an answer still on the wire and make every later
+    /// checkout pay for it. A task whose caller has gone before it got a connection does not
+    /// run its query.
     fn read_sticky<'a>(
         &'a self,
         app: AppId,
         ids: &'a [StickyId],
     ) -> BoxFuture<'a, Result<StickyDocs, StoreError>> {
+        let store = self.clone();
+        let ids = ids.to_vec();
         Box::pin(async move {
-            let ids: Vec<&StickyId> = ids
-                .iter()
-                .filter(|id| storable(&id.attribute_name) && storable(&id.attribute_value))
-                .collect();
-            let mut docs = StickyDocs::new();
-            if ids.is_empty() {
-                return Ok(docs);
+            if storable_ids(&ids).is_empty() {
+                return Ok(StickyDocs::new());
             }
-            let mut pooled = self.db().checkout().await?;
-            let mut conn = pooled.conn();
-            for chunk in ids.chunks(READ_CHUNK) {
-                let rows: Vec<AssignmentRow> = conn
-                    .rows(
-                        sticky_assignments::table
-                            .filter(sticky_assignments::app_id.eq(DbUuid(app.0)))
-                            .filter(IdentifierIn::new(chunk))
-                            .select(columns::<AssignmentRow>()),
-                    )
-                    .await
-                    .map_err(query_error)?;
-                for row in rows {
-                    docs.entry(doc_key(&row.attribute_name, &row.attribute_value))
-                        .or_insert_with(|| StickyDoc {
-                            attribute_name: row.attribute_name,
-                            attribute_value: row.attribute_value,
-                            assignments: BTreeMap::new(),
-                        })
-                        .assignments
-                        .insert(row.assignment_key, row.variant_key);
-                }
-            }
-            Ok(docs)
+            let (answer, waiting) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let mut answer = answer;
+                let pooled = {
+                    let checkout = std::pin::pin!(store.db().checkout());
+                    let gone = std::pin::pin!(answer.closed());
+                    match futures_util::future::select(gone, checkout).await {
+                        futures_util::future::Either::Left(_) => return,
+                        futures_util::future::Either::Right((pooled, _)) => pooled,
+                    }
+                };
+                let result = match pooled {
+                    Ok(pooled) => read_on(pooled, app, &storable_ids(&ids)).await,
+                    Err(e) => Err(e),
+                };
+                let _ = answer.send(result);
+            });
+            waiting.await.unwrap_or_else(|_| {
+                Err(StoreError::Other {
+                    detail: "the sticky assignment read ended without an answer".to_owned(),
+                })
+            })
         })
     }
 
