@@ -753,6 +753,9 @@ impl App {
         request: &ResolveRequest<'_>,
     ) -> Vec<StickyId> {
         let mut ids = Vec::new();
+        if !self.sticky {
+            return ids;
+        }
         for key in placement_keys {
             if let Some(placement) = self.placement(key).filter(|p| p.sticky) {
                 placement.push_sticky_ids(request, &mut ids);

@@ -57,7 +57,13 @@ pub(crate) struct Postgres {
     /// again with `ON CONFLICT` (`events.rs`).
     pub(crate) event_conflict_retries: AtomicU64,
     pub(crate) connect_timeout: Duration,
+    /// This database's number in the process (each `open` takes the next): what per-thread
+    /// connections of its own are found by (`sticky.rs`).
+    pub(crate) id: u64,
 }
+
+/// The next [`Postgres::id`].
+static NEXT_POSTGRES_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A SQLite file: its pool and how every connection to it is set up.
 pub(crate) struct Sqlite {
@@ -124,6 +130,7 @@ impl Postgres {
             listener: tokio::sync::Mutex::new(None),
             event_conflict_retries: AtomicU64::new(0),
             connect_timeout,
+            id: NEXT_POSTGRES_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 }

@@ -407,6 +407,7 @@ fn build_app(
         cache_ttl_seconds: app.cache_ttl_seconds,
         saved_groups: SavedGroups::new(app.saved_groups),
         flows,
+        sticky: placements.values().any(|p| p.sticky),
         placements,
     })
 }

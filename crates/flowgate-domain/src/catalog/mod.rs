@@ -207,6 +207,8 @@ pub struct App {
     pub saved_groups: SavedGroups,
     pub(crate) flows: HashMap<FlowId, Flow>,
     pub(crate) placements: HashMap<String, Placement>,
+    /// Whether a placement has a sticky experiment (D23).
+    pub(crate) sticky: bool,
 }
 
 impl App {

@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use super::events::{events_body, ingest};
 use super::or_problem;
-use super::resolve::{export_mode, resolve_body, resolve_one};
+use super::resolve::{
+    export_mode, resolve_body, resolve_one, resolve_one_sticky, sticky_placement,
+};
 use crate::guard;
 use crate::problem::{ApiError, FieldError};
 use crate::response::Reply;
@@ -78,7 +80,12 @@ pub async fn resolve(
         };
         successor = format!("/v1/apps/{app_id}/placements/{key}/resolve");
         let app = guard::app(&caller, app_id)?;
-        resolve_one(worker, app, key, body, mode).await
+        match sticky_placement(worker, app, key, mode) {
+            Some((placement, sticky)) => {
+                Box::pin(resolve_one_sticky(worker, app, placement, sticky, body)).await
+            }
+            None => resolve_one(worker, app, key, body, mode),
+        }
     }
     .await;
     (or_problem(req, result), successor)

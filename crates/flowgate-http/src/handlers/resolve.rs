@@ -3,7 +3,7 @@
 use actix_web::dev::Payload;
 use actix_web::http::header::ContentEncoding;
 use actix_web::HttpRequest;
-use flowgate_domain::catalog::App;
+use flowgate_domain::catalog::{App, Placement};
 use flowgate_domain::events::{AnalyticsEvent, NoFlowReason};
 use flowgate_domain::ids::EventId;
 use flowgate_domain::resolve::{dedup_keys, BatchError};
@@ -17,6 +17,7 @@ use crate::problem::{ApiError, FieldError};
 use crate::request_body::{self as body, Encoding};
 use crate::resolve_body::{Parsed, ResolveBody};
 use crate::response::{compression, write_result, BodyWriter, Reply};
+use crate::sticky::StickyAssignments;
 use crate::worker::Worker;
 
 /// `?export=true|false` (D3.5): any other value is a 400.
@@ -86,15 +87,60 @@ fn enqueue_server_events(worker: &Worker, events: Vec<AnalyticsEvent>) {
     }
 }
 
-/// Resolves one placement for a parsed body and renders the result (single and legacy routes).
-/// A placement with a sticky experiment reads the user's stored assignments first and queues
-/// the new ones behind the response (D23); any other resolves from the snapshot alone.
-pub(super) async fn resolve_one(
+/// The sticky placement `key` names and where its assignments are, when a resolve of it in
+/// `mode` must read them (D23); `None` for every other resolve, which [`resolve_one`] answers
+/// from the snapshot alone, synchronously, at the cost it had before sticky assignment.
+pub(super) fn sticky_placement<'a, 'w>(
+    worker: &'w Worker,
+    app: &'a App,
+    key: &str,
+    mode: ResolveMode,
+) -> Option<(&'a Placement, &'w StickyAssignments)> {
+    match (&worker.shared.sticky, mode) {
+        (Some(sticky), ResolveMode::Normal) => app
+            .placement(key)
+            .filter(|p| p.is_sticky())
+            .map(|p| (p, sticky)),
+        _ => None,
+    }
+}
+
+/// Resolves one placement for a parsed body and renders the result (single and legacy
+/// routes), from the snapshot alone (see [`sticky_placement`]).
+pub(super) fn resolve_one(
     worker: &Worker,
     app: &App,
     key: &str,
-    mut body: ResolveBody<'_>,
+    body: ResolveBody<'_>,
     mode: ResolveMode,
+) -> Result<Reply> {
+    with_request(body, |request| {
+        let resolution = app.resolve(key, request, mode);
+        render_one(worker, app, key, request, &resolution, mode)
+    })
+}
+
+/// The request of a resolve body, or the 400 of its identity fields.
+fn with_request<T>(
+    mut body: ResolveBody<'_>,
+    then: impl FnOnce(&ResolveRequest<'_>) -> T,
+) -> Result<T> {
+    let mut errors = Vec::new();
+    let id = identity(&mut body, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    Ok(then(&id.request()))
+}
+
+/// A placement with a sticky experiment: the user's stored assignments read first, the new
+/// ones queued behind the response (D23).
+pub(super) async fn resolve_one_sticky(
+    worker: &Worker,
+    app: &App,
+    placement: &Placement,
+    sticky: &StickyAssignments,
+    mut body: ResolveBody<'_>,
 ) -> Result<Reply> {
     let mut errors = Vec::new();
     let id = identity(&mut body, &mut errors);
@@ -102,26 +148,33 @@ pub(super) async fn resolve_one(
         return Err(ApiError::validation(errors));
     }
     let request = id.request();
-    let resolution = match app.placement(key) {
-        Some(placement) if placement.is_sticky() && mode == ResolveMode::Normal => {
-            match &worker.shared.sticky {
-                Some(sticky) => {
-                    let mut state = sticky.read(app.id, &placement.sticky_ids(&request)).await;
-                    let resolution = placement.resolve_sticky(app, &request, mode, &mut state);
-                    sticky.write_behind(app.id, &state);
-                    resolution
-                }
-                None => placement.resolve(app, &request, mode),
-            }
-        }
-        Some(placement) => placement.resolve(app, &request, mode),
-        None => app.resolve(key, &request, mode),
-    };
+    let mut state = sticky.read(app.id, &placement.sticky_ids(&request)).await;
+    let resolution = placement.resolve_sticky(app, &request, ResolveMode::Normal, &mut state);
+    sticky.write_behind(app.id, &state);
+    Ok(render_one(
+        worker,
+        app,
+        &placement.key,
+        &request,
+        &resolution,
+        ResolveMode::Normal,
+    ))
+}
+
+/// The body of one resolve's result, and its `resolve_no_flow` event (D8).
+fn render_one(
+    worker: &Worker,
+    app: &App,
+    key: &str,
+    request: &ResolveRequest<'_>,
+    resolution: &Resolution<'_>,
+    mode: ResolveMode,
+) -> Reply {
     let mut body = BodyWriter::with_capacity(512);
     write_result(
         &mut body,
         app,
-        &resolution,
+        resolution,
         worker.shared.config.default_cache_ttl_seconds,
         None,
         None,
@@ -129,10 +182,10 @@ pub(super) async fn resolve_one(
     // D3.5: export never records events.
     if mode == ResolveMode::Normal {
         let mut events = Vec::new();
-        record_no_flow(worker, app, key, &request, &resolution, &mut events);
+        record_no_flow(worker, app, key, request, resolution, &mut events);
         enqueue_server_events(worker, events);
     }
-    Ok(Reply::Resolved(body))
+    Reply::Resolved(body)
 }
 
 pub(super) async fn resolve_body<'b>(
@@ -171,7 +224,13 @@ pub async fn resolve(
         let mode = export_mode(req)?;
         let mut buf = Vec::new();
         let body = resolve_body(req, payload, worker, &mut buf).await?;
-        resolve_one(worker, app, key, body, mode).await
+        match sticky_placement(worker, app, key, mode) {
+            // Boxed: the read's state is not part of every resolve's.
+            Some((placement, sticky)) => {
+                Box::pin(resolve_one_sticky(worker, app, placement, sticky, body)).await
+            }
+            None => resolve_one(worker, app, key, body, mode),
+        }
     }
     .await;
     or_problem(req, result)

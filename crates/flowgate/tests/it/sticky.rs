@@ -147,7 +147,12 @@ async fn stored_at_least(s: &Served, n: f64) {
 /// `bucket_version` buckets everyone again; a raised `min_bucket_version` excludes those
 /// assigned before it.
 async fn reweight_keeps_assigned_users(backend: Backend, settings: &[(&str, &str)]) {
-    let Some(s) = Served::start_on(backend, settings).await else {
+    // The semantics are under test here, not the deadline: a debug build's first read on a
+    // worker makes its connection (PostgreSQL through the test's proxy), which can take
+    // longer than the default 20 ms, and a late read records nothing.
+    let mut settings = settings.to_vec();
+    settings.push(("FLOWGATE__STICKY__READ_TIMEOUT_MS", "2000"));
+    let Some(s) = Served::start_on(backend, &settings).await else {
         panic!("{backend:?} must be reachable");
     };
     publish(&s, &sticky_catalog(1, 1, 0, 0)).await;
