@@ -103,12 +103,6 @@ impl Postgres {
     pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<Postgres, StoreError> {
         let connector = Arc::new(PgConnector::parse(url)?);
         let mut config = ManagerConfig::<AsyncPgConnection>::default();
-        // A checkout does not ping (`SELECT 1`, diesel-async's default): a connection whose
-        // server went away is known broken by its ended connection task, and a statement on
-        // one that broke since fails and is retried by its caller like any other failure. The
-        // ping was one round trip more per checkout, which halved the sticky reads (D23) one
-        // replica could make (2,500 against 6,600 a second in bench/sticky.py).
-        config.recycling_method = diesel_async::pooled_connection::RecyclingMethod::Fast;
         let connect_timeout = options.connect_timeout;
         let for_pool = Arc::clone(&connector);
         config.custom_setup = Box::new(move |_url| {

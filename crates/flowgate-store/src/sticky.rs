@@ -26,8 +26,9 @@
 //! statement prepared once, the pairs as two `text[]` parameters), not on the pool: a resolve's
 //! read then never waits for a pooled connection, never hops to the thread that drives one, and
 //! a deadline that drops it mid-query leaves the client usable (tokio-postgres reads and
-//! discards the answer). Through the pool and diesel-async, a pinned replica read about 6,600 a
-//! second at 64 connections, 2,500 before its checkouts stopped pinging (bench/sticky.py). On
+//! discards the answer). Through the pool and diesel-async (a ping per checkout, and the
+//! connection's task on whichever runtime made it), a pinned replica read about 2,500 a second
+//! at 64 connections (bench/sticky.py). On
 //! SQLite (in-process) it runs on the pool as a task of its own, so a caller that stops waiting
 //! never cancels a statement in the middle; [`READ_CHUNK`] identifiers per statement, far more
 //! than a request has.
@@ -558,7 +559,12 @@ thread_local! {
     static PG_READERS: RefCell<Vec<(u64, Arc<PgReader>)>> = const { RefCell::new(Vec::new()) };
     /// The reader each database is making on this thread, if any.
     static PG_CONNECTING: RefCell<Vec<(u64, Connecting)>> = const { RefCell::new(Vec::new()) };
+    /// Whose turn is next among the thread's readers.
+    static PG_TURN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
+
+/// Readers (connections) per thread and database.
+const READERS_PER_THREAD: usize = 8;
 
 fn pg_read_error(error: &tokio_postgres::Error) -> StoreError {
     match error.as_db_error() {
@@ -568,43 +574,63 @@ fn pg_read_error(error: &tokio_postgres::Error) -> StoreError {
 }
 
 impl Postgres {
-    /// This thread's reader of the database. When it has none (or its connection closed), one
-    /// is made (connected, the read prepared) in a task of its own, which every read of the
-    /// thread waits for meanwhile: a read that stops waiting (its deadline) does not stop the
-    /// connection, which the next read then finds.
+    /// One of this thread's readers of the database, in turn. A thread keeps up to
+    /// [`READERS_PER_THREAD`] (PostgreSQL runs one statement at a time per connection: one
+    /// reader serves about 3,000 reads a second in bench/sticky.py). A missing one is made
+    /// (connected, the read prepared) in a task of its own; reads use the readers there are
+    /// meanwhile, and wait for the one being made only when the thread has none, so a read
+    /// that stops waiting (its deadline) does not stop the connection either.
     async fn sticky_reader(&self) -> Result<Arc<PgReader>, StoreError> {
         let id = self.id;
-        let found = PG_READERS.with_borrow(|readers| {
-            readers
+        // Readers made since the last read join the thread's; finished attempts are forgotten.
+        let made: Vec<Arc<PgReader>> = PG_CONNECTING.with_borrow_mut(|pending| {
+            let made = pending
                 .iter()
-                .find(|(i, r)| *i == id && !r.client.is_closed())
-                .map(|(_, r)| Arc::clone(r))
-        });
-        if let Some(reader) = found {
-            return Ok(reader);
-        }
-        let connecting = PG_CONNECTING.with_borrow_mut(|pending| {
-            // A finished attempt is forgotten: its reader is installed by those who waited,
-            // and a failed one is tried again now.
+                .filter(|(i, _)| *i == id)
+                .filter_map(|(_, c)| c.peek().and_then(|r| r.as_ref().ok()).cloned())
+                .collect();
             pending.retain(|(_, c)| c.peek().is_none());
+            made
+        });
+        let (live, pick) = PG_READERS.with_borrow_mut(|readers| {
+            readers.retain(|(_, r)| !r.client.is_closed());
+            for reader in made {
+                if !readers.iter().any(|(_, r)| Arc::ptr_eq(r, &reader)) {
+                    readers.push((id, reader));
+                }
+            }
+            let mine: Vec<&Arc<PgReader>> = readers
+                .iter()
+                .filter(|(i, _)| *i == id)
+                .map(|(_, r)| r)
+                .collect();
+            let turn = PG_TURN.with(|t| {
+                let n = t.get();
+                t.set(n.wrapping_add(1));
+                n
+            });
+            let pick = (!mine.is_empty()).then(|| Arc::clone(mine[turn % mine.len()]));
+            (mine.len(), pick)
+        });
+        let connecting = PG_CONNECTING.with_borrow_mut(|pending| {
             if let Some((_, c)) = pending.iter().find(|(i, _)| *i == id) {
-                return c.clone();
+                return Some(c.clone());
+            }
+            if live >= READERS_PER_THREAD {
+                return None;
             }
             let connector = Arc::clone(&self.connector);
             let timeout = self.connect_timeout;
             let task = tokio::spawn(async move {
-                let made = async {
-                    let client = connector.connect_client(timeout).await.map_err(|e| {
-                        unavailable(Outage::Connection, format!("sticky reads: {e}"))
-                    })?;
-                    let statement = client
-                        .prepare(PG_READ)
-                        .await
-                        .map_err(|e| pg_read_error(&e))?;
-                    Ok(Arc::new(PgReader { client, statement }))
-                }
-                .await;
-                made
+                let client = connector
+                    .connect_client(timeout)
+                    .await
+                    .map_err(|e| unavailable(Outage::Connection, format!("sticky reads: {e}")))?;
+                let statement = client
+                    .prepare(PG_READ)
+                    .await
+                    .map_err(|e| pg_read_error(&e))?;
+                Ok(Arc::new(PgReader { client, statement }))
             });
             let shared: BoxFuture<'static, Result<Arc<PgReader>, StoreError>> =
                 Box::pin(async move {
@@ -617,14 +643,25 @@ impl Postgres {
                 });
             let shared = shared.shared();
             pending.push((id, shared.clone()));
-            shared
+            Some(shared)
         });
+        if let Some(reader) = pick {
+            return Ok(reader);
+        }
+        let Some(connecting) = connecting else {
+            return Err(unavailable(
+                Outage::Connection,
+                "sticky reads: no connection".to_owned(),
+            ));
+        };
         let reader = connecting.await?;
         // Installed on the thread the read finished on (with a runtime of several threads,
-        // possibly not the one that started it): each thread ends up with its own.
+        // possibly not the one that started it).
         PG_READERS.with_borrow_mut(|readers| {
-            readers.retain(|(i, r)| *i != id || !r.client.is_closed());
-            if !readers.iter().any(|(i, _)| *i == id) {
+            if !readers
+                .iter()
+                .any(|(i, r)| *i == id && Arc::ptr_eq(r, &reader))
+            {
                 readers.push((id, Arc::clone(&reader)));
             }
         });
