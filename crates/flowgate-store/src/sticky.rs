@@ -548,9 +548,18 @@ struct PgReader {
     statement: tokio_postgres::Statement,
 }
 
-/// A reader being made: shared by the reads that find none while it is (they wait for the one
-/// connection instead of each opening their own).
-type Connecting = Shared<BoxFuture<'static, Result<Arc<PgReader>, StoreError>>>;
+/// What making a reader gives: the reader, or why there is none.
+type Made = Result<Arc<PgReader>, StoreError>;
+
+/// A reader being made: the reads that find none wait for it (`shared`) instead of each
+/// opening their own connection; the others go on with the thread's readers, and the next
+/// read takes the new one from `slot`, where the task leaves it (a shared future that no read
+/// awaits is never polled, so its outcome cannot be read from it).
+#[derive(Clone)]
+struct Connecting {
+    shared: Shared<BoxFuture<'static, Made>>,
+    slot: Arc<std::sync::Mutex<Option<Made>>>,
+}
 
 thread_local! {
     /// Each thread's reader per database (by [`Postgres::id`]): its connection task runs on
@@ -582,14 +591,25 @@ impl Postgres {
     /// that stops waiting (its deadline) does not stop the connection either.
     async fn sticky_reader(&self) -> Result<Arc<PgReader>, StoreError> {
         let id = self.id;
-        // Readers made since the last read join the thread's; finished attempts are forgotten.
+        // Readers made since the last read join the thread's; finished attempts are forgotten
+        // (a failed one is tried again now).
         let made: Vec<Arc<PgReader>> = PG_CONNECTING.with_borrow_mut(|pending| {
-            let made = pending
-                .iter()
-                .filter(|(i, _)| *i == id)
-                .filter_map(|(_, c)| c.peek().and_then(|r| r.as_ref().ok()).cloned())
-                .collect();
-            pending.retain(|(_, c)| c.peek().is_none());
+            let mut made = Vec::new();
+            pending.retain(|(i, c)| {
+                let outcome = c
+                    .slot
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                match outcome {
+                    Some(Ok(reader)) if *i == id => {
+                        made.push(reader);
+                        false
+                    }
+                    Some(_) => false,
+                    None => true,
+                }
+            });
             made
         });
         let (live, pick) = PG_READERS.with_borrow_mut(|readers| {
@@ -621,29 +641,45 @@ impl Postgres {
             }
             let connector = Arc::clone(&self.connector);
             let timeout = self.connect_timeout;
+            let slot = Arc::new(std::sync::Mutex::new(None));
+            let left = Arc::clone(&slot);
             let task = tokio::spawn(async move {
-                let client = connector
-                    .connect_client(timeout)
-                    .await
-                    .map_err(|e| unavailable(Outage::Connection, format!("sticky reads: {e}")))?;
-                let statement = client
-                    .prepare(PG_READ)
-                    .await
-                    .map_err(|e| pg_read_error(&e))?;
-                Ok(Arc::new(PgReader { client, statement }))
+                let made: Made = async {
+                    let client = connector.connect_client(timeout).await.map_err(|e| {
+                        unavailable(Outage::Connection, format!("sticky reads: {e}"))
+                    })?;
+                    // A generic plan cannot know how many pairs the arrays hold and scans the
+                    // table; a plan for each execution uses the primary key.
+                    client
+                        .batch_execute("SET plan_cache_mode = force_custom_plan")
+                        .await
+                        .map_err(|e| pg_read_error(&e))?;
+                    let statement = client
+                        .prepare(PG_READ)
+                        .await
+                        .map_err(|e| pg_read_error(&e))?;
+                    Ok(Arc::new(PgReader { client, statement }))
+                }
+                .await;
+                *left
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(made.clone());
+                made
             });
-            let shared: BoxFuture<'static, Result<Arc<PgReader>, StoreError>> =
-                Box::pin(async move {
-                    task.await.unwrap_or_else(|e| {
-                        Err(unavailable(
-                            Outage::Connection,
-                            format!("sticky reads: {e}"),
-                        ))
-                    })
-                });
-            let shared = shared.shared();
-            pending.push((id, shared.clone()));
-            Some(shared)
+            let shared: BoxFuture<'static, Made> = Box::pin(async move {
+                task.await.unwrap_or_else(|e| {
+                    Err(unavailable(
+                        Outage::Connection,
+                        format!("sticky reads: {e}"),
+                    ))
+                })
+            });
+            let connecting = Connecting {
+                shared: shared.shared(),
+                slot,
+            };
+            pending.push((id, connecting.clone()));
+            Some(connecting)
         });
         if let Some(reader) = pick {
             return Ok(reader);
@@ -654,7 +690,7 @@ impl Postgres {
                 "sticky reads: no connection".to_owned(),
             ));
         };
-        let reader = connecting.await?;
+        let reader = connecting.shared.await?;
         // Installed on the thread the read finished on (with a runtime of several threads,
         // possibly not the one that started it).
         PG_READERS.with_borrow_mut(|readers| {
