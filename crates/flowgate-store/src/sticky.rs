@@ -22,13 +22,14 @@
 //!
 //! **One round trip to read.** [`StickyStore::read_sticky`] reads every identifier of a request
 //! with one statement on the primary key: `app_id = $1 AND (attribute_name, attribute_value) IN
-//! (...)`. On PostgreSQL it runs on a client of its own per thread (made on first use, the
-//! statement prepared once, the pairs as two `text[]` parameters), not on the pool: a resolve's
-//! read then never waits for a pooled connection, never hops to the thread that drives one, and
-//! a deadline that drops it mid-query leaves the client usable (tokio-postgres reads and
-//! discards the answer). Through the pool and diesel-async (a ping per checkout, and the
-//! connection's task on whichever runtime made it), a pinned replica read about 2,500 a second
-//! at 64 connections (bench/sticky.py). On
+//! (...)`. On PostgreSQL it runs on clients of its own, up to [`READERS_PER_THREAD`] per thread
+//! taken in turn (made on first use, the statement prepared once, the pairs as two `text[]`
+//! parameters, `plan_cache_mode = force_custom_plan`: a generic plan cannot know how many pairs
+//! the arrays hold and scanned the table, which held a pinned replica at about 3,000 reads a
+//! second against 16,000 with a plan per execution in bench/sticky.py), not on the pool: a
+//! resolve's read never waits for a pooled connection or hops to the thread that drives one,
+//! sticky load cannot starve event writes, and a deadline that drops a read mid-query leaves
+//! the client usable (tokio-postgres reads and discards the answer). On
 //! SQLite (in-process) it runs on the pool as a task of its own, so a caller that stops waiting
 //! never cancels a statement in the middle; [`READ_CHUNK`] identifiers per statement, far more
 //! than a request has.
@@ -584,11 +585,10 @@ fn pg_read_error(error: &tokio_postgres::Error) -> StoreError {
 
 impl Postgres {
     /// One of this thread's readers of the database, in turn. A thread keeps up to
-    /// [`READERS_PER_THREAD`] (PostgreSQL runs one statement at a time per connection: one
-    /// reader serves about 3,000 reads a second in bench/sticky.py). A missing one is made
-    /// (connected, the read prepared) in a task of its own; reads use the readers there are
-    /// meanwhile, and wait for the one being made only when the thread has none, so a read
-    /// that stops waiting (its deadline) does not stop the connection either.
+    /// [`READERS_PER_THREAD`] (PostgreSQL runs one statement at a time per connection). A
+    /// missing one is made (connected, the read prepared) in a task of its own; reads use the
+    /// readers there are meanwhile, and wait for the one being made only when the thread has
+    /// none, so a read that stops waiting (its deadline) does not stop the connection either.
     async fn sticky_reader(&self) -> Result<Arc<PgReader>, StoreError> {
         let id = self.id;
         // Readers made since the last read join the thread's; finished attempts are forgotten
