@@ -292,9 +292,9 @@ impl Drop for OwnRedis {
     }
 }
 
-/// Redis stopped while the service runs: every resolve still answers 200 within a bounded
-/// time (as without stored assignments), the failed reads are counted, nothing queued blocks;
-/// after Redis is back, reads succeed again on the same process.
+/// Redis hung, then stopped, while the service runs: every resolve still answers 200 within a
+/// bounded time (as without stored assignments, a hung Redis cut off by the read deadline), the
+/// failed reads are counted; after Redis is back, reads succeed again on the same process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolve_answers_while_redis_is_stopped() {
     let mut redis = OwnRedis::start(free_port());
@@ -312,6 +312,40 @@ async fn resolve_answers_while_redis_is_stopped() {
     let before = variants(&s, &users("u", 50));
     stored_at_least(&s, 50.0).await;
 
+    // Redis hung (SIGSTOP: connections accepted, nothing answered): each read ends at the
+    // 20 ms deadline, not at the client's own one-second response timeout.
+    let pid = redis.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut slowest = Duration::ZERO;
+    for user in users("hung", 30) {
+        let start = Instant::now();
+        let (status, variant) = paywall(s.api, &s.key, &user);
+        slowest = slowest.max(start.elapsed());
+        assert_eq!(status, 200, "{user}");
+        assert!(variant.is_some(), "bucketed as without stored assignments");
+    }
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(
+        slowest < Duration::from_millis(500),
+        "slowest resolve while hung {slowest:?}"
+    );
+    let late = s
+        .metric("flowgate_sticky_reads_total{outcome=\"timed_out\"}")
+        .unwrap_or(0.0);
+    assert!(
+        late >= 30.0,
+        "every read of the hung Redis is counted late: {late}"
+    );
+
+    // Redis gone (connections refused).
     redis.stop();
     let mut slowest = Duration::ZERO;
     for user in users("down", 100) {
