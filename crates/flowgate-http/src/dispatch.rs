@@ -104,18 +104,26 @@ async fn handle(
         Endpoint::Resolve { app, placement } => {
             handlers::resolve::resolve(req, payload, worker, app, placement).await
         }
+        // The other endpoints' futures are boxed: the single resolve's is all that every
+        // request's allocation is sized for (this future is boxed by actix per request, and
+        // past 1,032 bytes the allocator takes its slow path).
         Endpoint::ResolveBatch { app } => {
-            handlers::resolve::resolve_batch(req, payload, worker, coding, app).await
+            Box::pin(handlers::resolve::resolve_batch(
+                req, payload, worker, coding, app,
+            ))
+            .await
         }
-        Endpoint::Events { app } => handlers::events::events(req, payload, worker, app).await,
+        Endpoint::Events { app } => {
+            Box::pin(handlers::events::events(req, payload, worker, app)).await
+        }
         Endpoint::LegacyResolve { placement } => {
             let (reply, successor) =
-                handlers::legacy::resolve(req, payload, worker, placement).await;
+                Box::pin(handlers::legacy::resolve(req, payload, worker, placement)).await;
             let res = compression::encode(coding, reply, flows);
             return legacy::deprecated(res, &successor);
         }
         Endpoint::LegacyEvents => {
-            let reply = handlers::legacy::events(req, payload, worker).await;
+            let reply = Box::pin(handlers::legacy::events(req, payload, worker)).await;
             let res = compression::encode(coding, reply, flows);
             return legacy::deprecated(res, legacy::EVENTS_SUCCESSOR);
         }
