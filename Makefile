@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-store bench-results bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -98,6 +98,12 @@ bench-handler:
 ## installs valgrind).
 bench-instructions:
 	bash bench/instructions.sh
+
+## Where a single resolve's instructions go, stage by stage (key, limits, body, resolve,
+## rendering, events, dispatch), against the no-logic baseline (bench/stages.py, callgrind);
+## after `BENCH_PERF=1 make bench-http`, the same stages in CPU µs on the pinned core.
+bench-stages:
+	STAGES=1 bash bench/instructions.sh
 
 ## Event insert throughput on PostgreSQL and SQLite beside raw COPY through psql, and the import,
 ## load and build times of a catalog of 100 apps / 5,000 placements / 2,000 versions of 20 KB

@@ -7,7 +7,10 @@
 # instruction-cache misses. Needs valgrind (Debian package).
 #
 # Environment: N (requests, default 2000), VARIANTS (default "baseline flowgate flowgate_gzip"),
-# HANDLER_BIN (a built bench binary, for A/B; default: build and use the current one).
+# HANDLER_BIN (a built bench binary, for A/B; default: build and use the current one), STAGES=1
+# (`make bench-stages`: instead, the single resolve's instructions stage by stage against the
+# baseline's, bench/stages.py; and in CPU µs when `BENCH_PERF=1 make bench-http` left its
+# profiles in target/bench-http).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +26,14 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "handler" and m.get("executable"):
         print(m["executable"])')
+fi
+if [ "${STAGES:-0}" = 1 ]; then
+    python3 bench/stages.py instructions "$bin" "$N"
+    if [ -f target/bench-http/perf-pinned-baseline.data ] && [ -f target/bench-http/pinned.json ]; then
+        echo
+        python3 bench/stages.py perf
+    fi
+    exit 0
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

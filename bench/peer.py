@@ -135,6 +135,31 @@ def run(meta, edge, procs, server_cpus, generator):
     return report(server_cpus, generator, peaks, lat)
 
 
+def headline(peaks):
+    """The figures the targets are about, each the median of the rounds' ratios with the rounds'
+    range: flowgate per busy core against Edge (identity and gzip) and its CPU per request against
+    the no-logic baseline's."""
+    def rounds(a, b, f):
+        return [f(x, y) for x, y in zip(a, b)]
+
+    def busy(x, y):
+        return (x["rps"] / x["server_cores"]) / (y["rps"] / y["server_cores"])
+
+    def cpu(x, y):
+        return x["cpu_us"] / y["cpu_us"]
+
+    cells = []
+    for label, a, b, f, target in (
+            ("flowgate per busy core / Edge's, identity", "flowgate", "edge equivalent", busy, "at least 5x"),
+            ("flowgate per busy core / Edge's, gzip", FLOWGATE_GZIP, "edge equivalent" + GZIP, busy, "at least 8x"),
+            ("flowgate's CPU per request / the baseline's", "flowgate", BASELINE, cpu, "at most 1.15x")):
+        if a in peaks and b in peaks:
+            r = rounds(peaks[a], peaks[b], f)
+            cells.append("**%s: %.2fx** (rounds %.2f-%.2f; target %s)" % (
+                label, statistics.median(r), min(r), max(r), target))
+    return ["; ".join(cells) + ".", ""]
+
+
 def report(server_cpus, generator, peaks, lat):
     n = len(server_cpus)
     lines = [
@@ -161,6 +186,7 @@ def report(server_cpus, generator, peaks, lat):
         lines.append("| %s | %.0f | %.0f | %.1f | %.2f | %.2f | %.0f | %s |" % (
             name, P.med(runs, "rps"), P.med(runs, "rps") / n, P.med(runs, "cpu_us"), P.med(runs, "server_cores"),
             P.med(runs, "generator_cores"), P.med(runs, "bytes"), cell))
+    lines[2:2] = headline(peaks)
     lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s (every other round in reverse "
               "order), medians; the ratio is the median over rounds of the ratio of requests/s per busy server "
               "core (= 1e6 / CPU µs per request), not the ratio of the medians. The no-logic baseline sends "

@@ -34,9 +34,10 @@ machine's other processes are not pinned, and their CPU is counted on neither si
 Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`; default the lowest CPU this process
 may use), BENCH_DURATION (10; bench/bench.py's default is 15),
 BENCH_ROUNDS (5; bench.py's 3), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), BENCH_CONNECTIONS (64),
-BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_PERF=1 (`perf record -g` of flowgate during its first
-peak round into target/bench-http/perf-pinned.data; read it with `perf report -i FILE
---no-children --sort comm,dso`; that round runs slower and counts in the medians), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
+BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_PERF=1 (`perf record -g` of flowgate and of the baseline
+during their first peak round into target/bench-http/perf-pinned.data and
+perf-pinned-baseline.data; `python3 bench/stages.py perf` reads them stage by stage, or `perf
+report -i FILE --no-children --sort comm,dso`; that round runs slower and counts in the medians), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
 alone, e.g. FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW=false), BENCH_OHA (the oha binary, default target/bench-tools/bin/oha,
 installed by bench/run.sh), BENCH_BIN, BENCH_BASELINE_BIN. Writes target/bench-http/pinned.md
 and pinned.json. Needs what bench/bench.py needs, and oha.
@@ -219,6 +220,10 @@ def start_without_events(cpus):
         B.API, B.ADMIN = api, admin
 
 
+# BENCH_PERF=1: the servers recorded in their first peak round (bench/stages.py reads both).
+PERF_FILES = {"flowgate": "perf-pinned.data", "baseline": "perf-pinned-baseline.data"}
+
+
 def peak_rounds(servers, generator):
     """Warm-up, then ROUNDS closed-loop rounds over `servers` in turn, each
     (name, process, port, wrk env, wrk script or None): {name: [round, ...]}."""
@@ -230,9 +235,9 @@ def peak_rounds(servers, generator):
         # Every other round in reverse order, so no server always runs first or after another.
         for name, proc, port, env, script in (servers if i % 2 == 0 else servers[::-1]):
             perf = None
-            if i == 0 and os.environ.get("BENCH_PERF") == "1" and name == "flowgate":
-                perf = os.path.join(B.OUT, "perf-pinned.data")
-                B.log("perf record of flowgate's first round into %s (it counts in the medians)" % perf)
+            if i == 0 and os.environ.get("BENCH_PERF") == "1" and name in PERF_FILES:
+                perf = os.path.join(B.OUT, PERF_FILES[name])
+                B.log("perf record of %s's first round into %s (it counts in the medians)" % (name, perf))
             peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script, perf))
         B.log("peak round %d: %s" % (i + 1, "  ".join(
             "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
@@ -315,9 +320,15 @@ def report(server_cpus, generator, peaks, lat):
     f, b = peaks["flowgate"], peaks["baseline"]
     ratios = [x["rps"] / y["rps"] for x, y in zip(f, b)]
     busy = [(x["rps"] / x["server_cores"]) / (y["rps"] / y["server_cores"]) for x, y in zip(f, b)]
+    cpu = [x["cpu_us"] / y["cpu_us"] for x, y in zip(f, b)]
     lines = [
         "### Pinned single resolve: %d server core(s) (CPU %s), generator on CPU %s" % (
             n, ",".join(map(str, server_cpus)), ",".join(map(str, generator))),
+        "",
+        "**CPU per request: flowgate %.2fx the baseline's** (median of the rounds' ratios; rounds %s; "
+        "target at most 1.15x). Requests/s: %.3fx the baseline's (rounds %s)." % (
+            statistics.median(cpu), ", ".join("%.2f" % r for r in cpu), statistics.median(ratios),
+            ", ".join("%.3f" % r for r in ratios)),
         "",
         "| server | requests/s | per server core | server CPU (cores) | per busy server core | CPU µs/req "
         "| generator CPU (cores) | wrk p99 | requests/s vs baseline | per busy core vs baseline |",
@@ -357,6 +368,8 @@ def report(server_cpus, generator, peaks, lat):
     return {"text": "\n".join(lines), "data": {"server_cpus": server_cpus, "generator_cpus": generator,
                                                "peaks": peaks, "peak_ratio": statistics.median(ratios),
                                                "busy_core_ratio": statistics.median(busy),
+                                               "cpu_ratio": statistics.median(cpu), "cpu_ratios": cpu,
+                                               "cpu_us": {name: med(runs, "cpu_us") for name, runs in peaks.items()},
                                                "open_loop": data_lat}}
 
 

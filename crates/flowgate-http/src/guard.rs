@@ -32,19 +32,20 @@ pub struct Caller {
     pub workspace: WorkspaceId,
 }
 
-/// Keeps, of the limits checked so far, the one to report in `RateLimit-*`.
-fn keep_closest_limit(req: &HttpRequest, decision: Decision) {
-    let mut ext = req.extensions_mut();
-    // Report the limit closest to refusing: it is the one the client should pace itself by.
-    let keep = match ext.get::<RateLimitInfo>() {
-        Some(RateLimitInfo(previous))
-            if previous.remaining <= decision.remaining && decision.allowed =>
-        {
-            *previous
-        }
-        _ => decision,
-    };
-    ext.insert(RateLimitInfo(keep));
+/// Of the client's and the key's limit, the one to report in `RateLimit-*`: the one closest to
+/// refusing, which is the one the client should pace itself by.
+fn closest_limit(client: Decision, key: Decision) -> Decision {
+    if client.remaining <= key.remaining && key.allowed {
+        client
+    } else {
+        key
+    }
+}
+
+/// Leaves the limit to report in `RateLimit-*` in the request's extensions (once per request:
+/// each insert allocates).
+fn report_limit(req: &HttpRequest, decision: Decision) {
+    req.extensions_mut().insert(RateLimitInfo(decision));
 }
 
 /// `X-Forwarded-For`, as a constant: a lookup by `&str` builds (and allocates) the name.
@@ -68,29 +69,37 @@ pub fn client_address(req: &HttpRequest, state: &ApiState) -> Option<IpAddr> {
 pub(crate) fn authenticate(req: &HttpRequest, worker: &Worker) -> Result<Caller, ApiError> {
     // Clients without an address (not seen on TCP listeners) share one bucket.
     let state = &worker.shared;
-    let decision = state.ip_limiter.check(&client_address(req, state));
-    keep_closest_limit(req, decision);
-    if !decision.allowed {
+    let client = state.ip_limiter.check(&client_address(req, state));
+    if !client.allowed {
+        report_limit(req, client);
         state.metrics.rate_limited("ip");
-        return Err(ApiError::rate_limited(decision.retry_after_secs));
+        return Err(ApiError::rate_limited(client.retry_after_secs));
     }
     let catalog = worker.snapshot();
     let mut presented = req.headers().get_all(header::AUTHORIZATION);
     let authorization = presented.next().map(|v| v.to_str().unwrap_or(""));
     // D25: two keys are not "the first one"; which one a proxy or cache in between would
     // have used is anybody's guess.
-    if presented.next().is_some() {
-        return Err(ApiError::several_authorization_headers());
-    }
-    let record = catalog
-        .authenticate(authorization, state.config.key_environment)
-        .map_err(ApiError::unauthorized)?;
+    let record = if presented.next().is_some() {
+        Err(ApiError::several_authorization_headers())
+    } else {
+        catalog
+            .authenticate(authorization, state.config.key_environment)
+            .map_err(ApiError::unauthorized)
+    };
+    let record = match record {
+        Ok(record) => record,
+        Err(e) => {
+            report_limit(req, client);
+            return Err(e);
+        }
+    };
     let workspace = record.workspace_id;
-    let decision = state.key_limiter.check(&record.id);
-    keep_closest_limit(req, decision);
-    if !decision.allowed {
+    let key = state.key_limiter.check(&record.id);
+    report_limit(req, closest_limit(client, key));
+    if !key.allowed {
         state.metrics.rate_limited("key");
-        return Err(ApiError::rate_limited(decision.retry_after_secs));
+        return Err(ApiError::rate_limited(key.retry_after_secs));
     }
     Ok(Caller { catalog, workspace })
 }

@@ -4,6 +4,7 @@
 //! the admin listener runs them as the [`observe`] middleware.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -246,7 +247,7 @@ pub(crate) fn v1_headers(req: &HttpRequest, res: &mut HttpResponse) {
             (RATELIMIT_REMAINING, d.remaining),
             (RATELIMIT_RESET, d.reset_secs),
         ] {
-            headers.insert(name, HeaderValue::from(value));
+            headers.insert(name, number_header(value));
         }
     }
     if has_origin {
@@ -261,6 +262,42 @@ pub(crate) fn v1_headers(req: &HttpRequest, res: &mut HttpResponse) {
     }
 }
 
+/// Numbers below this are answered from [`number_header`]'s table: the `RateLimit-*` values of
+/// the default limits (bursts of hundreds, resets of seconds) all are.
+const SMALL_NUMBERS: u32 = 4096;
+
+/// `n` as a header value. Below [`SMALL_NUMBERS`] it is a clone of a value made once, which
+/// costs no allocation (`HeaderValue::from(u32)` allocates one per call, three per response).
+fn number_header(n: u32) -> HeaderValue {
+    // Every decimal number below the bound, one after another, and where each one ends.
+    static TEXT: OnceLock<(String, Vec<usize>)> = OnceLock::new();
+    static TABLE: OnceLock<Vec<HeaderValue>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let (text, ends) = TEXT.get_or_init(|| {
+            let mut text = String::new();
+            let ends = (0..SMALL_NUMBERS)
+                .map(|i| {
+                    text.push_str(&i.to_string());
+                    text.len()
+                })
+                .collect();
+            (text, ends)
+        });
+        let mut start = 0;
+        ends.iter()
+            .map(|&end| {
+                let value = HeaderValue::from_static(&text[start..end]);
+                start = end;
+                value
+            })
+            .collect()
+    });
+    match table.get(n as usize) {
+        Some(value) => value.clone(),
+        None => HeaderValue::from(n),
+    }
+}
+
 /// The request id of a request (empty when the middleware did not run).
 pub fn request_id_of(req: &actix_web::HttpRequest) -> String {
     req.extensions()
@@ -272,6 +309,13 @@ pub fn request_id_of(req: &actix_web::HttpRequest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn number_headers_are_the_numbers_in_decimal() {
+        for n in [0, 1, 9, 10, 99, 100, 200, 4095, 4096, 65_536, u32::MAX] {
+            assert_eq!(number_header(n), HeaderValue::from(n), "{n}");
+        }
+    }
 
     #[test]
     fn the_sampler_passes_a_few_lines_a_second_and_reports_the_rest_once() {

@@ -58,8 +58,18 @@ impl<'p> Endpoint<'p> {
             Some(rest) if rest.starts_with('/') => &rest[1..],
             _ => return Endpoint::Unknown,
         };
-        let mut segments = rest.split('/');
-        let mut next = || segments.next();
+        // Segments found by a byte loop: `str::split` searches with memchr, whose setup costs
+        // more than these short segments.
+        let mut from = Some(0);
+        let mut next = || {
+            let start = from?;
+            let end = rest.as_bytes()[start..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map(|i| start + i);
+            from = end.map(|e| e + 1);
+            rest.get(start..end.unwrap_or(rest.len()))
+        };
         let endpoint = match (next(), next(), next(), next(), next()) {
             (Some("apps"), Some(app), Some("placements"), Some("resolve-batch"), None) => {
                 Endpoint::ResolveBatch { app }

@@ -15,6 +15,7 @@ use crate::conditions::{Condition, Patterns, SavedGroups};
 use crate::ids::{FlowId, WorkspaceId};
 use crate::placement::validate_placement_key;
 use crate::shown::{shown, shown_str};
+use crate::FastMap;
 
 /// One problem in catalog data: where (RFC 6901 JSON pointer into the data) and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -321,7 +322,8 @@ fn build_app(
         }
     };
 
-    let mut placements = HashMap::with_capacity(app.placements.len());
+    let mut placements =
+        FastMap::with_capacity_and_hasher(app.placements.len(), Default::default());
     for (pi, placement) in app.placements.into_iter().enumerate() {
         let pp = format!("{ap}/placements/{pi}");
         if let Err(e) = validate_placement_key(&placement.key) {

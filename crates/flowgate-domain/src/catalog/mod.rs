@@ -35,16 +35,19 @@ use crate::bucketing::{BucketRange, Namespace};
 use crate::conditions::{Condition, SavedGroups};
 use crate::events::FlowVersionLookup;
 use crate::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
-use crate::keys::{bearer_token, ApiKey, AuthError, KeyDigest, KeyEnvironment, KeyRecord, KeyType};
+use crate::keys::{
+    bearer_token, ApiKey, AuthError, DigestMap, KeyDigest, KeyEnvironment, KeyRecord, KeyType,
+};
+use crate::FastMap;
 
 /// An immutable, validated catalog snapshot with O(1) lookups.
 #[derive(Debug)]
 pub struct Catalog {
     revision: u64,
     workspaces: HashMap<WorkspaceId, Workspace>,
-    apps: HashMap<AppId, App>,
+    apps: FastMap<AppId, App>,
     versions: HashMap<FlowVersionId, VersionRef>,
-    keys: HashMap<KeyDigest, KeyRecord>,
+    keys: DigestMap<KeyRecord>,
 }
 
 impl Catalog {
@@ -53,9 +56,9 @@ impl Catalog {
         Self {
             revision: 0,
             workspaces: HashMap::new(),
-            apps: HashMap::new(),
+            apps: FastMap::default(),
             versions: HashMap::new(),
-            keys: HashMap::new(),
+            keys: DigestMap::default(),
         }
     }
 
@@ -206,7 +209,7 @@ pub struct App {
     /// Saved groups for `$inGroup` (D4).
     pub saved_groups: SavedGroups,
     pub(crate) flows: HashMap<FlowId, Flow>,
-    pub(crate) placements: HashMap<String, Placement>,
+    pub(crate) placements: FastMap<String, Placement>,
     /// Whether a placement has a sticky experiment (D23).
     pub(crate) sticky: bool,
 }

@@ -6,7 +6,7 @@
 //! check refuses (D4). `Condition::compile` fails when any error was recorded;
 //! `Condition::compile_lenient` ignores them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
@@ -14,6 +14,7 @@ use crate::conditions::js::{self, Primitive};
 use crate::conditions::jsregex::{JsRegex, PatternError};
 use crate::conditions::ConditionError;
 use crate::shown::{shown, shown_str};
+use crate::FastSet;
 
 /// Deepest nesting of documents, operators and operand conditions that is compiled. Audience
 /// rules from our catalog stay far below it; the cap keeps both compile and evaluation
@@ -306,7 +307,7 @@ enum StringSet {
     /// At most [`MAX_SORTED`] strings, sorted and without repeats.
     Sorted(Box<[Box<str>]>),
     /// Lists of more strings (counted with their repeats).
-    Hashed(HashSet<Box<str>>),
+    Hashed(FastSet<Box<str>>),
 }
 
 impl Default for StringSet {

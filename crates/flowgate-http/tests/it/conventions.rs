@@ -8,7 +8,7 @@ use flowgate_http::{HttpConfig, RateLimitConfig};
 use serde_json::json;
 
 use crate::fixtures::*;
-use crate::support::{on_sqlite, server, Backend};
+use crate::support::{on_sqlite, server, Backend, Reply};
 
 on_sqlite!(
     routes_and_methods,
@@ -272,15 +272,46 @@ async fn rate_limits_with_headers(backend: Backend) {
     );
     assert!(first.header("ratelimit-reset").is_some());
     s.post(&path, &body).await;
-    // An unknown key counts against the client IP too (D10).
-    s.post_with(&path, None, Vec::new(), &[])
-        .await
-        .problem(401, "missing_api_key");
+    // An unknown key counts against the client IP too (D10), and its 401 says so.
+    let unknown = s.post_with(&path, None, Vec::new(), &[]).await;
+    assert_eq!(
+        (
+            unknown.header("ratelimit-limit"),
+            unknown.header("ratelimit-remaining")
+        ),
+        (Some("3"), Some("0"))
+    );
+    unknown.problem(401, "missing_api_key");
     let limited = s.post(&path, &body).await;
     limited.problem(429, "rate_limited");
     let retry: u32 = limited.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=2).contains(&retry), "{retry}");
     assert_eq!(limited.header("ratelimit-remaining"), Some("0"));
+
+    // The headers report the limit closest to refusing: here the key's, then its refusal.
+    let config = HttpConfig {
+        rate_limit: RateLimitConfig {
+            per_ip_rps: 1,
+            per_ip_burst: 50,
+            per_key_rps: 1,
+            per_key_burst: 2,
+            ..RateLimitConfig::default()
+        },
+        ..HttpConfig::default()
+    };
+    let s = server!(backend, config);
+    let limits = |r: &Reply| {
+        (
+            r.header("ratelimit-limit").map(str::to_owned),
+            r.header("ratelimit-remaining").map(str::to_owned),
+        )
+    };
+    let first = s.post(&path, &body).await;
+    assert_eq!(limits(&first), (Some("2".into()), Some("1".into())));
+    s.post(&path, &body).await;
+    let refused = s.post(&path, &body).await;
+    assert_eq!(limits(&refused), (Some("2".into()), Some("0".into())));
+    refused.problem(429, "rate_limited");
 }
 
 async fn rate_limit_by_forwarded_address(backend: Backend) {
