@@ -118,19 +118,24 @@ def per_request(binary, variant, n, out):
     return costs, (tb - ta) / n
 
 
+def stage_costs(costs):
+    """[(stage, cost)] of flowgate's stages, then dispatch (the rest of `serve`'s cost), from
+    {function: inclusive cost}."""
+    rows = [(stage, matching(costs, functions) - matching(costs, minus)) for stage, functions, minus in STAGES]
+    rows.append(("dispatch: routing, request id, CORS and RateLimit headers, log decision",
+                 matching(costs, [SERVE]) - sum(v for _, v in rows)))
+    return rows
+
+
 def instructions(binary, n):
     with tempfile.TemporaryDirectory() as out:
         fg, fg_total = per_request(binary, "flowgate", n, out)
         bl, bl_total = per_request(binary, "baseline", n, out)
     print("| stage | flowgate instructions per request | baseline |")
     print("|---|---|---|")
-    inside = 0.0
-    for stage, functions, minus in STAGES:
-        v = matching(fg, functions) - matching(fg, minus)
-        inside += v
+    for stage, v in stage_costs(fg):
         print("| %s | %.0f | |" % (stage, v))
     serve = matching(fg, [SERVE])
-    print("| dispatch: routing, request id, CORS and RateLimit headers, log decision | %.0f | |" % (serve - inside))
     handler = matching(bl, [BASELINE_HANDLER])
     print("| the baseline's handler (body extracted, response built) | | %.0f |" % handler)
     print("| **the service's own work** | **%.0f** | **%.0f** |" % (serve, handler))
@@ -166,14 +171,8 @@ def perf():
     bl, bl_kernel = perf_shares(os.path.join(OUT, "perf-pinned-baseline.data"))
     print("| stage | flowgate µs per request | share | baseline µs | share |")
     print("|---|---|---|---|---|")
-    inside = 0.0
-    for stage, functions, minus in STAGES:
-        share = matching(fg, functions) - matching(fg, minus)
-        inside += share
+    for stage, share in stage_costs(fg):
         print("| %s | %.2f | %.1f%% | | |" % (stage, share * cpu["flowgate"], share * 100))
-    serve = matching(fg, [SERVE])
-    print("| dispatch: routing, request id, headers, log decision | %.2f | %.1f%% | | |"
-          % ((serve - inside) * cpu["flowgate"], (serve - inside) * 100))
     for label, symbols in KERNEL_ROWS:
         f, b = matching(fg, symbols), matching(bl, symbols)
         print("| %s | %.2f | %.1f%% | %.2f | %.1f%% |" % (label, f * cpu["flowgate"], f * 100, b * cpu["baseline"], b * 100))
