@@ -230,7 +230,7 @@ fn checksum(random: &str) -> [u8; CHECKSUM_LEN] {
 /// SHA-256 digest of a key's full text: what the store keeps instead of the key (D1).
 ///
 /// It hashes as its first eight bytes: a SHA-256 output is uniform already, so a map keyed by
-/// digests ([`DigestMap`]) need not hash it again.
+/// digests need not hash it again.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KeyDigest(pub [u8; 32]);
 
