@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up browser-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -14,7 +14,7 @@ run:
 	$(CARGO) run -p flowgate -- serve
 
 ## Every test of the workspace; the conformance counts are printed (see .config/nextest.toml).
-test: pg-up nats-up redis-up
+test: pg-up nats-up redis-up browser-up
 	$(CARGO) nextest run --workspace --no-fail-fast
 	$(CARGO) test --workspace --doc
 
@@ -54,6 +54,15 @@ redis-up:
 		echo "starting redis-server"; \
 		redis-server --port 6379 --bind 127.0.0.1 --save '' --appendonly no --daemonize yes >/dev/null; \
 		for i in $$(seq 1 30); do (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break; sleep 0.2; done; \
+	fi
+
+## Chromium and its WebDriver for the console's browser tests (D24,
+## crates/flowgate/tests/it/browser.rs): Debian's `chromium` and `chromium-driver` when either
+## is missing.
+browser-up:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		echo "installing chromium and chromium-driver"; \
+		apt-get install -y -qq chromium chromium-driver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver); \
 	fi
 
 lint: check-domain-deps

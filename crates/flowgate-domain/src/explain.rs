@@ -137,7 +137,8 @@ pub enum Skipped {
 }
 
 impl Skipped {
-    fn as_str(self) -> &'static str {
+    /// Why, in words.
+    pub const fn as_str(self) -> &'static str {
         match self {
             Skipped::Paused => "paused",
             Skipped::Draft => "draft",

@@ -1,6 +1,7 @@
 //! The admin listener (D11), on its own port: `/healthz` (the process answers), `/readyz`
 //! (can this replica serve?) and `/metrics` (Prometheus text format); with `admin.token`, the
-//! admin API: explain (D18) and experiment results (D22).
+//! admin API: explain (D18) and experiment results (D22), and the operator console (D24,
+//! [`crate::console`]).
 //!
 //! Readiness has three states, from named checks that the process supplies
 //! ([`ReadinessReport`]): `ready` when every check passes; `not_ready` (503) when a required
@@ -196,6 +197,7 @@ pub struct AdminState {
     source: Arc<dyn AdminSource>,
     explain: Option<Arc<ExplainAccess>>,
     results: Option<Arc<ResultsAccess>>,
+    console: Option<web::Data<crate::console::Console>>,
 }
 
 impl AdminState {
@@ -206,6 +208,7 @@ impl AdminState {
             source,
             explain: None,
             results: None,
+            console: None,
         }
     }
 
@@ -220,6 +223,21 @@ impl AdminState {
     /// (D22), to callers presenting `access.token`. Without it the routes do not exist (404).
     pub fn with_results(mut self, access: ResultsAccess) -> Self {
         self.results = Some(Arc::new(access));
+        self
+    }
+
+    /// Also serves the operator console at `/console/` (D24), signed in with the admin token;
+    /// call it after [`AdminState::with_explain`] and [`AdminState::with_results`], whose
+    /// access it uses. Without them, or without this call, `/console/` does not exist (404).
+    pub fn with_console(mut self, access: crate::console::ConsoleAccess) -> Self {
+        if let (Some(explain), Some(results)) = (&self.explain, &self.results) {
+            // Built once: every worker's requests share its sessions.
+            self.console = Some(web::Data::new(crate::console::Console::new(
+                access,
+                Arc::clone(explain),
+                Arc::clone(results),
+            )));
+        }
         self
     }
 }
@@ -597,8 +615,14 @@ pub fn admin_app(
         InitError = (),
     >,
 > {
+    let console = state.console.clone();
     App::new()
         .app_data(web::Data::new(state))
+        .configure(|cfg| {
+            if let Some(console) = console {
+                cfg.service(crate::console::scope(console));
+            }
+        })
         .service(labelled("/healthz").route(web::get().to(healthz)))
         .service(labelled("/readyz").route(web::get().to(readyz)))
         .service(labelled("/metrics").route(web::get().to(metrics)))

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod client_ip;
 pub mod config;
 pub mod connections;
+pub mod console;
 mod dispatch;
 pub mod explain;
 mod guard;

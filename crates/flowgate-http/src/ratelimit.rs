@@ -70,12 +70,24 @@ impl<K: Hash + Eq + Clone> RateLimiter<K> {
     pub fn new(rate: u32, burst: u32) -> Self {
         Self::with_clock(rate, burst, DefaultClock::default())
     }
+
+    /// One request per `interval`, bursts of `burst` ([`RateLimiter::every_with_clock`]).
+    pub fn every(interval: Duration, burst: u32) -> Self {
+        Self::every_with_clock(interval, burst, DefaultClock::default())
+    }
 }
 
 impl<K: Hash + Eq + Clone, C: Clock> RateLimiter<K, C> {
     /// [`RateLimiter::new`] on `clock`.
     pub fn with_clock(rate: u32, burst: u32, clock: C) -> Self {
         let interval = (1_000_000_000 / u64::from(rate.max(1))).max(1);
+        Self::every_with_clock(Duration::from_nanos(interval), burst, clock)
+    }
+
+    /// A limiter of one request per `interval` (at least a nanosecond) with bursts of `burst`,
+    /// on `clock`: rates below one a second, such as the console's sign-in attempts (D24).
+    pub fn every_with_clock(interval: Duration, burst: u32, clock: C) -> Self {
+        let interval = nanos(interval).max(1);
         let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
         // A period of at least one nanosecond is a quota.
         let quota = Quota::with_period(Duration::from_nanos(interval))

@@ -117,6 +117,8 @@ pub struct AdminConfig {
     /// Bearer token of the admin API (explain, D18); empty: the admin API is off. A secret:
     /// never logged.
     pub token: String,
+    /// How long a console session lasts after signing in, in seconds (D24).
+    pub console_session_seconds: u64,
 }
 
 impl Default for AdminConfig {
@@ -124,6 +126,7 @@ impl Default for AdminConfig {
         Self {
             listen: "127.0.0.1:9090".into(),
             token: String::new(),
+            console_session_seconds: 8 * 3600,
         }
     }
 }
@@ -138,6 +141,7 @@ impl fmt::Debug for AdminConfig {
         f.debug_struct("AdminConfig")
             .field("listen", &self.listen)
             .field("token", &token)
+            .field("console_session_seconds", &self.console_session_seconds)
             .finish()
     }
 }
@@ -770,6 +774,15 @@ impl Config {
                     "must be at least {MIN_ADMIN_TOKEN_CHARS} printable ASCII characters without \
                      spaces (a random secret, e.g. `openssl rand -hex 24`); the one given has {}",
                     token.chars().count()
+                ),
+            ));
+        }
+        if !(60..=7 * 24 * 3600).contains(&self.admin.console_session_seconds) {
+            return Err(invalid(
+                "admin.console_session_seconds",
+                format!(
+                    "must be between 60 (a minute) and 604800 (a week), not {}",
+                    self.admin.console_session_seconds
                 ),
             ));
         }

@@ -8,6 +8,7 @@ mod catalog_cmd;
 mod cli;
 mod commands;
 mod config;
+mod console;
 mod demo;
 mod experiments;
 mod explain;

@@ -13,6 +13,7 @@ use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
+use flowgate_http::console::ConsoleAccess;
 use flowgate_http::results::{ResultsMetrics, ResultsSettings};
 use flowgate_http::sticky::{run_writer, StickyAssignments, StickyMetrics};
 use flowgate_http::{
@@ -149,7 +150,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             store: store.clone(),
         }),
     );
-    // The admin API (D18, D22) exists only with a token.
+    // The admin API (D18, D22) and the console (D24) exist only with a token.
     let admin_state = if explain.token.is_empty() {
         admin_state
     } else {
@@ -169,6 +170,10 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 metrics: results_metrics,
             })
             .with_explain(explain)
+            .with_console(ConsoleAccess {
+                backend: Arc::new(crate::console::StoreConsole(store.clone())),
+                session_lifetime: Duration::from_secs(config.admin.console_session_seconds),
+            })
     };
 
     let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {

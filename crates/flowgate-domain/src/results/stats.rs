@@ -73,6 +73,20 @@ impl VariantSums {
             }
         }
     }
+
+    /// The 95% confidence interval of the mean per user, `mean ± z·√(variance / users)` with
+    /// the normal quantile `z` and `kind`'s variance (the Wald interval for a conversion);
+    /// `None` without users. What the console draws around each variant's mean (D24); the
+    /// comparisons between variants are [`compare`]'s.
+    pub fn mean_interval(&self, kind: MetricKind) -> Option<(f64, f64)> {
+        if self.users == 0 {
+            return None;
+        }
+        let z = Normal::standard().inverse_cdf(1.0 - ALPHA / 2.0);
+        let half = z * (self.variance(kind).max(0.0) / self.users as f64).sqrt();
+        let mean = self.mean();
+        Some((mean - half, mean + half))
+    }
 }
 
 /// A variant compared with the control: the relative lift with its frequentist and Bayesian
@@ -253,6 +267,24 @@ mod tests {
             Err(NoEstimate::ZeroVariance)
         );
         assert!(compare(kind, &conv(100, 10), &conv(100, 12)).is_ok());
+    }
+
+    #[test]
+    fn the_interval_of_a_mean_is_the_textbook_one() {
+        // 50 of 100 converted: 0.5 ± 1.95996 × √(0.25 / 100) = 0.5 ± 0.0979982.
+        let (low, high) = conv(100, 50).mean_interval(MetricKind::Conversion).unwrap();
+        assert!((low - 0.402_001_8).abs() < 1e-6, "{low}");
+        assert!((high - 0.597_998_2).abs() < 1e-6, "{high}");
+        // Values 1, 2, 3: mean 2, sample variance 1, 2 ± 1.95996 / √3.
+        let sums = VariantSums {
+            users: 3,
+            sum: 6.0,
+            sum_squares: 14.0,
+        };
+        let (low, high) = sums.mean_interval(MetricKind::Mean).unwrap();
+        assert!((low - 0.868_414_3).abs() < 1e-6, "{low}");
+        assert!((high - 3.131_585_7).abs() < 1e-6, "{high}");
+        assert_eq!(VariantSums::default().mean_interval(MetricKind::Mean), None);
     }
 
     #[test]

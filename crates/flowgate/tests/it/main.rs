@@ -4,8 +4,10 @@
 use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 mod abuse;
+mod browser;
 mod cache;
 mod catalog;
+mod console;
 mod durability;
 mod faults;
 mod jetstream;

@@ -1,0 +1,307 @@
+//! The console's charts (D24), drawn on the server as SVG by plotters: cumulative exposed
+//! users per variant per day (one line per variant), and each metric's mean per variant with
+//! its 95% interval. Plotters escapes the text it writes (variant names come from the catalog);
+//! the colours are the Okabe–Ito palette, which colour-blind readers can tell apart, and every
+//! chart has a table beside it with the same figures.
+
+use std::collections::BTreeMap;
+
+use flowgate_domain::results::{ExperimentReport, MetricKind, MetricReport};
+use plotters::prelude::*;
+
+/// Width and height of a chart, in SVG units (it scales to its container).
+const SIZE: (u32, u32) = (720, 320);
+/// The size of the axes' text.
+const LABEL_SIZE: u32 = 15;
+/// The stroke width of a series line.
+const SERIES_WIDTH: u32 = 2;
+/// The series colours, in variant order.
+const PALETTE: [&str; 8] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+];
+
+/// The colour of the `index`th variant, as `#RRGGBB`.
+pub(super) fn colour(index: usize) -> &'static str {
+    PALETTE[index % PALETTE.len()]
+}
+
+fn rgb(index: usize) -> RGBColor {
+    let hex = colour(index);
+    let byte = |at: usize| u8::from_str_radix(hex.get(at..at + 2).unwrap_or("00"), 16).unwrap_or(0);
+    RGBColor(byte(1), byte(3), byte(5))
+}
+
+/// An SVG that says the chart could not be drawn (it never happens with finite figures).
+fn unavailable(error: &str) -> String {
+    tracing::warn!(%error, "console: chart not drawn");
+    format!(
+        "<svg viewBox=\"0 0 {} 40\" xmlns=\"http://www.w3.org/2000/svg\"><text x=\"0\" y=\"20\">chart unavailable</text></svg>",
+        SIZE.0
+    )
+}
+
+/// Marks `svg` as an image labelled `label` for assistive technology.
+fn labelled(svg: String, label: &str) -> String {
+    let label = label
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    svg.replacen(
+        "<svg ",
+        &format!("<svg role=\"img\" aria-label=\"{label}\" "),
+        1,
+    )
+}
+
+/// The days of a report's exposures, and per variant of the report (in its order) the users
+/// exposed up to each of those days.
+pub(super) fn cumulative_exposures(report: &ExperimentReport) -> (Vec<time::Date>, Vec<Vec<u64>>) {
+    let days: Vec<time::Date> = {
+        let mut days: Vec<_> = report.daily.iter().map(|d| d.date).collect();
+        days.sort_unstable();
+        days.dedup();
+        days
+    };
+    let mut per_day: BTreeMap<(usize, time::Date), u64> = BTreeMap::new();
+    for d in &report.daily {
+        if let Some(v) = report
+            .variants
+            .iter()
+            .position(|v| v.variant_id == d.variant_id)
+        {
+            *per_day.entry((v, d.date)).or_default() += d.users;
+        }
+    }
+    let series = (0..report.variants.len())
+        .map(|v| {
+            let mut total = 0u64;
+            days.iter()
+                .map(|day| {
+                    total += per_day.get(&(v, *day)).copied().unwrap_or(0);
+                    total
+                })
+                .collect()
+        })
+        .collect();
+    (days, series)
+}
+
+/// Cumulative exposed users per variant by day: one line per variant (`series`, each with a
+/// figure per day of `days`).
+pub(super) fn exposures(days: &[time::Date], series: &[Vec<u64>]) -> String {
+    let series: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            s.iter()
+                .enumerate()
+                .map(|(i, n)| (i as f64, *n as f64))
+                .collect()
+        })
+        .collect();
+    let top = series
+        .iter()
+        .filter_map(|s| s.last().map(|p| p.1))
+        .fold(1.0f64, f64::max);
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        // Half a day on each side: a single day is in the middle.
+        let last = days.len().max(1) as f64 - 0.5;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(72)
+            .build_cartesian_2d(-0.5f64..last, 0f64..top * 1.08)?;
+        chart
+            .configure_mesh()
+            .x_labels(days.len().clamp(2, 10) + 1)
+            .light_line_style(TRANSPARENT)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", LABEL_SIZE))
+            .x_label_formatter(&|x| {
+                let at = x.round();
+                if (x - at).abs() > 1e-6 || at < 0.0 {
+                    return String::new();
+                }
+                days.get(at as usize)
+                    .map(|d| format!("{:02}-{:02}", u8::from(d.month()), d.day()))
+                    .unwrap_or_default()
+            })
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc("day (UTC)")
+            .y_desc("exposed users")
+            .draw()?;
+        for (v, points) in series.iter().enumerate() {
+            let style = ShapeStyle::from(rgb(v)).stroke_width(SERIES_WIDTH);
+            chart.draw_series(LineSeries::new(points.iter().copied(), style))?;
+            // A day alone is a line of one point: the markers show it.
+            let marker = rgb(v).filled();
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, marker)))?;
+        }
+        root.present()?;
+        Ok(())
+    })();
+    // Only the series are drawn this wide (the axes and the mesh are 1 unit): they are marked
+    // as such, one `polyline.series` per variant.
+    let svg = svg.replace(
+        &format!("stroke-width=\"{SERIES_WIDTH}\" points="),
+        &format!("class=\"series\" stroke-width=\"{SERIES_WIDTH}\" points="),
+    );
+    match drawn {
+        Ok(()) => labelled(svg, "Cumulative exposed users per variant by day"),
+        Err(e) => unavailable(&e.to_string()),
+    }
+}
+
+/// The figures [`means`] draws for `metric`: per variant, the low end of the interval, the
+/// mean and the high end, a conversion in percent.
+pub(super) fn mean_points(metric: &MetricReport) -> Vec<(f64, f64, f64)> {
+    let scale = match metric.kind {
+        MetricKind::Conversion => 100.0,
+        _ => 1.0,
+    };
+    metric
+        .variants
+        .iter()
+        .map(|v| {
+            let (low, high) = v
+                .sums
+                .mean_interval(metric.kind)
+                .unwrap_or((v.mean, v.mean));
+            (low * scale, v.mean * scale, high * scale)
+        })
+        .collect()
+}
+
+/// A metric's means with their 95% intervals: a dot and a bar per variant, named `names`;
+/// `kind` labels the axis, `label` the chart.
+pub(super) fn means(
+    kind: MetricKind,
+    label: &str,
+    names: &[&str],
+    points: &[(f64, f64, f64)],
+) -> String {
+    let finite = points
+        .iter()
+        .flat_map(|p| [p.0, p.2])
+        .filter(|x| x.is_finite());
+    let (low, high) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| {
+        (l.min(x), h.max(x))
+    });
+    let (low, high) = if low.is_finite() && high > low {
+        let pad = (high - low) * 0.15;
+        (
+            (low - pad).max(if low >= 0.0 { 0.0 } else { f64::NEG_INFINITY }),
+            high + pad,
+        )
+    } else {
+        (0.0, 1.0)
+    };
+    let n = points.len().max(1);
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(72)
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), low..high)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n + 1)
+            .light_line_style(TRANSPARENT)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", LABEL_SIZE))
+            .x_label_formatter(&|x| {
+                let at = x.round();
+                if (x - at).abs() > 1e-6 || at < 0.0 {
+                    return String::new();
+                }
+                names
+                    .get(at as usize)
+                    .map(|s| (*s).to_owned())
+                    .unwrap_or_default()
+            })
+            .y_desc(match kind {
+                MetricKind::Conversion => "converted users (%)",
+                _ => "mean per user",
+            })
+            .draw()?;
+        for (i, (low, mean, high)) in points.iter().copied().enumerate() {
+            // The bar spans the interval, with caps; its dot (a circle) is the mean.
+            let style = rgb(i).filled().stroke_width(3);
+            let bar = ErrorBar::new_vertical(i as f64, low, mean, high, style, 12);
+            chart.draw_series(std::iter::once(bar))?;
+        }
+        root.present()?;
+        Ok(())
+    })();
+    match drawn {
+        Ok(()) => labelled(
+            svg,
+            &format!("{label}: mean per variant with 95% intervals"),
+        ),
+        Err(e) => unavailable(&e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::date;
+
+    #[test]
+    fn the_exposure_chart_has_one_line_per_variant_over_every_day() {
+        let days = [
+            date!(2026 - 11 - 01),
+            date!(2026 - 11 - 02),
+            date!(2026 - 11 - 03),
+        ];
+        let svg = exposures(&days, &[vec![10, 15, 15], vec![0, 0, 7], vec![0, 0, 0]]);
+        assert_eq!(svg.matches("class=\"series\"").count(), 3, "{svg}");
+        // Three days, so three points per line.
+        let lines: Vec<&str> = svg
+            .split("class=\"series\"")
+            .skip(1)
+            .map(|rest| {
+                rest.split("points=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        assert!(
+            lines
+                .iter()
+                .all(|points| points.split_whitespace().count() == 3),
+            "{lines:?}"
+        );
+        assert!(svg.starts_with("<svg role=\"img\" aria-label="), "{svg}");
+        // One day: still a line (of one point) per variant, and a marker on it.
+        let svg = exposures(&days[..1], &[vec![3], vec![4]]);
+        assert_eq!(svg.matches("class=\"series\"").count(), 2, "{svg}");
+        assert!(svg.matches("<circle").count() >= 2, "{svg}");
+    }
+
+    #[test]
+    fn a_variant_name_is_text_in_the_chart() {
+        let names = ["control", "<script>alert(1)</script>"];
+        let svg = means(
+            MetricKind::Conversion,
+            "a\"b",
+            &names,
+            &[(1.0, 2.0, 3.0), (2.0, 3.0, 4.0)],
+        );
+        assert!(!svg.contains("<script>"), "{svg}");
+        assert!(
+            svg.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{svg}"
+        );
+        assert!(svg.contains("aria-label=\"a&quot;b: "), "{svg}");
+    }
+}

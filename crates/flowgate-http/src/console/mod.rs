@@ -1,0 +1,957 @@
+//! The operator console (D24): server-rendered pages on the admin listener at `/console/`,
+//! present only with `admin.token`.
+//!
+//! Experiments with their results drawn as SVG charts, the catalog (read-only), explain, the
+//! change preview of a catalog file and the import history, and SDK keys. Every page calls the
+//! functions the admin API and the command line call: results and explain are
+//! [`crate::results`]' and [`crate::explain`]'s; the store's side (the catalog as stored, the
+//! import history, the dry run of a file, keys) is the [`ConsoleBackend`] port, which the binary
+//! implements with the store functions its commands use.
+//!
+//! Security: signing in with the admin token opens a session ([`session`]); without one every
+//! page redirects to the sign-in page. Every form carries the session's CSRF token and every
+//! post without it is refused (403) before anything is read or written. Every response carries
+//! a Content-Security-Policy that allows no script, no frame and only this console's stylesheet,
+//! `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`
+//! and `Cache-Control: no-store`. Everything from the catalog, the events or a request is
+//! inserted by maud, which escapes it; only the charts' SVG is inserted as markup, and plotters
+//! escapes the text in it. Sign-in attempts are rate limited per client address, with the API's
+//! limiter (D10): 429 and `Retry-After` past the limit.
+
+mod charts;
+mod pages;
+mod session;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_multipart::Multipart;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::middleware::DefaultHeaders;
+use actix_web::{web, HttpRequest, HttpResponse};
+use flowgate_domain::catalog::{CatalogData, CatalogDiff, ImportSummary};
+use flowgate_domain::ids::{KeyId, WorkspaceId};
+use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::ports::{BoxFuture, StoreError};
+use futures_util::StreamExt as _;
+use maud::Markup;
+use time::OffsetDateTime;
+
+use crate::admin::{ExplainAccess, ResultsAccess};
+use crate::ratelimit::RateLimiter;
+use crate::results::{experiment_list, experiment_report, ReportError, ReportParams};
+use session::{Session, Sessions};
+
+/// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
+/// no frame, forms posted only here.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// Largest catalog file the change preview takes.
+pub const UPLOAD_LIMIT: usize = 8 * 1024 * 1024;
+/// Sign-in attempts a client address may make at once; they come back one a minute.
+pub const SIGN_IN_BURST: u32 = 10;
+/// Imports the history page lists.
+const HISTORY_LIMIT: usize = 100;
+/// The stylesheet (one, small; no inline style anywhere).
+const STYLESHEET: &str = include_str!("console.css");
+
+/// One applied catalog import (D19), as the history lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportEntry {
+    /// The catalog revision it made.
+    pub revision: u64,
+    /// When.
+    pub imported_at: OffsetDateTime,
+    /// SHA-256 of the file, in hex.
+    pub sha256: String,
+    /// The file's name as given.
+    pub file: String,
+    /// What the file held.
+    pub summary: ImportSummary,
+}
+
+/// What importing a file would do (D19), written nowhere.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preview {
+    /// The stored revision (unchanged).
+    pub revision: u64,
+    /// Whether the import would change anything.
+    pub changed: bool,
+    /// What the file holds.
+    pub summary: ImportSummary,
+    /// The import's warnings.
+    pub warnings: Vec<String>,
+    /// Entities, rule lists and experiment assignments that would change.
+    pub diff: CatalogDiff,
+}
+
+/// Why a preview has no result.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    /// The file is refused: each problem, with its place in the file.
+    #[error("the file is refused: {}", .0.join("; "))]
+    Invalid(Vec<String>),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A key just created: the plaintext, shown once, and its stored record.
+#[derive(Debug)]
+pub struct NewKey {
+    /// The key (shown once, never stored).
+    pub key: ApiKey,
+    /// What is stored.
+    pub record: KeyRecord,
+}
+
+/// The store's side of the console: what `flowgate catalog`, `flowgate import --dry-run` and
+/// `flowgate keys` read and write, implemented by the binary with the same store functions.
+pub trait ConsoleBackend: Send + Sync {
+    /// The catalog as stored.
+    fn catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>>;
+    /// The applied imports, newest first, at most `limit`.
+    fn import_history(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ImportEntry>, StoreError>>;
+    /// What importing `text` (a catalog file named `file_name`: `.yaml`/`.yml` is YAML, anything
+    /// else JSON) would change, writing nothing.
+    fn preview<'a>(
+        &'a self,
+        file_name: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Preview, PreviewError>>;
+    /// A workspace's keys, revoked ones included, oldest first.
+    fn list_keys(
+        &self,
+        workspace: WorkspaceId,
+    ) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>>;
+    /// Creates a key.
+    fn create_key(
+        &self,
+        workspace: WorkspaceId,
+        environment: KeyEnvironment,
+        key_type: KeyType,
+        name: String,
+    ) -> BoxFuture<'_, Result<NewKey, StoreError>>;
+    /// Revokes a key (revoking twice keeps the first time).
+    fn revoke_key(&self, id: KeyId) -> BoxFuture<'_, Result<KeyRecord, StoreError>>;
+}
+
+/// What the console needs beyond the admin API's access: the store's side and how long a
+/// session lasts.
+#[derive(Clone)]
+pub struct ConsoleAccess {
+    /// The store's side.
+    pub backend: Arc<dyn ConsoleBackend>,
+    /// How long a session lasts after signing in (`admin.console_session_seconds`).
+    pub session_lifetime: Duration,
+}
+
+impl std::fmt::Debug for ConsoleAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleAccess")
+            .field("session_lifetime", &self.session_lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The console's state, shared by its pages.
+pub struct Console {
+    backend: Arc<dyn ConsoleBackend>,
+    sessions: Sessions,
+    sign_in_limit: RateLimiter<IpAddr>,
+    explain: Arc<ExplainAccess>,
+    results: Arc<ResultsAccess>,
+}
+
+impl Console {
+    /// The console over the admin API's explain and results access.
+    pub(crate) fn new(
+        access: ConsoleAccess,
+        explain: Arc<ExplainAccess>,
+        results: Arc<ResultsAccess>,
+    ) -> Self {
+        Self {
+            backend: access.backend,
+            sessions: Sessions::new(access.session_lifetime),
+            sign_in_limit: RateLimiter::every(Duration::from_secs(60), SIGN_IN_BURST),
+            explain,
+            results,
+        }
+    }
+}
+
+type Data = web::Data<Console>;
+
+/// An HTML page.
+fn html(status: StatusCode, markup: Markup) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        ))
+        .body(markup.into_string())
+}
+
+/// 303 to `location`.
+fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, location))
+        .finish()
+}
+
+/// Where a request without a session goes.
+fn to_sign_in() -> HttpResponse {
+    see_other("/console/sign-in")
+}
+
+/// A signed-in page's error: the message in the layout.
+fn error_page(session: &Session, status: StatusCode, title: &str, message: &str) -> HttpResponse {
+    html(status, pages::error(session, title, message))
+}
+
+/// A form's fields, in order.
+struct Fields(Vec<(String, String)>);
+
+impl Fields {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The session of a post whose form carries its CSRF token; otherwise the answer: the sign-in
+/// page without a session, 403 with one but another token.
+fn checked_post(
+    console: &Console,
+    req: &HttpRequest,
+    csrf: Option<&str>,
+) -> Result<Session, Box<HttpResponse>> {
+    let Some(session) = console.sessions.of(req) else {
+        return Err(Box::new(to_sign_in()));
+    };
+    match csrf {
+        Some(token) if session::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {
+            Ok(session)
+        }
+        _ => Err(Box::new(html(
+            StatusCode::FORBIDDEN,
+            pages::error(
+                &session,
+                "Form refused",
+                "The form did not carry this session's CSRF token, so nothing was done. Reload \
+                 the page and submit the form again.",
+            ),
+        ))),
+    }
+}
+
+/// `GET /console/`: the experiments, or the sign-in page.
+async fn index(req: HttpRequest, console: Data) -> HttpResponse {
+    match console.sessions.of(&req) {
+        Some(_) => see_other("/console/experiments"),
+        None => to_sign_in(),
+    }
+}
+
+/// The sign-in page with `message`, a new double-submit token in its form and its cookie.
+fn sign_in_form(req: &HttpRequest, status: StatusCode, message: Option<&str>) -> HttpResponse {
+    let Ok(token) = session::random_token() else {
+        return HttpResponse::ServiceUnavailable().body("no randomness for a sign-in form");
+    };
+    let mut response = html(status, pages::sign_in(&token, message));
+    // A cookie built here is always a valid header.
+    let _ = response.add_cookie(&session::sign_in_cookie(req, token));
+    response
+}
+
+/// `GET /console/sign-in`
+async fn sign_in_page(req: HttpRequest, console: Data) -> HttpResponse {
+    if console.sessions.of(&req).is_some() {
+        return see_other("/console/experiments");
+    }
+    sign_in_form(&req, StatusCode::OK, None)
+}
+
+/// `POST /console/sign-in`: the admin token opens a session.
+async fn sign_in(
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+    console: Data,
+) -> HttpResponse {
+    let fields = Fields(form.into_inner());
+    let client = req
+        .peer_addr()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
+    let decision = console.sign_in_limit.check(&client);
+    if !decision.allowed {
+        let mut response = sign_in_form(
+            &req,
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(&format!(
+                "Too many sign-in attempts from this address; try again in {} s.",
+                decision.retry_after_secs
+            )),
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(decision.retry_after_secs),
+        );
+        return response;
+    }
+    if !fields
+        .get("csrf")
+        .is_some_and(|t| session::sign_in_token_matches(&req, t))
+    {
+        return sign_in_form(
+            &req,
+            StatusCode::FORBIDDEN,
+            Some("The sign-in form expired or came from elsewhere; sign in again."),
+        );
+    }
+    let given = fields.get("token").unwrap_or_default();
+    if !session::same_secret(given.as_bytes(), console.explain.token.as_bytes()) {
+        tracing::warn!(client = %client, "console sign-in with a wrong admin token");
+        return sign_in_form(
+            &req,
+            StatusCode::UNAUTHORIZED,
+            Some("That is not the admin token."),
+        );
+    }
+    let Ok(opened) = console.sessions.open() else {
+        return HttpResponse::ServiceUnavailable().body("no randomness for a session");
+    };
+    let mut response = see_other("/console/experiments");
+    let cookie = session::session_cookie(&req, &opened, console.sessions.lifetime());
+    let _ = response.add_cookie(&cookie);
+    let _ = response.add_cookie(&session::removal(&req, session::SIGN_IN_COOKIE));
+    response
+}
+
+/// `POST /console/sign-out`
+async fn sign_out(
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+    console: Data,
+) -> HttpResponse {
+    let fields = Fields(form.into_inner());
+    let session = match checked_post(&console, &req, fields.get("csrf")) {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    console.sessions.close(&session);
+    let mut response = to_sign_in();
+    let _ = response.add_cookie(&session::removal(&req, session::SESSION_COOKIE));
+    response
+}
+
+/// `GET /console/experiments`
+async fn experiments(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    let access = &console.results;
+    let catalog = access.catalog.load();
+    let started = std::time::Instant::now();
+    let listed = experiment_list(&catalog, access.source.as_ref(), None).await;
+    access.metrics.observe(started.elapsed(), &listed);
+    match listed {
+        Ok((listed, exposed)) => html(
+            StatusCode::OK,
+            pages::experiments(&session, &listed, &exposed),
+        ),
+        Err(e) => report_failure(&session, &e),
+    }
+}
+
+/// A results read that failed, as a page.
+fn report_failure(session: &Session, error: &ReportError) -> HttpResponse {
+    match error {
+        ReportError::UnknownExperiment(_) | ReportError::UnknownApp(_) => error_page(
+            session,
+            StatusCode::NOT_FOUND,
+            "Not found",
+            &error.to_string(),
+        ),
+        ReportError::InvalidParam { .. } => error_page(
+            session,
+            StatusCode::BAD_REQUEST,
+            "Invalid request",
+            &error.to_string(),
+        ),
+        ReportError::Store(cause) => {
+            tracing::error!(error = %cause, "console: results read failed");
+            let message = if error.timed_out() {
+                "The results were not read within experiments.query_timeout_ms; ask for a \
+                 shorter window, or raise the limit."
+            } else {
+                "The results store could not be read; retry later (the cause is in the log)."
+            };
+            error_page(
+                session,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Results unavailable",
+                message,
+            )
+        }
+    }
+}
+
+/// `GET /console/experiments/{id}[?from=&to=]`: one experiment's results with charts.
+async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    let fields = Fields(query);
+    let non_empty = |name| fields.get(name).filter(|v| !v.is_empty());
+    let (from, to) = (non_empty("from"), non_empty("to"));
+    let access = &console.results;
+    let catalog = access.catalog.load();
+    let started = std::time::Instant::now();
+    let report = async {
+        let params = ReportParams::parse(from, to, &[])?;
+        experiment_report(
+            &catalog,
+            access.source.as_ref(),
+            &path,
+            &params,
+            &access.settings,
+            OffsetDateTime::now_utc(),
+        )
+        .await
+    }
+    .await;
+    access.metrics.observe(started.elapsed(), &report);
+    match report {
+        Ok(report) => html(
+            StatusCode::OK,
+            pages::experiment(
+                &session,
+                &report,
+                from.unwrap_or_default(),
+                to.unwrap_or_default(),
+            ),
+        ),
+        Err(e) => report_failure(&session, &e),
+    }
+}
+
+/// `GET /console/catalog`
+async fn catalog(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    match console.backend.catalog().await {
+        Ok(data) => html(StatusCode::OK, pages::catalog(&session, &data)),
+        Err(e) => store_failure(&session, "The catalog could not be read", &e),
+    }
+}
+
+/// A store failure, as a page.
+fn store_failure(session: &Session, what: &str, error: &StoreError) -> HttpResponse {
+    tracing::error!(%error, "console: {what}");
+    let status = match error {
+        StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    error_page(session, status, what, &error.to_string())
+}
+
+/// `GET /console/explain`: the form.
+async fn explain_form(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    let catalog = console.explain.catalog.load();
+    html(
+        StatusCode::OK,
+        pages::explain(&session, &catalog, &pages::ExplainInput::default(), None),
+    )
+}
+
+/// `POST /console/explain`: the D18 trace of a request.
+async fn explain_run(
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+    console: Data,
+) -> HttpResponse {
+    let fields = Fields(form.into_inner());
+    let session = match checked_post(&console, &req, fields.get("csrf")) {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let input = pages::ExplainInput {
+        app: fields.get("app").unwrap_or_default().to_owned(),
+        placement: fields.get("placement").unwrap_or_default().to_owned(),
+        body: fields.get("body").unwrap_or_default().to_owned(),
+    };
+    let access = &console.explain;
+    let catalog = access.catalog.load_full();
+    if input.body.len() > access.body_limit {
+        let message = format!(
+            "The body is {} bytes; resolve takes at most {}.",
+            input.body.len(),
+            access.body_limit
+        );
+        let outcome = Err((StatusCode::PAYLOAD_TOO_LARGE, message));
+        return html(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            pages::explain(&session, &catalog, &input, Some(&outcome)),
+        );
+    }
+    let explained = crate::explain::explain(
+        &catalog,
+        &input.app,
+        &input.placement,
+        input.body.as_bytes(),
+        access.default_ttl,
+        access.sticky.as_deref(),
+    )
+    .await;
+    let (status, outcome) = match explained {
+        Ok(explained) => (StatusCode::OK, Ok(explained)),
+        Err(e) => {
+            let mut message = e.detail.clone();
+            for error in &e.errors {
+                message.push_str(&format!("; {}: {}", error.field, error.message));
+            }
+            (e.status, Err((e.status, message)))
+        }
+    };
+    html(
+        status,
+        pages::explain(&session, &catalog, &input, Some(&outcome)),
+    )
+}
+
+/// `GET /console/preview`: the upload form.
+async fn preview_form(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    html(StatusCode::OK, pages::preview(&session, None))
+}
+
+/// An upload's fields: the CSRF token and the file (name, text).
+struct Upload {
+    csrf: Option<String>,
+    file: Option<(String, Vec<u8>)>,
+}
+
+/// Why an upload was not read.
+enum UploadError {
+    TooLarge,
+    Malformed(String),
+}
+
+/// Reads a `multipart/form-data` body of at most [`UPLOAD_LIMIT`] bytes of fields.
+async fn read_upload(mut multipart: Multipart) -> Result<Upload, UploadError> {
+    let mut upload = Upload {
+        csrf: None,
+        file: None,
+    };
+    let mut total = 0usize;
+    while let Some(field) = multipart.next().await {
+        let mut field = field.map_err(|e| UploadError::Malformed(e.to_string()))?;
+        let name = field.name().unwrap_or_default().to_owned();
+        let file_name = field
+            .content_disposition()
+            .and_then(|d| d.get_filename())
+            .map(str::to_owned);
+        let mut bytes = Vec::new();
+        while let Some(chunk) = field.next().await {
+            let chunk = chunk.map_err(|e| UploadError::Malformed(e.to_string()))?;
+            total += chunk.len();
+            if total > UPLOAD_LIMIT {
+                return Err(UploadError::TooLarge);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        match name.as_str() {
+            "csrf" => upload.csrf = Some(String::from_utf8_lossy(&bytes).into_owned()),
+            "file" => upload.file = Some((file_name.unwrap_or_default(), bytes)),
+            _ => {}
+        }
+    }
+    Ok(upload)
+}
+
+/// `POST /console/preview`: the D19 dry run of an uploaded file; nothing is written.
+async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> HttpResponse {
+    let Some(signed_in) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    let upload = match read_upload(multipart).await {
+        Ok(upload) => upload,
+        Err(UploadError::TooLarge) => {
+            let message = format!("The file is larger than {UPLOAD_LIMIT} bytes.");
+            return error_page(
+                &signed_in,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "File too large",
+                &message,
+            );
+        }
+        Err(UploadError::Malformed(e)) => {
+            let message = format!("The upload could not be read: {e}");
+            return error_page(
+                &signed_in,
+                StatusCode::BAD_REQUEST,
+                "Upload refused",
+                &message,
+            );
+        }
+    };
+    let session = match checked_post(&console, &req, upload.csrf.as_deref()) {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let Some((name, bytes)) = upload.file.filter(|(_, bytes)| !bytes.is_empty()) else {
+        let outcome = Err(PreviewError::Invalid(vec![
+            "choose a catalog file to preview".to_owned(),
+        ]));
+        return html(
+            StatusCode::BAD_REQUEST,
+            pages::preview(&session, Some((&String::new(), &outcome))),
+        );
+    };
+    let name = if name.is_empty() {
+        "upload.json".to_owned()
+    } else {
+        name
+    };
+    let outcome = match String::from_utf8(bytes) {
+        Ok(text) => console.backend.preview(&name, &text).await,
+        Err(_) => Err(PreviewError::Invalid(vec![format!(
+            "{name:?} is not UTF-8 text"
+        )])),
+    };
+    let status = match &outcome {
+        Ok(_) => StatusCode::OK,
+        Err(PreviewError::Invalid(_)) => StatusCode::UNPROCESSABLE_ENTITY,
+        Err(PreviewError::Store(e)) => {
+            tracing::error!(error = %e, "console: preview failed");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    };
+    html(status, pages::preview(&session, Some((&name, &outcome))))
+}
+
+/// `GET /console/history`: the applied imports.
+async fn history(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    match console.backend.import_history(HISTORY_LIMIT).await {
+        Ok(entries) => html(StatusCode::OK, pages::history(&session, &entries)),
+        Err(e) => store_failure(&session, "The import history could not be read", &e),
+    }
+}
+
+/// The workspace a keys request names, or the catalog's first.
+fn workspace_param(console: &Console, given: Option<&str>) -> Result<Option<WorkspaceId>, String> {
+    match given.filter(|w| !w.is_empty()) {
+        Some(given) => given
+            .parse::<uuid::Uuid>()
+            .map(|id| Some(WorkspaceId::from_uuid(id)))
+            .map_err(|_| format!("{given:?} is not a workspace id")),
+        None => Ok(console
+            .explain
+            .catalog
+            .load()
+            .workspaces()
+            .next()
+            .map(|w| w.id)),
+    }
+}
+
+/// `GET /console/keys[?workspace=]`: a workspace's keys and the form to create one.
+async fn keys(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    let workspace = match workspace_param(&console, Fields(query).get("workspace")) {
+        Ok(workspace) => workspace,
+        Err(message) => {
+            return error_page(
+                &session,
+                StatusCode::BAD_REQUEST,
+                "Invalid request",
+                &message,
+            )
+        }
+    };
+    let catalog = console.explain.catalog.load();
+    let records = match workspace {
+        Some(id) => match console.backend.list_keys(id).await {
+            Ok(records) => records,
+            Err(e) => return store_failure(&session, "The keys could not be listed", &e),
+        },
+        None => Vec::new(),
+    };
+    html(
+        StatusCode::OK,
+        pages::keys(&session, &catalog, workspace, &records),
+    )
+}
+
+/// `POST /console/keys`: creates a key and shows it once.
+async fn create_key(
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+    console: Data,
+) -> HttpResponse {
+    let fields = Fields(form.into_inner());
+    let session = match checked_post(&console, &req, fields.get("csrf")) {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let invalid = |message: String| {
+        error_page(
+            &session,
+            StatusCode::BAD_REQUEST,
+            "Key not created",
+            &message,
+        )
+    };
+    let workspace = match workspace_param(&console, fields.get("workspace")) {
+        Ok(Some(workspace)) => workspace,
+        Ok(None) => return invalid("choose a workspace".to_owned()),
+        Err(message) => return invalid(message),
+    };
+    let environment = match fields.get("environment") {
+        Some("live") => KeyEnvironment::Live,
+        Some("test") => KeyEnvironment::Test,
+        other => {
+            return invalid(format!(
+                "the environment is live or test, not {:?}",
+                other.unwrap_or_default()
+            ))
+        }
+    };
+    let key_type = match fields.get("type") {
+        Some("sdk") => KeyType::Sdk,
+        Some("secret") => KeyType::Secret,
+        other => {
+            return invalid(format!(
+                "the type is sdk or secret, not {:?}",
+                other.unwrap_or_default()
+            ))
+        }
+    };
+    let name = fields.get("name").map(str::trim).unwrap_or_default();
+    let name = if name.is_empty() { "sdk key" } else { name };
+    if name.chars().count() > 200 {
+        return invalid(format!(
+            "the name has {} characters; at most 200",
+            name.chars().count()
+        ));
+    }
+    match console
+        .backend
+        .create_key(workspace, environment, key_type, name.to_owned())
+        .await
+    {
+        Ok(created) => {
+            tracing::info!(key = %created.record.id, workspace = %workspace, "console: key created");
+            html(StatusCode::OK, pages::key_created(&session, &created))
+        }
+        Err(e) => store_failure(&session, "The key was not created", &e),
+    }
+}
+
+/// The key of a revoke request's path and query, with its record.
+async fn revoked_key(
+    console: &Console,
+    req: &HttpRequest,
+    id: &str,
+) -> Result<KeyRecord, (StatusCode, String)> {
+    let id = id
+        .parse::<uuid::Uuid>()
+        .map(KeyId::from_uuid)
+        .map_err(|_| (StatusCode::NOT_FOUND, format!("{id:?} is not a key id")))?;
+    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    let workspace = workspace_param(console, Fields(query).get("workspace"))
+        .map_err(|m| (StatusCode::BAD_REQUEST, m))?
+        .ok_or_else(|| {
+            (
+                StatusCode::NOT_FOUND,
+                "the catalog has no workspace".to_owned(),
+            )
+        })?;
+    let records = console
+        .backend
+        .list_keys(workspace)
+        .await
+        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    records.into_iter().find(|r| r.id == id).ok_or_else(|| {
+        (
+            StatusCode::NOT_FOUND,
+            format!("workspace {workspace} has no key {id}"),
+        )
+    })
+}
+
+/// `GET /console/keys/{id}/revoke?workspace=`: the confirmation.
+async fn revoke_confirm(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    match revoked_key(&console, &req, &path).await {
+        Ok(record) => html(StatusCode::OK, pages::revoke_confirm(&session, &record)),
+        Err((status, message)) => error_page(&session, status, "Key not found", &message),
+    }
+}
+
+/// `POST /console/keys/{id}/revoke?workspace=`: revokes the key.
+async fn revoke(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: web::Form<Vec<(String, String)>>,
+    console: Data,
+) -> HttpResponse {
+    let fields = Fields(form.into_inner());
+    let session = match checked_post(&console, &req, fields.get("csrf")) {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let record = match revoked_key(&console, &req, &path).await {
+        Ok(record) => record,
+        Err((status, message)) => return error_page(&session, status, "Key not found", &message),
+    };
+    match console.backend.revoke_key(record.id).await {
+        Ok(record) => {
+            tracing::info!(key = %record.id, "console: key revoked");
+            see_other(&format!("/console/keys?workspace={}", record.workspace_id))
+        }
+        Err(e) => store_failure(&session, "The key was not revoked", &e),
+    }
+}
+
+/// `GET /console/style.css`
+async fn stylesheet() -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/css; charset=utf-8"),
+        ))
+        .insert_header((
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=3600"),
+        ))
+        .body(STYLESHEET)
+}
+
+/// Anything else under `/console`: the sign-in page without a session, 404 with one.
+async fn not_found(req: HttpRequest, console: Data) -> HttpResponse {
+    match console.sessions.of(&req) {
+        Some(session) => error_page(
+            &session,
+            StatusCode::NOT_FOUND,
+            "Not found",
+            "There is no such page.",
+        ),
+        None => to_sign_in(),
+    }
+}
+
+/// A form body that is not a form: 400, as a page.
+fn form_error(error: actix_web::error::UrlencodedError, _req: &HttpRequest) -> actix_web::Error {
+    let status = match &error {
+        actix_web::error::UrlencodedError::Overflow { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let response = html(
+        status,
+        pages::plain_error(
+            "Form refused",
+            &format!("The form could not be read: {error}"),
+        ),
+    );
+    actix_web::error::InternalError::from_response(error, response).into()
+}
+
+/// The console's routes, under `/console`, with its headers on every response.
+pub(crate) fn scope(
+    console: Data,
+) -> actix_web::Scope<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    // Explain's body, percent-encoded (at most three bytes each), and the other fields.
+    let form_limit = console
+        .explain
+        .body_limit
+        .saturating_mul(3)
+        .saturating_add(16 * 1024);
+    let headers = DefaultHeaders::new()
+        .add((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY))
+        .add((header::X_FRAME_OPTIONS, "DENY"))
+        .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .add((header::REFERRER_POLICY, "no-referrer"))
+        .add((header::CACHE_CONTROL, "no-store"));
+    // Each resource reports its whole path as its route label (`middleware::Route`).
+    macro_rules! route {
+        ($path:literal) => {
+            web::resource($path).app_data(crate::middleware::Route(concat!("/console", $path)))
+        };
+    }
+    web::scope("/console")
+        .app_data(console)
+        .app_data(
+            web::FormConfig::default()
+                .limit(form_limit)
+                .error_handler(form_error),
+        )
+        .service(route!("").route(web::get().to(index)))
+        .service(route!("/").route(web::get().to(index)))
+        .service(route!("/style.css").route(web::get().to(stylesheet)))
+        .service(
+            route!("/sign-in")
+                .route(web::get().to(sign_in_page))
+                .route(web::post().to(sign_in)),
+        )
+        .service(route!("/sign-out").route(web::post().to(sign_out)))
+        .service(route!("/experiments").route(web::get().to(experiments)))
+        .service(route!("/experiments/{experimentId}").route(web::get().to(experiment)))
+        .service(route!("/catalog").route(web::get().to(catalog)))
+        .service(
+            route!("/explain")
+                .route(web::get().to(explain_form))
+                .route(web::post().to(explain_run)),
+        )
+        .service(
+            route!("/preview")
+                .route(web::get().to(preview_form))
+                .route(web::post().to(preview_run)),
+        )
+        .service(route!("/history").route(web::get().to(history)))
+        .service(
+            route!("/keys")
+                .route(web::get().to(keys))
+                .route(web::post().to(create_key)),
+        )
+        .service(
+            route!("/keys/{keyId}/revoke")
+                .route(web::get().to(revoke_confirm))
+                .route(web::post().to(revoke)),
+        )
+        .default_service(web::to(not_found))
+        .wrap(headers)
+}

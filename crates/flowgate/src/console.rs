@@ -1,0 +1,106 @@
+//! The store's side of the operator console (D24): [`ConsoleBackend`] on the store, with the
+//! functions `flowgate catalog history`, `flowgate import --dry-run` and `flowgate keys` call.
+
+use std::path::Path;
+
+use flowgate_domain::catalog::CatalogData;
+use flowgate_domain::ids::{KeyId, WorkspaceId};
+use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::ports::{BoxFuture, CatalogSource, KeyStore, StoreError};
+use flowgate_http::console::{ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError};
+use flowgate_store::import::FileFormat;
+use flowgate_store::{dry_run_text, DryRunReport, ImportError, Store};
+use time::OffsetDateTime;
+
+/// The console's backend: the store.
+pub struct StoreConsole(pub Store);
+
+impl ConsoleBackend for StoreConsole {
+    fn catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
+        self.0.load_catalog()
+    }
+
+    fn import_history(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ImportEntry>, StoreError>> {
+        Box::pin(async move {
+            let records = self.0.catalog_history(limit).await?;
+            Ok(records
+                .into_iter()
+                .map(|r| ImportEntry {
+                    revision: r.revision,
+                    imported_at: r.imported_at,
+                    sha256: r.sha256,
+                    file: r.file,
+                    summary: r.summary,
+                })
+                .collect())
+        })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        file_name: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Preview, PreviewError>> {
+        Box::pin(async move {
+            let path = Path::new(file_name);
+            let now = OffsetDateTime::now_utc();
+            match dry_run_text(&self.0, path, FileFormat::of(path), text, now).await {
+                Ok(DryRunReport { report, diff }) => Ok(Preview {
+                    revision: report.revision,
+                    changed: report.changed,
+                    summary: flowgate_domain::catalog::ImportSummary {
+                        workspaces: report.workspaces,
+                        apps: report.apps,
+                        flows: report.flows,
+                        versions: report.versions,
+                        placements: report.placements,
+                        keys: report.keys,
+                    },
+                    warnings: report.warnings.iter().map(ToString::to_string).collect(),
+                    diff,
+                }),
+                Err(ImportError::Invalid(problems)) => Err(PreviewError::Invalid(
+                    problems.iter().map(ToString::to_string).collect(),
+                )),
+                Err(ImportError::Store(e)) => Err(PreviewError::Store(e)),
+                Err(other) => Err(PreviewError::Invalid(vec![other.to_string()])),
+            }
+        })
+    }
+
+    fn list_keys(
+        &self,
+        workspace: WorkspaceId,
+    ) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>> {
+        self.0.list_keys(workspace)
+    }
+
+    fn create_key(
+        &self,
+        workspace: WorkspaceId,
+        environment: KeyEnvironment,
+        key_type: KeyType,
+        name: String,
+    ) -> BoxFuture<'_, Result<NewKey, StoreError>> {
+        Box::pin(async move {
+            let created = self
+                .0
+                .create_key(
+                    workspace,
+                    environment,
+                    key_type,
+                    name,
+                    OffsetDateTime::now_utc(),
+                )
+                .await?;
+            Ok(NewKey {
+                key: created.key,
+                record: created.record,
+            })
+        })
+    }
+
+    fn revoke_key(&self, id: KeyId) -> BoxFuture<'_, Result<KeyRecord, StoreError>> {
+        self.0.revoke_key(id, OffsetDateTime::now_utc())
+    }
+}

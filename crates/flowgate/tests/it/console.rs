@@ -1,0 +1,860 @@
+//! The operator console (D24) through the binary: in a real browser (headless Chromium over
+//! WebDriver) against `serve` on SQLite with the demo's traffic, and its security rules over
+//! plain HTTP: sessions, CSRF, headers, cookies, escaping, the sign-in limit.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use flowgate_store::Backend;
+use serde_json::Value;
+
+use crate::browser::Browser;
+use crate::fixtures;
+use crate::support::{import, run, Served};
+
+const TOKEN: &str = "console-admin-token-0123456789";
+const DEMO_WORKSPACE: &str = "d0000000-0000-4000-8000-000000000001";
+const DEMO_APP: &str = "d0000000-0000-4000-8000-0000000000a1";
+const DEMO_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
+/// Names a catalog may hold that must show as text, never run.
+const SCRIPT_NAME: &str = "<script>window.pwned=1</script>";
+const ATTRIBUTE_NAME: &str = "\"onload=\"window.pwned=2";
+const IMAGE_NAME: &str = "<img src=x onerror=window.pwned=3>";
+
+/// The headers every console response carries.
+const SECURITY_HEADERS: [(&str, &str); 4] = [
+    (
+        "content-security-policy",
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("cache-control", "no-store"),
+];
+
+/// One HTTP/1.1 exchange: status, headers (names in lower case) and body.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn cookies(&self) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == "set-cookie")
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The value of cookie `name` this answer sets.
+    fn cookie(&self, name: &str) -> Option<String> {
+        self.cookies().into_iter().find_map(|c| {
+            c.split(';')
+                .next()
+                .and_then(|pair| pair.split_once('='))
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_owned())
+        })
+    }
+
+    /// The CSRF token of the page's first form.
+    fn csrf(&self) -> String {
+        let at = self
+            .body
+            .find("name=\"csrf\" value=\"")
+            .unwrap_or_else(|| panic!("a CSRF field in {}", self.body));
+        self.body[at + 19..at + 19 + 64].to_owned()
+    }
+
+    fn assert_security_headers(&self, what: &str) {
+        for (name, value) in SECURITY_HEADERS {
+            let got = self.header(name);
+            // The stylesheet may be cached; everything else may not.
+            if name == "cache-control" && got == Some("max-age=3600") {
+                continue;
+            }
+            assert_eq!(got, Some(value), "{name} of {what}: {:?}", self.headers);
+        }
+    }
+}
+
+fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// A form post, with cookies.
+fn post(addr: SocketAddr, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
+    let body: Vec<String> = form
+        .iter()
+        .map(|(n, v)| format!("{n}={}", encode(v)))
+        .collect();
+    exchange(
+        addr,
+        "POST",
+        path,
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Cookie", cookie),
+        ],
+        &body.join("&"),
+    )
+}
+
+/// Percent-encodes a form value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Signs in over HTTP; the session cookie (`name=value`) and the session's CSRF token.
+fn sign_in(addr: SocketAddr) -> (String, String) {
+    let form = exchange(addr, "GET", "/console/sign-in", &[], "");
+    let pre = format!(
+        "flowgate_console_sign_in={}",
+        form.cookie("flowgate_console_sign_in").unwrap()
+    );
+    let signed = post(
+        addr,
+        "/console/sign-in",
+        &pre,
+        &[("csrf", &form.csrf()), ("token", TOKEN)],
+    );
+    assert_eq!(signed.status, 303, "{}", signed.body);
+    let cookie = format!(
+        "flowgate_console={}",
+        signed.cookie("flowgate_console").unwrap()
+    );
+    let page = exchange(
+        addr,
+        "GET",
+        "/console/experiments",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    (cookie, page.csrf())
+}
+
+/// The fixture catalog with names that are markup.
+fn catalog_with_markup_names() -> Value {
+    let mut catalog = fixtures::catalog_json();
+    let other = &mut catalog["workspaces"][1];
+    other["name"] = SCRIPT_NAME.into();
+    other["apps"][0]["name"] = ATTRIBUTE_NAME.into();
+    other["apps"][0]["flows"][0]["name"] = IMAGE_NAME.into();
+    catalog
+}
+
+/// The keys of a workspace, as `flowgate keys list --json` lists them.
+fn listed_keys(s: &Served, workspace: &str) -> Vec<Value> {
+    let (code, out, err) = run(
+        &["keys", "list", "--workspace", workspace, "--json"],
+        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    serde_json::from_str::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn without_a_token_there_is_no_console() {
+    let s = Served::start_on(Backend::Sqlite, &[]).await.unwrap();
+    for path in ["/console/", "/console/sign-in", "/console/style.css"] {
+        let answer = exchange(s.admin, "GET", path, &[], "");
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+    }
+}
+
+#[tokio::test]
+async fn the_console_refuses_what_a_session_did_not_ask_for() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    import(&s.db.url, &catalog_with_markup_names());
+    let admin = s.admin;
+
+    // Without a session, every page and every form post goes to the sign-in page.
+    let pages = [
+        "/console/",
+        "/console/experiments",
+        &format!("/console/experiments/{DEMO_EXPERIMENT}"),
+        "/console/catalog",
+        "/console/explain",
+        "/console/preview",
+        "/console/history",
+        "/console/keys",
+        "/console/keys/00000000-0000-4000-8000-000000000000/revoke",
+        "/console/no-such-page",
+    ];
+    for path in pages {
+        let answer = exchange(admin, "GET", path, &[], "");
+        assert_eq!(answer.status, 303, "GET {path}");
+        assert_eq!(
+            answer.header("location"),
+            Some("/console/sign-in"),
+            "GET {path}"
+        );
+        answer.assert_security_headers(path);
+    }
+    for path in ["/console/keys", "/console/explain", "/console/sign-out"] {
+        let answer = post(admin, path, "", &[("csrf", "x")]);
+        assert_eq!(answer.status, 303, "POST {path}");
+        assert_eq!(answer.header("location"), Some("/console/sign-in"));
+    }
+    let style = exchange(admin, "GET", "/console/style.css", &[], "");
+    assert_eq!(style.status, 200);
+    assert!(style
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/css"));
+    style.assert_security_headers("the stylesheet");
+
+    // The sign-in form: its token must come back with its cookie.
+    let form = exchange(admin, "GET", "/console/sign-in", &[], "");
+    assert_eq!(form.status, 200);
+    form.assert_security_headers("the sign-in page");
+    let pre = format!(
+        "flowgate_console_sign_in={}",
+        form.cookie("flowgate_console_sign_in").unwrap()
+    );
+    let no_token = post(admin, "/console/sign-in", &pre, &[("token", TOKEN)]);
+    assert_eq!(no_token.status, 403, "{}", no_token.body);
+    assert!(no_token.cookie("flowgate_console").is_none());
+    let other_token = post(
+        admin,
+        "/console/sign-in",
+        &pre,
+        &[("csrf", &"0".repeat(64)), ("token", TOKEN)],
+    );
+    assert_eq!(other_token.status, 403);
+    let wrong = post(
+        admin,
+        "/console/sign-in",
+        &pre,
+        &[
+            ("csrf", &form.csrf()),
+            ("token", "not-the-admin-token-at-all"),
+        ],
+    );
+    assert_eq!(wrong.status, 401);
+    assert!(
+        wrong.body.contains("That is not the admin token."),
+        "{}",
+        wrong.body
+    );
+    assert!(wrong.cookie("flowgate_console").is_none());
+    wrong.assert_security_headers("a refused sign-in");
+
+    // The session cookie's attributes, plain and behind a TLS proxy.
+    let signed = post(
+        admin,
+        "/console/sign-in",
+        &pre,
+        &[("csrf", &form.csrf()), ("token", TOKEN)],
+    );
+    assert_eq!(signed.status, 303);
+    assert_eq!(signed.header("location"), Some("/console/experiments"));
+    signed.assert_security_headers("the sign-in");
+    let session = signed
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with("flowgate_console="))
+        .unwrap()
+        .to_owned();
+    for attribute in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/console",
+        "Max-Age=28800",
+    ] {
+        assert!(
+            session.split("; ").any(|a| a == attribute),
+            "{attribute} in {session}"
+        );
+    }
+    assert!(
+        !session.contains("Secure"),
+        "not over plain HTTP: {session}"
+    );
+    let form = exchange(
+        admin,
+        "GET",
+        "/console/sign-in",
+        &[("X-Forwarded-Proto", "https")],
+        "",
+    );
+    let pre_tls = format!(
+        "flowgate_console_sign_in={}",
+        form.cookie("flowgate_console_sign_in").unwrap()
+    );
+    let over_tls = exchange(
+        admin,
+        "POST",
+        "/console/sign-in",
+        &[
+            ("Content-Type", "application/x-www-form-urlencoded"),
+            ("Cookie", &pre_tls),
+            ("X-Forwarded-Proto", "https"),
+        ],
+        &format!("csrf={}&token={TOKEN}", form.csrf()),
+    );
+    let tls_cookie = over_tls
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with("flowgate_console="))
+        .unwrap()
+        .to_owned();
+    assert!(
+        tls_cookie.split("; ").any(|a| a == "Secure"),
+        "{tls_cookie}"
+    );
+
+    let cookie = session.split(';').next().unwrap().to_owned();
+    let page = exchange(admin, "GET", "/console/keys", &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200);
+    page.assert_security_headers("the keys page");
+    let csrf = page.csrf();
+
+    // Posts without the session's CSRF token change nothing.
+    let before = listed_keys(&s, fixtures::WS1);
+    let create = [
+        ("workspace", fixtures::WS1),
+        ("environment", "test"),
+        ("type", "sdk"),
+        ("name", "forged"),
+    ];
+    let without = post(admin, "/console/keys", &cookie, &create);
+    assert_eq!(without.status, 403, "{}", without.body);
+    without.assert_security_headers("a refused form");
+    let mut forged = create.to_vec();
+    forged.push(("csrf", "f00d"));
+    assert_eq!(post(admin, "/console/keys", &cookie, &forged).status, 403);
+    let mut other_session = forged.clone();
+    other_session.pop();
+    let (_, their_csrf) = sign_in(admin);
+    other_session.push(("csrf", &their_csrf));
+    assert_eq!(
+        post(admin, "/console/keys", &cookie, &other_session).status,
+        403,
+        "another session's token"
+    );
+    let revoke = format!(
+        "/console/keys/{}/revoke?workspace={}",
+        before[0]["id"].as_str().unwrap(),
+        fixtures::WS1
+    );
+    assert_eq!(
+        post(admin, &revoke, &cookie, &[("csrf", "f00d")]).status,
+        403
+    );
+    assert_eq!(listed_keys(&s, fixtures::WS1), before, "nothing changed");
+    // With it, the same post creates the key.
+    let mut allowed = create.to_vec();
+    allowed.push(("csrf", &csrf));
+    let created = post(admin, "/console/keys", &cookie, &allowed);
+    assert_eq!(created.status, 200, "{}", created.body);
+    assert_eq!(listed_keys(&s, fixtures::WS1).len(), before.len() + 1);
+
+    // Names that are markup are escaped in the HTML (the browser test checks the DOM).
+    let catalog = exchange(admin, "GET", "/console/catalog", &[("Cookie", &cookie)], "");
+    assert_eq!(catalog.status, 200);
+    assert!(!catalog.body.contains(SCRIPT_NAME), "{}", catalog.body);
+    assert!(!catalog.body.contains(IMAGE_NAME));
+    assert!(catalog
+        .body
+        .contains("&lt;script&gt;window.pwned=1&lt;/script&gt;"));
+    assert!(catalog.body.contains("&quot;onload=&quot;window.pwned=2"));
+    assert!(!catalog.body.to_ascii_lowercase().contains("<script"));
+
+    // Signing out ends the session: its cookie opens nothing any more.
+    let out = post(admin, "/console/sign-out", &cookie, &[("csrf", &csrf)]);
+    assert_eq!(out.status, 303);
+    assert!(
+        out.cookies()
+            .iter()
+            .any(|c| c.starts_with("flowgate_console=;")),
+        "{:?}",
+        out.headers
+    );
+    let after = exchange(admin, "GET", "/console/keys", &[("Cookie", &cookie)], "");
+    assert_eq!(after.status, 303);
+    assert_eq!(after.header("location"), Some("/console/sign-in"));
+
+    // Sign-in attempts are limited per address: this test made six, the burst is ten, and
+    // one more comes back each minute (the test may have taken one).
+    let mut refused = None;
+    for attempt in 0..12 {
+        let form = exchange(admin, "GET", "/console/sign-in", &[], "");
+        let pre = format!(
+            "flowgate_console_sign_in={}",
+            form.cookie("flowgate_console_sign_in").unwrap()
+        );
+        let answer = post(
+            admin,
+            "/console/sign-in",
+            &pre,
+            &[
+                ("csrf", &form.csrf()),
+                ("token", "not-the-admin-token-at-all"),
+            ],
+        );
+        if answer.status == 429 {
+            refused = Some((attempt, answer));
+            break;
+        }
+        assert_eq!(answer.status, 401);
+    }
+    let (attempt, answer) = refused.expect("the sign-in limit refuses an eleventh attempt");
+    assert!(
+        (4..=5).contains(&attempt),
+        "ten attempts in all pass, not {}",
+        attempt + 6
+    );
+    let retry: u64 = answer.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    answer.assert_security_headers("a limited sign-in");
+    // The right token is refused too while limited.
+    let form = exchange(admin, "GET", "/console/sign-in", &[], "");
+    let pre = format!(
+        "flowgate_console_sign_in={}",
+        form.cookie("flowgate_console_sign_in").unwrap()
+    );
+    let limited = post(
+        admin,
+        "/console/sign-in",
+        &pre,
+        &[("csrf", &form.csrf()), ("token", TOKEN)],
+    );
+    assert_eq!(limited.status, 429);
+    assert!(limited.cookie("flowgate_console").is_none());
+}
+
+/// Resolves the demo paywall with `key` through the API; the status.
+fn resolve_status(s: &Served, key: &str) -> u16 {
+    let path = format!("/v1/apps/{DEMO_APP}/placements/paywall/resolve");
+    let body = br#"{"user_id": "console-user", "session_id": "s", "device_platform": "ios"}"#;
+    crate::support::http(s.api, "POST", &path, Some(key), body)
+        .unwrap()
+        .0
+}
+
+/// Waits until resolving with `key` answers `status` (the catalog refreshes keys).
+async fn wait_resolve(s: &Served, key: &str, status: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = resolve_status(s, key);
+        if got == status {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "resolve with the key: {got}, not {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The text of the element `css` selects, once the page shows it (within 10 s).
+async fn text(browser: &Browser, css: &str) -> String {
+    browser
+        .client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn count(browser: &Browser, css: &str) -> usize {
+    browser
+        .client
+        .find_all(Locator::Css(css))
+        .await
+        .unwrap()
+        .len()
+}
+
+async fn path_of(browser: &Browser) -> String {
+    browser
+        .client
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .to_owned()
+}
+
+/// Waits until the browser shows `path` (a click that submits a form returns before the next
+/// page has loaded), within 10 s.
+async fn wait_path(browser: &Browser, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = path_of(browser).await;
+        let ready: Value = browser
+            .client
+            .execute("return document.readyState", vec![])
+            .await
+            .unwrap();
+        if now == path && ready == "complete" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the browser shows {now}, not {path}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_operator_uses_the_console_in_a_browser() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    import(&s.db.url, &catalog_with_markup_names());
+    let api = s.api.to_string();
+    let env = [
+        ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
+        ("FLOWGATE__SERVER__LISTEN", api.as_str()),
+    ];
+    let (code, out, err) = run(&["demo", "--traffic", "300", "--json"], &env);
+    assert_eq!(code, Some(0), "demo --traffic: {err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let base = format!("http://{}", s.admin);
+    let browser = Browser::start().await;
+    let c = &browser.client;
+
+    // Without a session: the sign-in page, which says when the token is wrong.
+    c.goto(&format!("{base}/console/experiments"))
+        .await
+        .unwrap();
+    wait_path(&browser, "/console/sign-in").await;
+    browser.screenshot("sign-in").await;
+    let sign_in = |token: &'static str| async move {
+        let field = c.find(Locator::Css("#token")).await.unwrap();
+        field.send_keys(token).await.unwrap();
+        c.find(Locator::Css("#sign-in button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    };
+    sign_in("not-the-admin-token-at-all").await;
+    assert_eq!(
+        text(&browser, "p.error").await,
+        "That is not the admin token."
+    );
+    sign_in(TOKEN).await;
+    wait_path(&browser, "/console/experiments").await;
+    // The session cookie is HttpOnly: the page's script cannot read it.
+    let visible: Value = c.execute("return document.cookie", vec![]).await.unwrap();
+    assert_eq!(visible, Value::String(String::new()));
+
+    // Experiments, and one's results with its chart: a line per variant.
+    let row = format!("#experiments a[href='/console/experiments/{DEMO_EXPERIMENT}']");
+    assert_eq!(text(&browser, &row).await, "paywall-price-test");
+    browser.screenshot("experiments").await;
+    c.find(Locator::Css(&row))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
+    let variants = report["variants"].as_array().unwrap().len();
+    assert_eq!(variants, 2);
+    assert_eq!(
+        count(&browser, "#exposure-chart svg polyline.series").await,
+        variants
+    );
+    assert_eq!(count(&browser, "#variants tbody tr").await, variants);
+    assert_eq!(
+        text(&browser, "#exposed-users").await,
+        report["exposed_users"].to_string(),
+        "the CLI's report"
+    );
+    // Each metric has its chart (a dot per variant) and its table, chance to win included.
+    let metrics = report["metrics"].as_array().unwrap().len();
+    assert_eq!(
+        count(&browser, "section.metric figure > svg").await,
+        metrics
+    );
+    assert_eq!(
+        count(&browser, "section.metric figure > svg circle").await,
+        metrics * variants
+    );
+    let chances = report["metrics"][0]["variants"][1]["chance_to_win"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(
+        text(&browser, "section.metric td.chance").await,
+        format!("{:.2}%", chances * 100.0)
+    );
+    browser.screenshot("experiment").await;
+    browser.set_window_size(390, 844).await;
+    browser.screenshot("experiment-phone").await;
+    browser.set_window_size(1280, 900).await;
+
+    // The catalog: names that are markup are text in the DOM, and ran nothing.
+    c.goto(&format!("{base}/console/catalog")).await.unwrap();
+    let headings = c
+        .find_all(Locator::Css("section.workspace h2"))
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    for h in headings {
+        names.push(h.text().await.unwrap());
+    }
+    assert!(
+        names.contains(&format!("Workspace {SCRIPT_NAME}")),
+        "{names:?}"
+    );
+    let apps = c.find_all(Locator::Css("section.app h3")).await.unwrap();
+    let mut app_names = Vec::new();
+    for h in apps {
+        app_names.push(h.text().await.unwrap());
+    }
+    assert!(
+        app_names.contains(&format!("App {ATTRIBUTE_NAME}")),
+        "{app_names:?}"
+    );
+    let flows = text(&browser, "body").await;
+    assert!(flows.contains(IMAGE_NAME), "the flow's name as text");
+    assert_eq!(count(&browser, "script").await, 0);
+    assert_eq!(count(&browser, "img").await, 0);
+    let pwned: Value = c
+        .execute("return typeof window.pwned", vec![])
+        .await
+        .unwrap();
+    assert_eq!(pwned, Value::String("undefined".into()));
+    browser.screenshot("catalog").await;
+
+    // Explain: the trace of a request, whose result is what the API resolves.
+    c.goto(&format!("{base}/console/explain")).await.unwrap();
+    c.find(Locator::Css(&format!("#app option[value='{DEMO_APP}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Css("#placement"))
+        .await
+        .unwrap()
+        .send_keys("paywall")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#explain button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let reason = text(&browser, "#reason").await;
+    assert!(
+        ["experiment", "holdout"].contains(&reason.as_str()),
+        "{reason}"
+    );
+    let explained: Value = serde_json::from_str(&text(&browser, "pre#result").await).unwrap();
+    let demo_key = s.create_key(DEMO_WORKSPACE);
+    wait_resolve(&s, &demo_key, 200).await;
+    let (status, resolved) = crate::support::http(
+        s.api,
+        "POST",
+        &format!("/v1/apps/{DEMO_APP}/placements/paywall/resolve"),
+        Some(&demo_key),
+        br#"{"user_id": "user-1", "session_id": "session-1", "device_platform": "ios", "attributes": {"country": "US"}}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{resolved}");
+    let resolved: Value = serde_json::from_str(&resolved).unwrap();
+    assert_eq!(explained, resolved, "explain shows what resolve answers");
+    assert!(count(&browser, "ol.trace li.decided").await >= 1);
+    browser.screenshot("explain").await;
+
+    // Change preview: a reweighted experiment; the share of users moved is the CLI's.
+    let mut reweighted = fixtures::catalog_json();
+    reweighted["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"]["variants"]
+        [0]["weight"] = 3.into();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("catalog-reweighted.json");
+    std::fs::write(&file, reweighted.to_string()).unwrap();
+    let path = file.to_str().unwrap();
+    let (code, out, err) = run(&["import", "--dry-run", "--json", path], &env);
+    assert_eq!(code, Some(0), "{err}");
+    let dry: Value = serde_json::from_str(&out).unwrap();
+    let shift = dry["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == fixtures::EXP)
+        .unwrap_or_else(|| panic!("{dry}"))
+        .clone();
+    let moved = shift["change_variant"].as_f64().unwrap();
+    assert!(moved > 0.1, "{shift}");
+    let (_, history_before, _) = run(&["catalog", "history", "--json"], &env);
+    c.goto(&format!("{base}/console/preview")).await.unwrap();
+    c.find(Locator::Css("#file"))
+        .await
+        .unwrap()
+        .send_keys(path)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#preview button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let row = format!(
+        "#moved tr[data-experiment='{}'] td.moved-share",
+        fixtures::EXP
+    );
+    assert_eq!(text(&browser, &row).await, format!("{:.2}%", moved * 100.0));
+    browser.screenshot("preview").await;
+    let (_, history_after, _) = run(&["catalog", "history", "--json"], &env);
+    assert_eq!(history_before, history_after, "a preview writes nothing");
+
+    // Import history.
+    c.goto(&format!("{base}/console/history")).await.unwrap();
+    let imports = serde_json::from_str::<Value>(&history_after).unwrap();
+    assert_eq!(
+        count(&browser, "#history tbody tr").await,
+        imports.as_array().unwrap().len()
+    );
+    browser.screenshot("history").await;
+
+    // Keys: create one (shown once), use it, revoke it after confirming.
+    c.goto(&format!("{base}/console/keys?workspace={DEMO_WORKSPACE}"))
+        .await
+        .unwrap();
+    browser.screenshot("keys").await;
+    c.find(Locator::Css("#environment option[value='test']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.find(Locator::Css("#name"))
+        .await
+        .unwrap()
+        .send_keys("browser test key")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#create-key button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let key = text(&browser, "#new-key").await;
+    assert!(key.starts_with("fg_test_"), "{key}");
+    browser.screenshot("key-created").await;
+    wait_resolve(&s, &key, 200).await;
+    c.goto(&format!("{base}/console/keys?workspace={DEMO_WORKSPACE}"))
+        .await
+        .unwrap();
+    let record = listed_keys(&s, DEMO_WORKSPACE)
+        .into_iter()
+        .find(|k| k["name"] == "browser test key")
+        .unwrap();
+    let id = record["id"].as_str().unwrap();
+    c.find(Locator::Css(&format!("tr[data-key='{id}'] a.revoke")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&browser, &format!("/console/keys/{id}/revoke")).await;
+    browser.screenshot("revoke").await;
+    assert_eq!(
+        resolve_status(&s, &key),
+        200,
+        "not revoked before confirming"
+    );
+    c.find(Locator::Css("#revoke-key button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&browser, "/console/keys").await;
+    assert!(
+        text(&browser, &format!("tr[data-key='{id}'] td.key-status"))
+            .await
+            .starts_with("revoked")
+    );
+    wait_resolve(&s, &key, 401).await;
+
+    // Signing out: the pages need a session again.
+    c.find(Locator::Css("form.sign-out button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_path(&browser, "/console/sign-in").await;
+    c.goto(&format!("{base}/console/keys")).await.unwrap();
+    wait_path(&browser, "/console/sign-in").await;
+    browser.finish().await;
+}
