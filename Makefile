@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up browser-up
+.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up browser-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -127,6 +127,14 @@ bench-store: pg-up
 ## RESULTS_COLD=1 restarts PostgreSQL and drops the page cache first, as root).
 bench-results: pg-up
 	$(CARGO) bench -p flowgate-store --bench results
+
+## The console's experiment page for the 1,000,000-user experiment of bench-results (D24,
+## bench/console_page.py): loads that experiment into PostgreSQL and keeps it (RESULTS_KEEP=1),
+## builds the release binary, then times the page against the admin API's JSON report.
+bench-console: pg-up
+	RESULTS_KEEP=1 $(CARGO) bench -p flowgate-store --bench results
+	$(CARGO) build --release -p flowgate
+	python3 bench/console_page.py
 
 ## Pinned HTTP benchmark of single resolve (bench/pinned.py): release build; flowgate and the
 ## no-logic baseline with one worker each pinned to CPU 0 (BENCH_SERVER_CPUS=0-3 on a bigger

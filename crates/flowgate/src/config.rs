@@ -1297,6 +1297,23 @@ mod tests {
     }
 
     #[test]
+    fn a_console_session_lasts_between_a_minute_and_a_week() {
+        let key = "FLOWGATE__ADMIN__CONSOLE_SESSION_SECONDS";
+        assert_eq!(Config::default().admin.console_session_seconds, 28_800);
+        let config = load(Environment::Development, &[(key, "60")]).unwrap();
+        assert_eq!(config.admin.console_session_seconds, 60);
+        for bad in ["59", "604801"] {
+            let err = load(Environment::Development, &[(key, bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("admin.console_session_seconds") && err.contains(bad),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn invalid_values_name_their_key() {
         let err = load(
             Environment::Development,

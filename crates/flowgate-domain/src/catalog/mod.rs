@@ -230,6 +230,13 @@ impl App {
         self.placements.len()
     }
 
+    /// The keys of the app's placements, sorted.
+    pub fn placement_keys(&self) -> Vec<&str> {
+        let mut keys: Vec<&str> = self.placements.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        keys
+    }
+
     /// The app's experiments with the key of the placement whose rule holds each, ordered by
     /// placement key and rule.
     pub fn experiments(&self) -> Vec<(&str, &Experiment)> {

@@ -22,6 +22,10 @@ fn lookups() {
     let a = catalog.app(app(APP1)).unwrap();
     assert_eq!(a.cache_ttl_seconds, Some(120));
     assert!(a.placement("onboarding").is_some());
+    assert_eq!(
+        a.placement_keys(),
+        ["broken", "empty", "onboarding", "paywall", "welcome"]
+    );
     assert!(
         a.placement("Onboarding").is_none(),
         "keys are case-sensitive"

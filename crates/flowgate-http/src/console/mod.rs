@@ -8,7 +8,7 @@
 //! import history, the dry run of a file, keys) is the [`ConsoleBackend`] port, which the binary
 //! implements with the store functions its commands use.
 //!
-//! Security: signing in with the admin token opens a session ([`session`]); without one every
+//! Security: signing in with the admin token opens a session (`session.rs`); without one every
 //! page redirects to the sign-in page. Every form carries the session's CSRF token and every
 //! post without it is refused (403) before anything is read or written. Every response carries
 //! a Content-Security-Policy that allows no script, no frame and only this console's stylesheet,

@@ -561,6 +561,9 @@ pub(super) fn explain(
                 .map(move |a| (w, a))
         })
         .collect();
+    let mut placement_keys: Vec<&str> = apps.iter().flat_map(|(_, a)| a.placement_keys()).collect();
+    placement_keys.sort_unstable();
+    placement_keys.dedup();
     let app = input
         .app
         .parse::<uuid::Uuid>()
@@ -578,7 +581,7 @@ pub(super) fn explain(
             label for="placement" { "Placement key" }
             input #placement name="placement" value=(input.placement) required list="placement-keys";
             datalist #placement-keys {
-                @for (_, a) in &apps { @for (key, _) in a.experiments() { option value=(key) {} } }
+                @for key in &placement_keys { option value=(key) {} }
             }
             label for="body" { "Resolve request body (JSON)" }
             textarea #body name="body" rows="6" required { (input.body) }
