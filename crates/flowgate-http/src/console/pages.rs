@@ -104,6 +104,15 @@ fn number(x: f64, decimals: usize) -> String {
     }
 }
 
+/// A p-value: four decimals, or two significant digits below 0.0001.
+fn p_value(p: f64) -> String {
+    if p.is_finite() && p > 0.0 && p < 1e-4 {
+        format!("{p:.1e}")
+    } else {
+        number(p, 4)
+    }
+}
+
 /// The sign-in page, its form carrying `token`, with `message` when a try failed.
 pub(super) fn sign_in(token: &str, message: Option<&str>) -> Markup {
     let body = html! {
@@ -264,7 +273,7 @@ fn metric(report: &ExperimentReport, m: &MetricReport, index: usize) -> Markup {
                                         td.num { (percent(e.lift)) }
                                         td.num { (percent(e.ci_low)) " – " (percent(e.ci_high)) }
                                         td.num.chance { (percent(e.chance_to_win)) }
-                                        td.num { (number(e.p_value, 4)) }
+                                        td.num { (p_value(e.p_value)) }
                                     }
                                 }
                             }
@@ -302,7 +311,7 @@ pub(super) fn experiment(
             button type="submit" { "Show" }
         }
         @if report.warnings.is_empty() {
-            p.ok role="status" { "No warning: the variants' shares of users match their weights (SRM p-value " (number(report.srm_p_value, 4)) ")." }
+            p.ok role="status" { "No warning: the variants' shares of users match their weights (SRM p-value " (p_value(report.srm_p_value)) ")." }
         }
         @for w in &report.warnings {
             p.warning role="status" data-code=(w.code) { strong { "Warning: " } (w.message) }
@@ -310,7 +319,7 @@ pub(super) fn experiment(
         dl.figures {
             dt { "Exposed users" } dd #exposed-users { (report.exposed_users) }
             dt { "Users exposed to more than one variant" } dd { (report.multiple_exposures) }
-            dt { "Sample ratio mismatch p-value" } dd { (number(report.srm_p_value, 4)) }
+            dt { "Sample ratio mismatch p-value" } dd { (p_value(report.srm_p_value)) }
         }
         h2 { "Exposed users" }
         div.table {

@@ -656,6 +656,86 @@ async fn an_operator_uses_the_console_in_a_browser() {
     browser.screenshot("experiment-phone").await;
     browser.set_window_size(1280, 900).await;
 
+    // Exposures that break the comparison: 200 more users in one variant (a sample ratio
+    // mismatch) and 20 who saw both variants. The page says so in words, as the CLI's report.
+    let demo_key = s.create_key(DEMO_WORKSPACE);
+    wait_resolve(&s, &demo_key, 200).await;
+    let mut flows = std::collections::BTreeMap::new();
+    for i in 0..500 {
+        if flows.len() == 2 {
+            break;
+        }
+        let body = format!(
+            r#"{{"user_id": "probe-{i}", "session_id": "s", "device_platform": "ios", "attributes": {{"country": "US"}}}}"#
+        );
+        let path = format!("/v1/apps/{DEMO_APP}/placements/paywall/resolve");
+        let (_, answer) =
+            crate::support::http(s.api, "POST", &path, Some(&demo_key), body.as_bytes()).unwrap();
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        if let Some(name) = answer["variant_name"].as_str() {
+            flows.insert(name.to_owned(), answer);
+        }
+    }
+    let exposure = |user: String, flow: &Value| {
+        serde_json::json!({
+            "event_id": uuid::Uuid::new_v4().to_string(), "app_id": DEMO_APP,
+            "flow_id": flow["flow_id"], "flow_version_id": flow["flow_version_id"],
+            "experiment_id": flow["experiment_id"], "variant_id": flow["variant_id"],
+            "variant_name": flow["variant_name"], "placement_id": "paywall",
+            "user_id": user, "session_id": "s", "device_platform": "ios",
+            "event_type": "flow_open", "sdk_version": "console-test",
+            "timestamp": time::OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339).unwrap(),
+        })
+    };
+    let mut events: Vec<Value> = (0..200)
+        .map(|i| exposure(format!("srm-{i}"), &flows["trial"]))
+        .collect();
+    for i in 0..20 {
+        events.push(exposure(format!("both-{i}"), &flows["control"]));
+        events.push(exposure(format!("both-{i}"), &flows["trial"]));
+    }
+    for chunk in events.chunks(100) {
+        let body = serde_json::to_vec(chunk).unwrap();
+        let path = format!("/v1/apps/{DEMO_APP}/events");
+        let (status, answer) =
+            crate::support::http(s.api, "POST", &path, Some(&demo_key), &body).unwrap();
+        assert_eq!(status, 202, "{answer}");
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(
+            answer["accepted"].as_u64(),
+            Some(chunk.len() as u64),
+            "{answer}"
+        );
+    }
+    c.refresh().await.unwrap();
+    let (code, out, err) = run(&["experiments", "results", DEMO_EXPERIMENT, "--json"], &env);
+    assert_eq!(code, Some(0), "{err}");
+    let after: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        text(&browser, "#exposed-users").await,
+        after["exposed_users"].to_string()
+    );
+    for code in ["srm", "multiple_exposures"] {
+        let message = after["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["code"] == code)
+            .unwrap_or_else(|| panic!("a {code} warning in {after}"))["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let shown = text(&browser, &format!("p.warning[data-code='{code}']")).await;
+        assert_eq!(shown, format!("Warning: {message}"));
+    }
+    assert_eq!(
+        count(&browser, "p.ok").await,
+        0,
+        "no \"no warning\" beside them"
+    );
+    browser.screenshot("experiment-warnings").await;
+
     // The catalog: names that are markup are text in the DOM, and ran nothing.
     c.goto(&format!("{base}/console/catalog")).await.unwrap();
     let headings = c
@@ -716,8 +796,6 @@ async fn an_operator_uses_the_console_in_a_browser() {
         "{reason}"
     );
     let explained: Value = serde_json::from_str(&text(&browser, "pre#result").await).unwrap();
-    let demo_key = s.create_key(DEMO_WORKSPACE);
-    wait_resolve(&s, &demo_key, 200).await;
     let (status, resolved) = crate::support::http(
         s.api,
         "POST",
