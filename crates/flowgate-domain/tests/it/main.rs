@@ -7,6 +7,7 @@ mod catalog;
 mod conformance;
 mod diff;
 mod explain;
+mod formats;
 mod memory;
 mod properties;
 mod resolve;

@@ -5,4 +5,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod bus;
+mod format;
 mod support;

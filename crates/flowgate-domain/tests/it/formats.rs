@@ -1,0 +1,54 @@
+//! The dead-letter format of one event (`flowgate.event.v1+json`, D17) pinned byte for byte:
+//! letters written by one version are replayed by the next, and tools read them. A change to
+//! the encoding of `AnalyticsEvent` fails here; it needs a new format name, and then
+//! `UPDATE_GOLDEN=1` rewrites the files.
+
+use std::path::PathBuf;
+
+use flowgate_contract_tests::fixtures::{at, sdk_event, server_event};
+use flowgate_domain::events::{dead_letter, decode_event, EVENT_JSON_FORMAT};
+use flowgate_domain::ports::StoreError;
+
+/// Compares `actual` with the committed file `name` (written instead with `UPDATE_GOLDEN=1`).
+fn golden(name: &str, actual: &[u8]) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/formats")
+        .join(name);
+    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert!(
+        expected == actual,
+        "the {EVENT_JSON_FORMAT} encoding changed: a change needs a new format name\n\
+         expected ({}):\n{}\nactual:\n{}",
+        path.display(),
+        String::from_utf8_lossy(&expected),
+        String::from_utf8_lossy(actual)
+    );
+}
+
+#[test]
+fn a_dead_letter_holds_the_event_as_pinned() {
+    let error = StoreError::Unstorable {
+        detail: "refused".to_owned(),
+    };
+    for (name, event) in [
+        ("flowgate.event.v1+json-sdk.json", sdk_event(7)),
+        ("flowgate.event.v1+json-server.json", server_event()),
+    ] {
+        let letter = dead_letter(&event, &error, at(5)).unwrap();
+        assert_eq!(letter.format, EVENT_JSON_FORMAT);
+        golden(name, &letter.payload);
+        // And the committed bytes read back as the same event (a replay of an old letter).
+        let committed = std::fs::read(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/formats")
+                .join(name),
+        )
+        .unwrap();
+        assert_eq!(decode_event(&committed).unwrap(), event);
+    }
+}
