@@ -14,9 +14,12 @@ run:
 	$(CARGO) run -p flowgate -- serve
 
 ## Every test of the workspace; the conformance counts are printed (see .config/nextest.toml).
+## Then a Python client generated from docs/openapi.json against the real server
+## (reliability/api-client.sh; openapi-python-client from PyPI into target/api-client).
 test: pg-up nats-up redis-up browser-up
 	$(CARGO) nextest run --workspace --no-fail-fast
 	$(CARGO) test --workspace --doc
+	bash reliability/api-client.sh
 
 ## Start PostgreSQL when it is not running (the store adapters' tests need it).
 pg-up:

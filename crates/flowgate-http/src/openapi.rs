@@ -358,9 +358,9 @@ fn components() -> Value {
                 "style": {"type": "string", "enum": ["normal", "italic"]}, "url": {"type": "string"}}},
             "EventInput": event_input(),
             "EventBody": {"oneOf": [
-                {"type": "object", "description": "One event (validated as EventInput; an invalid one is counted in `rejected`)."},
-                {"type": "array", "minItems": 1, "maxItems": MAX_EVENTS_PER_REQUEST, "items": {"description": "EventInput; invalid items are counted in `rejected`."}}
-            ], "description": "One EventInput or an array of them; see the EventInput schema for each event's rules."},
+                schema_ref("EventInput"),
+                {"type": "array", "minItems": 1, "maxItems": MAX_EVENTS_PER_REQUEST, "items": schema_ref("EventInput")}
+            ], "description": "One EventInput or an array of them. Each event is validated on its own (D7): an event that breaks EventInput's rules does not refuse the request, it is counted in the 202's `rejected` with its error, and the valid ones are stored. Only a body that is neither an object nor an array, an empty array, or more than 100 events is refused (400)."},
             "EventsAccepted": {"type": "object", "required": ["accepted", "rejected"], "properties": {
                 "accepted": {"type": "integer", "minimum": 0},
                 "rejected": {"type": "integer", "minimum": 0},
