@@ -37,36 +37,11 @@ if grep -qi "warning" "$OUT/generate.log"; then
 	exit 1
 fi
 
-cargo build -q -p flowgate
-TMP=$(mktemp -d)
-SERVER_PID=""
-cleanup() {
-	if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-		kill -TERM "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-	fi
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-API_PORT=$(free_port)
-ADMIN_PORT=$(free_port)
-export FLOWGATE__SERVER__LISTEN="127.0.0.1:$API_PORT"
-export FLOWGATE__ADMIN__LISTEN="127.0.0.1:$ADMIN_PORT"
-export FLOWGATE__DATABASE__URL="sqlite://$TMP/flowgate.db"
-export FLOWGATE__CATALOG__CACHE_PATH="$TMP/catalog-cache.json"
-export FLOWGATE__LOG__LEVEL=warn
-
+# shellcheck source=reliability/debug-server.sh
+source reliability/debug-server.sh
 target/debug/flowgate migrate >"$OUT/setup.log" 2>&1
 target/debug/flowgate demo --json >"$OUT/demo.json" 2>>"$OUT/setup.log"
-target/debug/flowgate serve >"$OUT/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 120); do
-	curl -fsS "http://127.0.0.1:$ADMIN_PORT/readyz" >/dev/null 2>&1 && break
-	kill -0 "$SERVER_PID" || { cat "$OUT/server.log"; exit 1; }
-	sleep 0.5
-done
+start_server "$OUT/server.log"
 
 PYTHONPATH="$OUT/pkg" "$VENV/bin/python" reliability/api_client_check.py \
 	"http://127.0.0.1:$API_PORT" "$OUT/demo.json" "$TMP/flowgate.db"

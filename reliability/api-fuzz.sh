@@ -31,31 +31,15 @@ if ! "$VENV/bin/st" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; the
 	"$VENV/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
-cargo build -p flowgate
-TMP=$(mktemp -d)
-SERVER_PID=""
-cleanup() {
-	if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-		kill -TERM "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
-	fi
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+# shellcheck source=reliability/debug-server.sh
+source reliability/debug-server.sh
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-API_PORT=$(free_port)
-ADMIN_PORT=$(free_port)
-export FLOWGATE__SERVER__LISTEN="127.0.0.1:$API_PORT"
-export FLOWGATE__ADMIN__LISTEN="127.0.0.1:$ADMIN_PORT"
-export FLOWGATE__DATABASE__URL="sqlite://$TMP/flowgate.db"
 # Raised for the run: schemathesis sends everything from one address with one key, far above
 # the defaults (200 rps per IP, 2,000 per key); a 429 would hide what the handlers answer.
 export FLOWGATE__RATE_LIMIT__PER_IP_RPS=1000000
 export FLOWGATE__RATE_LIMIT__PER_IP_BURST=1000000
 export FLOWGATE__RATE_LIMIT__PER_KEY_RPS=1000000
 export FLOWGATE__RATE_LIMIT__PER_KEY_BURST=1000000
-export FLOWGATE__LOG__LEVEL=${FLOWGATE__LOG__LEVEL:-warn}
 
 # The workspace and its key, written before the server starts (a store holding a catalog is
 # served as it is; the demo workspace is seeded only into an empty one).
@@ -66,13 +50,7 @@ KEY=$(target/debug/flowgate keys create --workspace "$WORKSPACE" --env test --na
 [[ $KEY == fg_test_* ]] || { echo "no SDK key for the fuzz workspace"; cat "$OUT/setup.log"; exit 1; }
 export FLOWGATE_API_FUZZ_KEY=$KEY
 
-target/debug/flowgate serve >"$OUT/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 120); do
-	curl -fsS "http://127.0.0.1:$ADMIN_PORT/readyz" >/dev/null 2>&1 && break
-	kill -0 "$SERVER_PID" || { cat "$OUT/server.log"; exit 1; }
-	sleep 0.5
-done
+start_server "$OUT/server.log"
 
 seed_args=()
 [[ -n ${API_FUZZ_SEED:-} ]] && seed_args=(--seed "$API_FUZZ_SEED")

@@ -180,3 +180,24 @@ pub fn server_event() -> AnalyticsEvent {
         payload: serde_json::Map::new(),
     }
 }
+
+/// Compares `actual` with the committed golden file at `path`, byte for byte: a pinned wire
+/// format (`format` names it) that changed fails, saying that the change needs a new format
+/// version. With `UPDATE_GOLDEN=1` the file is written instead (a deliberate new version).
+pub fn assert_golden(path: &std::path::Path, actual: &[u8], format: &str) {
+    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
+        if let Err(e) = std::fs::write(path, actual) {
+            panic!("{}: {e}", path.display());
+        }
+        return;
+    }
+    let expected = std::fs::read(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert!(
+        expected == actual,
+        "the {format} format changed: a change needs a new format name\nexpected ({}):\n{}\nactual:\n{}",
+        path.display(),
+        String::from_utf8_lossy(&expected),
+        String::from_utf8_lossy(actual)
+    );
+}

@@ -181,6 +181,30 @@ pub struct ResultsAccess {
     pub metrics: ResultsMetrics,
 }
 
+impl ResultsAccess {
+    /// The report of experiment `id` (as written in a URL) on the live catalog, read and
+    /// counted in the results metrics: what the admin API and the console answer.
+    pub(crate) async fn report(
+        &self,
+        id: &str,
+        params: &ReportParams,
+    ) -> Result<flowgate_domain::results::ExperimentReport, ReportError> {
+        let catalog = self.catalog.load();
+        let started = std::time::Instant::now();
+        let report = experiment_report(
+            &catalog,
+            self.source.as_ref(),
+            id,
+            params,
+            &self.settings,
+            time::OffsetDateTime::now_utc(),
+        )
+        .await;
+        self.metrics.observe(started.elapsed(), &report);
+        report
+    }
+}
+
 impl std::fmt::Debug for ResultsAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResultsAccess")
@@ -243,7 +267,7 @@ impl AdminState {
 }
 
 /// Equal strings, compared in time that depends only on their lengths.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+pub(crate) fn same_secret(given: &[u8], expected: &[u8]) -> bool {
     given.len() == expected.len()
         && given
             .iter()
@@ -450,28 +474,19 @@ async fn experiment_results(
         Ok(access) => access,
         Err(refused) => return *refused,
     };
-    let catalog = access.catalog.load();
-    let started = std::time::Instant::now();
-    let report = async {
+    let params = (|| {
         let pairs = query_params(&req, &["from", "to", "metric"])?;
         let metrics: Vec<&str> = pairs
             .iter()
             .filter(|(n, _)| n == "metric")
             .map(|(_, v)| v.as_str())
             .collect();
-        let params = ReportParams::parse(single(&pairs, "from")?, single(&pairs, "to")?, &metrics)?;
-        experiment_report(
-            &catalog,
-            access.source.as_ref(),
-            &path,
-            &params,
-            &access.settings,
-            time::OffsetDateTime::now_utc(),
-        )
-        .await
-    }
-    .await;
-    access.metrics.observe(started.elapsed(), &report);
+        ReportParams::parse(single(&pairs, "from")?, single(&pairs, "to")?, &metrics)
+    })();
+    let report = match params {
+        Ok(params) => access.report(&path, &params).await,
+        Err(e) => Err(e),
+    };
     match report {
         Ok(report) => json_ok(&report_json(&report)),
         Err(e) => report_problem(&req, &e),

@@ -5,30 +5,9 @@
 
 use std::path::PathBuf;
 
-use flowgate_contract_tests::fixtures::{at, sdk_event, server_event};
+use flowgate_contract_tests::fixtures::{assert_golden, at, sdk_event, server_event};
 use flowgate_domain::events::{dead_letter, decode_event, EVENT_JSON_FORMAT};
 use flowgate_domain::ports::StoreError;
-
-/// Compares `actual` with the committed file `name` (written instead with `UPDATE_GOLDEN=1`).
-fn golden(name: &str, actual: &[u8]) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/formats")
-        .join(name);
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
-    assert!(
-        expected == actual,
-        "the {EVENT_JSON_FORMAT} encoding changed: a change needs a new format name\n\
-         expected ({}):\n{}\nactual:\n{}",
-        path.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
-    );
-}
 
 #[test]
 fn a_dead_letter_holds_the_event_as_pinned() {
@@ -41,14 +20,12 @@ fn a_dead_letter_holds_the_event_as_pinned() {
     ] {
         let letter = dead_letter(&event, &error, at(5)).unwrap();
         assert_eq!(letter.format, EVENT_JSON_FORMAT);
-        golden(name, &letter.payload);
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/formats")
+            .join(name);
+        assert_golden(&path, &letter.payload, EVENT_JSON_FORMAT);
         // And the committed bytes read back as the same event (a replay of an old letter).
-        let committed = std::fs::read(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/formats")
-                .join(name),
-        )
-        .unwrap();
+        let committed = std::fs::read(&path).unwrap();
         assert_eq!(decode_event(&committed).unwrap(), event);
     }
 }

@@ -40,6 +40,53 @@ fn unavailable(error: &str) -> String {
     )
 }
 
+/// The axes of a chart whose x axis is `labels`, one at each whole number from 0 (half a step
+/// of margin on each side, so a single one is in the middle), and whose y axis spans `y`
+/// (described as `y_desc`); with `x_mesh`, a vertical line at each label.
+fn frame<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    labels: &[String],
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+    x_mesh: bool,
+) -> Result<
+    ChartContext<
+        'a,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    DrawingAreaErrorKind<std::io::Error>,
+> {
+    let last = labels.len().max(1) as f64 - 0.5;
+    // Whole numbers on a wide axis, tenths on a narrow one.
+    let decimals = if y.end - y.start >= 10.0 { 0 } else { 1 };
+    let mut chart = ChartBuilder::on(root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(72)
+        .build_cartesian_2d(-0.5f64..last, y)?;
+    let label = |x: &f64| {
+        let at = x.round();
+        if (x - at).abs() > 1e-6 || at < 0.0 {
+            return String::new();
+        }
+        labels.get(at as usize).cloned().unwrap_or_default()
+    };
+    let mut mesh = chart.configure_mesh();
+    if !x_mesh {
+        mesh.disable_x_mesh();
+    }
+    mesh.x_labels(labels.len().clamp(1, 10) + 1)
+        .light_line_style(TRANSPARENT)
+        .label_style(("sans-serif", LABEL_SIZE))
+        .axis_desc_style(("sans-serif", LABEL_SIZE))
+        .x_label_formatter(&label)
+        .y_label_formatter(&|y| format!("{y:.decimals$}"))
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(chart)
+}
+
 /// Marks `svg` as an image labelled `label` for assistive technology.
 fn labelled(svg: String, label: &str) -> String {
     let label = label
@@ -106,32 +153,11 @@ pub(super) fn exposures(days: &[time::Date], series: &[Vec<u64>]) -> String {
     let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE)?;
-        // Half a day on each side: a single day is in the middle.
-        let last = days.len().max(1) as f64 - 0.5;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(72)
-            .build_cartesian_2d(-0.5f64..last, 0f64..top * 1.08)?;
-        chart
-            .configure_mesh()
-            .x_labels(days.len().clamp(2, 10) + 1)
-            .light_line_style(TRANSPARENT)
-            .label_style(("sans-serif", LABEL_SIZE))
-            .axis_desc_style(("sans-serif", LABEL_SIZE))
-            .x_label_formatter(&|x| {
-                let at = x.round();
-                if (x - at).abs() > 1e-6 || at < 0.0 {
-                    return String::new();
-                }
-                days.get(at as usize)
-                    .map(|d| format!("{:02}-{:02}", u8::from(d.month()), d.day()))
-                    .unwrap_or_default()
-            })
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .x_desc("day (UTC)")
-            .y_desc("exposed users")
-            .draw()?;
+        let labels: Vec<String> = days
+            .iter()
+            .map(|d| format!("{:02}-{:02}", u8::from(d.month()), d.day()))
+            .collect();
+        let mut chart = frame(&root, &labels, 0.0..top * 1.08, "exposed users", true)?;
         for (v, points) in series.iter().enumerate() {
             let style = ShapeStyle::from(rgb(v)).stroke_width(SERIES_WIDTH);
             chart.draw_series(LineSeries::new(points.iter().copied(), style))?;
@@ -198,38 +224,16 @@ pub(super) fn means(
     } else {
         (0.0, 1.0)
     };
-    let n = points.len().max(1);
     let mut svg = String::new();
     let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(72)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), low..high)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(n + 1)
-            .light_line_style(TRANSPARENT)
-            .label_style(("sans-serif", LABEL_SIZE))
-            .axis_desc_style(("sans-serif", LABEL_SIZE))
-            .x_label_formatter(&|x| {
-                let at = x.round();
-                if (x - at).abs() > 1e-6 || at < 0.0 {
-                    return String::new();
-                }
-                names
-                    .get(at as usize)
-                    .map(|s| (*s).to_owned())
-                    .unwrap_or_default()
-            })
-            .y_desc(match kind {
-                MetricKind::Conversion => "converted users (%)",
-                _ => "mean per user",
-            })
-            .draw()?;
+        let labels: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let y_desc = match kind {
+            MetricKind::Conversion => "converted users (%)",
+            _ => "mean per user",
+        };
+        let mut chart = frame(&root, &labels, low..high, y_desc, false)?;
         for (i, (low, mean, high)) in points.iter().copied().enumerate() {
             // The bar spans the interval, with caps; its dot (a circle) is the mean.
             let style = rgb(i).filled().stroke_width(3);

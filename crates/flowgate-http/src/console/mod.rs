@@ -41,7 +41,7 @@ use time::OffsetDateTime;
 
 use crate::admin::{ExplainAccess, ResultsAccess};
 use crate::ratelimit::RateLimiter;
-use crate::results::{experiment_list, experiment_report, ReportError, ReportParams};
+use crate::results::{experiment_list, ReportError, ReportParams};
 use session::{Session, Sessions};
 
 /// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
@@ -234,7 +234,7 @@ fn checked_post(
         return Err(Box::new(to_sign_in()));
     };
     match csrf {
-        Some(token) if session::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {
+        Some(token) if crate::admin::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {
             Ok(session)
         }
         _ => Err(Box::new(html(
@@ -313,7 +313,7 @@ async fn sign_in(
         );
     }
     let given = fields.get("token").unwrap_or_default();
-    if !session::same_secret(given.as_bytes(), console.explain.token.as_bytes()) {
+    if !crate::admin::same_secret(given.as_bytes(), console.explain.token.as_bytes()) {
         tracing::warn!(client = %client, "console sign-in with a wrong admin token");
         return sign_in_form(
             &req,
@@ -411,23 +411,10 @@ async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) ->
     let fields = Fields(query);
     let non_empty = |name| fields.get(name).filter(|v| !v.is_empty());
     let (from, to) = (non_empty("from"), non_empty("to"));
-    let access = &console.results;
-    let catalog = access.catalog.load();
-    let started = std::time::Instant::now();
-    let report = async {
-        let params = ReportParams::parse(from, to, &[])?;
-        experiment_report(
-            &catalog,
-            access.source.as_ref(),
-            &path,
-            &params,
-            &access.settings,
-            OffsetDateTime::now_utc(),
-        )
-        .await
-    }
-    .await;
-    access.metrics.observe(started.elapsed(), &report);
+    let report = match ReportParams::parse(from, to, &[]) {
+        Ok(params) => console.results.report(&path, &params).await,
+        Err(e) => Err(e),
+    };
     match report {
         Ok(report) => html(
             StatusCode::OK,

@@ -50,16 +50,6 @@ pub(crate) fn random_token() -> Result<String, getrandom::Error> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Equal strings, compared in time that depends only on their lengths.
-pub(crate) fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-}
-
 impl Sessions {
     /// No session yet; each one opened lasts `lifetime`.
     pub fn new(lifetime: Duration) -> Self {
@@ -176,7 +166,7 @@ pub(crate) fn removal(req: &HttpRequest, name: &'static str) -> Cookie<'static> 
 /// Whether the sign-in form's `token` is the one its cookie holds.
 pub(crate) fn sign_in_token_matches(req: &HttpRequest, token: &str) -> bool {
     req.cookie(SIGN_IN_COOKIE).is_some_and(|c| {
-        !c.value().is_empty() && same_secret(token.as_bytes(), c.value().as_bytes())
+        !c.value().is_empty() && crate::admin::same_secret(token.as_bytes(), c.value().as_bytes())
     })
 }
 

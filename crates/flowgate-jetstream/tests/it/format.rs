@@ -5,31 +5,13 @@
 
 use std::path::PathBuf;
 
-use flowgate_contract_tests::fixtures::{sdk_event, server_event};
+use flowgate_contract_tests::fixtures::{assert_golden, sdk_event, server_event};
 use flowgate_jetstream::codec::{decode, encode, COUNT_HEADER, FORMAT, FORMAT_HEADER};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data")
         .join(name)
-}
-
-/// Compares `actual` with the committed file `name` (written instead with `UPDATE_GOLDEN=1`).
-fn golden(name: &str, actual: &[u8]) {
-    let path = data(name);
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
-    assert!(
-        expected == actual,
-        "the {FORMAT} message changed: a change needs a new format\nexpected ({}):\n{}\nactual:\n{}",
-        path.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
-    );
 }
 
 #[test]
@@ -46,6 +28,7 @@ fn a_message_is_written_and_read_as_pinned() {
         header(COUNT_HEADER).unwrap(),
         message.id
     );
+    let golden = |name: &str, actual: &[u8]| assert_golden(&data(name), actual, FORMAT);
     golden("flowgate.events.v1+json-headers.txt", head.as_bytes());
     golden("flowgate.events.v1+json-body.json", &message.payload);
     // The committed body reads back as the same events (a consumer of an old message).

@@ -525,6 +525,30 @@ async fn text(browser: &Browser, css: &str) -> String {
         .unwrap()
 }
 
+/// Clicks the element `css` selects.
+async fn click(browser: &Browser, css: &str) {
+    browser
+        .client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Types `text` into the field `css` selects.
+async fn type_into(browser: &Browser, css: &str, text: &str) {
+    browser
+        .client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .send_keys(text)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
 async fn count(browser: &Browser, css: &str) -> usize {
     browser
         .client
@@ -590,22 +614,14 @@ async fn an_operator_uses_the_console_in_a_browser() {
         .unwrap();
     wait_path(&browser, "/console/sign-in").await;
     browser.screenshot("sign-in").await;
-    let sign_in = |token: &'static str| async move {
-        let field = c.find(Locator::Css("#token")).await.unwrap();
-        field.send_keys(token).await.unwrap();
-        c.find(Locator::Css("#sign-in button[type=submit]"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
-    };
-    sign_in("not-the-admin-token-at-all").await;
-    assert_eq!(
-        text(&browser, "p.error").await,
-        "That is not the admin token."
-    );
-    sign_in(TOKEN).await;
+    for token in ["not-the-admin-token-at-all", TOKEN] {
+        type_into(&browser, "#token", token).await;
+        click(&browser, "#sign-in button[type=submit]").await;
+        if token != TOKEN {
+            let message = text(&browser, "p.error").await;
+            assert_eq!(message, "That is not the admin token.");
+        }
+    }
     wait_path(&browser, "/console/experiments").await;
     // The session cookie is HttpOnly: the page's script cannot read it.
     let visible: Value = c.execute("return document.cookie", vec![]).await.unwrap();
@@ -615,12 +631,7 @@ async fn an_operator_uses_the_console_in_a_browser() {
     let row = format!("#experiments a[href='/console/experiments/{DEMO_EXPERIMENT}']");
     assert_eq!(text(&browser, &row).await, "paywall-price-test");
     browser.screenshot("experiments").await;
-    c.find(Locator::Css(&row))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, &row).await;
     wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
     let variants = report["variants"].as_array().unwrap().len();
     assert_eq!(variants, 2);
@@ -772,24 +783,9 @@ async fn an_operator_uses_the_console_in_a_browser() {
 
     // Explain: the trace of a request, whose result is what the API resolves.
     c.goto(&format!("{base}/console/explain")).await.unwrap();
-    c.find(Locator::Css(&format!("#app option[value='{DEMO_APP}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    c.find(Locator::Css("#placement"))
-        .await
-        .unwrap()
-        .send_keys("paywall")
-        .await
-        .unwrap();
-    c.find(Locator::Css("#explain button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, &format!("#app option[value='{DEMO_APP}']")).await;
+    type_into(&browser, "#placement", "paywall").await;
+    click(&browser, "#explain button[type=submit]").await;
     let reason = text(&browser, "#reason").await;
     assert!(
         ["experiment", "holdout"].contains(&reason.as_str()),
@@ -832,18 +828,8 @@ async fn an_operator_uses_the_console_in_a_browser() {
     assert!(moved > 0.1, "{shift}");
     let (_, history_before, _) = run(&["catalog", "history", "--json"], &env);
     c.goto(&format!("{base}/console/preview")).await.unwrap();
-    c.find(Locator::Css("#file"))
-        .await
-        .unwrap()
-        .send_keys(path)
-        .await
-        .unwrap();
-    c.find(Locator::Css("#preview button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&browser, "#file", path).await;
+    click(&browser, "#preview button[type=submit]").await;
     let row = format!(
         "#moved tr[data-experiment='{}'] td.moved-share",
         fixtures::EXP
@@ -867,24 +853,9 @@ async fn an_operator_uses_the_console_in_a_browser() {
         .await
         .unwrap();
     browser.screenshot("keys").await;
-    c.find(Locator::Css("#environment option[value='test']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    c.find(Locator::Css("#name"))
-        .await
-        .unwrap()
-        .send_keys("browser test key")
-        .await
-        .unwrap();
-    c.find(Locator::Css("#create-key button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "#environment option[value='test']").await;
+    type_into(&browser, "#name", "browser test key").await;
+    click(&browser, "#create-key button[type=submit]").await;
     let key = text(&browser, "#new-key").await;
     assert!(key.starts_with("fg_test_"), "{key}");
     browser.screenshot("key-created").await;
@@ -897,12 +868,7 @@ async fn an_operator_uses_the_console_in_a_browser() {
         .find(|k| k["name"] == "browser test key")
         .unwrap();
     let id = record["id"].as_str().unwrap();
-    c.find(Locator::Css(&format!("tr[data-key='{id}'] a.revoke")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, &format!("tr[data-key='{id}'] a.revoke")).await;
     wait_path(&browser, &format!("/console/keys/{id}/revoke")).await;
     browser.screenshot("revoke").await;
     assert_eq!(
@@ -910,12 +876,7 @@ async fn an_operator_uses_the_console_in_a_browser() {
         200,
         "not revoked before confirming"
     );
-    c.find(Locator::Css("#revoke-key button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "#revoke-key button[type=submit]").await;
     wait_path(&browser, "/console/keys").await;
     assert!(
         text(&browser, &format!("tr[data-key='{id}'] td.key-status"))
@@ -925,12 +886,7 @@ async fn an_operator_uses_the_console_in_a_browser() {
     wait_resolve(&s, &key, 401).await;
 
     // Signing out: the pages need a session again.
-    c.find(Locator::Css("form.sign-out button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, "form.sign-out button").await;
     wait_path(&browser, "/console/sign-in").await;
     c.goto(&format!("{base}/console/keys")).await.unwrap();
     wait_path(&browser, "/console/sign-in").await;
