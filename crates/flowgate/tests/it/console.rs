@@ -160,19 +160,25 @@ fn encode(value: &str) -> String {
         .collect()
 }
 
-/// Signs in over HTTP; the session cookie (`name=value`) and the session's CSRF token.
-fn sign_in(addr: SocketAddr) -> (String, String) {
+/// Asks for the sign-in form, then posts it with `token` (and the form's own CSRF token and
+/// cookie): the answer to the post.
+fn try_sign_in(addr: SocketAddr, token: &str) -> Answer {
     let form = exchange(addr, "GET", "/console/sign-in", &[], "");
     let pre = format!(
         "flowgate_console_sign_in={}",
         form.cookie("flowgate_console_sign_in").unwrap()
     );
-    let signed = post(
+    post(
         addr,
         "/console/sign-in",
         &pre,
-        &[("csrf", &form.csrf()), ("token", TOKEN)],
-    );
+        &[("csrf", &form.csrf()), ("token", token)],
+    )
+}
+
+/// Signs in over HTTP; the session cookie (`name=value`) and the session's CSRF token.
+fn sign_in(addr: SocketAddr) -> (String, String) {
+    let signed = try_sign_in(addr, TOKEN);
     assert_eq!(signed.status, 303, "{}", signed.body);
     let cookie = format!(
         "flowgate_console={}",
@@ -441,20 +447,7 @@ async fn the_console_refuses_what_a_session_did_not_ask_for() {
     // one more comes back each minute (the test may have taken one).
     let mut refused = None;
     for attempt in 0..12 {
-        let form = exchange(admin, "GET", "/console/sign-in", &[], "");
-        let pre = format!(
-            "flowgate_console_sign_in={}",
-            form.cookie("flowgate_console_sign_in").unwrap()
-        );
-        let answer = post(
-            admin,
-            "/console/sign-in",
-            &pre,
-            &[
-                ("csrf", &form.csrf()),
-                ("token", "not-the-admin-token-at-all"),
-            ],
-        );
+        let answer = try_sign_in(admin, "not-the-admin-token-at-all");
         if answer.status == 429 {
             refused = Some((attempt, answer));
             break;
@@ -471,17 +464,7 @@ async fn the_console_refuses_what_a_session_did_not_ask_for() {
     assert!((1..=60).contains(&retry), "{retry}");
     answer.assert_security_headers("a limited sign-in");
     // The right token is refused too while limited.
-    let form = exchange(admin, "GET", "/console/sign-in", &[], "");
-    let pre = format!(
-        "flowgate_console_sign_in={}",
-        form.cookie("flowgate_console_sign_in").unwrap()
-    );
-    let limited = post(
-        admin,
-        "/console/sign-in",
-        &pre,
-        &[("csrf", &form.csrf()), ("token", TOKEN)],
-    );
+    let limited = try_sign_in(admin, TOKEN);
     assert_eq!(limited.status, 429);
     assert!(limited.cookie("flowgate_console").is_none());
 }
