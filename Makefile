@@ -19,6 +19,7 @@ run:
 test: pg-up nats-up redis-up browser-up
 	$(CARGO) nextest run --workspace --no-fail-fast
 	$(CARGO) test --workspace --doc
+	$(CARGO) run -q -p $(DOMAIN_CRATE) --example embed >/dev/null
 	bash reliability/api-client.sh
 
 ## Start PostgreSQL when it is not running (the store adapters' tests need it).
@@ -68,10 +69,13 @@ browser-up:
 		apt-get install -y -qq chromium chromium-driver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver); \
 	fi
 
+## The domain crate is a library others embed: it must package and build as crates.io would
+## (`cargo publish --dry-run`; the working tree may be dirty).
 lint: check-domain-deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	$(CARGO) publish --dry-run --allow-dirty -p $(DOMAIN_CRATE)
 
 ## The domain crate depends on no runtime, web framework or ORM (architecture invariant). The
 ## check lists every normal and build dependency of the domain and fails on a forbidden name.

@@ -10,12 +10,13 @@ pub mod fields;
 pub mod identity;
 pub mod ids;
 pub mod keys;
+#[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod placement;
 pub mod ports;
 pub mod resolve;
 pub mod results;
-pub mod shown;
+pub(crate) mod shown;
 pub mod sticky;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+#[cfg(any(test, feature = "test-util"))]
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -367,10 +368,12 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that only moves when told: for tests and replays.
+/// A clock that only moves when told: for tests and replays (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
 #[derive(Debug)]
 pub struct ManualClock(Mutex<OffsetDateTime>);
 
+#[cfg(any(test, feature = "test-util"))]
 impl ManualClock {
     /// A clock standing at `at`.
     pub fn new(at: OffsetDateTime) -> Self {
@@ -395,6 +398,7 @@ impl ManualClock {
     }
 }
 
+#[cfg(any(test, feature = "test-util"))]
 impl Clock for ManualClock {
     fn now(&self) -> OffsetDateTime {
         *self
