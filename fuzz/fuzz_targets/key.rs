@@ -1,5 +1,6 @@
-//! Key parsing (D1): any bytes as an `Authorization` header value through `bearer_token`,
-//! `ApiKey::parse` and `Catalog::authenticate` (the request path's whole key handling).
+//! Key parsing (D1): any bytes as an `Authorization` header value through the HTTP adapter's
+//! `bearer_token`, `ApiKey::parse` and `Catalog::authenticate` (the request path's whole key
+//! handling).
 //! Invariants: nothing panics; a parsed key round-trips, its digest is the SHA-256 of its
 //! text, its display prefix is a prefix of it, and `Debug` never shows the plaintext; only the
 //! fixture key authenticates.
@@ -7,7 +8,8 @@
 
 use std::sync::OnceLock;
 
-use flowgate_domain::keys::{bearer_token, ApiKey, KeyDigest, KeyEnvironment};
+use flowgate_domain::keys::{ApiKey, KeyDigest, KeyEnvironment};
+use flowgate_http::authorization::bearer_token;
 use flowgate_domain::Catalog;
 use libfuzzer_sys::fuzz_target;
 
@@ -43,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let (catalog, fixture_key) = fixture();
     for env in [KeyEnvironment::Test, KeyEnvironment::Live] {
-        if let Ok(record) = catalog.authenticate(Some(header), env) {
+        if let Ok(record) = catalog.authenticate(bearer_token(header), env) {
             assert_eq!(bearer_token(header), Some(fixture_key.as_str()));
             assert_eq!(record.digest, KeyDigest::of(fixture_key));
         }

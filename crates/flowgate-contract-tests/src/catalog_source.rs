@@ -158,14 +158,12 @@ pub async fn loaded_keys_include_revoked_and_build_refuses_them<H: Harness>(h: &
         Err(e) => panic!("the loaded catalog does not build: {e:?}"),
     };
     assert_eq!(catalog.key(&revoked.digest), None);
-    let header = fixtures::bearer(&fixtures::api_key('r'));
     assert_eq!(
-        catalog.authenticate(Some(&header), KeyEnvironment::Test),
+        catalog.authenticate(Some(fixtures::api_key('r').expose()), KeyEnvironment::Test),
         Err(AuthError::InvalidApiKey)
     );
-    let header = fixtures::bearer(&fixtures::api_key('a'));
     assert_eq!(
-        catalog.authenticate(Some(&header), KeyEnvironment::Test),
+        catalog.authenticate(Some(fixtures::api_key('a').expose()), KeyEnvironment::Test),
         Ok(&active)
     );
 }

@@ -18,19 +18,44 @@ pub const MAX_REPORTED_EVENT_ID_CHARS: usize = 256;
 
 /// The identity strings of a resolve or batch resolve body (D3.6), which a `resolve_no_flow`
 /// event stores (D8).
-#[derive(Debug, Validate)]
+#[derive(Clone, Copy, Debug)]
 pub struct IdentityText<'a> {
     /// The SDK's user id.
-    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
     pub user_id: &'a str,
     /// The SDK's session id.
-    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
     pub session_id: &'a str,
+}
+
+impl IdentityText<'_> {
+    /// The rule `user_id` breaks and the rule `session_id` breaks, if any (each its first:
+    /// length before NUL).
+    pub fn broken_rules(&self) -> (Option<FieldRule>, Option<FieldRule>) {
+        let rules = IdentityRules {
+            user_id: self.user_id,
+            session_id: self.session_id,
+        };
+        match rules.validate() {
+            Ok(()) => (None, None),
+            Err(errors) => (
+                broken_rule(&errors, "user_id"),
+                broken_rule(&errors, "session_id"),
+            ),
+        }
+    }
+}
+
+/// [`IdentityText`]'s rules, declared with `validator` (which stays out of the public API).
+#[derive(Validate)]
+struct IdentityRules<'a> {
+    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    user_id: &'a str,
+    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
+    session_id: &'a str,
 }
 
 /// The free-form strings of an event (D7), checked after their presence and types.
 #[derive(Debug, Default, Validate)]
-pub struct EventText<'a> {
+pub(crate) struct EventText<'a> {
     /// The event's `user_id`.
     #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
     pub user_id: &'a str,
@@ -93,7 +118,7 @@ pub enum FieldRule {
 }
 
 /// The rule `field` broke in `errors`, if it broke one (length before NUL, as declared).
-pub fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
+pub(crate) fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
     let Some(ValidationErrorsKind::Field(list)) = errors.errors().get(field) else {
         return None;
     };
@@ -135,26 +160,31 @@ mod tests {
             user_id: &"🦀".repeat(256),
             session_id: "s",
         };
-        assert!(ok.validate().is_ok(), "256 characters of 4 bytes each");
+        assert_eq!(
+            ok.broken_rules(),
+            (None, None),
+            "256 characters of 4 bytes each"
+        );
         let long = "a".repeat(257);
-        let errors = IdentityText {
+        let broken = IdentityText {
             user_id: &long,
             session_id: "a\0b",
         }
-        .validate()
-        .unwrap_err();
+        .broken_rules();
         assert_eq!(
-            broken_rule(&errors, "user_id"),
-            Some(FieldRule::Length { min: 1, max: 256 })
+            broken,
+            (
+                Some(FieldRule::Length { min: 1, max: 256 }),
+                Some(FieldRule::Nul)
+            )
         );
-        assert_eq!(broken_rule(&errors, "session_id"), Some(FieldRule::Nul));
         let empty = IdentityText {
             user_id: "",
             session_id: "s",
         };
         assert_eq!(
-            broken_rule(&empty.validate().unwrap_err(), "user_id"),
-            Some(FieldRule::Length { min: 1, max: 256 })
+            empty.broken_rules(),
+            (Some(FieldRule::Length { min: 1, max: 256 }), None)
         );
     }
 

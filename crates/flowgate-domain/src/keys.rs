@@ -416,17 +416,6 @@ impl AuthError {
     }
 }
 
-/// Extracts the key from an `Authorization` header value: `Bearer <key>`, the scheme matched
-/// case-insensitively as RFC 9110 requires.
-pub fn bearer_token(header: &str) -> Option<&str> {
-    let (scheme, token) = header.trim().split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let token = token.trim();
-    (!token.is_empty()).then_some(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,14 +505,5 @@ mod tests {
         assert_eq!(KeyDigest::from_hex(&d.to_hex()), Some(d));
         assert_eq!(KeyDigest::from_hex(&d.to_hex().to_uppercase()), Some(d));
         assert_eq!(KeyDigest::from_hex("zz"), None);
-    }
-
-    #[test]
-    fn bearer_token_extraction() {
-        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
-        assert_eq!(bearer_token("bearer   abc "), Some("abc"));
-        assert_eq!(bearer_token("Basic abc"), None);
-        assert_eq!(bearer_token("Bearer "), None);
-        assert_eq!(bearer_token("Bearer"), None);
     }
 }

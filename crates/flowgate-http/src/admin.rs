@@ -297,7 +297,7 @@ fn refuse_without(req: &HttpRequest, token: &str) -> Option<HttpResponse> {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(flowgate_domain::keys::bearer_token);
+        .and_then(crate::authorization::bearer_token);
     match presented {
         None => Some(admin_unauthorized(
             req,

@@ -77,14 +77,16 @@ pub(crate) fn authenticate(req: &HttpRequest, worker: &Worker) -> Result<Caller,
     }
     let catalog = worker.snapshot();
     let mut presented = req.headers().get_all(header::AUTHORIZATION);
-    let authorization = presented.next().map(|v| v.to_str().unwrap_or(""));
+    let token = presented
+        .next()
+        .and_then(|v| crate::authorization::bearer_token(v.to_str().unwrap_or("")));
     // D25: two keys are not "the first one"; which one a proxy or cache in between would
     // have used is anybody's guess.
     let record = if presented.next().is_some() {
         Err(ApiError::several_authorization_headers())
     } else {
         catalog
-            .authenticate(authorization, state.config.key_environment)
+            .authenticate(token, state.config.key_environment)
             .map_err(ApiError::unauthorized)
     };
     let record = match record {

@@ -2,6 +2,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admin;
+pub mod authorization;
 pub mod client_ip;
 pub mod config;
 pub mod connections;

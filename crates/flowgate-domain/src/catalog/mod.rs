@@ -35,9 +35,7 @@ use crate::bucketing::{BucketRange, Namespace};
 use crate::conditions::{Condition, SavedGroups};
 use crate::events::FlowVersionLookup;
 use crate::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
-use crate::keys::{
-    bearer_token, ApiKey, AuthError, DigestMap, KeyDigest, KeyEnvironment, KeyRecord, KeyType,
-};
+use crate::keys::{ApiKey, AuthError, DigestMap, KeyDigest, KeyEnvironment, KeyRecord, KeyType};
 use crate::FastMap;
 
 /// An immutable, validated catalog snapshot with O(1) lookups.
@@ -107,16 +105,16 @@ impl Catalog {
         self.keys.get(digest)
     }
 
-    /// Authenticates an `Authorization` header value (D1, D9): a missing header, a malformed
-    /// key (rejected without any lookup), an unknown or revoked key, a non-`sdk` key, and a
-    /// key of another environment than `accepted` each give their own [`AuthError`].
+    /// Authenticates the key a caller presented (D1, D9), as its bearer token: none, a
+    /// malformed key (rejected without any lookup), an unknown or revoked key, a non-`sdk` key,
+    /// and a key of another environment than `accepted` each give their own [`AuthError`].
+    /// Reading the token out of a request (an `Authorization` header) is the transport's job.
     pub fn authenticate(
         &self,
-        authorization: Option<&str>,
+        token: Option<&str>,
         accepted: KeyEnvironment,
     ) -> Result<&KeyRecord, AuthError> {
-        let header = authorization.ok_or(AuthError::MissingApiKey)?;
-        let token = bearer_token(header).ok_or(AuthError::MissingApiKey)?;
+        let token = token.ok_or(AuthError::MissingApiKey)?;
         // Checked in place: the token is not copied (it is hashed once, below).
         ApiKey::check(token).map_err(|_| AuthError::InvalidApiKey)?;
         let record = self

@@ -61,9 +61,8 @@ fn catalog_and_keys_round_trip_into_a_snapshot_and_bump_the_revision() {
     assert_eq!(data.revision, r2);
     let catalog = Catalog::build(data).unwrap();
     assert_eq!(catalog.revision(), r2);
-    let header = format!("Bearer {}", k.expose());
     assert!(catalog
-        .authenticate(Some(&header), KeyEnvironment::Test)
+        .authenticate(Some(k.expose()), KeyEnvironment::Test)
         .is_ok());
 }
 

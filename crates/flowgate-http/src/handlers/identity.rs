@@ -2,9 +2,8 @@
 
 use std::borrow::Cow;
 
-use flowgate_domain::fields::{broken_rule, FieldRule, IdentityText};
+use flowgate_domain::fields::{FieldRule, IdentityText};
 use flowgate_domain::{Platform, ResolveRequest};
-use validator::Validate as _;
 
 use crate::problem::FieldError;
 use crate::resolve_body::{Attrs, BodyAttributes, Field, ResolveBody};
@@ -52,11 +51,14 @@ fn identity_strings<'a>(
         user_id: user_id.as_deref().unwrap_or("-"),
         session_id: session_id.as_deref().unwrap_or("-"),
     };
-    let broken = text.validate().err();
-    for (name, typed) in [("user_id", &user_id), ("session_id", &session_id)] {
+    let (user_rule, session_rule) = text.broken_rules();
+    for (name, typed, broken) in [
+        ("user_id", &user_id, user_rule),
+        ("session_id", &session_id, session_rule),
+    ] {
         let message = match typed {
             Err(message) => Cow::Borrowed(*message),
-            Ok(_) => match broken.as_ref().and_then(|b| broken_rule(b, name)) {
+            Ok(_) => match broken {
                 None => continue,
                 Some(FieldRule::Length { min, max }) => {
                     Cow::Owned(format!("must be {min} to {max} characters"))

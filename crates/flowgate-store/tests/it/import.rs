@@ -196,13 +196,11 @@ backend_tests! {
         assert_eq!(stored.name, "ios");
 
         let catalog = Catalog::build(data).expect("builds");
-        let header = format!("Bearer {}", sdk_key().expose());
-        let record = catalog.authenticate(Some(&header), KeyEnvironment::Test).expect("authenticates");
+        let record = catalog.authenticate(Some(sdk_key().expose()), KeyEnvironment::Test).expect("authenticates");
         assert_eq!(record.workspace_id.to_string(), WS);
         assert_eq!(record.key_type, KeyType::Sdk);
-        let secret = format!("Bearer {}", secret_key().expose());
         assert_eq!(
-            catalog.authenticate(Some(&secret), KeyEnvironment::Test).map(|r| r.id),
+            catalog.authenticate(Some(secret_key().expose()), KeyEnvironment::Test).map(|r| r.id),
             Err(AuthError::KeyTypeNotAllowed)
         );
         let app = catalog.app(APP.parse().expect("uuid")).expect("app");

@@ -88,7 +88,7 @@ backend_tests! {
         // The key authenticates once the catalog reloads.
         let catalog = Catalog::build(db.store.load_catalog().await.expect("load")).expect("builds");
         let record = catalog
-            .authenticate(Some(&format!("Bearer {text}")), KeyEnvironment::Live)
+            .authenticate(Some(&text), KeyEnvironment::Live)
             .expect("authenticates");
         assert_eq!(record.id, created.record.id);
 
