@@ -1,6 +1,8 @@
 //! The one diesel schema both backends share (see [`crate::types`] for the column types).
 //! Written by hand to match `migrations/postgres` and `migrations/sqlite`; the migration tests
-//! check that every query runs on both.
+//! check that every query runs on both. `analytics_events` has no entry: its writes (`COPY`,
+//! multi-row inserts) and reads (the results' streams) are SQL of their own, over the columns
+//! of `event_columns.rs`.
 #![allow(missing_docs)]
 
 diesel::table! {
@@ -149,32 +151,6 @@ diesel::table! {
 
 diesel::table! {
     use diesel::sql_types::*;
-    use crate::types::sql::{Instant, Json, Uuid};
-
-    analytics_events (app_id, event_id) {
-        event_id -> Uuid,
-        source -> Text,
-        event_type -> Text,
-        app_id -> Uuid,
-        flow_id -> Nullable<Uuid>,
-        flow_version_id -> Nullable<Uuid>,
-        placement_key -> Nullable<Text>,
-        user_id -> Text,
-        session_id -> Text,
-        device_platform -> Text,
-        occurred_at -> Instant,
-        received_at -> Instant,
-        sdk_version -> Nullable<Text>,
-        experiment_id -> Nullable<Text>,
-        variant_id -> Nullable<Text>,
-        variant_name -> Nullable<Text>,
-        reason -> Nullable<Text>,
-        payload -> Json,
-    }
-}
-
-diesel::table! {
-    use diesel::sql_types::*;
     use crate::types::sql::{Instant, Uuid};
 
     analytics_dead_letters (id) {
@@ -234,7 +210,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     variants,
     rules,
     api_keys,
-    analytics_events,
     analytics_dead_letters,
     catalog_imports,
     sticky_assignments,

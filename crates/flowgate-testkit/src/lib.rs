@@ -34,6 +34,16 @@ pub mod scale;
 mod tls;
 
 pub use nats::{NatsCluster, NatsServer};
+
+/// A port on 127.0.0.1 that was free a moment ago (bound, then released): for a server a test
+/// starts, or as an address nothing listens on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
 pub use proxy::Proxy;
 pub use tls::{ServerCert, TestCa, TlsProxy};
 

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::free_port;
+
 /// The `nats-server` binary.
 fn binary() -> PathBuf {
     if let Ok(path) = std::env::var("FLOWGATE_TEST_NATS_SERVER") {
@@ -29,14 +31,6 @@ fn binary() -> PathBuf {
         "nats-server is required (apt-get install nats-server, or set FLOWGATE_TEST_NATS_SERVER)"
     );
     debian
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("a free port")
-        .local_addr()
-        .expect("its address")
-        .port()
 }
 
 /// One `nats-server` process: its client port, its configuration and storage.

@@ -10,17 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flowgate_store::Backend;
+pub use flowgate_testkit::free_port;
 use flowgate_testkit::{Proxy, TestDb};
 
 use crate::fixtures;
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The binary, run from the repository root with no `FLOWGATE*` variables of the caller.
 pub fn flowgate() -> Command {
