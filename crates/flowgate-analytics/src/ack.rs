@@ -3,16 +3,13 @@
 //! A request's events may be split across batches that different writers store in any order,
 //! so its [`Waiter`] counts the events still to store; the writer that stores the last of
 //! them releases the request. Writers group whatever waiting requests are queued into one
-//! write (group commit): no transaction per request.
+//! write (group commit): no transaction per request. The request's side, its receipt, is the
+//! sink's (`sink.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
-use flowgate_domain::ports::{Overloaded, Receipt};
 use tokio::sync::oneshot;
-
-use crate::queue::{Inner, RETRY_AFTER_MIN_SECS};
 
 /// One request waiting for its events to be stored.
 #[derive(Debug)]
@@ -48,31 +45,6 @@ impl Waiter {
             }
         }
     }
-}
-
-/// The receipt of a request whose events are queued with a [`Waiter`]: resolves when they are
-/// stored, or with [`Overloaded`] after `events.ack_timeout_ms` (the events stay queued), or
-/// at once if the writers are gone without storing them (the runtime is shutting down).
-pub(crate) fn receipt(inner: Arc<Inner>, stored: oneshot::Receiver<()>) -> Receipt {
-    let started = Instant::now();
-    Receipt::new(async move {
-        let counters = &inner.counters;
-        match tokio::time::timeout(inner.config.ack_timeout, stored).await {
-            Ok(Ok(())) => {
-                counters.ack_wait.observe(started.elapsed().as_secs_f64());
-                Ok(())
-            }
-            Ok(Err(_writers_gone)) => Err(Overloaded {
-                retry_after_secs: RETRY_AFTER_MIN_SECS,
-            }),
-            Err(_elapsed) => {
-                counters.acks_timed_out.fetch_add(1, Ordering::Relaxed);
-                Err(Overloaded {
-                    retry_after_secs: inner.retry_after(inner.occupancy()),
-                })
-            }
-        }
-    })
 }
 
 #[cfg(test)]

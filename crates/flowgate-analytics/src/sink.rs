@@ -10,10 +10,10 @@ use flowgate_domain::events::{AnalyticsEvent, EventType};
 use flowgate_domain::ports::{
     Admission, BoxFuture, DeadLetterStore, EventSink, EventStore, Overloaded, Receipt,
 };
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{oneshot, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::ack::{self, Waiter};
+use crate::ack::Waiter;
 use crate::config::{AckMode, ConfigError, SinkConfig};
 use crate::queue::{Chunk, Inner, State, RETRY_AFTER_MIN_SECS};
 use crate::stats::{Counters, SinkStats};
@@ -351,7 +351,7 @@ impl Sink {
             let (waiter, stored) = Waiter::new(n);
             self.push(&mut s, events, Some(waiter));
             drop(s);
-            Ok(ack::receipt(Arc::clone(&self.inner), stored))
+            Ok(receipt(Arc::clone(&self.inner), stored))
         } else {
             self.push(&mut s, events, None);
             Ok(Receipt::ready())
@@ -470,4 +470,28 @@ impl Drop for CapacityReservation<'_> {
                 .add_permits(self.reserved as usize);
         }
     }
+}
+/// The receipt of a request whose events are queued with a [`Waiter`]: resolves when they are
+/// stored, or with [`Overloaded`] after `events.ack_timeout_ms` (the events stay queued), or
+/// at once if the writers are gone without storing them (the runtime is shutting down).
+fn receipt(inner: Arc<Inner>, stored: oneshot::Receiver<()>) -> Receipt {
+    let started = Instant::now();
+    Receipt::new(async move {
+        let counters = &inner.counters;
+        match tokio::time::timeout(inner.config.ack_timeout, stored).await {
+            Ok(Ok(())) => {
+                counters.ack_wait.observe(started.elapsed().as_secs_f64());
+                Ok(())
+            }
+            Ok(Err(_writers_gone)) => Err(Overloaded {
+                retry_after_secs: RETRY_AFTER_MIN_SECS,
+            }),
+            Err(_elapsed) => {
+                counters.acks_timed_out.fetch_add(1, Ordering::Relaxed);
+                Err(Overloaded {
+                    retry_after_secs: inner.retry_after(inner.occupancy()),
+                })
+            }
+        }
+    })
 }

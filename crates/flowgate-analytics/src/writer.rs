@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowgate_domain::events::{store_batch, AnalyticsEvent};
+use flowgate_domain::delivery::store_batch;
+use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ports::{Outage, StoreError};
 
 use crate::ack::Waiter;

@@ -2,7 +2,7 @@
 //! they came, one letter per refused event however often it is refused, undecodable bus
 //! messages (no event id) each kept on their own, and replays recorded or removed.
 
-use flowgate_domain::events::EVENT_JSON_FORMAT;
+use flowgate_domain::delivery::EVENT_JSON_FORMAT;
 use flowgate_domain::ids::{AppId, DeadLetterId, EventId};
 use flowgate_domain::ports::{DeadLetter, DeadLetterStore, StoreError};
 use time::macros::datetime;

@@ -4,6 +4,7 @@
 pub mod bucketing;
 pub mod catalog;
 pub mod conditions;
+pub mod delivery;
 pub mod events;
 pub mod explain;
 pub mod fields;

@@ -216,7 +216,7 @@ pub struct DeadLetter {
     /// The refused event's app; `None` for a bus message that could not be decoded. Event ids
     /// are unique per app (D25), so a letter is one per app and event id.
     pub app_id: Option<AppId>,
-    /// How `payload` is encoded: [`EVENT_JSON_FORMAT`](crate::events::EVENT_JSON_FORMAT) for
+    /// How `payload` is encoded: [`EVENT_JSON_FORMAT`](crate::delivery::EVENT_JSON_FORMAT) for
     /// one event, or the format a bus message named.
     pub format: String,
     /// The event or the message, as received.

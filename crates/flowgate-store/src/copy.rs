@@ -32,10 +32,10 @@ use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use tokio_postgres::error::{Severity, SqlState};
 
+use crate::error::PgWriteError;
 use crate::error::{database_error, unavailable, unstorable};
 use crate::event_columns::{column_list, Take, EVENT_COLUMNS};
-use crate::events::PgWriteError;
-use crate::store::StoreOptions;
+use crate::options::StoreOptions;
 use crate::tls::PgConnector;
 
 /// Fields per row of the stream: one per column of [`EVENT_COLUMNS`].
@@ -102,7 +102,7 @@ pub(crate) fn pool(
         connector,
         connect_timeout: options.connect_timeout,
     };
-    crate::db::pool(manager, max_size, options)
+    crate::options::pool(manager, max_size, options)
 }
 
 /// Copies `rows` (no `event_id` twice) in one statement; how many rows were stored.
@@ -139,7 +139,7 @@ pub(crate) async fn copy_events(
             if e.code() == Some(&SqlState::UNIQUE_VIOLATION) {
                 Err(PgWriteError::AlreadyStored)
             } else if e.as_db_error().is_some_and(|db| {
-                crate::retention::is_missing_partition(Some(db.code().code()), db.message())
+                crate::error::is_missing_partition(Some(db.code().code()), db.message())
             }) {
                 Err(PgWriteError::NoPartition(copy_error(&e)))
             } else {

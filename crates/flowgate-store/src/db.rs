@@ -26,8 +26,8 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use flowgate_domain::ports::{BoxFuture, Outage, StoreError};
 
 use crate::copy::CopyPool;
-use crate::error::{config_error, pool_error, query_error, unavailable, TransactionError};
-use crate::store::{SqliteSynchronous, StoreOptions};
+use crate::error::{pool_error, query_error, unavailable, TransactionError};
+use crate::options::{pool, SqliteSynchronous, StoreOptions};
 use crate::tls::PgConnector;
 
 /// The SQLite connection type: diesel's synchronous connection, run on tokio's blocking pool.
@@ -80,22 +80,6 @@ pub(crate) struct Sqlite {
 pub(crate) struct SqliteSetup {
     pub(crate) busy_timeout: Duration,
     pub(crate) synchronous: SqliteSynchronous,
-}
-
-/// A pool of `max_size` connections (or clients) made by `manager`, with the store's timeouts.
-pub(crate) fn pool<M: deadpool::managed::Manager>(
-    manager: M,
-    max_size: usize,
-    options: &StoreOptions,
-) -> Result<deadpool::managed::Pool<M>, StoreError> {
-    deadpool::managed::Pool::builder(manager)
-        .max_size(max_size)
-        .wait_timeout(Some(options.acquire_timeout))
-        .create_timeout(Some(options.connect_timeout))
-        .recycle_timeout(Some(options.connect_timeout))
-        .runtime(deadpool::Runtime::Tokio1)
-        .build()
-        .map_err(|e| config_error(format!("cannot build a connection pool: {e}")))
 }
 
 impl Postgres {

@@ -186,6 +186,22 @@ pub(crate) fn config_error(what: impl std::fmt::Display) -> StoreError {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_missing_partition_error_is_told_from_other_check_violations() {
+        assert!(is_missing_partition(
+            Some("23514"),
+            "no partition of relation \"analytics_events\" found for row"
+        ));
+        assert!(!is_missing_partition(
+            Some("23514"),
+            "new row violates check constraint \"payload_small\""
+        ));
+        assert!(!is_missing_partition(
+            Some("23505"),
+            "no partition of relation"
+        ));
+    }
+
     /// The variant, and for an outage its reason.
     fn category(error: &StoreError) -> &'static str {
         match error {
@@ -255,4 +271,22 @@ mod tests {
             DieselError::DatabaseError(K::Unknown, Box::new("database is locked".to_owned()));
         assert_eq!(category(&query_error(busy)), "busy");
     }
+}
+
+/// Why a PostgreSQL write of a batch failed.
+#[derive(Debug)]
+pub(crate) enum PgWriteError {
+    /// An `event_id` of the batch is already stored (the `COPY` met the primary key): nothing
+    /// of it was stored.
+    AlreadyStored,
+    /// No partition holds one of the rows (D21): nothing of it was stored.
+    NoPartition(StoreError),
+    /// Anything else, as the store reports it.
+    Store(StoreError),
+}
+
+/// Whether a write failed because no partition holds one of its rows (PostgreSQL's check
+/// violation "no partition of relation ... found for row").
+pub(crate) fn is_missing_partition(code: Option<&str>, message: &str) -> bool {
+    code == Some("23514") && message.contains("no partition of relation")
 }

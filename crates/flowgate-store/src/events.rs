@@ -36,9 +36,10 @@ use flowgate_domain::ports::{AppendOutcome, BoxFuture, EventStore, StoreError};
 
 use crate::copy::copy_events;
 use crate::db::{Db, Postgres, Sqlite};
+use crate::error::{is_missing_partition, PgWriteError};
 use crate::error::{pool_error, query_error};
 use crate::event_columns::{column_list, ColumnValues, EVENT_COLUMNS};
-use crate::retention::{day_span, is_missing_partition};
+use crate::retention::day_span;
 use crate::store::Store;
 use crate::types::sql;
 
@@ -77,18 +78,6 @@ impl EventStore for Store {
             })
         })
     }
-}
-
-/// Why a PostgreSQL write of a batch failed.
-#[derive(Debug)]
-pub(crate) enum PgWriteError {
-    /// An `event_id` of the batch is already stored (the `COPY` met the primary key): nothing
-    /// of it was stored.
-    AlreadyStored,
-    /// No partition holds one of the rows (D21): nothing of it was stored.
-    NoPartition(StoreError),
-    /// Anything else, as the store reports it.
-    Store(StoreError),
 }
 
 impl Postgres {

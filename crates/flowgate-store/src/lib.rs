@@ -11,6 +11,7 @@ mod events;
 mod history;
 pub mod import;
 mod keys;
+mod options;
 mod redact;
 mod results;
 mod retention;
@@ -27,10 +28,9 @@ pub use import::{
     dry_run_file, dry_run_text, import_file, DryRunReport, FileProblem, ImportError, ImportReport,
 };
 pub use keys::CreatedKey;
+pub use options::{SqliteSynchronous, StoreOptions};
 pub use redact::redact_url;
 pub use results::ResultsReader;
 pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};
-pub use store::{
-    Backend, SqliteSynchronous, Store, StoreOptions, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS,
-};
+pub use store::{Backend, Store, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 pub use tls::{url_tls, TlsMode, UrlTls};

@@ -221,12 +221,6 @@ struct AppRow {
     id: Vec<u8>,
 }
 
-/// Whether a write failed because no partition holds one of its rows (PostgreSQL's check
-/// violation "no partition of relation ... found for row").
-pub(crate) fn is_missing_partition(code: Option<&str>, message: &str) -> bool {
-    code == Some("23514") && message.contains("no partition of relation")
-}
-
 /// The UTC days of the batch's first and last event.
 pub(crate) fn day_span<'a>(
     events: impl IntoIterator<Item = &'a flowgate_domain::events::AnalyticsEvent>,
@@ -238,25 +232,4 @@ pub(crate) fn day_span<'a>(
             Some((first, last)) => (first.min(day), last.max(day)),
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_missing_partition_error_is_told_from_other_check_violations() {
-        assert!(is_missing_partition(
-            Some("23514"),
-            "no partition of relation \"analytics_events\" found for row"
-        ));
-        assert!(!is_missing_partition(
-            Some("23514"),
-            "new row violates check constraint \"payload_small\""
-        ));
-        assert!(!is_missing_partition(
-            Some("23505"),
-            "no partition of relation"
-        ));
-    }
 }

@@ -2,7 +2,8 @@
 //! keys, demo, events dead-letters. Human output goes to stdout,
 //! logs to stderr; `--json` prints one JSON document for scripts.
 
-use flowgate_domain::events::{decode_event, AnalyticsEvent, EVENT_JSON_FORMAT};
+use flowgate_domain::delivery::{decode_event, EVENT_JSON_FORMAT};
+use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
 use flowgate_domain::keys::KeyRecord;
 use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError};

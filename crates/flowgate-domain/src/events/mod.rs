@@ -1,7 +1,6 @@
 //! Analytics events: the recognized types (D7), the stored event model shared by
 //! SDK events and the server's `resolve_no_flow` event (D8), and per-event validation.
 
-mod batch;
 mod validate;
 
 use std::fmt;
@@ -12,7 +11,6 @@ use time::OffsetDateTime;
 use crate::identity::Platform;
 use crate::ids::{AppId, EventId, FlowId, FlowVersionId};
 
-pub use batch::{dead_letter, decode_event, store_batch, BatchOutcome, EVENT_JSON_FORMAT};
 pub use validate::{
     validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,
 };

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use flowgate_contract_tests::fixtures::{assert_golden, at, sdk_event, server_event};
-use flowgate_domain::events::{dead_letter, decode_event, EVENT_JSON_FORMAT};
+use flowgate_domain::delivery::{dead_letter, decode_event, EVENT_JSON_FORMAT};
 use flowgate_domain::ports::StoreError;
 
 #[test]

@@ -125,7 +125,7 @@ backend_tests! {
     }
 
     async fn the_per_app_key_migration_keeps_every_row(db) {
-        use flowgate_domain::events::dead_letter;
+        use flowgate_domain::delivery::dead_letter;
         use flowgate_domain::ids::AppId;
         use flowgate_domain::ports::DeadLetterStore;
         // Stored under today's key: 30 events, and a dead letter of an event.
