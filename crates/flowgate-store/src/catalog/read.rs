@@ -1,0 +1,246 @@
+//! Reading the catalog: every row in the caller's transaction, assembled into [`CatalogData`]
+//! in the stored orders.
+
+use std::collections::HashMap;
+
+use diesel::prelude::*;
+use flowgate_domain::catalog::{
+    AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
+    PlacementData, RuleData, VariantData, WorkspaceData,
+};
+use flowgate_domain::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
+use flowgate_domain::ports::StoreError;
+use serde_json::value::RawValue;
+
+use super::rows::*;
+use super::{decode_revision, revision_query};
+use crate::db::{columns, Conn};
+use crate::error::corrupt;
+use crate::keys::KeyRow;
+use crate::schema::{
+    api_keys, apps, experiments, flow_versions, flows, placements, rules, variants, workspaces,
+};
+use crate::types::DbUuid;
+
+/// Reads every catalog row (in the caller's transaction).
+pub(super) async fn load_rows(conn: &mut Conn<'_>) -> QueryResult<CatalogRows> {
+    Ok(CatalogRows {
+        revision: conn.row(revision_query()).await?,
+        workspaces: conn
+            .rows(
+                workspaces::table
+                    .select(columns::<WorkspaceRow>())
+                    .order(workspaces::id),
+            )
+            .await?,
+        apps: conn
+            .rows(apps::table.select(columns::<AppRow>()).order(apps::id))
+            .await?,
+        flows: conn
+            .rows(flows::table.select(columns::<FlowRow>()).order(flows::id))
+            .await?,
+        versions: conn
+            .rows(
+                flow_versions::table
+                    .select(columns::<VersionRow>())
+                    .order((flow_versions::flow_id, flow_versions::version)),
+            )
+            .await?,
+        placements: conn
+            .rows(
+                placements::table
+                    .select(columns::<PlacementRow>())
+                    .order(placements::app_id),
+            )
+            .await?,
+        rules: conn
+            .rows(
+                rules::table
+                    .select(columns::<RuleRow>())
+                    .order((rules::placement_id, rules::position)),
+            )
+            .await?,
+        experiments: conn
+            .rows(experiments::table.select(columns::<ExperimentRow>()))
+            .await?,
+        variants: conn
+            .rows(
+                variants::table
+                    .select(columns::<VariantRow>())
+                    .order((variants::experiment_id, variants::position)),
+            )
+            .await?,
+        keys: conn
+            .rows(
+                api_keys::table
+                    .select(columns::<KeyRow>())
+                    .order((api_keys::created_at, api_keys::id)),
+            )
+            .await?,
+    })
+}
+
+pub(super) fn from_i32(value: i32, what: &str) -> Result<u32, StoreError> {
+    u32::try_from(value).map_err(|_| corrupt(format!("{what} {value} is negative")))
+}
+
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(
+    text: &str,
+    what: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| corrupt(format!("stored {what} is not valid: {e}")))
+}
+
+pub(super) fn parse_status(status: &str) -> Result<ExperimentStatus, StoreError> {
+    Ok(match status {
+        "running" => ExperimentStatus::Running,
+        "paused" => ExperimentStatus::Paused,
+        "draft" => ExperimentStatus::Draft,
+        "concluded" => ExperimentStatus::Concluded,
+        other => return Err(corrupt(format!("unknown experiment status `{other}`"))),
+    })
+}
+
+/// Builds [`CatalogData`] from the rows, in the stored orders: workspaces, apps and flows by id,
+/// versions by number, placements by key (byte order), rules and variants by position, keys
+/// by creation.
+pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
+    let mut versions = HashMap::<DbUuid, Vec<FlowVersionData>>::new();
+    for v in rows.versions {
+        let flow_schema = RawValue::from_string(v.flow_schema).map_err(|e| {
+            corrupt(format!(
+                "stored flow_schema of version {} is not JSON: {e}",
+                v.id.0
+            ))
+        })?;
+        versions
+            .entry(v.flow_id)
+            .or_default()
+            .push(FlowVersionData {
+                id: FlowVersionId(v.id.0),
+                version: from_i32(v.version, "version")?,
+                schema_version: from_i32(v.schema_version, "schema_version")?,
+                fonts: parse_json::<Vec<Font>>(&v.fonts, "fonts")?,
+                flow_schema,
+            });
+    }
+    let mut flows = HashMap::<DbUuid, Vec<FlowData>>::new();
+    for f in rows.flows {
+        flows.entry(f.app_id).or_default().push(FlowData {
+            id: FlowId(f.id.0),
+            name: f.name,
+            published_version: f
+                .published_version
+                .map(|v| from_i32(v, "published_version"))
+                .transpose()?,
+            versions: versions.remove(&f.id).unwrap_or_default(),
+        });
+    }
+    let mut variants = HashMap::<DbUuid, Vec<VariantData>>::new();
+    for v in rows.variants {
+        variants
+            .entry(v.experiment_id)
+            .or_default()
+            .push(VariantData {
+                id: VariantId(v.id.0),
+                name: v.name,
+                weight: v.weight,
+                flow_id: v.flow_id.map(|f| FlowId(f.0)),
+            });
+    }
+    let mut experiments = HashMap::<DbUuid, ExperimentData>::new();
+    for e in rows.experiments {
+        let namespace = match (e.namespace_id, e.namespace_start, e.namespace_end) {
+            (Some(ns), Some(start), Some(end)) => Some((ns, start, end)),
+            (None, None, None) => None,
+            _ => {
+                return Err(corrupt(format!(
+                    "experiment {} has a partial namespace",
+                    e.id.0
+                )))
+            }
+        };
+        experiments.insert(
+            e.id,
+            ExperimentData {
+                id: ExperimentId(e.id.0),
+                name: e.name,
+                status: parse_status(&e.status)?,
+                seed: e.seed,
+                coverage: e.coverage,
+                namespace,
+                hash_version: e
+                    .hash_version
+                    .map(|v| from_i32(v, "hash_version"))
+                    .transpose()?,
+                sticky: e.sticky,
+                bucket_version: from_i32(e.bucket_version, "bucket_version")?,
+                min_bucket_version: from_i32(e.min_bucket_version, "min_bucket_version")?,
+                fallback_attribute: e.fallback_attribute,
+                variants: variants.remove(&e.id).unwrap_or_default(),
+            },
+        );
+    }
+    let mut rules = HashMap::<i64, Vec<RuleData>>::new();
+    for r in rows.rules {
+        let experiment =
+            match r.experiment_id {
+                Some(id) => Some(experiments.get(&id).cloned().ok_or_else(|| {
+                    corrupt(format!("a rule targets missing experiment {}", id.0))
+                })?),
+                None => None,
+            };
+        rules.entry(r.placement_id).or_default().push(RuleData {
+            audience: r.audience.map(|a| parse_json(&a, "audience")).transpose()?,
+            flow_id: r.flow_id.map(|f| FlowId(f.0)),
+            experiment,
+        });
+    }
+    let mut placements = HashMap::<DbUuid, Vec<PlacementData>>::new();
+    for p in rows.placements {
+        placements.entry(p.app_id).or_default().push(PlacementData {
+            key: p.key,
+            default_flow_id: p.default_flow_id.map(|f| FlowId(f.0)),
+            rules: rules.remove(&p.id).unwrap_or_default(),
+        });
+    }
+    // By key in byte order whatever the database's collation.
+    for list in placements.values_mut() {
+        list.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+    let mut apps = HashMap::<DbUuid, Vec<AppData>>::new();
+    for a in rows.apps {
+        apps.entry(a.workspace_id).or_default().push(AppData {
+            id: AppId(a.id.0),
+            name: a.name,
+            media_base_url: a.media_base_url,
+            icon_base_url: a.icon_base_url,
+            cache_ttl_seconds: a
+                .cache_ttl_seconds
+                .map(|t| from_i32(t, "cache_ttl_seconds"))
+                .transpose()?,
+            saved_groups: parse_json(&a.saved_groups, "saved_groups")?,
+            flows: flows.remove(&a.id).unwrap_or_default(),
+            placements: placements.remove(&a.id).unwrap_or_default(),
+        });
+    }
+    let workspaces = rows
+        .workspaces
+        .into_iter()
+        .map(|w| WorkspaceData {
+            id: WorkspaceId(w.id.0),
+            name: w.name,
+            apps: apps.remove(&w.id).unwrap_or_default(),
+        })
+        .collect();
+    let api_keys = rows
+        .keys
+        .into_iter()
+        .map(KeyRow::into_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CatalogData {
+        revision: decode_revision(rows.revision)?,
+        workspaces,
+        api_keys,
+    })
+}
