@@ -32,25 +32,21 @@ impl EventStore for NullStore {
 fn event(n: u64) -> AnalyticsEvent {
     let mut payload = serde_json::Map::new();
     payload.insert("screen_index".to_owned(), serde_json::json!(n));
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(uuid::Uuid::new_v4()),
-        source: EventSource::Sdk,
-        event_type: EventType::ScreenView,
-        app_id: AppId::from_uuid(uuid::Uuid::new_v4()),
-        flow_id: Some(FlowId::from_uuid(uuid::Uuid::new_v4())),
-        flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())),
-        placement_key: Some("onboarding".to_owned()),
-        user_id: format!("user-{n}"),
-        session_id: "session-1".to_owned(),
-        device_platform: Platform::Ios,
-        occurred_at: time::OffsetDateTime::now_utc(),
-        sdk_version: Some("1.2.3".to_owned()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload,
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(uuid::Uuid::new_v4()),
+        EventSource::Sdk,
+        EventType::ScreenView,
+        AppId::from_uuid(uuid::Uuid::new_v4()),
+        format!("user-{n}"),
+        "session-1",
+        Platform::Ios,
+        time::OffsetDateTime::now_utc(),
+    )
+    .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::new_v4())))
+    .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())))
+    .with_placement_key(Some("onboarding".to_owned()))
+    .with_sdk_version(Some("1.2.3".to_owned()))
+    .with_payload(payload)
 }
 
 fn main() {

@@ -135,50 +135,42 @@ pub fn sdk_event(n: u32) -> AnalyticsEvent {
         "properties".to_owned(),
         serde_json::json!({"b": 1, "a": [true, null]}),
     );
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(Uuid::from_u128(
+    AnalyticsEvent::new(
+        EventId::from_uuid(Uuid::from_u128(
             0x8000_0000_0000_4000_8000_0000_0000_0000 | u128::from(n),
         )),
-        source: EventSource::Sdk,
-        event_type: EventType::ScreenView,
-        app_id: AppId::from_uuid(APP1),
-        flow_id: Some(FlowId::from_uuid(FLOW_US)),
-        flow_version_id: Some(FlowVersionId::from_uuid(V_US_2)),
-        placement_key: Some("onboarding".to_owned()),
-        user_id: format!("user-{n}"),
-        session_id: "session-1".to_owned(),
-        device_platform: Platform::Ios,
-        occurred_at: at(i64::from(n % 1000)),
-        sdk_version: Some("1.2.3".to_owned()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload,
-    }
+        EventSource::Sdk,
+        EventType::ScreenView,
+        AppId::from_uuid(APP1),
+        format!("user-{n}"),
+        "session-1",
+        Platform::Ios,
+        at(i64::from(n % 1000)),
+    )
+    .with_flow_id(Some(FlowId::from_uuid(FLOW_US)))
+    .with_flow_version_id(Some(FlowVersionId::from_uuid(V_US_2)))
+    .with_placement_key(Some("onboarding".to_owned()))
+    .with_sdk_version(Some("1.2.3".to_owned()))
+    .with_payload(payload)
 }
 
 /// A server `resolve_no_flow` event for a holdout (D8).
 pub fn server_event() -> AnalyticsEvent {
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(Uuid::from_u128(0x9000_0000_0000_7000_8000_0000_0000_0001)),
-        source: EventSource::Server,
-        event_type: EventType::ResolveNoFlow,
-        app_id: AppId::from_uuid(APP1),
-        flow_id: None,
-        flow_version_id: None,
-        placement_key: Some("paywall".to_owned()),
-        user_id: "user-h".to_owned(),
-        session_id: "session-h".to_owned(),
-        device_platform: Platform::Web,
-        occurred_at: at(1),
-        sdk_version: None,
-        experiment_id: Some("50000000-0000-4000-8000-000000000001".to_owned()),
-        variant_id: Some("60000000-0000-4000-8000-000000000004".to_owned()),
-        variant_name: Some("control".to_owned()),
-        reason: Some(NoFlowReason::Holdout),
-        payload: serde_json::Map::new(),
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(Uuid::from_u128(0x9000_0000_0000_7000_8000_0000_0000_0001)),
+        EventSource::Server,
+        EventType::ResolveNoFlow,
+        AppId::from_uuid(APP1),
+        "user-h",
+        "session-h",
+        Platform::Web,
+        at(1),
+    )
+    .with_placement_key(Some("paywall".to_owned()))
+    .with_experiment_id(Some("50000000-0000-4000-8000-000000000001".to_owned()))
+    .with_variant_id(Some("60000000-0000-4000-8000-000000000004".to_owned()))
+    .with_variant_name(Some("control".to_owned()))
+    .with_reason(Some(NoFlowReason::Holdout))
 }
 
 /// Compares `actual` with the committed golden file at `path`, byte for byte: a pinned wire

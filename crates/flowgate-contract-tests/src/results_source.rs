@@ -82,27 +82,24 @@ impl Events {
         at: OffsetDateTime,
     ) -> &mut AnalyticsEvent {
         let n = self.0.len() as u128 + 1;
-        self.0.push(AnalyticsEvent {
-            event_id: EventId::from_uuid(Uuid::from_u128(
-                0x7000_0000_0000_4000_8000_0000_0000_0000 | n,
-            )),
-            source: EventSource::Sdk,
-            event_type,
-            app_id: AppId::from_uuid(uuid(APP1)),
-            flow_id: Some(FlowId::from_uuid(uuid(catalogs::FLOW_NEW))),
-            flow_version_id: Some(FlowVersionId::from_uuid(uuid(catalogs::V_NEW_1))),
-            placement_key: Some("paywall".to_owned()),
-            user_id: user.to_owned(),
-            session_id: format!("s-{user}"),
-            device_platform: Platform::Ios,
-            occurred_at: at,
-            sdk_version: Some("1.0.0".to_owned()),
-            experiment_id: None,
-            variant_id: None,
-            variant_name: None,
-            reason: None,
-            payload: serde_json::Map::new(),
-        });
+        self.0.push(
+            AnalyticsEvent::new(
+                EventId::from_uuid(Uuid::from_u128(
+                    0x7000_0000_0000_4000_8000_0000_0000_0000 | n,
+                )),
+                EventSource::Sdk,
+                event_type,
+                AppId::from_uuid(uuid(APP1)),
+                user.to_owned(),
+                format!("s-{user}"),
+                Platform::Ios,
+                at,
+            )
+            .with_flow_id(Some(FlowId::from_uuid(uuid(catalogs::FLOW_NEW))))
+            .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid(catalogs::V_NEW_1))))
+            .with_placement_key(Some("paywall".to_owned()))
+            .with_sdk_version(Some("1.0.0".to_owned())),
+        );
         self.0.last_mut().expect("just pushed")
     }
 

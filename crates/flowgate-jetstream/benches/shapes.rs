@@ -28,25 +28,21 @@ fn event(n: usize) -> AnalyticsEvent {
     let mut payload = serde_json::Map::new();
     payload.insert("screen_index".to_owned(), serde_json::json!(n % 12));
     payload.insert("screen_id".to_owned(), serde_json::json!("paywall-1"));
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(uuid::Uuid::new_v4()),
-        source: EventSource::Sdk,
-        event_type: EventType::ScreenView,
-        app_id: AppId::from_uuid(uuid::Uuid::new_v4()),
-        flow_id: Some(FlowId::from_uuid(uuid::Uuid::new_v4())),
-        flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())),
-        placement_key: Some("onboarding".to_owned()),
-        user_id: format!("user-{n}"),
-        session_id: format!("session-{}", n / 10),
-        device_platform: Platform::Ios,
-        occurred_at: time::OffsetDateTime::now_utc(),
-        sdk_version: Some("3.1.0".to_owned()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload,
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(uuid::Uuid::new_v4()),
+        EventSource::Sdk,
+        EventType::ScreenView,
+        AppId::from_uuid(uuid::Uuid::new_v4()),
+        format!("user-{n}"),
+        format!("session-{}", n / 10),
+        Platform::Ios,
+        time::OffsetDateTime::now_utc(),
+    )
+    .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::new_v4())))
+    .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())))
+    .with_placement_key(Some("onboarding".to_owned()))
+    .with_sdk_version(Some("3.1.0".to_owned()))
+    .with_payload(payload)
 }
 
 /// Publishes every message, keeping at most `IN_FLIGHT` acknowledgements pending.

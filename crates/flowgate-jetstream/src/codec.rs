@@ -167,25 +167,21 @@ mod tests {
             "properties".to_owned(),
             serde_json::json!({"big": 12345678901234567890u64, "ratio": 0.1 + 0.2}),
         );
-        AnalyticsEvent {
-            event_id: EventId::from_uuid(uuid::Uuid::from_u128(n)),
-            source: EventSource::Sdk,
-            event_type: EventType::ScreenView,
-            app_id: AppId::from_uuid(uuid::Uuid::from_u128(1)),
-            flow_id: Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))),
-            flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))),
-            placement_key: Some("onboarding".to_owned()),
-            user_id: format!("user-{n}"),
-            session_id: "s".to_owned(),
-            device_platform: Platform::Android,
-            occurred_at: datetime!(2026-11-24 10:00:00.123456789 +02:00),
-            sdk_version: Some("1.2.3".to_owned()),
-            experiment_id: None,
-            variant_id: None,
-            variant_name: None,
-            reason: None,
-            payload,
-        }
+        AnalyticsEvent::new(
+            EventId::from_uuid(uuid::Uuid::from_u128(n)),
+            EventSource::Sdk,
+            EventType::ScreenView,
+            AppId::from_uuid(uuid::Uuid::from_u128(1)),
+            format!("user-{n}"),
+            "s",
+            Platform::Android,
+            datetime!(2026-11-24 10:00:00.123456789 +02:00),
+        )
+        .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))))
+        .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))))
+        .with_placement_key(Some("onboarding".to_owned()))
+        .with_sdk_version(Some("1.2.3".to_owned()))
+        .with_payload(payload)
     }
 
     #[test]

@@ -27,25 +27,21 @@ fn events(count: usize, offset: u128) -> Vec<AnalyticsEvent> {
             let mut payload = serde_json::Map::new();
             payload.insert("screen_id".into(), json!(format!("screen-{}", i % 7)));
             payload.insert("time_on_screen_ms".into(), json!(1200 + i % 500));
-            AnalyticsEvent {
-                event_id: EventId::from_uuid(uuid::Uuid::from_u128(offset + i as u128)),
-                source: EventSource::Sdk,
-                event_type: EventType::ScreenView,
-                app_id: app,
-                flow_id: Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))),
-                flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))),
-                placement_key: Some("onboarding".into()),
-                user_id: format!("user-{}", i % 5000),
-                session_id: format!("session-{}", i % 9000),
-                device_platform: Platform::Ios,
-                occurred_at: time::OffsetDateTime::now_utc(),
-                sdk_version: Some("2.3.1".into()),
-                experiment_id: None,
-                variant_id: None,
-                variant_name: None,
-                reason: None,
-                payload,
-            }
+            AnalyticsEvent::new(
+                EventId::from_uuid(uuid::Uuid::from_u128(offset + i as u128)),
+                EventSource::Sdk,
+                EventType::ScreenView,
+                app,
+                format!("user-{}", i % 5000),
+                format!("session-{}", i % 9000),
+                Platform::Ios,
+                time::OffsetDateTime::now_utc(),
+            )
+            .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))))
+            .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))))
+            .with_placement_key(Some("onboarding".into()))
+            .with_sdk_version(Some("2.3.1".into()))
+            .with_payload(payload)
         })
         .collect()
 }

@@ -330,25 +330,18 @@ mod tests {
     use flowgate_domain::Platform;
 
     fn event() -> AnalyticsEvent {
-        AnalyticsEvent {
-            event_id: EventId::from_uuid(uuid::Uuid::from_u128(0x0102)),
-            source: EventSource::Server,
-            event_type: EventType::ResolveNoFlow,
-            app_id: AppId::from_uuid(uuid::Uuid::from_u128(3)),
-            flow_id: None,
-            flow_version_id: None,
-            placement_key: Some("onboarding".into()),
-            user_id: "u".into(),
-            session_id: "s".into(),
-            device_platform: Platform::Ios,
-            occurred_at: PG_EPOCH + time::Duration::microseconds(1_500_001),
-            sdk_version: None,
-            experiment_id: None,
-            variant_id: None,
-            variant_name: None,
-            reason: Some(NoFlowReason::Holdout),
-            payload: serde_json::Map::new(),
-        }
+        AnalyticsEvent::new(
+            EventId::from_uuid(uuid::Uuid::from_u128(0x0102)),
+            EventSource::Server,
+            EventType::ResolveNoFlow,
+            AppId::from_uuid(uuid::Uuid::from_u128(3)),
+            "u",
+            "s",
+            Platform::Ios,
+            PG_EPOCH + time::Duration::microseconds(1_500_001),
+        )
+        .with_placement_key(Some("onboarding".into()))
+        .with_reason(Some(NoFlowReason::Holdout))
     }
 
     /// Reads one field: its bytes, or `None` for NULL.

@@ -234,27 +234,24 @@ pub mod experiment {
             let mut n = 0u128;
             let mut push = |out: &mut Vec<AnalyticsEvent>, t: EventType, dt: i64| {
                 n += 1;
-                let mut e = AnalyticsEvent {
-                    event_id: EventId::from_uuid(uuid::Uuid::from_u128(
+                let mut e = AnalyticsEvent::new(
+                    EventId::from_uuid(uuid::Uuid::from_u128(
                         (0xEE00_0000_0000_4000_8000_0000_0000_0000u128 | (u128::from(u) << 8)) + n,
                     )),
-                    source: EventSource::Sdk,
-                    event_type: t,
-                    app_id: AppId::from_uuid(uuid::Uuid::from_u128(APP)),
-                    flow_id: Some(FlowId::from_uuid(uuid::Uuid::from_u128(FLOW))),
-                    flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(VERSION))),
-                    placement_key: Some("paywall".to_owned()),
-                    user_id: user.clone(),
-                    session_id: format!("s-{u}"),
-                    device_platform: Platform::Ios,
-                    occurred_at: at + Duration::seconds(dt),
-                    sdk_version: Some("3.1.0".to_owned()),
-                    experiment_id: None,
-                    variant_id: None,
-                    variant_name: None,
-                    reason: None,
-                    payload: serde_json::Map::new(),
-                };
+                    EventSource::Sdk,
+                    t,
+                    AppId::from_uuid(uuid::Uuid::from_u128(APP)),
+                    user.clone(),
+                    format!("s-{u}"),
+                    Platform::Ios,
+                    at + Duration::seconds(dt),
+                )
+                .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::from_u128(FLOW))))
+                .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(
+                    VERSION,
+                ))))
+                .with_placement_key(Some("paywall".to_owned()))
+                .with_sdk_version(Some("3.1.0".to_owned()));
                 if t == EventType::ScreenView {
                     e.payload
                         .insert("screen_index".to_owned(), serde_json::json!(n % 5));

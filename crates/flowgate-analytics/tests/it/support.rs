@@ -27,25 +27,21 @@ pub const APP: &str = "20000000-0000-4000-8000-000000000001";
 pub fn sdk_event(n: usize) -> AnalyticsEvent {
     let mut payload = serde_json::Map::new();
     payload.insert("screen_index".to_owned(), serde_json::json!(n));
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(uuid::Uuid::new_v4()),
-        source: EventSource::Sdk,
-        event_type: EventType::ScreenView,
-        app_id: APP.parse::<AppId>().unwrap(),
-        flow_id: Some(FlowId::from_uuid(uuid::Uuid::new_v4())),
-        flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())),
-        placement_key: Some("onboarding".to_owned()),
-        user_id: format!("user-{n}"),
-        session_id: "session-1".to_owned(),
-        device_platform: Platform::Ios,
-        occurred_at: OffsetDateTime::now_utc(),
-        sdk_version: Some("1.2.3".to_owned()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload,
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(uuid::Uuid::new_v4()),
+        EventSource::Sdk,
+        EventType::ScreenView,
+        APP.parse::<AppId>().unwrap(),
+        format!("user-{n}"),
+        "session-1",
+        Platform::Ios,
+        OffsetDateTime::now_utc(),
+    )
+    .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::new_v4())))
+    .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())))
+    .with_placement_key(Some("onboarding".to_owned()))
+    .with_sdk_version(Some("1.2.3".to_owned()))
+    .with_payload(payload)
 }
 
 /// `n` SDK events: one request.
@@ -56,25 +52,18 @@ pub fn request(n: usize) -> Vec<AnalyticsEvent> {
 /// A server `resolve_no_flow` event (D8).
 pub fn no_flow_event() -> AnalyticsEvent {
     let at = OffsetDateTime::now_utc();
-    AnalyticsEvent {
-        event_id: EventId::new_v7(at),
-        source: EventSource::Server,
-        event_type: EventType::ResolveNoFlow,
-        app_id: APP.parse::<AppId>().unwrap(),
-        flow_id: None,
-        flow_version_id: None,
-        placement_key: Some("missing".to_owned()),
-        user_id: "user-s".to_owned(),
-        session_id: "session-s".to_owned(),
-        device_platform: Platform::Web,
-        occurred_at: at,
-        sdk_version: None,
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: Some(NoFlowReason::UnknownPlacement),
-        payload: serde_json::Map::new(),
-    }
+    AnalyticsEvent::new(
+        EventId::new_v7(at),
+        EventSource::Server,
+        EventType::ResolveNoFlow,
+        APP.parse::<AppId>().unwrap(),
+        "user-s",
+        "session-s",
+        Platform::Web,
+        at,
+    )
+    .with_placement_key(Some("missing".to_owned()))
+    .with_reason(Some(NoFlowReason::UnknownPlacement))
 }
 
 pub fn ids(events: &[AnalyticsEvent]) -> Vec<EventId> {

@@ -174,6 +174,7 @@ impl fmt::Display for NoFlowReason {
 /// `resolve_no_flow` event (D8). Identity and routing fields are typed columns; the remaining
 /// optional SDK fields travel in `payload`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct AnalyticsEvent {
     /// Unique id: the SDK's `event_id`, or a server-generated UUIDv7 (D8). Storage is
     /// idempotent on it (D7).
@@ -212,4 +213,95 @@ pub struct AnalyticsEvent {
     /// The other validated optional SDK fields (`screen_id`, `revenue`, `properties`, ...),
     /// under their wire names. Empty for server events.
     pub payload: serde_json::Map<String, serde_json::Value>,
+}
+
+impl AnalyticsEvent {
+    /// An event with its required fields; every optional field absent and an empty payload.
+    /// The one way to build an event outside this crate (the type is `#[non_exhaustive]`): set
+    /// the optional fields with the `with_` methods, so a new optional field changes no caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        event_id: EventId,
+        source: EventSource,
+        event_type: EventType,
+        app_id: AppId,
+        user_id: impl Into<String>,
+        session_id: impl Into<String>,
+        device_platform: Platform,
+        occurred_at: OffsetDateTime,
+    ) -> Self {
+        Self {
+            event_id,
+            source,
+            event_type,
+            app_id,
+            flow_id: None,
+            flow_version_id: None,
+            placement_key: None,
+            user_id: user_id.into(),
+            session_id: session_id.into(),
+            device_platform,
+            occurred_at,
+            sdk_version: None,
+            experiment_id: None,
+            variant_id: None,
+            variant_name: None,
+            reason: None,
+            payload: serde_json::Map::new(),
+        }
+    }
+
+    /// With `flow_id`.
+    pub fn with_flow_id(mut self, flow_id: Option<FlowId>) -> Self {
+        self.flow_id = flow_id;
+        self
+    }
+
+    /// With `flow_version_id`.
+    pub fn with_flow_version_id(mut self, flow_version_id: Option<FlowVersionId>) -> Self {
+        self.flow_version_id = flow_version_id;
+        self
+    }
+
+    /// With `placement_key`.
+    pub fn with_placement_key(mut self, placement_key: Option<String>) -> Self {
+        self.placement_key = placement_key;
+        self
+    }
+
+    /// With `sdk_version`.
+    pub fn with_sdk_version(mut self, sdk_version: Option<String>) -> Self {
+        self.sdk_version = sdk_version;
+        self
+    }
+
+    /// With `experiment_id`.
+    pub fn with_experiment_id(mut self, experiment_id: Option<String>) -> Self {
+        self.experiment_id = experiment_id;
+        self
+    }
+
+    /// With `variant_id`.
+    pub fn with_variant_id(mut self, variant_id: Option<String>) -> Self {
+        self.variant_id = variant_id;
+        self
+    }
+
+    /// With `variant_name`.
+    pub fn with_variant_name(mut self, variant_name: Option<String>) -> Self {
+        self.variant_name = variant_name;
+        self
+    }
+
+    /// With `reason`.
+    pub fn with_reason(mut self, reason: Option<NoFlowReason>) -> Self {
+        self.reason = reason;
+        self
+    }
+
+    /// With `payload`: the event's other fields, as a JSON object.
+    pub fn with_payload(mut self, payload: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.payload = payload;
+        self
+    }
 }

@@ -25,25 +25,20 @@ fn ready<T>(f: impl Future<Output = T>) -> T {
 }
 
 fn event(n: u128) -> AnalyticsEvent {
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(uuid::Uuid::from_u128(n)),
-        source: EventSource::Sdk,
-        event_type: EventType::FlowOpen,
-        app_id: APP1.parse::<AppId>().unwrap(),
-        flow_id: Some(FLOW_US.parse().unwrap()),
-        flow_version_id: Some(V_US_2.parse().unwrap()),
-        placement_key: Some("onboarding".into()),
-        user_id: "u".into(),
-        session_id: "s".into(),
-        device_platform: Platform::Ios,
-        occurred_at: datetime!(2026-11-21 10:00 UTC),
-        sdk_version: Some("2.0.0".into()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload: Default::default(),
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(uuid::Uuid::from_u128(n)),
+        EventSource::Sdk,
+        EventType::FlowOpen,
+        APP1.parse::<AppId>().unwrap(),
+        "u",
+        "s",
+        Platform::Ios,
+        datetime!(2026-11-21 10:00 UTC),
+    )
+    .with_flow_id(Some(FLOW_US.parse().unwrap()))
+    .with_flow_version_id(Some(V_US_2.parse().unwrap()))
+    .with_placement_key(Some("onboarding".into()))
+    .with_sdk_version(Some("2.0.0".into()))
 }
 
 #[test]

@@ -18,25 +18,21 @@ use flowgate_testkit::NatsServer;
 pub fn event(n: usize) -> AnalyticsEvent {
     let mut payload = serde_json::Map::new();
     payload.insert("screen_index".to_owned(), serde_json::json!(n));
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(uuid::Uuid::new_v4()),
-        source: EventSource::Sdk,
-        event_type: EventType::ScreenView,
-        app_id: AppId::from_uuid(uuid::Uuid::from_u128(1)),
-        flow_id: Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))),
-        flow_version_id: Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))),
-        placement_key: Some("onboarding".to_owned()),
-        user_id: format!("user-{n}"),
-        session_id: "session".to_owned(),
-        device_platform: Platform::Web,
-        occurred_at: time::OffsetDateTime::now_utc(),
-        sdk_version: Some("1.0.0".to_owned()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload,
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(uuid::Uuid::new_v4()),
+        EventSource::Sdk,
+        EventType::ScreenView,
+        AppId::from_uuid(uuid::Uuid::from_u128(1)),
+        format!("user-{n}"),
+        "session",
+        Platform::Web,
+        time::OffsetDateTime::now_utc(),
+    )
+    .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::from_u128(2))))
+    .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(3))))
+    .with_placement_key(Some("onboarding".to_owned()))
+    .with_sdk_version(Some("1.0.0".to_owned()))
+    .with_payload(payload)
 }
 
 pub fn events(n: usize) -> Vec<AnalyticsEvent> {

@@ -24,10 +24,9 @@ fn window(retention_days: u32) -> EventRetention {
 }
 
 fn at(n: u32, occurred_at: OffsetDateTime) -> AnalyticsEvent {
-    AnalyticsEvent {
-        occurred_at,
-        ..sdk_event(n)
-    }
+    let mut event = sdk_event(n);
+    event.occurred_at = occurred_at;
+    event
 }
 
 async fn partitions(db: &TestDb) -> i64 {
@@ -135,11 +134,11 @@ backend_tests! {
                 db.store.append_events(chunk).await.expect("append");
             }
             // Other apps' old events go too; every app's newer ones stay.
-            let other_app = |i: u32, when| AnalyticsEvent {
-                app_id: flowgate_domain::ids::AppId::from_uuid(uuid::Uuid::from_u128(
-                    0xB0 + u128::from(i % 3),
-                )),
-                ..at(i, when)
+            let other_app = |i: u32, when| {
+                let mut event = at(i, when);
+                event.app_id =
+                    flowgate_domain::ids::AppId::from_uuid(uuid::Uuid::from_u128(0xB0 + u128::from(i % 3)));
+                event
             };
             let others: Vec<_> = (0..30).map(|i| other_app(i, now - time::Duration::days(40))).collect();
             db.store.append_events(&others).await.expect("append");

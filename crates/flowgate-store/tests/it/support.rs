@@ -120,47 +120,39 @@ pub fn sdk_event(n: u32) -> AnalyticsEvent {
         "properties".to_owned(),
         serde_json::json!({"b": 1, "a": [true, null]}),
     );
-    AnalyticsEvent {
-        event_id: EventId::from_uuid(uuid::Uuid::new_v4()),
-        source: EventSource::Sdk,
-        event_type: EventType::ScreenView,
-        app_id: APP1.parse::<AppId>().expect("uuid"),
-        flow_id: Some(FLOW_US.parse::<FlowId>().expect("uuid")),
-        flow_version_id: Some(V_US_2.parse::<FlowVersionId>().expect("uuid")),
-        placement_key: Some("onboarding".to_owned()),
-        user_id: format!("user-{n}"),
-        session_id: "session-1".to_owned(),
-        device_platform: Platform::Ios,
-        occurred_at: OffsetDateTime::now_utc(),
-        sdk_version: Some("1.2.3".to_owned()),
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload,
-    }
+    AnalyticsEvent::new(
+        EventId::from_uuid(uuid::Uuid::new_v4()),
+        EventSource::Sdk,
+        EventType::ScreenView,
+        APP1.parse::<AppId>().expect("uuid"),
+        format!("user-{n}"),
+        "session-1",
+        Platform::Ios,
+        OffsetDateTime::now_utc(),
+    )
+    .with_flow_id(Some(FLOW_US.parse::<FlowId>().expect("uuid")))
+    .with_flow_version_id(Some(V_US_2.parse::<FlowVersionId>().expect("uuid")))
+    .with_placement_key(Some("onboarding".to_owned()))
+    .with_sdk_version(Some("1.2.3".to_owned()))
+    .with_payload(payload)
 }
 
 /// A server `resolve_no_flow` event for a holdout (D8).
 pub fn server_event() -> AnalyticsEvent {
     let at = OffsetDateTime::now_utc();
-    AnalyticsEvent {
-        event_id: EventId::new_v7(at),
-        source: EventSource::Server,
-        event_type: EventType::ResolveNoFlow,
-        app_id: APP1.parse::<AppId>().expect("uuid"),
-        flow_id: None,
-        flow_version_id: None,
-        placement_key: Some("paywall".to_owned()),
-        user_id: "user-h".to_owned(),
-        session_id: "session-h".to_owned(),
-        device_platform: Platform::Web,
-        occurred_at: at,
-        sdk_version: None,
-        experiment_id: Some("50000000-0000-4000-8000-000000000001".to_owned()),
-        variant_id: Some("60000000-0000-4000-8000-000000000001".to_owned()),
-        variant_name: Some("control".to_owned()),
-        reason: Some(NoFlowReason::Holdout),
-        payload: serde_json::Map::new(),
-    }
+    AnalyticsEvent::new(
+        EventId::new_v7(at),
+        EventSource::Server,
+        EventType::ResolveNoFlow,
+        APP1.parse::<AppId>().expect("uuid"),
+        "user-h",
+        "session-h",
+        Platform::Web,
+        at,
+    )
+    .with_placement_key(Some("paywall".to_owned()))
+    .with_experiment_id(Some("50000000-0000-4000-8000-000000000001".to_owned()))
+    .with_variant_id(Some("60000000-0000-4000-8000-000000000001".to_owned()))
+    .with_variant_name(Some("control".to_owned()))
+    .with_reason(Some(NoFlowReason::Holdout))
 }

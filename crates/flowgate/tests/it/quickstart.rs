@@ -183,25 +183,16 @@ async fn make_run_serves_the_demo_and_the_printed_commands_work() {
         .unwrap();
     let store = Store::connect(&db_url, StoreOptions::default()).unwrap();
     // Event ids are unique per app (D25): the probe is the same event only in the same app.
-    let probe = AnalyticsEvent {
-        event_id: EventId::from_uuid(event_id.parse().unwrap()),
-        source: EventSource::Sdk,
-        event_type: EventType::FlowOpen,
-        app_id: AppId::from_uuid(app_id.parse().unwrap()),
-        flow_id: None,
-        flow_version_id: None,
-        placement_key: None,
-        user_id: "probe".into(),
-        session_id: "probe".into(),
-        device_platform: Platform::Ios,
-        occurred_at: time::OffsetDateTime::now_utc(),
-        sdk_version: None,
-        experiment_id: None,
-        variant_id: None,
-        variant_name: None,
-        reason: None,
-        payload: Default::default(),
-    };
+    let probe = AnalyticsEvent::new(
+        EventId::from_uuid(event_id.parse().unwrap()),
+        EventSource::Sdk,
+        EventType::FlowOpen,
+        AppId::from_uuid(app_id.parse().unwrap()),
+        "probe",
+        "probe",
+        Platform::Ios,
+        time::OffsetDateTime::now_utc(),
+    );
     let outcome = store.append_events(&[probe]).await.unwrap();
     assert_eq!(
         outcome.duplicates, 1,
