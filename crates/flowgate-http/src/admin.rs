@@ -127,14 +127,11 @@ impl Serialize for ReadinessReport {
     }
 }
 
-/// Supplies readiness and extra metrics text; implemented by the binary, which knows the store,
-/// the refresher and the sink.
+/// Supplies readiness; implemented by the binary, which knows the store, the refresher and the
+/// sink. Metrics read at scrape time are collectors of the registry.
 pub trait AdminSource: Send + Sync {
     /// The current readiness.
     fn readiness(&self) -> ReadinessReport;
-    /// Appends metrics in Prometheus text format that are not in the registry (for example
-    /// gauges read from the sink's statistics at scrape time). The default appends nothing.
-    fn extra_metrics(&self, _out: &mut String) {}
 }
 
 /// What the explain endpoint (D18) needs: the token callers must present, the live catalog,
@@ -582,7 +579,6 @@ async fn metrics(state: web::Data<AdminState>) -> HttpResponse {
     if prometheus_client::encoding::text::encode_registry(&mut out, &state.registry).is_err() {
         return HttpResponse::InternalServerError().finish();
     }
-    state.source.extra_metrics(&mut out);
     out.push_str("# EOF\n");
     HttpResponse::Ok()
         .insert_header((

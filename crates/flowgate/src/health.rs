@@ -1,17 +1,17 @@
 //! The service's health and counters, shared by the refresher, the admin listener and
 //! shutdown: store health, the catalog's freshness, and the metrics read at scrape time.
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowgate_analytics::{HistogramSnapshot, Sink};
+use flowgate_analytics::Sink;
 use flowgate_http::{AdminSource, CatalogHandle, Check, ReadinessReport};
 use flowgate_jetstream::Bus;
 use flowgate_store::{EventRetention, Maintenance, Store};
 
 use crate::config::{Ack, SinkKind};
+use crate::scrape::{Scrape, Scraped};
 
 /// How long without a successful store check before the store counts as failing.
 const STORE_STALE_AFTER: Duration = Duration::from_secs(15);
@@ -180,12 +180,10 @@ impl DeadLetterGauge {
     }
 
     /// Appends the gauge (nothing before the first count).
-    pub fn write(&self, out: &mut String) {
+    pub fn write(&self, out: &mut Scrape<'_>) {
         if self.known.load(Ordering::Relaxed) {
-            metric(
-                out,
+            out.gauge(
                 "flowgate_dead_letters",
-                "gauge",
                 "Dead letters in the store waiting for a replay (D17; counted every 15 s).",
                 self.count.load(Ordering::Relaxed),
             );
@@ -251,7 +249,7 @@ impl EventMaintenance {
     }
 
     /// Appends the counters.
-    pub fn write(&self, out: &mut String) {
+    pub fn write(&self, out: &mut Scrape<'_>) {
         let counters: [(&str, &str, &AtomicU64); 4] = [
             ("flowgate_events_partitions_created", "Day partitions of the events table this process created ahead of their events (PostgreSQL, D21).", &self.partitions_created),
             ("flowgate_events_partitions_dropped", "Partitions of the events table this process dropped by retention (events.retention_days, PostgreSQL).", &self.partitions_dropped),
@@ -259,7 +257,7 @@ impl EventMaintenance {
             ("flowgate_events_maintenance_errors", "Events table maintenance rounds that failed (retried within a minute).", &self.errors),
         ];
         for (name, help, value) in counters {
-            metric(out, name, "counter", help, value.load(Ordering::Relaxed));
+            out.counter(name, help, value.load(Ordering::Relaxed));
         }
     }
 }
@@ -269,36 +267,6 @@ fn check(ok: bool, good: &str, bad: String) -> Check {
         ok,
         detail: if ok { good.to_owned() } else { bad },
     }
-}
-
-/// A histogram of fixed buckets (`snapshot`), in the OpenMetrics text format.
-pub(crate) fn histogram(out: &mut String, name: &str, help: &str, snapshot: &HistogramSnapshot) {
-    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} histogram\n");
-    let cumulative = snapshot.cumulative();
-    for (bound, count) in snapshot.bounds.iter().zip(&cumulative) {
-        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
-    }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", snapshot.count);
-    let _ = writeln!(out, "{name}_sum {}", snapshot.sum);
-    let _ = writeln!(out, "{name}_count {}", snapshot.count);
-}
-
-pub(crate) fn metric(
-    out: &mut String,
-    name: &str,
-    kind: &str,
-    help: &str,
-    value: impl std::fmt::Display,
-) {
-    let sample = if kind == "counter" {
-        format!("{name}_total")
-    } else {
-        name.to_owned()
-    };
-    let _ = write!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} {kind}\n{sample} {value}\n"
-    );
 }
 
 impl AdminSource for Admin {
@@ -331,215 +299,163 @@ impl AdminSource for Admin {
             )
             .check("sink", self.sink_check(&stats))
     }
+}
 
-    fn extra_metrics(&self, out: &mut String) {
+impl Scraped for Admin {
+    fn scrape(&self, out: &mut Scrape<'_>) {
         let r = &self.health;
         let catalog = self.catalog.load();
-        metric(
-            out,
+        out.gauge(
             "flowgate_catalog_revision",
-            "gauge",
             "Store revision of the served catalog snapshot.",
             catalog.revision(),
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_catalog_apps",
-            "gauge",
             "Apps in the served catalog snapshot.",
             catalog.app_count(),
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_catalog_age_seconds",
-            "gauge",
             "Seconds since the snapshot was last confirmed to match the store.",
             r.catalog_age_secs(),
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_catalog_cached",
-            "gauge",
             "1 while the served snapshot was read from the local cache file because the store \
              has not answered since start (D20).",
             u8::from(r.catalog_cached()),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_catalog_cache_write_errors",
-            "counter",
             "Failed writes of the local catalog cache file (catalog.cache_path).",
             r.catalog_cache_write_errors.load(Ordering::Relaxed),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_catalog_reloads",
-            "counter",
             "Catalog snapshots built and swapped in.",
             r.catalog_reloads.load(Ordering::Relaxed),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_catalog_build_errors",
-            "counter",
             "Store contents that did not build into a catalog (the last good one kept serving).",
             r.catalog_build_errors.load(Ordering::Relaxed),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_log_lines_dropped",
-            "counter",
             "Log lines dropped because the log writer fell behind (more than 128,000 waiting).",
             crate::telemetry::dropped_lines(),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_store_errors",
-            "counter",
             "Failed store checks and catalog loads.",
             r.store_errors.load(Ordering::Relaxed),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_store_event_conflict_retries",
-            "counter",
             "Event batches that held an already stored event_id and were written again with \
              ON CONFLICT (PostgreSQL; a steady rise means clients resend stored events).",
             self.store.event_conflict_retries(),
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_store_healthy",
-            "gauge",
             "1 while the store answers.",
             u8::from(r.store_healthy()),
         );
         let s = self.sink.stats();
-        let _ = write!(
-            out,
-            "# HELP flowgate_sink_info Where accepted events go (D16) and when a request is answered (D15).\n\
-             # TYPE flowgate_sink_info gauge\nflowgate_sink_info{{sink=\"{}\",ack=\"{}\"}} 1\n",
-            self.sink_kind.as_str(),
-            self.ack.as_str()
+        out.info(
+            "flowgate_sink_info",
+            "Where accepted events go (D16) and when a request is answered (D15).",
+            &[
+                ("sink", self.sink_kind.as_str()),
+                ("ack", self.ack.as_str()),
+            ],
         );
         if let Some(bus) = &self.bus {
-            metric(
-                out,
+            out.gauge(
                 "flowgate_jetstream_connected",
-                "gauge",
                 "1 while serve is connected to NATS (events.sink = jetstream).",
                 u8::from(bus.is_connected()),
             );
         }
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_events_dead_lettered",
-            "counter",
             "Events the store refused for good, set aside as dead letters (D17).",
             s.events_dead_lettered,
         );
-        metric(
-            out,
-            "flowgate_sink_acks_timed_out",
-            "counter",
+        out.counter("flowgate_sink_acks_timed_out",
             "Events requests answered 503 because their events were not stored within events.ack_timeout_ms (D15; the events stay queued).",
             s.acks_timed_out,
         );
-        histogram(
-            out,
+        out.histogram(
             "flowgate_sink_ack_wait_seconds",
             "How long events requests waited for their events to be stored before their 202 (D15).",
             &s.ack_wait,
         );
-        histogram(
-            out,
+        out.histogram(
             "flowgate_sink_write_latency_seconds",
             "Duration of successful batch writes (to the store, or publishes to the stream).",
             &s.write_latency,
         );
         self.dead_letters.write(out);
         self.maintenance.write(out);
-        metric(
-            out,
+        out.gauge(
             "flowgate_sink_queue_capacity",
-            "gauge",
             "Events the sink holds at most.",
             s.queue_capacity,
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_sink_queue_depth",
-            "gauge",
             "Events waiting in the queue.",
             s.queue_depth,
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_sink_in_flight",
-            "gauge",
             "Events being written or waiting for a retry.",
             s.in_flight,
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_sink_oldest_event_age_seconds",
-            "gauge",
             "Age of the oldest event not yet stored.",
             s.oldest_event_age.map_or(0.0, |d| d.as_secs_f64()),
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_events_enqueued",
-            "counter",
             "Events accepted into the sink.",
             s.events_enqueued,
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_events_refused",
-            "counter",
             "Events refused because the sink was full or shutting down.",
             s.events_refused,
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_events_written",
-            "counter",
             "Events stored (duplicates included).",
             s.events_written,
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_events_duplicate",
-            "counter",
             "Written events whose id was already stored.",
             s.events_duplicate,
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_batches_written",
-            "counter",
             "Batches stored.",
             s.batches_written,
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_sink_last_batch_size",
-            "gauge",
             "Size of the last stored batch.",
             s.last_batch_size,
         );
-        metric(
-            out,
+        out.counter(
             "flowgate_sink_write_retries",
-            "counter",
             "Failed write attempts (each retried).",
             s.write_retries,
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_sink_store_healthy",
-            "gauge",
             "1 while event writes succeed.",
             u8::from(s.store_healthy),
         );

@@ -6,7 +6,6 @@
 //! exits; messages delivered and not acknowledged go to another process after `ack_wait`. A
 //! SIGKILL loses nothing either: what was not acknowledged is delivered again and stored once.
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +18,8 @@ use tokio::sync::watch;
 
 use crate::cli::ExitCode;
 use crate::config::Config;
-use crate::health::{metric, DeadLetterGauge, EventMaintenance};
+use crate::health::{DeadLetterGauge, EventMaintenance};
+use crate::scrape::{Collected, Scrape, Scraped};
 
 /// How often the consumer's lag is read for `/metrics`.
 const LAG_REFRESH: Duration = Duration::from_secs(5);
@@ -73,8 +73,9 @@ pub async fn ingest(config: Config) -> ExitCode {
         dead_letters,
         maintenance,
     });
-    let registry = Arc::new(prometheus_client::registry::Registry::default());
-    let state = AdminState::new(registry, source);
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(Collected(source.clone())));
+    let state = AdminState::new(Arc::new(registry), source);
     let admin = match HttpServer::new(move || admin_app(state.clone()))
         .workers(1)
         .disable_signals()
@@ -195,8 +196,10 @@ impl AdminSource for IngestAdmin {
                 },
             )
     }
+}
 
-    fn extra_metrics(&self, out: &mut String) {
+impl Scraped for IngestAdmin {
+    fn scrape(&self, out: &mut Scrape<'_>) {
         let s = &self.stats;
         let counters: [(&str, &str, &AtomicU64); 10] = [
             ("flowgate_ingest_messages", "Messages received from the stream (redeliveries included).", &s.messages),
@@ -211,47 +214,42 @@ impl AdminSource for IngestAdmin {
             ("flowgate_ingest_writes", "Store writes that succeeded.", &s.writes),
         ];
         for (name, help, value) in counters {
-            metric(out, name, "counter", help, value.load(Ordering::Relaxed));
+            out.counter(name, help, value.load(Ordering::Relaxed));
         }
-        metric(
-            out,
+        out.counter(
             "flowgate_ingest_write_seconds",
-            "counter",
             "Time spent in successful store writes.",
             s.write_micros.load(Ordering::Relaxed) as f64 / 1e6,
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_ingest_store_healthy",
-            "gauge",
             "1 while the last store write succeeded.",
             u8::from(!s.store_failing.load(Ordering::Relaxed)),
         );
-        metric(
-            out,
+        out.gauge(
             "flowgate_jetstream_connected",
-            "gauge",
             "1 while connected to NATS.",
             u8::from(self.bus.is_connected()),
         );
         if self.lag.known.load(Ordering::Relaxed) {
-            metric(
-                out,
+            out.gauge(
                 "flowgate_ingest_consumer_pending_messages",
-                "gauge",
                 "Messages in the stream not yet delivered to ingest (the consumer's lag).",
                 self.lag.pending.load(Ordering::Relaxed),
             );
-            metric(
-                out,
+            out.gauge(
                 "flowgate_ingest_consumer_unacknowledged_messages",
-                "gauge",
                 "Messages delivered to ingest and not yet acknowledged.",
                 self.lag.unacknowledged.load(Ordering::Relaxed),
             );
         }
         self.dead_letters.write(out);
         self.maintenance.write(out);
-        let _ = writeln!(out, "# HELP flowgate_ingest_info The stream and consumer ingest reads.\n# TYPE flowgate_ingest_info gauge\nflowgate_ingest_info{{stream=\"{}\",consumer=\"{}\"}} 1", self.bus.config().stream, self.bus.config().consumer);
+        let config = self.bus.config();
+        out.info(
+            "flowgate_ingest_info",
+            "The stream and consumer ingest reads.",
+            &[("stream", &config.stream), ("consumer", &config.consumer)],
+        );
     }
 }

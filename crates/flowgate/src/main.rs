@@ -16,6 +16,7 @@ mod health;
 mod heap;
 mod ingest;
 mod refresh;
+mod scrape;
 mod serve;
 mod telemetry;
 mod traffic;

@@ -29,6 +29,7 @@ use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
 use crate::health::{Admin, DeadLetterGauge, EventMaintenance, ServiceHealth};
 use crate::refresh::{Refresher, ReloadError};
+use crate::scrape::Collected;
 use crate::{demo, open_store};
 
 /// Runs the service until a shutdown signal.
@@ -136,20 +137,20 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         body_pace: api_state.config().body_pace,
         sticky: Some(sticky_store),
     };
-    let admin_state = AdminState::new(
-        Arc::new(registry),
-        Arc::new(Admin {
-            health: health.clone(),
-            catalog: catalog.clone(),
-            sink: sink.clone(),
-            sink_kind: config.events.sink,
-            ack: config.events.ack,
-            bus,
-            dead_letters,
-            maintenance,
-            store: store.clone(),
-        }),
-    );
+    let admin = Arc::new(Admin {
+        health: health.clone(),
+        catalog: catalog.clone(),
+        sink: sink.clone(),
+        sink_kind: config.events.sink,
+        ack: config.events.ack,
+        bus,
+        dead_letters,
+        maintenance,
+        store: store.clone(),
+    });
+    // The values read at scrape time (catalog, store, sink, dead letters, maintenance).
+    registry.register_collector(Box::new(Collected(admin.clone())));
+    let admin_state = AdminState::new(Arc::new(registry), admin);
     // The admin API (D18, D22) and the console (D24) exist only with a token.
     let admin_state = if explain.token.is_empty() {
         admin_state
