@@ -22,6 +22,7 @@ use crate::shown::shown;
 /// Why the outcome is what it is (D18).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Reason {
     /// A rule with a flow target decided.
     Rule,
@@ -119,6 +120,7 @@ pub struct NamespaceStep {
 /// Why an experiment rule did not decide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Skipped {
     /// Paused.
     Paused,
@@ -199,6 +201,7 @@ pub struct StickyStep {
 /// What a user's stored assignments did for a sticky experiment (D23).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StickyAssignment {
     /// A stored assignment decided the variant; audience, namespace, coverage and weights
     /// were not consulted.
@@ -245,6 +248,7 @@ pub struct RuleStep {
 /// One step of the trace: a rule, or the placement's default.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum Step {
     /// A rule.
     Rule(RuleStep),

@@ -105,6 +105,7 @@ pub(crate) struct EventText<'a> {
 
 /// Why a field broke its rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FieldRule {
     /// Its length is outside `min..=max` characters.
     Length {
@@ -115,6 +116,16 @@ pub enum FieldRule {
     },
     /// It holds the NUL character, which the store cannot keep.
     Nul,
+}
+
+impl std::fmt::Display for FieldRule {
+    /// The rule as a field's error message says it: "must be 1 to 256 characters".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldRule::Length { min, max } => write!(f, "must be {min} to {max} characters"),
+            FieldRule::Nul => f.write_str("must not contain the NUL character (U+0000)"),
+        }
+    }
 }
 
 /// The rule `field` broke in `errors`, if it broke one (length before NUL, as declared).

@@ -45,6 +45,7 @@ impl CatalogDiff {
 /// How an entity changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Change {
     /// New.
     Added,

@@ -141,6 +141,7 @@ impl EventSource {
 /// `resolve_no_flow` without re-deriving it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum NoFlowReason {
     /// The placement key is not in the app (D3.1).
     UnknownPlacement,

@@ -18,7 +18,7 @@ fn rules(trace: &[Step]) -> Vec<&flowgate_domain::explain::RuleStep> {
         .iter()
         .filter_map(|s| match s {
             Step::Rule(r) => Some(r),
-            Step::Default { .. } => None,
+            _ => None,
         })
         .collect()
 }

@@ -497,6 +497,7 @@ fn reason_text(reason: Reason) -> &'static str {
         Reason::NoRuleMatched => "no rule decided and the placement has no default flow: no flow",
         Reason::UnknownPlacement => "the app has no placement with this key: no flow",
         Reason::FlowUnpublished => "the deciding flow has no published version: no flow",
+        other => other.as_str(),
     }
 }
 
@@ -550,6 +551,10 @@ fn step(s: &Step, flow_name: &dyn Fn(flowgate_domain::ids::FlowId) -> String) ->
                 }
                 @if r.decided { " — " em { "decided" } }
             }
+        },
+        // A step this console does not render yet: its JSON, as the admin API gives it.
+        other => html! {
+            li.step { code.json { (serde_json::to_string(other).unwrap_or_default()) } }
         },
     }
 }

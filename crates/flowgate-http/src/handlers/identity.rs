@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use flowgate_domain::fields::{FieldRule, IdentityText};
+use flowgate_domain::fields::IdentityText;
 use flowgate_domain::{Platform, ResolveRequest};
 
 use crate::problem::FieldError;
@@ -60,12 +60,7 @@ fn identity_strings<'a>(
             Err(message) => Cow::Borrowed(*message),
             Ok(_) => match broken {
                 None => continue,
-                Some(FieldRule::Length { min, max }) => {
-                    Cow::Owned(format!("must be {min} to {max} characters"))
-                }
-                Some(FieldRule::Nul) => {
-                    Cow::Borrowed("must not contain the NUL character (U+0000)")
-                }
+                Some(rule) => Cow::Owned(rule.to_string()),
             },
         };
         errors.push(FieldError::new(name, message));
