@@ -8,8 +8,8 @@
 //!
 //! `BASELINE_WORK_NS=N` in the environment makes it spin for N nanoseconds per request before
 //! answering: the same server with more work per request, to see what a given CPU cost does to
-//! throughput and latency on this stack (docs/benchmarks.md: why the saturated p99 misses
-//! 2 ms).
+//! throughput and latency on this stack (docs/benchmarks-method.md: why the saturated p99
+//! target of 2 ms was retired).
 
 use actix_web::http::StatusCode;
 use actix_web::{web, App, HttpResponse, HttpServer};
