@@ -113,25 +113,16 @@ mod tests {
     use crate::Platform;
 
     fn event(n: u128) -> AnalyticsEvent {
-        AnalyticsEvent {
-            event_id: EventId::from_uuid(uuid::Uuid::from_u128(n)),
-            source: EventSource::Sdk,
-            event_type: EventType::ScreenView,
-            app_id: AppId::from_uuid(uuid::Uuid::from_u128(1)),
-            flow_id: None,
-            flow_version_id: None,
-            placement_key: None,
-            user_id: format!("user-{n}"),
-            session_id: "s".to_owned(),
-            device_platform: Platform::Ios,
-            occurred_at: OffsetDateTime::UNIX_EPOCH,
-            sdk_version: None,
-            experiment_id: None,
-            variant_id: None,
-            variant_name: None,
-            reason: None,
-            payload: serde_json::Map::new(),
-        }
+        AnalyticsEvent::new(
+            EventId::from_uuid(uuid::Uuid::from_u128(n)),
+            EventSource::Sdk,
+            EventType::ScreenView,
+            AppId::from_uuid(uuid::Uuid::from_u128(1)),
+            format!("user-{n}"),
+            "s",
+            Platform::Ios,
+            OffsetDateTime::UNIX_EPOCH,
+        )
     }
 
     /// Refuses, whole, any batch holding a poisoned user (a check constraint); fails

@@ -214,6 +214,16 @@ fn error_page(session: &Session, status: StatusCode, title: &str, message: &str)
 /// A form's fields, in order.
 struct Fields(Vec<(String, String)>);
 
+/// The fields of the request's query string (none when it does not parse: every page works
+/// without its optional parameters).
+fn query_fields(req: &HttpRequest) -> Fields {
+    Fields(
+        web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+            .map(web::Query::into_inner)
+            .unwrap_or_default(),
+    )
+}
+
 impl Fields {
     fn get(&self, name: &str) -> Option<&str> {
         self.0
@@ -405,10 +415,7 @@ async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) ->
     let Some(session) = console.sessions.of(&req) else {
         return to_sign_in();
     };
-    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map(web::Query::into_inner)
-        .unwrap_or_default();
-    let fields = Fields(query);
+    let fields = query_fields(&req);
     let non_empty = |name| fields.get(name).filter(|v| !v.is_empty());
     let (from, to) = (non_empty("from"), non_empty("to"));
     let report = match ReportParams::parse(from, to, &[]) {
@@ -663,10 +670,8 @@ async fn keys(req: HttpRequest, console: Data) -> HttpResponse {
     let Some(session) = console.sessions.of(&req) else {
         return to_sign_in();
     };
-    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map(web::Query::into_inner)
-        .unwrap_or_default();
-    let workspace = match workspace_param(&console, Fields(query).get("workspace")) {
+    let query = query_fields(&req);
+    let workspace = match workspace_param(&console, query.get("workspace")) {
         Ok(workspace) => workspace,
         Err(message) => {
             return error_page(
@@ -766,10 +771,8 @@ async fn revoked_key(
         .parse::<uuid::Uuid>()
         .map(KeyId::from_uuid)
         .map_err(|_| (StatusCode::NOT_FOUND, format!("{id:?} is not a key id")))?;
-    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map(web::Query::into_inner)
-        .unwrap_or_default();
-    let workspace = workspace_param(console, Fields(query).get("workspace"))
+    let query = query_fields(req);
+    let workspace = workspace_param(console, query.get("workspace"))
         .map_err(|m| (StatusCode::BAD_REQUEST, m))?
         .ok_or_else(|| {
             (
