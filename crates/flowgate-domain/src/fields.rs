@@ -200,6 +200,18 @@ mod tests {
     }
 
     #[test]
+    fn a_broken_rule_reads_as_the_field_error_clients_get() {
+        assert_eq!(
+            FieldRule::Length { min: 1, max: 256 }.to_string(),
+            "must be 1 to 256 characters"
+        );
+        assert_eq!(
+            FieldRule::Nul.to_string(),
+            "must not contain the NUL character (U+0000)"
+        );
+    }
+
+    #[test]
     fn optional_event_strings_have_no_minimum() {
         let text = EventText {
             user_id: "u",

@@ -303,6 +303,10 @@ async fn path_and_body_problems_are_400(backend: Backend) {
                 "session_id"
             };
             assert_eq!(p["errors"][0]["field"], field, "{p}");
+            assert_eq!(
+                p["errors"][0]["message"], "must not contain the NUL character (U+0000)",
+                "{p}"
+            );
         }
     }
     assert!(s.sink.events().is_empty(), "no resolve_no_flow event");
