@@ -45,7 +45,7 @@ fn with_experiment<T>(f: impl FnOnce(AppId, &Experiment) -> T) -> T {
     let (app, experiment) = catalog
         .experiment(ExperimentId::from_uuid(uuid(EXP)))
         .expect("the fixture's experiment");
-    f(app.id, experiment)
+    f(app.id(), experiment)
 }
 
 fn query(

@@ -23,7 +23,7 @@ fn resolve(c: &mut Criterion) {
     let attrs = fixtures::realistic_attributes();
     let rule_count = app
         .placement("onboarding")
-        .map(|p| p.rules.len())
+        .map(|p| p.rules().len())
         .unwrap_or(0);
     assert_eq!(rule_count, 11, "10 audience rules and the experiment");
     let users: Vec<String> = (0..1024).map(|i| format!("user-{i:05}")).collect();
@@ -35,7 +35,7 @@ fn resolve(c: &mut Criterion) {
     );
     let size = probe
         .version()
-        .map(|v| v.flow_schema.get().len())
+        .map(|v| v.flow_schema().get().len())
         .unwrap_or(0);
     let assigned = users
         .iter()
@@ -61,7 +61,7 @@ fn resolve(c: &mut Criterion) {
             i = (i + 1) & 1023;
             let request = ResolveRequest::new(&users[i], "session-1", Platform::Ios, &attrs);
             let r = app.resolve(black_box("onboarding"), &request, ResolveMode::Normal);
-            black_box(r.version().map(|v| v.id));
+            black_box(r.version().map(|v| v.id()));
         })
     });
     c.bench_function("resolve/export", |b| {
@@ -70,7 +70,7 @@ fn resolve(c: &mut Criterion) {
             black_box(
                 app.resolve(black_box("onboarding"), &request, ResolveMode::Export)
                     .version()
-                    .map(|v| v.id),
+                    .map(|v| v.id()),
             );
         })
     });

@@ -27,13 +27,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     for user in ["user-1", "user-2", "user-3", "user-4", "user-5"] {
         let request = ResolveRequest::new(user, "session-1", Platform::Ios, attributes);
         let resolution = app.resolve("paywall", &request, ResolveMode::Normal);
-        let variant = resolution
-            .assignment()
-            .map_or("-", |a| a.variant.name.as_str());
+        let variant = resolution.assignment().map_or("-", |a| a.variant.name());
         match resolution.version() {
             Some(version) => {
-                println!("{user}: variant {variant}, flow version {}", version.id);
-                served.get_or_insert((user, version.flow_id, version.id));
+                println!("{user}: variant {variant}, flow version {}", version.id());
+                served.get_or_insert((user, version.flow_id(), version.id()));
             }
             None => println!("{user}: no flow ({:?})", resolution.no_flow_reason()),
         }
@@ -43,21 +41,21 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (user, flow, version) = served.ok_or("a user was served a flow")?;
     let now = OffsetDateTime::now_utc();
     let event = serde_json::json!({
-        "event_id": "0d6e4b1e-8f7a-4c39-9a57-2b1f0c3d4e5f", "app_id": app.id.to_string(),
+        "event_id": "0d6e4b1e-8f7a-4c39-9a57-2b1f0c3d4e5f", "app_id": app.id().to_string(),
         "flow_id": flow.to_string(), "flow_version_id": version.to_string(),
         "user_id": user, "session_id": "session-1", "device_platform": "ios",
         "event_type": "flow_open", "sdk_version": "1.0.0",
         "timestamp": now.format(&time::format_description::well_known::Rfc3339)?,
     });
     let limits = ValidationLimits::default();
-    let stored = validate_event(&event, app.id, &catalog, now, &limits)?;
+    let stored = validate_event(&event, app.id(), &catalog, now, &limits)?;
     println!(
         "event {} is valid: {:?} by {}",
         stored.event_id, stored.event_type, stored.user_id
     );
     let mut stale = event.clone();
     stale["timestamp"] = "2020-01-01T00:00:00Z".into();
-    if let Err(error) = validate_event(&stale, app.id, &catalog, now, &limits) {
+    if let Err(error) = validate_event(&stale, app.id(), &catalog, now, &limits) {
         println!(
             "an event from 2020 is refused: {} ({})",
             error.code.as_str(),

@@ -88,7 +88,7 @@ pub async fn explain(
     let ids = app.sticky_ids([key], &request);
     let explanation = match sticky {
         Some(store) if !ids.is_empty() => {
-            let state = match store.read_sticky(app.id, &ids).await {
+            let state = match store.read_sticky(app.id(), &ids).await {
                 Ok(docs) => StickyState::new(docs),
                 Err(error) => {
                     tracing::warn!(%error, "explain: stored assignments not read");

@@ -142,7 +142,7 @@ pub async fn experiment_report(
         });
     }
     let query = ResultsQuery::new(
-        app.id,
+        app.id(),
         experiment,
         params.from,
         to,
@@ -154,7 +154,7 @@ pub async fn experiment_report(
         .experiment_results(&query)
         .await
         .map_err(ReportError::Store)?;
-    Ok(report(app.id, experiment, &query, &data))
+    Ok(report(app.id(), experiment, &query, &data))
 }
 
 impl ReportError {
@@ -186,12 +186,12 @@ pub async fn experiment_list<'c>(
             })?;
             catalog
                 .app(id)
-                .map(|a| a.id)
+                .map(|a| a.id())
                 .ok_or_else(|| ReportError::UnknownApp(text.to_owned()))
         })
         .transpose()?;
     let listed = experiments(catalog, app);
-    let mut apps: Vec<AppId> = listed.iter().map(|l| l.app.id).collect();
+    let mut apps: Vec<AppId> = listed.iter().map(|l| l.app.id()).collect();
     apps.dedup();
     let mut exposed = BTreeMap::new();
     for app in apps {
@@ -220,10 +220,10 @@ pub struct Listed<'c> {
 pub fn experiments(catalog: &Catalog, app: Option<AppId>) -> Vec<Listed<'_>> {
     let mut apps: Vec<&App> = catalog
         .workspaces()
-        .flat_map(|w| w.app_ids.iter().filter_map(|id| catalog.app(*id)))
-        .filter(|a| app.is_none_or(|id| a.id == id))
+        .flat_map(|w| w.app_ids().iter().filter_map(|id| catalog.app(*id)))
+        .filter(|a| app.is_none_or(|id| a.id() == id))
         .collect();
-    apps.sort_by(|a, b| (&a.name, a.id).cmp(&(&b.name, b.id)));
+    apps.sort_by(|a, b| (&a.name(), a.id()).cmp(&(&b.name(), b.id())));
     apps.into_iter()
         .flat_map(|app| {
             app.experiments()
@@ -244,16 +244,16 @@ pub fn experiments_json(listed: &[Listed<'_>], exposed: &BTreeMap<ExperimentId, 
         .iter()
         .map(|l| {
             json!({
-                "experiment_id": l.experiment.id.to_string(),
-                "name": l.experiment.name,
-                "app_id": l.app.id.to_string(),
-                "app_name": l.app.name,
+                "experiment_id": l.experiment.id().to_string(),
+                "name": l.experiment.name(),
+                "app_id": l.app.id().to_string(),
+                "app_name": l.app.name(),
                 "placement_key": l.placement,
-                "status": l.experiment.status.as_str(),
-                "exposed_users": exposed.get(&l.experiment.id).copied().unwrap_or(0),
-                "variants": l.experiment.variants.iter().map(|v| json!({
-                    "variant_id": v.id.to_string(), "name": v.name, "weight": v.weight,
-                    "holdout": v.flow.is_none(),
+                "status": l.experiment.status().as_str(),
+                "exposed_users": exposed.get(&l.experiment.id()).copied().unwrap_or(0),
+                "variants": l.experiment.variants().iter().map(|v| json!({
+                    "variant_id": v.id().to_string(), "name": v.name(), "weight": v.weight(),
+                    "holdout": v.flow().is_none(),
                 })).collect::<Vec<_>>(),
             })
         })

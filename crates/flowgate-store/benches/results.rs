@@ -80,7 +80,7 @@ fn query(catalog: &Catalog, window: Option<(OffsetDateTime, OffsetDateTime)>) ->
         None => (None, START + time::Duration::days(i64::from(DAYS) + 1)),
     };
     ResultsQuery::new(
-        app.id,
+        app.id(),
         experiment,
         from,
         to,
@@ -95,7 +95,7 @@ async fn timed(store: &Store, catalog: &Catalog, q: &ResultsQuery) -> (f64, u64)
     let start = Instant::now();
     let data = store.experiment_results(q).await.expect("results");
     let (app, experiment) = catalog.experiment(q.experiment_id).expect("experiment");
-    let r = report(app.id, experiment, q, &data);
+    let r = report(app.id(), experiment, q, &data);
     (start.elapsed().as_secs_f64(), r.exposed_users)
 }
 

@@ -5,6 +5,18 @@
 //! `Arc`; every lookup a request needs is a hash-map probe, conditions and regexes are compiled,
 //! bucket ranges computed, and each published version's `flow_schema` and `fonts` are held as
 //! serialised JSON bytes that responses splice in unchanged.
+//!
+//! The compiled types ([`App`], [`Placement`], [`Rule`], [`Experiment`], [`Variant`], ...) are
+//! made only by [`Catalog::build`] and read through getters, so what the build checked (D2, D5:
+//! weights normalised, one bucket range per variant, every reference resolved) holds for every
+//! value a caller meets; a caller cannot assemble one the build would refuse:
+//!
+//! ```compile_fail,E0451
+//! use flowgate_domain::catalog::Variant;
+//! // A weight the build would normalise, set by hand: the fields are private.
+//! let variant = Variant { id: "2f5bc21c-2bd4-4d2a-93f3-7a1f2f0b8f43".parse().unwrap(),
+//!     name: "control".to_owned(), weight: 2.0, flow: None };
+//! ```
 
 mod build;
 mod data;
@@ -171,41 +183,75 @@ pub enum AppAccessError {
 #[derive(Debug)]
 pub struct Workspace {
     /// Id.
-    pub id: WorkspaceId,
+    pub(crate) id: WorkspaceId,
     /// Display name.
-    pub name: String,
+    pub(crate) name: String,
     /// Its apps, in catalog order (the legacy resolve route needs "exactly one app", D11).
-    pub app_ids: Vec<AppId>,
+    pub(crate) app_ids: Vec<AppId>,
+}
+
+impl Workspace {
+    /// Id.
+    pub fn id(&self) -> WorkspaceId {
+        self.id
+    }
+
+    /// Display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its apps, in catalog order (the legacy resolve route needs "exactly one app", D11).
+    pub fn app_ids(&self) -> &[AppId] {
+        &self.app_ids
+    }
 }
 
 /// Where a flow version lives (for event validation, D7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VersionRef {
     /// Owning app.
-    pub app_id: AppId,
+    pub(crate) app_id: AppId,
     /// Owning flow.
-    pub flow_id: FlowId,
+    pub(crate) flow_id: FlowId,
     /// Version number.
-    pub version: u32,
+    pub(crate) version: u32,
+}
+
+impl VersionRef {
+    /// Owning app.
+    pub fn app_id(&self) -> AppId {
+        self.app_id
+    }
+
+    /// Owning flow.
+    pub fn flow_id(&self) -> FlowId {
+        self.flow_id
+    }
+
+    /// Version number.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
 }
 
 /// An app in the snapshot.
 #[derive(Debug)]
 pub struct App {
     /// Id.
-    pub id: AppId,
+    pub(crate) id: AppId,
     /// Owning workspace.
-    pub workspace_id: WorkspaceId,
+    pub(crate) workspace_id: WorkspaceId,
     /// Display name.
-    pub name: String,
+    pub(crate) name: String,
     /// Served as `media_base_url`.
-    pub media_base_url: String,
+    pub(crate) media_base_url: String,
     /// Served as `icon_base_url`.
-    pub icon_base_url: String,
+    pub(crate) icon_base_url: String,
     /// App-level freshness; the configured default applies when `None` (D3.9).
-    pub cache_ttl_seconds: Option<u32>,
+    pub(crate) cache_ttl_seconds: Option<u32>,
     /// Saved groups for `$inGroup` (D4).
-    pub saved_groups: SavedGroups,
+    pub(crate) saved_groups: SavedGroups,
     pub(crate) flows: HashMap<FlowId, Flow>,
     pub(crate) placements: FastMap<String, Placement>,
     /// Whether a placement has a sticky experiment (D23).
@@ -213,6 +259,41 @@ pub struct App {
 }
 
 impl App {
+    /// Id.
+    pub fn id(&self) -> AppId {
+        self.id
+    }
+
+    /// Owning workspace.
+    pub fn workspace_id(&self) -> WorkspaceId {
+        self.workspace_id
+    }
+
+    /// Display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Served as `media_base_url`.
+    pub fn media_base_url(&self) -> &str {
+        &self.media_base_url
+    }
+
+    /// Served as `icon_base_url`.
+    pub fn icon_base_url(&self) -> &str {
+        &self.icon_base_url
+    }
+
+    /// App-level freshness; the configured default applies when `None` (D3.9).
+    pub fn cache_ttl_seconds(&self) -> Option<u32> {
+        self.cache_ttl_seconds
+    }
+
+    /// Saved groups for `$inGroup` (D4).
+    pub fn saved_groups(&self) -> &SavedGroups {
+        &self.saved_groups
+    }
+
     /// A placement by key.
     pub fn placement(&self, key: &str) -> Option<&Placement> {
         self.placements.get(key)
@@ -258,43 +339,114 @@ impl App {
 #[derive(Debug)]
 pub struct Flow {
     /// Id.
-    pub id: FlowId,
+    pub(crate) id: FlowId,
     /// Display name.
-    pub name: String,
+    pub(crate) name: String,
     /// The published version, if any.
-    pub published: Option<Arc<PublishedVersion>>,
+    pub(crate) published: Option<Arc<PublishedVersion>>,
+}
+
+impl Flow {
+    /// Id.
+    pub fn id(&self) -> FlowId {
+        self.id
+    }
+
+    /// Display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The published version, if any.
+    pub fn published(&self) -> Option<&Arc<PublishedVersion>> {
+        self.published.as_ref()
+    }
 }
 
 /// A published flow version, pre-rendered for responses.
 #[derive(Debug)]
 pub struct PublishedVersion {
     /// `flow_version_id`.
-    pub id: FlowVersionId,
+    pub(crate) id: FlowVersionId,
     /// `flow_id`.
-    pub flow_id: FlowId,
+    pub(crate) flow_id: FlowId,
     /// `flow_version`.
-    pub version: u32,
+    pub(crate) version: u32,
     /// `schema_version`.
-    pub schema_version: u32,
+    pub(crate) schema_version: u32,
     /// `flow_schema` exactly as published: splice these bytes into the response.
-    pub flow_schema: Box<RawValue>,
+    pub(crate) flow_schema: Box<RawValue>,
     /// The fonts.
-    pub fonts: Vec<Font>,
+    pub(crate) fonts: Vec<Font>,
     /// `fonts` serialised once, to splice into responses.
-    pub fonts_json: Box<RawValue>,
+    pub(crate) fonts_json: Box<RawValue>,
+}
+
+impl PublishedVersion {
+    /// `flow_version_id`.
+    pub fn id(&self) -> FlowVersionId {
+        self.id
+    }
+
+    /// `flow_id`.
+    pub fn flow_id(&self) -> FlowId {
+        self.flow_id
+    }
+
+    /// `flow_version`.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// `schema_version`.
+    pub fn schema_version(&self) -> u32 {
+        self.schema_version
+    }
+
+    /// `flow_schema` exactly as published: splice these bytes into the response.
+    pub fn flow_schema(&self) -> &RawValue {
+        &self.flow_schema
+    }
+
+    /// The fonts.
+    pub fn fonts(&self) -> &[Font] {
+        &self.fonts
+    }
+
+    /// `fonts` serialised once, to splice into responses.
+    pub fn fonts_json(&self) -> &RawValue {
+        &self.fonts_json
+    }
 }
 
 /// A placement in the snapshot.
 #[derive(Debug)]
 pub struct Placement {
     /// Key.
-    pub key: String,
+    pub(crate) key: String,
     /// Default flow (D3.3, D3.5).
-    pub default: Option<FlowTarget>,
+    pub(crate) default: Option<FlowTarget>,
     /// Compiled rules, in order.
-    pub rules: Vec<Rule>,
+    pub(crate) rules: Vec<Rule>,
     /// Whether a rule has a sticky experiment (D23).
     pub(crate) sticky: bool,
+}
+
+impl Placement {
+    /// Key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The default flow (D3.3, D3.5), served when no rule decides.
+    pub fn default_flow(&self) -> Option<&FlowTarget> {
+        self.default.as_ref()
+    }
+
+    /// The compiled rules, in order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
 }
 
 /// A flow target with its published version looked up at build time, so resolve needs no
@@ -302,18 +454,42 @@ pub struct Placement {
 #[derive(Clone, Debug)]
 pub struct FlowTarget {
     /// The flow.
-    pub flow_id: FlowId,
+    pub(crate) flow_id: FlowId,
     /// Its published version; `None` is a configuration fault (D3.4).
-    pub published: Option<Arc<PublishedVersion>>,
+    pub(crate) published: Option<Arc<PublishedVersion>>,
+}
+
+impl FlowTarget {
+    /// The flow.
+    pub fn flow_id(&self) -> FlowId {
+        self.flow_id
+    }
+
+    /// Its published version; `None` is a configuration fault (D3.4).
+    pub fn published(&self) -> Option<&Arc<PublishedVersion>> {
+        self.published.as_ref()
+    }
 }
 
 /// A compiled rule.
 #[derive(Debug)]
 pub struct Rule {
     /// Compiled audience.
-    pub audience: Condition,
+    pub(crate) audience: Condition,
     /// What the rule serves when it decides.
-    pub target: Target,
+    pub(crate) target: Target,
+}
+
+impl Rule {
+    /// The compiled audience.
+    pub fn audience(&self) -> &Condition {
+        &self.audience
+    }
+
+    /// What the rule serves when it decides.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
 }
 
 /// A rule's target (D2).
@@ -329,51 +505,152 @@ pub enum Target {
 #[derive(Debug)]
 pub struct Experiment {
     /// Id.
-    pub id: ExperimentId,
+    pub(crate) id: ExperimentId,
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// Status; only `Running` assigns.
-    pub status: ExperimentStatus,
+    pub(crate) status: ExperimentStatus,
     /// Hash seed (the id when none was given).
-    pub seed: String,
+    pub(crate) seed: String,
     /// Coverage, 0.0..=1.0.
-    pub coverage: f64,
+    pub(crate) coverage: f64,
     /// Optional mutual-exclusion namespace.
-    pub namespace: Option<Namespace>,
+    pub(crate) namespace: Option<Namespace>,
     /// Variants, in order.
-    pub variants: Vec<Variant>,
+    pub(crate) variants: Vec<Variant>,
     /// One range per variant.
-    pub ranges: Vec<BucketRange>,
+    pub(crate) ranges: Vec<BucketRange>,
     /// GrowthBook's hash version: 2 (D5), or 1 when the experiment says so.
-    pub hash_version: u32,
+    pub(crate) hash_version: u32,
     /// Sticky assignment (D23); `None` for an experiment that does no sticky work at all.
-    pub sticky: Option<StickySettings>,
+    pub(crate) sticky: Option<StickySettings>,
+}
+
+impl Experiment {
+    /// Id.
+    pub fn id(&self) -> ExperimentId {
+        self.id
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Status; only `Running` assigns.
+    pub fn status(&self) -> ExperimentStatus {
+        self.status
+    }
+
+    /// Hash seed (the id when none was given).
+    pub fn seed(&self) -> &str {
+        &self.seed
+    }
+
+    /// Coverage, 0.0..=1.0.
+    pub fn coverage(&self) -> f64 {
+        self.coverage
+    }
+
+    /// The mutual-exclusion namespace, if any.
+    pub fn namespace(&self) -> Option<&Namespace> {
+        self.namespace.as_ref()
+    }
+
+    /// The variants, in order.
+    pub fn variants(&self) -> &[Variant] {
+        &self.variants
+    }
+
+    /// One bucket range per variant, in the variants' order.
+    pub fn ranges(&self) -> &[BucketRange] {
+        &self.ranges
+    }
+
+    /// GrowthBook's hash version: 2 (D5), or 1 when the experiment says so.
+    pub fn hash_version(&self) -> u32 {
+        self.hash_version
+    }
+
+    /// Sticky assignment's settings (D23); `None` for an experiment that does no sticky work.
+    pub fn sticky(&self) -> Option<&StickySettings> {
+        self.sticky.as_ref()
+    }
 }
 
 /// A sticky experiment's settings (D23), with the keys its assignment documents use.
 #[derive(Debug)]
 pub struct StickySettings {
     /// Assignments are of this version; raising it buckets everyone again.
-    pub bucket_version: u32,
+    pub(crate) bucket_version: u32,
     /// A stored assignment of a version below this keeps the user out of the experiment.
-    pub min_bucket_version: u32,
+    pub(crate) min_bucket_version: u32,
     /// The attribute whose document is read beside the user's, if any.
-    pub fallback_attribute: Option<String>,
+    pub(crate) fallback_attribute: Option<String>,
     /// The experiment's key in the documents: its id.
-    pub key: String,
+    pub(crate) key: String,
     /// Each variant's key in the documents, in order: its id.
-    pub variant_keys: Vec<String>,
+    pub(crate) variant_keys: Vec<String>,
+}
+
+impl StickySettings {
+    /// Assignments are of this version; raising it buckets everyone again.
+    pub fn bucket_version(&self) -> u32 {
+        self.bucket_version
+    }
+
+    /// A stored assignment of a version below this keeps the user out of the experiment.
+    pub fn min_bucket_version(&self) -> u32 {
+        self.min_bucket_version
+    }
+
+    /// The attribute whose document is read beside the user's, if any.
+    pub fn fallback_attribute(&self) -> Option<&str> {
+        self.fallback_attribute.as_deref()
+    }
+
+    /// The experiment's key in the documents: its id.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Each variant's key in the documents, in order: its id.
+    pub fn variant_keys(&self) -> &[String] {
+        &self.variant_keys
+    }
 }
 
 /// A variant of a compiled experiment.
 #[derive(Debug)]
 pub struct Variant {
     /// Id.
-    pub id: VariantId,
+    pub(crate) id: VariantId,
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// Normalised weight.
-    pub weight: f64,
+    pub(crate) weight: f64,
     /// The flow, or `None` for a holdout.
-    pub flow: Option<FlowTarget>,
+    pub(crate) flow: Option<FlowTarget>,
+}
+
+impl Variant {
+    /// Id.
+    pub fn id(&self) -> VariantId {
+        self.id
+    }
+
+    /// Name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Normalised weight.
+    pub fn weight(&self) -> f64 {
+        self.weight
+    }
+
+    /// The flow, or `None` for a holdout.
+    pub fn flow(&self) -> Option<&FlowTarget> {
+        self.flow.as_ref()
+    }
 }

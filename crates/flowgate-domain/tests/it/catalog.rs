@@ -20,7 +20,7 @@ fn lookups() {
     let catalog = build(&catalog_json());
     assert_eq!(catalog.app_count(), 2);
     let a = catalog.app(app(APP1)).unwrap();
-    assert_eq!(a.cache_ttl_seconds, Some(120));
+    assert_eq!(a.cache_ttl_seconds(), Some(120));
     assert!(a.placement("onboarding").is_some());
     assert_eq!(
         a.placement_keys(),
@@ -30,13 +30,13 @@ fn lookups() {
         a.placement("Onboarding").is_none(),
         "keys are case-sensitive"
     );
-    assert_eq!(catalog.app(app(APP2)).unwrap().cache_ttl_seconds, None);
+    assert_eq!(catalog.app(app(APP2)).unwrap().cache_ttl_seconds(), None);
     let ws = catalog.workspace(WS1.parse().unwrap()).unwrap();
-    assert_eq!(ws.app_ids, vec![app(APP1)]);
+    assert_eq!(ws.app_ids(), vec![app(APP1)]);
     // Every version counts for events, published or not (D2).
     let v: FlowVersionId = V_UNPUBLISHED_1.parse().unwrap();
     assert_eq!(
-        catalog.flow_version(v).unwrap().flow_id.to_string(),
+        catalog.flow_version(v).unwrap().flow_id().to_string(),
         FLOW_UNPUBLISHED
     );
     assert_eq!(
@@ -54,7 +54,7 @@ fn lookups() {
     assert!(a
         .flow(FLOW_UNPUBLISHED.parse().unwrap())
         .unwrap()
-        .published
+        .published()
         .is_none());
 }
 
@@ -354,10 +354,10 @@ fn weights_are_normalised_by_their_sum() {
         .unwrap()
         .placement("paywall")
         .unwrap();
-    let flowgate_domain::catalog::Target::Experiment(e) = &placement.rules[1].target else {
+    let flowgate_domain::catalog::Target::Experiment(e) = &placement.rules()[1].target() else {
         panic!("experiment")
     };
-    let ranges: Vec<(f64, f64)> = e.ranges.iter().map(|r| (r.start, r.end)).collect();
+    let ranges: Vec<(f64, f64)> = e.ranges().iter().map(|r| (r.start, r.end)).collect();
     assert_eq!(ranges, vec![(0.0, 0.375), (0.75, 0.875)]);
-    assert_eq!(e.seed, EXP, "seed defaults to the experiment id");
+    assert_eq!(e.seed(), EXP, "seed defaults to the experiment id");
 }

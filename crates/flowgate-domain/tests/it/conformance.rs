@@ -388,7 +388,7 @@ fn variation(t: &Translated, sticky: Option<&mut StickyState>) -> (Option<usize>
     };
     let index = resolution
         .assignment()
-        .and_then(|a| (0..64).find(|i| variant_id(*i) == a.variant.id.to_string()));
+        .and_then(|a| (0..64).find(|i| variant_id(*i) == a.variant.id().to_string()));
     (index, stored)
 }
 
@@ -455,7 +455,7 @@ fn check_sticky(case: &Value) -> Result<(), String> {
     }
     // The store after the writes resolve hands to the adapter (merged into what is stored).
     let mut after = loaded;
-    for write in state.writes(t.app().id) {
+    for write in state.writes(t.app().id()) {
         let doc = write.doc;
         after
             .entry(doc_key(&doc.attribute_name, &doc.attribute_value))

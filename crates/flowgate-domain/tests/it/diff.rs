@@ -29,7 +29,7 @@ fn shift_of(before: &Value, after: &Value) -> ExperimentShift {
 
 fn paywall_experiment(c: &Catalog) -> &Experiment {
     let app = c.app(APP1.parse::<AppId>().unwrap()).unwrap();
-    match &app.placement("paywall").unwrap().rules[1].target {
+    match &app.placement("paywall").unwrap().rules()[1].target() {
         Target::Experiment(e) => e,
         Target::Flow(_) => panic!("an experiment"),
     }
@@ -44,8 +44,8 @@ fn sampled(before: &Catalog, after: &Catalog) -> [f64; 4] {
     for i in 0..n {
         let user = format!("user-{i:06}-{}", i * 7919 % 1000);
         match (
-            old.assign(&user).map(|v| v.id),
-            new.assign(&user).map(|v| v.id),
+            old.assign(&user).map(|v| v.id()),
+            new.assign(&user).map(|v| v.id()),
         ) {
             (Some(a), Some(b)) if a != b => counts[0] += 1,
             (None, Some(_)) => counts[1] += 1,

@@ -30,8 +30,8 @@ fn explain_json(catalog: &Catalog, key: &str, user: &str, a: Value) -> (Reason, 
     let e = app.explain(key, &request);
     let resolved = app.resolve(key, &request, ResolveMode::Normal);
     assert_eq!(
-        e.resolution.version().map(|v| v.id),
-        resolved.version().map(|v| v.id)
+        e.resolution.version().map(|v| v.id()),
+        resolved.version().map(|v| v.id())
     );
     (e.reason, serde_json::to_value(&e.trace).unwrap())
 }

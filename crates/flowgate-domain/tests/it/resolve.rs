@@ -19,7 +19,7 @@ fn attrs(v: Value) -> Map<String, Value> {
 }
 
 fn served(r: &Resolution<'_>) -> Option<String> {
-    r.version().map(|v| v.flow_id.to_string())
+    r.version().map(|v| v.flow_id().to_string())
 }
 
 #[test]
@@ -35,11 +35,11 @@ fn first_matching_rule_decides() {
     assert_eq!(served(&r).as_deref(), Some(FLOW_US));
     let v = r.version().unwrap();
     assert_eq!(
-        v.id.to_string(),
+        v.id().to_string(),
         V_US_2,
         "the published version, not the latest listed"
     );
-    assert_eq!((v.version, v.schema_version), (2, 3));
+    assert_eq!((v.version(), v.schema_version()), (2, 3));
     assert!(r.assignment().is_none());
 }
 
@@ -133,12 +133,12 @@ fn paused_experiment_is_skipped_and_running_one_assigns() {
     assert_eq!(served(&r).as_deref(), Some(FLOW_NEW));
     let a = r.assignment().unwrap();
     assert_eq!(
-        a.experiment.id.to_string(),
+        a.experiment.id().to_string(),
         EXP,
         "the paused experiment never assigns"
     );
     assert_eq!(
-        (a.variant.id.to_string().as_str(), a.variant.name.as_str()),
+        (a.variant.id().to_string().as_str(), a.variant.name()),
         (VAR_NEW, "new")
     );
 }
@@ -153,7 +153,7 @@ fn holdout_is_no_flow_with_experiment_fields_and_event() {
     let r = app.resolve("paywall", &request, ResolveMode::Normal);
     assert!(r.version().is_none());
     assert_eq!(r.no_flow_reason(), Some(NoFlowReason::Holdout));
-    assert_eq!(r.assignment().unwrap().variant.name, "control");
+    assert_eq!(r.assignment().unwrap().variant.name(), "control");
 
     let at = datetime!(2026-11-21 10:00 UTC);
     let event = r
@@ -358,13 +358,13 @@ fn flow_schema_is_served_byte_for_byte() {
         &ResolveRequest::new("u", "s", Platform::Ios, &us),
         ResolveMode::Normal,
     );
-    let schema = r.version().unwrap().flow_schema.get();
+    let schema = r.version().unwrap().flow_schema().get();
     assert!(
         schema.contains("12345678901234567890"),
         "integers beyond 2^53 unchanged: {schema}"
     );
     assert_eq!(
-        r.version().unwrap().fonts_json.get(),
+        r.version().unwrap().fonts_json().get(),
         r#"[{"family":"Inter","weight":400,"style":"normal","url":"https://cdn.example.com/inter.woff2"}]"#
     );
 }

@@ -187,8 +187,8 @@ fn with_experiment<T>(f: impl FnOnce(AppId, &flowgate_domain::catalog::Experimen
     let (app, experiment) = catalog
         .experiment(ExperimentId::from_uuid(id(crate::fixtures::EXP)))
         .expect("the fixture's experiment");
-    assert_eq!(experiment.status, ExperimentStatus::Running);
-    f(app.id, experiment)
+    assert_eq!(experiment.status(), ExperimentStatus::Running);
+    f(app.id(), experiment)
 }
 
 fn variant(text: &str) -> VariantId {

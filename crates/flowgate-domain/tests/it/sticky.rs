@@ -67,8 +67,8 @@ impl Store {
             .collect();
         let mut state = StickyState::new(read);
         let r = a.resolve_sticky("paywall", &request, ResolveMode::Normal, &mut state);
-        self.apply(&state, a.id);
-        r.assignment().map(|x| x.variant.name.clone())
+        self.apply(&state, a.id());
+        r.assignment().map(|x| x.variant.name().to_owned())
     }
 }
 
@@ -108,7 +108,7 @@ fn a_reweight_keeps_every_assigned_user_and_new_users_follow_the_new_weights() {
                     ResolveMode::Normal,
                 )
                 .assignment()
-                .map(|a| a.variant.name.clone())
+                .map(|a| a.variant.name().to_owned())
                 != **v
         })
         .count();
@@ -151,7 +151,7 @@ fn raising_the_bucket_version_buckets_everyone_again_and_keeps_old_assignments()
                 ResolveMode::Normal,
             )
             .assignment()
-            .map(|a| a.variant.name.clone());
+            .map(|a| a.variant.name().to_owned());
         let got = store.resolve(&bumped, &u, no_attributes());
         assert_eq!(got, fresh, "{u}: bucketed by the new weights");
         control += usize::from(got.as_deref() == Some("control"));
@@ -268,12 +268,12 @@ fn non_sticky_placements_read_and_write_nothing() {
     let mut state = StickyState::new(StickyDocs::new());
     let r = a.resolve_sticky("paywall", &request, ResolveMode::Normal, &mut state);
     assert_eq!(
-        r.assignment().map(|x| x.variant.id),
+        r.assignment().map(|x| x.variant.id()),
         a.resolve("paywall", &request, ResolveMode::Normal)
             .assignment()
-            .map(|x| x.variant.id)
+            .map(|x| x.variant.id())
     );
-    assert!(state.writes(a.id).is_empty());
+    assert!(state.writes(a.id()).is_empty());
 }
 
 #[test]
@@ -292,18 +292,18 @@ fn unreadable_documents_resolve_as_without_and_record_nothing() {
     let mut state = StickyState::unavailable();
     let r = a.resolve_sticky("paywall", &request, ResolveMode::Normal, &mut state);
     assert_eq!(
-        r.assignment().map(|x| x.variant.id),
+        r.assignment().map(|x| x.variant.id()),
         a.resolve("paywall", &request, ResolveMode::Normal)
             .assignment()
-            .map(|x| x.variant.id)
+            .map(|x| x.variant.id())
     );
     assert!(
-        state.writes(a.id).is_empty(),
+        state.writes(a.id()).is_empty(),
         "a write would replace what could not be read"
     );
     let mut readable = StickyState::new(StickyDocs::new());
     a.resolve_sticky("paywall", &request, ResolveMode::Normal, &mut readable);
-    assert_eq!(readable.writes(a.id).len(), 1);
+    assert_eq!(readable.writes(a.id()).len(), 1);
 }
 
 #[test]

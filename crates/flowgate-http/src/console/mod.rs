@@ -661,7 +661,7 @@ fn workspace_param(console: &Console, given: Option<&str>) -> Result<Option<Work
             .load()
             .workspaces()
             .next()
-            .map(|w| w.id)),
+            .map(|w| w.id())),
     }
 }
 

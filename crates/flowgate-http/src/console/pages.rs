@@ -170,17 +170,17 @@ pub(super) fn experiments(
                     tbody {
                         @for l in listed {
                             tr {
-                                td { a href={ "/console/experiments/" (l.experiment.id) } { (l.experiment.name) } }
-                                td { (l.app.name) }
+                                td { a href={ "/console/experiments/" (l.experiment.id()) } { (l.experiment.name()) } }
+                                td { (l.app.name()) }
                                 td { code { (l.placement) } }
-                                td { span.status { (l.experiment.status.as_str()) } }
+                                td { span.status { (l.experiment.status().as_str()) } }
                                 td {
-                                    @for (i, v) in l.experiment.variants.iter().enumerate() {
+                                    @for (i, v) in l.experiment.variants().iter().enumerate() {
                                         @if i > 0 { ", " }
-                                        (v.name) " (" (percent(v.weight)) ")"
+                                        (v.name()) " (" (percent(v.weight())) ")"
                                     }
                                 }
-                                td.num { (exposed.get(&l.experiment.id).copied().unwrap_or(0)) }
+                                td.num { (exposed.get(&l.experiment.id()).copied().unwrap_or(0)) }
                             }
                         }
                     }
@@ -569,7 +569,7 @@ pub(super) fn explain(
     let apps: Vec<_> = catalog
         .workspaces()
         .flat_map(|w| {
-            w.app_ids
+            w.app_ids()
                 .iter()
                 .filter_map(|id| catalog.app(*id))
                 .map(move |a| (w, a))
@@ -589,7 +589,7 @@ pub(super) fn explain(
             label for="app" { "App" }
             select #app name="app" required {
                 @for (w, a) in &apps {
-                    option value=(a.id) selected[a.id.to_string() == input.app] { (w.name) " / " (a.name) }
+                    option value=(a.id()) selected[a.id().to_string() == input.app] { (w.name()) " / " (a.name()) }
                 }
             }
             label for="placement" { "Placement key" }
@@ -608,7 +608,7 @@ pub(super) fn explain(
             }
             Some(Ok(explained)) => {
                 @let flow_name = |id: flowgate_domain::ids::FlowId| -> String {
-                    app.and_then(|a| a.flow(id)).map_or_else(|| format!("flow {id}"), |f| format!("flow “{}”", f.name))
+                    app.and_then(|a| a.flow(id)).map_or_else(|| format!("flow {id}"), |f| format!("flow “{}”", f.name()))
                 };
                 section #explain-result {
                     h2 { "Outcome" }
@@ -788,7 +788,7 @@ pub(super) fn keys(
         form.inline method="get" action="/console/keys" {
             label for="show-workspace" { "Workspace" }
             select #show-workspace name="workspace" {
-                @for w in &workspaces { option value=(w.id) selected[Some(w.id) == workspace] { (w.name) } }
+                @for w in &workspaces { option value=(w.id()) selected[Some(w.id()) == workspace] { (w.name()) } }
             }
             button type="submit" { "Show" }
         }
@@ -826,7 +826,7 @@ pub(super) fn keys(
             (csrf(session))
             label for="workspace" { "Workspace" }
             select #workspace name="workspace" required {
-                @for w in &workspaces { option value=(w.id) selected[Some(w.id) == workspace] { (w.name) } }
+                @for w in &workspaces { option value=(w.id()) selected[Some(w.id()) == workspace] { (w.name()) } }
             }
             label for="environment" { "Environment" }
             select #environment name="environment" {

@@ -59,7 +59,7 @@ pub async fn resolve(
                 let apps = caller
                     .catalog
                     .workspace(caller.workspace)
-                    .map(|w| w.app_ids.as_slice())
+                    .map(|w| w.app_ids())
                     .unwrap_or_default();
                 match apps {
                     [only] => *only,

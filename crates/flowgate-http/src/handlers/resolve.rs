@@ -57,12 +57,12 @@ fn record_no_flow(
         && !worker
             .shared
             .unknown_placements
-            .admit(app.id, key, std::time::Instant::now())
+            .admit(app.id(), key, std::time::Instant::now())
     {
         worker
             .shared
             .metrics
-            .unknown_placement_events_suppressed(&app.id.to_string(), 1);
+            .unknown_placement_events_suppressed(&app.id().to_string(), 1);
         return;
     }
     let now = worker.shared.clock.now();
@@ -148,13 +148,13 @@ pub(super) async fn resolve_one_sticky(
         return Err(ApiError::validation(errors));
     }
     let request = id.request();
-    let mut state = sticky.read(app.id, &placement.sticky_ids(&request)).await;
+    let mut state = sticky.read(app.id(), &placement.sticky_ids(&request)).await;
     let resolution = placement.resolve_sticky(app, &request, ResolveMode::Normal, &mut state);
-    sticky.write_behind(app.id, &state);
+    sticky.write_behind(app.id(), &state);
     Ok(render_one(
         worker,
         app,
-        &placement.key,
+        placement.key(),
         &request,
         &resolution,
         ResolveMode::Normal,
@@ -299,7 +299,7 @@ pub async fn resolve_batch(
         };
         let resolutions: Vec<_> = match (&worker.shared.sticky, sticky_ids.is_empty()) {
             (Some(sticky), false) => {
-                let mut state = sticky.read(app.id, &sticky_ids).await;
+                let mut state = sticky.read(app.id(), &sticky_ids).await;
                 let resolutions = keys
                     .iter()
                     .map(|key| {
@@ -307,7 +307,7 @@ pub async fn resolve_batch(
                         (key, r)
                     })
                     .collect();
-                sticky.write_behind(app.id, &state);
+                sticky.write_behind(app.id(), &state);
                 resolutions
             }
             _ => keys
@@ -320,7 +320,7 @@ pub async fn resolve_batch(
                 .iter()
                 .map(|(_, r)| {
                     r.version().map_or(256, |v| {
-                        v.flow_schema.get().len() + v.fonts_json.get().len() + 512
+                        v.flow_schema().get().len() + v.fonts_json().get().len() + 512
                     })
                 })
                 .sum::<usize>()

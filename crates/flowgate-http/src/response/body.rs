@@ -40,7 +40,7 @@ impl Part {
     fn len(&self) -> usize {
         match self {
             Part::Owned(bytes) => bytes.len(),
-            Part::Flow(version) => version.flow_schema.get().len(),
+            Part::Flow(version) => version.flow_schema().get().len(),
         }
     }
 
@@ -58,7 +58,7 @@ struct FlowSchema(Arc<PublishedVersion>);
 
 impl AsRef<[u8]> for FlowSchema {
     fn as_ref(&self) -> &[u8] {
-        self.0.flow_schema.get().as_bytes()
+        self.0.flow_schema().get().as_bytes()
     }
 }
 
@@ -90,7 +90,7 @@ impl BodyWriter {
     /// Appends a version's `flow_schema`: as a chunk that shares the snapshot's bytes when
     /// large, copied when small.
     pub(crate) fn append_flow(&mut self, version: &Arc<PublishedVersion>) {
-        let schema = version.flow_schema.get().as_bytes();
+        let schema = version.flow_schema().get().as_bytes();
         if !self.share || schema.len() < SPLICE_MIN {
             self.buf.extend_from_slice(schema);
             return;
@@ -158,8 +158,8 @@ impl BodyWriter {
             match part {
                 Part::Owned(bytes) => member.stored(&bytes),
                 Part::Flow(version) => {
-                    let len = version.flow_schema.get().len();
-                    member.flow(version.id.0, len, &flows.get(&version));
+                    let len = version.flow_schema().get().len();
+                    member.flow(version.id().0, len, &flows.get(&version));
                 }
             }
         }
@@ -183,7 +183,9 @@ impl BodyWriter {
         for part in &self.parts {
             match part {
                 Part::Owned(bytes) => out.extend_from_slice(bytes),
-                Part::Flow(version) => out.extend_from_slice(version.flow_schema.get().as_bytes()),
+                Part::Flow(version) => {
+                    out.extend_from_slice(version.flow_schema().get().as_bytes())
+                }
             }
         }
         Bytes::from(out)
@@ -258,7 +260,7 @@ mod tests {
         let mut expected = vec![b' '; 100];
         for v in [&a, &b] {
             expected.push(b'[');
-            expected.extend_from_slice(v.flow_schema.get().as_bytes());
+            expected.extend_from_slice(v.flow_schema().get().as_bytes());
             expected.push(b']');
         }
         assert_eq!(gunzip(spliced), expected);
@@ -284,7 +286,7 @@ mod tests {
             deflated(&a)
         );
         assert_eq!(gunzip(spliced), expected.to_vec());
-        let own = a.flow_schema.get().len() * 2;
+        let own = a.flow_schema().get().len() * 2;
         assert!(
             body(&[&a, &b], own).finish_gzip(&flows).is_err(),
             "mostly own bytes"

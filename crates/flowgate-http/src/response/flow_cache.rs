@@ -26,7 +26,7 @@ type DeflatedEntry = (std::sync::Weak<PublishedVersion>, Arc<DeflatedFlow>);
 impl CompressedFlows {
     /// The compressed schema of `version`.
     pub fn get(&self, version: &Arc<PublishedVersion>) -> Arc<DeflatedFlow> {
-        let key = version.id.0;
+        let key = version.id().0;
         let current =
             |(weak, _): &&DeflatedEntry| std::ptr::eq(weak.as_ptr(), Arc::as_ptr(version));
         {
@@ -35,7 +35,7 @@ impl CompressedFlows {
                 return Arc::clone(&entry.1);
             }
         }
-        let deflated = Arc::new(DeflatedFlow::new(version.flow_schema.get().as_bytes()));
+        let deflated = Arc::new(DeflatedFlow::new(version.flow_schema().get().as_bytes()));
         let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
         // Versions of replaced snapshots are dropped once they outnumber the live ones.
         if entries.len() >= 64 && entries.len().is_power_of_two() {
@@ -71,7 +71,7 @@ impl CompressedFlows {
                     }
                     let same = list.iter().find_map(|(weak, deflated)| {
                         let old = weak.upgrade()?;
-                        (old.flow_schema.get() == new.flow_schema.get())
+                        (old.flow_schema().get() == new.flow_schema().get())
                             .then(|| Arc::clone(deflated))
                     })?;
                     Some((*id, (Arc::downgrade(&new), same)))
@@ -94,12 +94,8 @@ impl CompressedFlows {
 /// The version object `catalog` publishes under `id`, if it publishes it.
 fn published(catalog: &Catalog, id: FlowVersionId) -> Option<Arc<PublishedVersion>> {
     let at = catalog.flow_version(id)?;
-    let version = catalog
-        .app(at.app_id)?
-        .flow(at.flow_id)?
-        .published
-        .as_ref()?;
-    (version.id == id).then(|| Arc::clone(version))
+    let version = catalog.app(at.app_id())?.flow(at.flow_id())?.published()?;
+    (version.id() == id).then(|| Arc::clone(version))
 }
 
 #[cfg(test)]

@@ -58,17 +58,17 @@ pub fn write_result(
     }
     match resolution {
         Resolution::Flow { version, .. } => {
-            uuid(buf, "flow_id", version.flow_id.as_uuid());
-            uuid(buf, "flow_version_id", version.id.as_uuid());
-            number(buf, "flow_version", version.version);
-            number(buf, "schema_version", version.schema_version);
+            uuid(buf, "flow_id", version.flow_id().as_uuid());
+            uuid(buf, "flow_version_id", version.id().as_uuid());
+            number(buf, "flow_version", version.version());
+            number(buf, "schema_version", version.schema_version());
             field(buf, "flow_schema");
             out.append_flow(version);
             let buf = out.buf();
-            string(buf, "media_base_url", &app.media_base_url);
-            string(buf, "icon_base_url", &app.icon_base_url);
+            string(buf, "media_base_url", app.media_base_url());
+            string(buf, "icon_base_url", app.icon_base_url());
             field(buf, "fonts");
-            buf.extend_from_slice(version.fonts_json.get().as_bytes());
+            buf.extend_from_slice(version.fonts_json().get().as_bytes());
         }
         Resolution::NoFlow { .. } => {
             let buf = out.buf();
@@ -80,16 +80,16 @@ pub fn write_result(
     number(
         buf,
         "cache_ttl_seconds",
-        app.cache_ttl_seconds.unwrap_or(default_ttl),
+        app.cache_ttl_seconds().unwrap_or(default_ttl),
     );
     if resolution.version().is_some() {
         // D3.7: the renderer compatibility field, always "web"; omitted on no flow.
         string(buf, "renderer_mode", "web");
     }
     if let Some(a) = resolution.assignment() {
-        uuid(buf, "experiment_id", a.experiment.id.as_uuid());
-        uuid(buf, "variant_id", a.variant.id.as_uuid());
-        string(buf, "variant_name", &a.variant.name);
+        uuid(buf, "experiment_id", a.experiment.id().as_uuid());
+        uuid(buf, "variant_id", a.variant.id().as_uuid());
+        string(buf, "variant_name", a.variant.name());
     }
     if let Some(code) = error {
         string(buf, "error", code);

@@ -3,7 +3,8 @@
 use std::io::Read as _;
 use std::sync::Arc;
 
-use flowgate_domain::catalog::PublishedVersion;
+use flowgate_domain::catalog::{Catalog, CatalogData, PublishedVersion};
+use flowgate_domain::ids::{AppId, FlowId};
 
 use super::gzip::{stored_blocks, DeflatedFlow};
 
@@ -11,16 +12,22 @@ pub(crate) fn version(schema: &str) -> Arc<PublishedVersion> {
     version_with_id(schema, 0)
 }
 
+/// The published version `id` of a one-flow catalog whose flow is `schema`, as
+/// `Catalog::build` makes it (the only way to make one).
 pub(crate) fn version_with_id(schema: &str, id: u128) -> Arc<PublishedVersion> {
-    Arc::new(PublishedVersion {
-        id: flowgate_domain::ids::FlowVersionId(uuid::Uuid::from_u128(id)),
-        flow_id: flowgate_domain::ids::FlowId(uuid::Uuid::nil()),
-        version: 1,
-        schema_version: 1,
-        flow_schema: serde_json::value::RawValue::from_string(schema.to_owned()).unwrap(),
-        fonts: Vec::new(),
-        fonts_json: serde_json::value::RawValue::from_string("[]".to_owned()).unwrap(),
-    })
+    let flow = FlowId(uuid::Uuid::nil());
+    let app = AppId(uuid::Uuid::from_u128(u128::MAX));
+    let text = format!(
+        r#"{{"workspaces": [{{"id": "{app}", "name": "w", "apps": [{{"id": "{app}", "name": "a",
+            "media_base_url": "https://media.example", "icon_base_url": "https://icons.example",
+            "flows": [{{"id": "{flow}", "name": "f", "published_version": 1, "versions": [
+                {{"id": "{version}", "version": 1, "schema_version": 1, "flow_schema": {schema}}}]}}]}}]}}]}}"#,
+        version = uuid::Uuid::from_u128(id),
+    );
+    let data: CatalogData = serde_json::from_str(&text).expect("a catalog of one flow");
+    let catalog = Catalog::build(data).expect("the catalog builds");
+    let published = catalog.app(app).and_then(|a| a.flow(flow)?.published());
+    Arc::clone(published.expect("the flow is published"))
 }
 
 pub(crate) fn inflate(deflated: &DeflatedFlow) -> String {

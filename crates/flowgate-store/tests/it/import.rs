@@ -205,7 +205,7 @@ backend_tests! {
         );
         let app = catalog.app(APP.parse().expect("uuid")).expect("app");
         let flow = app.flow(FLOW.parse().expect("uuid")).expect("flow");
-        assert_eq!(flow.published.as_ref().map(|v| v.id.to_string()), Some(V2.to_owned()));
+        assert_eq!(flow.published().map(|v| v.id().to_string()), Some(V2.to_owned()));
     }
 
     async fn reimporting_the_same_file_changes_nothing(db) {
@@ -336,9 +336,9 @@ backend_tests! {
             .app(APP.parse().expect("uuid"))
             .and_then(|a| a.flow(FLOW.parse::<FlowId>().expect("uuid")))
             .expect("flow");
-        let published = flow.published.as_ref().expect("published");
-        let schema: Value = serde_json::from_str(published.flow_schema.get()).expect("json");
-        assert_eq!((published.version, schema), (3, json!({"screens": [3]})));
+        let published = flow.published().expect("published");
+        let schema: Value = serde_json::from_str(published.flow_schema().get()).expect("json");
+        assert_eq!((published.version(), schema), (3, json!({"screens": [3]})));
     }
 
     async fn a_weight_change_on_a_running_experiment_warns(db) {
