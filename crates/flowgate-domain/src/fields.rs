@@ -1,17 +1,16 @@
-//! The field rules of identities (resolve bodies, D3.6) and of events (D7), declared once with
-//! `validator`. What it cannot express stays with the code that reads the fields: presence and
-//! JSON types, UUIDs, timestamps, closed vocabularies and checks against the catalog.
+//! The field rules of identities (resolve bodies, D3.6), declared with `validator`, and the
+//! reported `event_id` of an event error. An event's members have their rules in the event
+//! field table ([`crate::events::EVENT_FIELDS`]) instead: one entry per member drives its
+//! validation, where it is kept and its API description, which `validator`'s per-struct
+//! attributes cannot.
 
 use std::borrow::Cow;
 
 use serde_json::Value;
 use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
 
-/// `user_id`, `session_id` and every optional event string: at most this many characters
-/// (D7).
-pub const MAX_TEXT_CHARS: u64 = 256;
-/// An event's `sdk_version`: at most this many characters (D7).
-pub const MAX_SDK_VERSION_CHARS: u64 = 64;
+use crate::events::MAX_TEXT_CHARS;
+
 /// The longest `event_id` echoed back in an event error, in characters: a longer string is
 /// certainly not a UUID and would only bloat the response.
 pub const MAX_REPORTED_EVENT_ID_CHARS: usize = 256;
@@ -53,56 +52,6 @@ struct IdentityRules<'a> {
     session_id: &'a str,
 }
 
-/// The free-form strings of an event (D7), checked after their presence and types.
-#[derive(Debug, Default, Validate)]
-pub(crate) struct EventText<'a> {
-    /// The event's `user_id`.
-    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub user_id: &'a str,
-    /// The event's `session_id`.
-    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub session_id: &'a str,
-    /// The event's `sdk_version`.
-    #[validate(length(min = 1, max = MAX_SDK_VERSION_CHARS), custom(function = "storable"))]
-    pub sdk_version: &'a str,
-    /// The event's `placement_id`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub placement_id: Option<&'a str>,
-    /// The event's `experiment_id`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub experiment_id: Option<&'a str>,
-    /// The event's `variant_id`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub variant_id: Option<&'a str>,
-    /// The event's `variant_name`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub variant_name: Option<&'a str>,
-    /// The event's `screen_id`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub screen_id: Option<&'a str>,
-    /// The event's `screen_name`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub screen_name: Option<&'a str>,
-    /// The event's `element_id`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub element_id: Option<&'a str>,
-    /// The event's `element_type`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub element_type: Option<&'a str>,
-    /// The event's `interaction_type`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub interaction_type: Option<&'a str>,
-    /// The event's `app_version`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub app_version: Option<&'a str>,
-    /// The event's `country`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub country: Option<&'a str>,
-    /// The event's `runtime_version`.
-    #[validate(length(max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    pub runtime_version: Option<&'a str>,
-}
-
 /// Why a field broke its rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -129,7 +78,7 @@ impl std::fmt::Display for FieldRule {
 }
 
 /// The rule `field` broke in `errors`, if it broke one (length before NUL, as declared).
-pub(crate) fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
+fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
     let Some(ValidationErrorsKind::Field(list)) = errors.errors().get(field) else {
         return None;
     };
@@ -208,28 +157,6 @@ mod tests {
         assert_eq!(
             FieldRule::Nul.to_string(),
             "must not contain the NUL character (U+0000)"
-        );
-    }
-
-    #[test]
-    fn optional_event_strings_have_no_minimum() {
-        let text = EventText {
-            user_id: "u",
-            session_id: "s",
-            sdk_version: &"v".repeat(65),
-            country: Some(""),
-            screen_name: Some(&"x".repeat(257)),
-            ..EventText::default()
-        };
-        let errors = text.validate().unwrap_err();
-        assert_eq!(broken_rule(&errors, "country"), None);
-        assert_eq!(
-            broken_rule(&errors, "screen_name"),
-            Some(FieldRule::Length { min: 0, max: 256 })
-        );
-        assert_eq!(
-            broken_rule(&errors, "sdk_version"),
-            Some(FieldRule::Length { min: 1, max: 64 })
         );
     }
 

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use actix_web::http::header;
 use actix_web::HttpResponse;
-use flowgate_domain::events::EventType;
+use flowgate_domain::events::{EventType, FieldKind, EVENT_FIELDS};
 use flowgate_domain::placement::MAX_PLACEMENT_KEY_LEN;
 use flowgate_domain::resolve::MAX_BATCH_KEYS;
 use serde_json::{json, Map, Value};
@@ -273,35 +273,57 @@ fn result_properties() -> Map<String, Value> {
     p
 }
 
+/// `EventInput`, from the domain's table of event members (D7).
 fn event_input() -> Value {
     let types: Vec<&str> = EventType::SDK_TYPES.iter().map(|t| t.as_str()).collect();
-    let short = json!({"type": ["string", "null"], "maxLength": 256});
-    let count = json!({"type": ["integer", "null"], "minimum": 0});
+    let mut properties = Map::new();
+    for field in EVENT_FIELDS {
+        let optional = !field.is_required();
+        let ty = |name: &str| {
+            if optional {
+                json!([name, "null"])
+            } else {
+                json!(name)
+            }
+        };
+        let mut schema = match field.kind() {
+            FieldKind::Uuid => json!({"type": ty("string"), "format": "uuid"}),
+            FieldKind::Text { min, max } => {
+                let mut text = json!({"type": ty("string"), "maxLength": max});
+                if min > 0 {
+                    text["minLength"] = json!(min);
+                }
+                text
+            }
+            FieldKind::OneOf(values) => {
+                let mut values: Vec<Value> = values.iter().map(|v| json!(v)).collect();
+                if optional {
+                    values.push(Value::Null);
+                }
+                json!({"type": ty("string"), "enum": values})
+            }
+            FieldKind::EventType => json!({"type": ty("string"), "enum": types}),
+            FieldKind::Timestamp => json!({"type": ty("string"), "format": "date-time"}),
+            FieldKind::Integer { min } => json!({"type": ty("integer"), "minimum": min}),
+            FieldKind::Number => json!({"type": ty("number")}),
+            FieldKind::Currency => json!({"type": ty("string"), "pattern": "^[A-Z]{3}$"}),
+            FieldKind::Object { .. } => json!({"type": ty("object")}),
+        };
+        if !field.description().is_empty() {
+            schema["description"] = json!(field.description());
+        }
+        properties.insert(field.name().to_owned(), schema);
+    }
+    let required: Vec<&str> = EVENT_FIELDS
+        .iter()
+        .filter(|f| f.is_required())
+        .map(|f| f.name())
+        .collect();
     json!({
         "type": "object",
         "description": "One analytics event (D7). Unknown members are ignored; optional members sent as null count as absent.",
-        "required": ["event_id", "app_id", "flow_id", "flow_version_id", "user_id", "session_id", "device_platform", "event_type", "timestamp", "sdk_version"],
-        "properties": {
-            "event_id": {"type": "string", "format": "uuid", "description": "Unique within the app; an id the app already stored is accepted and not stored again. Another app's events do not share these ids (D25)."},
-            "app_id": {"type": "string", "format": "uuid", "description": "Must equal the URL's app."},
-            "flow_id": {"type": "string", "format": "uuid"},
-            "flow_version_id": {"type": "string", "format": "uuid", "description": "A version (published or not) of `flow_id` in the app."},
-            "user_id": {"type": "string", "minLength": 1, "maxLength": 256},
-            "session_id": {"type": "string", "minLength": 1, "maxLength": 256},
-            "device_platform": {"type": "string", "enum": ["ios", "android", "web"]},
-            "event_type": {"type": "string", "enum": types},
-            "timestamp": {"type": "string", "format": "date-time", "description": "RFC 3339 with an offset; at most 24 h ahead of and 31 days behind the server clock."},
-            "sdk_version": {"type": "string", "minLength": 1, "maxLength": 64},
-            "placement_id": short, "experiment_id": short, "variant_id": short, "variant_name": short,
-            "screen_id": short, "screen_name": short, "element_id": short, "element_type": short,
-            "interaction_type": short, "app_version": short, "country": short, "runtime_version": short,
-            "flow_version": {"type": ["integer", "null"], "minimum": 1},
-            "screen_index": count, "time_since_flow_start_ms": count, "time_on_screen_ms": count, "first_paint_ms": count,
-            "revenue": {"type": ["number", "null"], "description": "When present, `currency` is required."},
-            "currency": {"type": ["string", "null"], "pattern": "^[A-Z]{3}$"},
-            "renderer_mode": {"type": ["string", "null"], "enum": ["native", "web", null]},
-            "properties": {"type": ["object", "null"], "description": "Free-form; at most 8 KiB serialised."}
-        }
+        "required": required,
+        "properties": properties
     })
 }
 

@@ -1,6 +1,8 @@
 //! The columns of `analytics_events` the store writes, in one table ([`EVENT_COLUMNS`]) that
 //! drives every event write: the PostgreSQL `COPY` (`copy.rs`), the PostgreSQL `UNNEST` insert
-//! and the SQLite insert (`events.rs`). A new column is one entry here (and the migrations).
+//! and the SQLite insert (`events.rs`). A new column is one entry here (and the migrations); a
+//! test holds the list to the columns the domain's event field table names
+//! (`flowgate_domain::events::EVENT_FIELDS`).
 
 use flowgate_domain::events::AnalyticsEvent;
 use serde_json::{Map, Value};
@@ -99,5 +101,27 @@ impl<'e> ColumnValues<'e> {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flowgate_domain::events::{Kept, EVENT_FIELDS};
+
+    use super::EVENT_COLUMNS;
+
+    #[test]
+    fn every_column_of_the_event_field_table_is_written() {
+        let written: Vec<&str> = EVENT_COLUMNS.iter().map(|c| c.name).collect();
+        for field in EVENT_FIELDS {
+            if let Kept::Column(column) = field.kept() {
+                assert!(
+                    written.contains(&column),
+                    "`{}` is kept in column `{column}`, which the writes do not list",
+                    field.name()
+                );
+            }
+        }
+        assert!(written.contains(&"payload"), "the payload members' column");
     }
 }

@@ -1,6 +1,8 @@
-//! Analytics events: the recognized types (D7), the stored event model shared by
-//! SDK events and the server's `resolve_no_flow` event (D8), and per-event validation.
+//! Analytics events: the recognized types (D7), the members of an SDK event in one table
+//! ([`EVENT_FIELDS`]), the stored event model shared by SDK events and the server's
+//! `resolve_no_flow` event (D8), and per-event validation.
 
+mod schema;
 mod validate;
 
 use std::fmt;
@@ -11,6 +13,10 @@ use time::OffsetDateTime;
 use crate::identity::Platform;
 use crate::ids::{AppId, EventId, FlowId, FlowVersionId};
 
+pub use schema::{
+    event_field, EventField, FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES,
+    MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS, PLATFORMS, RENDERER_MODES,
+};
 pub use validate::{
     validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,
 };

@@ -27,10 +27,10 @@ use std::io;
 use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
-use validator::Validate as _;
 
+use super::schema::{FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES, RENDERER_MODES};
 use super::{AnalyticsEvent, EventSource, EventType};
-use crate::fields::{broken_rule, reported_event_id, EventText, FieldRule};
+use crate::fields::reported_event_id;
 use crate::identity::Platform;
 use crate::ids::{parse_hyphenated, AppId, EventId, FlowId, FlowVersionId};
 
@@ -185,52 +185,6 @@ pub struct EventError {
     pub event_id: Option<String>,
 }
 
-/// D7: `properties` is at most 8 KiB serialised.
-const MAX_PROPERTIES_BYTES: usize = 8 * 1024;
-
-/// The required fields in D7 order; their presence and type are checked before anything else.
-const REQUIRED_FIELDS: [&str; 10] = [
-    "event_id",
-    "app_id",
-    "flow_id",
-    "flow_version_id",
-    "user_id",
-    "session_id",
-    "device_platform",
-    "event_type",
-    "timestamp",
-    "sdk_version",
-];
-
-/// Optional free-form strings limited to 256 characters (D7), in check order. The first four
-/// become typed columns of [`AnalyticsEvent`]; the others go into its payload.
-const OPTIONAL_STRINGS: [&str; 12] = [
-    "placement_id",
-    "experiment_id",
-    "variant_id",
-    "variant_name",
-    "screen_id",
-    "screen_name",
-    "element_id",
-    "element_type",
-    "interaction_type",
-    "app_version",
-    "country",
-    "runtime_version",
-];
-
-/// How many entries of [`OPTIONAL_STRINGS`] are typed columns rather than payload members.
-const OPTIONAL_STRING_COLUMNS: usize = 4;
-
-/// Optional integer fields with their minimum value (D7), in check order.
-const OPTIONAL_INTEGERS: [(&str, i64); 5] = [
-    ("flow_version", 1),
-    ("screen_index", 0),
-    ("time_since_flow_start_ms", 0),
-    ("time_on_screen_ms", 0),
-    ("first_paint_ms", 0),
-];
-
 /// Validates one raw JSON event against the URL's app (D7) and returns the event to store, or
 /// the first rule it breaks.
 ///
@@ -259,19 +213,17 @@ pub fn validate_event(
         event_id: reported_event_id(raw),
     };
 
-    // D7: required fields are present, non-null and strings, checked in the order D7 lists them.
-    let mut required = [""; REQUIRED_FIELDS.len()];
-    for (slot, field) in required.iter_mut().zip(REQUIRED_FIELDS) {
-        *slot = cx.required_str(field)?;
+    // D7: required fields are present, non-null and strings, checked in the table's order.
+    for field in EVENT_FIELDS.iter().filter(|f| f.is_required()) {
+        cx.required_str(field.name())?;
     }
-    let [event_id, app_id, flow_id, flow_version_id, user_id, session_id, device_platform, event_type, timestamp, sdk_version] =
-        required;
+    let required = |field: &'static str| cx.required_str(field);
 
     // D7: the four ids are hyphenated UUIDs of any version.
-    let event_id = EventId(cx.uuid("event_id", event_id)?);
-    let app_id = AppId(cx.uuid("app_id", app_id)?);
-    let flow_id = FlowId(cx.uuid("flow_id", flow_id)?);
-    let flow_version_id = FlowVersionId(cx.uuid("flow_version_id", flow_version_id)?);
+    let event_id = EventId(cx.uuid("event_id", required("event_id")?)?);
+    let app_id = AppId(cx.uuid("app_id", required("app_id")?)?);
+    let flow_id = FlowId(cx.uuid("flow_id", required("flow_id")?)?);
+    let flow_version_id = FlowVersionId(cx.uuid("flow_version_id", required("flow_version_id")?)?);
 
     // D7: the URL's app is authoritative.
     if app_id != app {
@@ -301,49 +253,27 @@ pub fn validate_event(
         Some(_) => {}
     }
 
-    // D7: string lengths, counted in characters, and text the store can keep (the rules are
-    // declared in `fields::EventText`). The first broken rule is reported in check order: the
-    // required strings, then each optional string's type and rules.
-    let optional = OPTIONAL_STRINGS.map(|field| cx.optional_str(field));
-    let value = |i: usize| optional[i].as_ref().ok().copied().flatten();
-    let text = EventText {
-        user_id,
-        session_id,
-        sdk_version,
-        placement_id: value(0),
-        experiment_id: value(1),
-        variant_id: value(2),
-        variant_name: value(3),
-        screen_id: value(4),
-        screen_name: value(5),
-        element_id: value(6),
-        element_type: value(7),
-        interaction_type: value(8),
-        app_version: value(9),
-        country: value(10),
-        runtime_version: value(11),
-    };
-    let broken = text.validate().err();
-    let broken_rule = |field: &str| broken.as_ref().and_then(|e| broken_rule(e, field));
-    for field in ["user_id", "session_id", "sdk_version"] {
-        if let Some(rule) = broken_rule(field) {
-            return Err(cx.broken(field, rule));
-        }
+    // D7: string lengths, counted in characters, and text the store can keep: the required
+    // strings first, then each optional string's type and rules, in the table's order.
+    let texts = EVENT_FIELDS.iter().filter_map(|f| match f.kind() {
+        FieldKind::Text { min, max } => Some((f, min, max)),
+        _ => None,
+    });
+    for (field, min, max) in texts.clone().filter(|(f, ..)| f.is_required()) {
+        cx.text(field.name(), required(field.name())?, min, max)?;
     }
-    let mut optional_strings = [None; OPTIONAL_STRINGS.len()];
-    for ((slot, field), result) in optional_strings
-        .iter_mut()
-        .zip(OPTIONAL_STRINGS)
-        .zip(optional)
-    {
-        *slot = result?;
-        if let Some(rule) = broken_rule(field) {
-            return Err(cx.broken(field, rule));
+    let mut columns = Vec::new();
+    for (field, min, max) in texts.filter(|(f, ..)| !f.is_required()) {
+        if let Some(value) = cx.optional_str(field.name())? {
+            cx.text(field.name(), value, min, max)?;
+            if let Some(set) = field.set_text() {
+                columns.push((set, value));
+            }
         }
     }
 
     // D7: the closed vocabularies.
-    let Some(device_platform) = Platform::parse(device_platform) else {
+    let Some(device_platform) = Platform::parse(required("device_platform")?) else {
         return Err(cx.fail(
             EventErrorCode::InvalidPlatform,
             "device_platform",
@@ -351,7 +281,7 @@ pub fn validate_event(
         ));
     };
     let renderer_mode = cx.optional_str("renderer_mode")?;
-    if renderer_mode.is_some_and(|mode| !matches!(mode, "native" | "web")) {
+    if renderer_mode.is_some_and(|mode| !RENDERER_MODES.contains(&mode)) {
         return Err(cx.fail(
             EventErrorCode::InvalidRendererMode,
             "renderer_mode",
@@ -360,7 +290,7 @@ pub fn validate_event(
     }
 
     // D7: a recognized type, and never one only the server records (D8).
-    let event_type = match EventType::parse(event_type) {
+    let event_type = match EventType::parse(required("event_type")?) {
         None => {
             return Err(cx.fail(
                 EventErrorCode::UnknownEventType,
@@ -378,12 +308,14 @@ pub fn validate_event(
         Some(t) => t,
     };
 
-    let occurred_at = cx.timestamp(timestamp, now, limits)?;
+    let occurred_at = cx.timestamp(required("timestamp")?, now, limits)?;
 
     // D7: numeric rules. Only the checks matter here; the values are copied into the payload
     // unchanged below.
-    for (field, min) in OPTIONAL_INTEGERS {
-        cx.optional_integer(field, min)?;
+    for field in EVENT_FIELDS {
+        if let FieldKind::Integer { min } = field.kind() {
+            cx.optional_integer(field.name(), min)?;
+        }
     }
     let revenue = cx.optional_number("revenue")?;
     check_finite(revenue)
@@ -409,39 +341,31 @@ pub fn validate_event(
     cx.properties()?;
 
     // Everything is valid: build the stored event. Typed columns take the identity and routing
-    // fields; every other known optional field goes into the payload under its wire name, and
-    // unknown fields are dropped (D7: ignored, not stored).
-    let [placement_id, experiment_id, variant_id, variant_name, ..] = optional_strings;
+    // fields; every member the table keeps in the payload goes there under its wire name, and
+    // unknown members are dropped (D7: ignored, not stored).
     let mut payload = Map::new();
-    let payload_fields = OPTIONAL_STRINGS[OPTIONAL_STRING_COLUMNS..]
-        .iter()
-        .chain(OPTIONAL_INTEGERS.iter().map(|(field, _)| field))
-        .chain(&["revenue", "currency", "properties", "renderer_mode"]);
-    for &field in payload_fields {
-        if let Some(value) = cx.optional(field) {
-            payload.insert(field.to_owned(), value.clone());
+    for field in EVENT_FIELDS.iter().filter(|f| f.kept() == Kept::Payload) {
+        if let Some(value) = cx.optional(field.name()) {
+            payload.insert(field.name().to_owned(), value.clone());
         }
     }
-
-    Ok(AnalyticsEvent {
+    let event = AnalyticsEvent::new(
         event_id,
-        source: EventSource::Sdk,
+        EventSource::Sdk,
         event_type,
         app_id,
-        flow_id: Some(flow_id),
-        flow_version_id: Some(flow_version_id),
-        placement_key: placement_id.map(str::to_owned),
-        user_id: user_id.to_owned(),
-        session_id: session_id.to_owned(),
+        required("user_id")?,
+        required("session_id")?,
         device_platform,
         occurred_at,
-        sdk_version: Some(sdk_version.to_owned()),
-        experiment_id: experiment_id.map(str::to_owned),
-        variant_id: variant_id.map(str::to_owned),
-        variant_name: variant_name.map(str::to_owned),
-        reason: None,
-        payload,
-    })
+    )
+    .with_flow_id(Some(flow_id))
+    .with_flow_version_id(Some(flow_version_id))
+    .with_sdk_version(Some(required("sdk_version")?.to_owned()))
+    .with_payload(payload);
+    Ok(columns.into_iter().fold(event, |event, (set, value)| {
+        set(event, Some(value.to_owned()))
+    }))
 }
 
 /// The event object being validated, with the `event_id` to report in errors.
@@ -539,24 +463,25 @@ impl<'a> Event<'a> {
         })
     }
 
-    /// The error for a string that broke its declared rule.
-    fn broken(&self, field: &'static str, rule: FieldRule) -> EventError {
-        match rule {
-            FieldRule::Length { min, max } => self.fail(
+    /// D7: a string of `min..=max` characters (Unicode scalar values) that the store can
+    /// keep: no NUL character ([`super::is_storable_text`]). Length is checked first.
+    fn text(&self, field: &'static str, value: &str, min: u64, max: u64) -> Result<(), EventError> {
+        let chars = value.chars().count() as u64;
+        if chars < min || chars > max {
+            return Err(self.fail(
                 EventErrorCode::InvalidLength,
                 field,
                 format!("`{field}` must be {min} to {max} characters long"),
-            ),
-            FieldRule::Nul => self.nul(field),
+            ));
         }
-    }
-
-    fn nul(&self, field: &'static str) -> EventError {
-        self.fail(
-            EventErrorCode::InvalidCharacter,
-            field,
-            format!("`{field}` must not contain the NUL character (U+0000)"),
-        )
+        if !super::is_storable_text(value) {
+            return Err(self.fail(
+                EventErrorCode::InvalidCharacter,
+                field,
+                format!("`{field}` must not contain the NUL character (U+0000)"),
+            ));
+        }
+        Ok(())
     }
 
     /// D7: RFC 3339 with an offset, inside the configured window around `now` (both bounds
@@ -704,6 +629,10 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::events::schema::d7::{
+        OPTIONAL_INTEGERS, OPTIONAL_STRINGS, OTHER_OPTIONAL, REQUIRED_FIELDS,
+    };
+    use crate::events::{event_field, EventField};
 
     const APP: AppId = AppId(Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0a01));
     const OTHER_APP: AppId = AppId(Uuid::from_u128(0x0190_0000_0000_7000_8000_0000_0000_0a02));
@@ -888,7 +817,7 @@ mod tests {
         let optional = OPTIONAL_STRINGS
             .iter()
             .chain(OPTIONAL_INTEGERS.iter().map(|(f, _)| f))
-            .chain(&["revenue", "currency", "properties", "renderer_mode"]);
+            .chain(&OTHER_OPTIONAL);
         if let Value::Object(obj) = &mut raw {
             for field in optional {
                 obj.insert((*field).to_owned(), Value::Null);
@@ -1595,5 +1524,70 @@ mod tests {
     fn lookup_works_through_a_trait_object() {
         let lookup: &dyn FlowVersionLookup = &Catalog;
         assert!(validate_event(&base(), APP, lookup, NOW, &ValidationLimits::default()).is_ok());
+    }
+
+    #[test]
+    fn the_typed_columns_and_the_payload_split_as_d7_stores_them() {
+        let kept = |name| event_field(name).map(EventField::kept);
+        for (name, column) in [
+            ("placement_id", "placement_key"),
+            ("experiment_id", "experiment_id"),
+            ("variant_id", "variant_id"),
+            ("variant_name", "variant_name"),
+            ("timestamp", "occurred_at"),
+        ] {
+            assert_eq!(kept(name), Some(Kept::Column(column)), "{name}");
+        }
+        for name in OPTIONAL_STRINGS[4..]
+            .iter()
+            .chain(OPTIONAL_INTEGERS.iter().map(|(f, _)| f))
+            .chain(&OTHER_OPTIONAL)
+        {
+            assert_eq!(kept(name), Some(Kept::Payload), "{name}");
+        }
+        // Every optional column reaches its typed field.
+        let mut raw = base();
+        for name in [
+            "placement_id",
+            "experiment_id",
+            "variant_id",
+            "variant_name",
+        ] {
+            raw[name] = json!(format!("{name}-value"));
+        }
+        let event = accepted(&raw);
+        assert_eq!(
+            [
+                event.placement_key.as_deref(),
+                event.experiment_id.as_deref(),
+                event.variant_id.as_deref(),
+                event.variant_name.as_deref()
+            ],
+            [
+                Some("placement_id-value"),
+                Some("experiment_id-value"),
+                Some("variant_id-value"),
+                Some("variant_name-value")
+            ]
+        );
+        assert!(event.payload.is_empty(), "{:?}", event.payload);
+    }
+
+    #[test]
+    fn every_member_of_the_table_is_checked_for_its_type() {
+        // A member added to the table is validated without another change: a value of the
+        // wrong JSON type is refused, naming the member.
+        for field in EVENT_FIELDS {
+            let wrong = match field.kind() {
+                FieldKind::Object { .. } => json!("not an object"),
+                FieldKind::Integer { .. } | FieldKind::Number => json!("1"),
+                _ => json!(1),
+            };
+            assert_rejects(
+                &with(field.name(), Some(wrong)),
+                EventErrorCode::InvalidType,
+                field.name(),
+            );
+        }
     }
 }
