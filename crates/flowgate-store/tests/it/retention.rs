@@ -142,7 +142,7 @@ backend_tests! {
             };
             let others: Vec<_> = (0..30).map(|i| other_app(i, now - time::Duration::days(40))).collect();
             db.store.append_events(&others).await.expect("append");
-            db.store.append_events(&[at(0, now), other_app(1, now)]).await.expect("append");
+            db.store.append_events(&[at(n, now), other_app(n + 1, now)]).await.expect("append");
             let (_, deleted) = db
                 .store
                 .drop_events_before(now - time::Duration::days(30))
