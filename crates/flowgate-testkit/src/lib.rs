@@ -19,6 +19,8 @@
 //! [`revert_through`] steps a store's migrations back past one of them, for tests of that
 //! migration on a database with data.
 //!
+//! [`per_backend!`] defines a test case once per backend.
+//!
 //! [`scale::catalog_file`] is the benchmark catalog (100 apps, 5,000 placements, 2,000 flow
 //! versions) as catalog file text, for benchmarks and tests at that scale.
 //!
@@ -28,6 +30,7 @@
 //! Setup failures panic on purpose: this is test code, and a broken setup must stop the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod matrix;
 mod nats;
 mod proxy;
 pub mod scale;

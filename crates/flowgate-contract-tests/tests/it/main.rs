@@ -5,36 +5,30 @@
 
 mod support;
 
-/// For each case of a port module, a module `<case>` with one test per backend. `harness`
-/// cases receive the harness, `store` cases the port implementation alone.
+/// For each case of a port module, a module `<case>` with one test per backend
+/// (`flowgate_testkit::per_backend!`). `harness` cases receive the harness, `store` cases the
+/// port implementation alone.
 macro_rules! contract_tests {
     ($port:ident { $($kind:ident $case:ident,)* }) => {
-        mod $port {$(
-            mod $case {
+        mod $port {
+            flowgate_testkit::per_backend! {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn memory() {
-                    contract_tests!(@run $kind, crate::support::Memory, $port::$case);
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn sqlite() {
-                    contract_tests!(@run $kind, crate::support::Sqlite, $port::$case);
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn postgres() {
-                    contract_tests!(@run $kind, crate::support::Postgres, $port::$case);
-                }
+                [
+                    memory => contract_tests!(@create crate::support::Memory),
+                    sqlite => contract_tests!(@create crate::support::Sqlite),
+                    postgres => contract_tests!(@create crate::support::Postgres),
+                ]
+                $(async fn $case(harness) {
+                    contract_tests!(@call $kind, harness, flowgate_contract_tests::$port::$case)
+                })*
             }
-        )*}
+        }
     };
-    (@run $kind:ident, $harness:ty, $port:ident::$case:ident) => {{
-        use flowgate_contract_tests::Harness as _;
-        let Some(harness) = <$harness>::create().await else { return };
-        contract_tests!(@call $kind, harness, flowgate_contract_tests::$port::$case);
-    }};
+    (@create $harness:ty) => {
+        <$harness as flowgate_contract_tests::Harness>::create().await
+    };
     (@call harness, $h:ident, $f:path) => { $f(&$h).await };
-    (@call store, $h:ident, $f:path) => { $f($h.store()).await };
+    (@call store, $h:ident, $f:path) => { $f(flowgate_contract_tests::Harness::store(&$h)).await };
 }
 
 contract_tests!(catalog_source {

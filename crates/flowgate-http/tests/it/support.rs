@@ -411,14 +411,11 @@ pub fn assert_problem_shape(body: &Value) {
 /// own contract suite runs every port on both.
 macro_rules! on_sqlite {
     ($($name:ident),+ $(,)?) => {
-        $(
-            mod $name {
-                #[actix_web::test]
-                async fn sqlite() {
-                    super::$name($crate::support::Backend::Sqlite).await
-                }
-            }
-        )+
+        flowgate_testkit::per_backend! {
+            #[actix_web::test]
+            [sqlite => Some($crate::support::Backend::Sqlite)]
+            $(async fn $name(backend) { super::$name(backend).await })+
+        }
     };
 }
 pub(crate) use on_sqlite;
@@ -428,18 +425,14 @@ pub(crate) use on_sqlite;
 /// ids, the catalog's TTLs).
 macro_rules! on_both_stores {
     ($($name:ident),+ $(,)?) => {
-        $(
-            mod $name {
-                #[actix_web::test]
-                async fn sqlite() {
-                    super::$name($crate::support::Backend::Sqlite).await
-                }
-                #[actix_web::test]
-                async fn postgres() {
-                    super::$name($crate::support::Backend::Postgres).await
-                }
-            }
-        )+
+        flowgate_testkit::per_backend! {
+            #[actix_web::test]
+            [
+                sqlite => Some($crate::support::Backend::Sqlite),
+                postgres => Some($crate::support::Backend::Postgres),
+            ]
+            $(async fn $name(backend) { super::$name(backend).await })+
+        }
     };
 }
 pub(crate) use on_both_stores;

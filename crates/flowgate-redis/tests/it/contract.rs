@@ -2,13 +2,15 @@
 //! fresh, empty store: a key prefix of its own on the shared Redis.
 
 macro_rules! contract {
-    ($($case:ident),* $(,)?) => {$(
-        #[tokio::test]
-        async fn $case() {
-            let fixture = crate::support::Fixture::new().await;
-            flowgate_contract_tests::sticky_store::$case(&fixture.store).await;
+    ($($case:ident),* $(,)?) => {
+        flowgate_testkit::per_backend! {
+            #[tokio::test]
+            [redis => Some(crate::support::Fixture::new().await)]
+            $(async fn $case(fixture) {
+                flowgate_contract_tests::sticky_store::$case(&fixture.store).await;
+            })*
         }
-    )*};
+    };
 }
 
 contract!(

@@ -3,26 +3,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 /// Defines each test twice, as `<name>::postgres` and `<name>::sqlite`, with `$db` bound to a
-/// migrated [`support::TestDb`] of that backend. The body is written once.
+/// migrated [`support::TestDb`] of that backend (`flowgate_testkit::per_backend!`).
 macro_rules! backend_tests {
-    ($(async fn $name:ident($db:ident) $body:block)*) => {$(
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
+    ($($cases:tt)*) => {
+        flowgate_testkit::per_backend! {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                let Some($db) = crate::support::TestDb::postgres().await else { return };
-                $body
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                let $db = crate::support::TestDb::sqlite().await;
-                $body
-            }
+            [
+                postgres => crate::support::TestDb::postgres().await,
+                sqlite => Some(crate::support::TestDb::sqlite().await),
+            ]
+            $($cases)*
         }
-    )*};
+    };
 }
 
 mod catalog;
