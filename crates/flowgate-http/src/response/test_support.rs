@@ -15,10 +15,12 @@ pub(crate) fn version(schema: &str) -> Arc<PublishedVersion> {
 /// The published version `id` of a one-flow catalog whose flow is `schema`, as
 /// `Catalog::build` makes it (the only way to make one).
 pub(crate) fn version_with_id(schema: &str, id: u128) -> Arc<PublishedVersion> {
-    let flow = FlowId(uuid::Uuid::nil());
-    let app = AppId(uuid::Uuid::from_u128(u128::MAX));
+    // Ids unique across the catalog, whatever `id` is.
+    let workspace = uuid::Uuid::from_u128(u128::MAX - 2);
+    let app = AppId(uuid::Uuid::from_u128(u128::MAX - 1));
+    let flow = FlowId(uuid::Uuid::from_u128(u128::MAX));
     let text = format!(
-        r#"{{"workspaces": [{{"id": "{app}", "name": "w", "apps": [{{"id": "{app}", "name": "a",
+        r#"{{"workspaces": [{{"id": "{workspace}", "name": "w", "apps": [{{"id": "{app}", "name": "a",
             "media_base_url": "https://media.example", "icon_base_url": "https://icons.example",
             "flows": [{{"id": "{flow}", "name": "f", "published_version": 1, "versions": [
                 {{"id": "{version}", "version": 1, "schema_version": 1, "flow_schema": {schema}}}]}}]}}]}}]}}"#,
