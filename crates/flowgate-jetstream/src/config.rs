@@ -1,11 +1,15 @@
 //! [`JetStreamConfig`]: the `events.jetstream.*` settings (D16), their defaults and their
-//! validation. Every error names the key it is about.
+//! validation. Every error names the key it is about. The service reads the `[events.jetstream]`
+//! table of its configuration file straight into this type: its fields are the keys.
 
 use std::fmt;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Settings of the event bus. Start from [`JetStreamConfig::default`] and override fields.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct JetStreamConfig {
     /// `events.jetstream.url`: the NATS server(s), comma-separated (`nats://host:4222`,
     /// `tls://host:4222` for TLS, `nats://user:password@host:4222` with credentials). May hold
@@ -29,12 +33,13 @@ pub struct JetStreamConfig {
     /// Default 10.
     pub max_deliveries: u32,
     /// `events.jetstream.ack_wait_ms`: how long the server waits for ingest to acknowledge a
-    /// delivered message before it delivers it again (to any ingest process). Longer than a
-    /// store write may take. Default 60 s.
-    pub ack_wait: Duration,
+    /// delivered message before it delivers it again (to any ingest process), in milliseconds
+    /// ([`JetStreamConfig::ack_wait`]). Longer than a store write may take. Default 60 s.
+    pub ack_wait_ms: u64,
     /// `events.jetstream.connect_timeout_ms`: the longest a connection or a JetStream API call
-    /// (stream and consumer checks) may take. Default 5 s.
-    pub connect_timeout: Duration,
+    /// (stream and consumer checks) may take, in milliseconds
+    /// ([`JetStreamConfig::connect_timeout`]). Default 5 s.
+    pub connect_timeout_ms: u64,
     /// `events.jetstream.ingest_batch_size`: about how many events `flowgate ingest` writes
     /// to the store at once (whole messages of up to 100 events). Larger than the sink's
     /// `events.batch_size`: nothing waits on an ingest write, and batches of 5,000 stored
@@ -52,8 +57,8 @@ impl Default for JetStreamConfig {
             replicas: 1,
             consumer: "flowgate-ingest".to_owned(),
             max_deliveries: 10,
-            ack_wait: Duration::from_secs(60),
-            connect_timeout: Duration::from_secs(5),
+            ack_wait_ms: 60_000,
+            connect_timeout_ms: 5_000,
             ingest_batch_size: 5_000,
         }
     }
@@ -68,8 +73,8 @@ impl fmt::Debug for JetStreamConfig {
             .field("replicas", &self.replicas)
             .field("consumer", &self.consumer)
             .field("max_deliveries", &self.max_deliveries)
-            .field("ack_wait", &self.ack_wait)
-            .field("connect_timeout", &self.connect_timeout)
+            .field("ack_wait_ms", &self.ack_wait_ms)
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
             .field("ingest_batch_size", &self.ingest_batch_size)
             .finish()
     }
@@ -109,6 +114,16 @@ fn check_name(key: &'static str, name: &str) -> Result<(), ConfigError> {
 }
 
 impl JetStreamConfig {
+    /// `ack_wait_ms` as a duration.
+    pub fn ack_wait(&self) -> Duration {
+        Duration::from_millis(self.ack_wait_ms)
+    }
+
+    /// `connect_timeout_ms` as a duration.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
     /// The URL with every password replaced by `***`, for logs and messages.
     pub fn redacted_url(&self) -> String {
         redact(&self.url)
@@ -162,7 +177,7 @@ impl JetStreamConfig {
                 format!("must be between 1 and 1000 (got {})", self.max_deliveries),
             ));
         }
-        let ack_wait = self.ack_wait.as_millis();
+        let ack_wait = self.ack_wait_ms;
         if !(1_000..=3_600_000).contains(&ack_wait) {
             return Err(invalid(
                 "events.jetstream.ack_wait_ms",
@@ -178,7 +193,7 @@ impl JetStreamConfig {
                 ),
             ));
         }
-        let connect = self.connect_timeout.as_millis();
+        let connect = self.connect_timeout_ms;
         if !(100..=60_000).contains(&connect) {
             return Err(invalid(
                 "events.jetstream.connect_timeout_ms",
@@ -268,7 +283,7 @@ mod tests {
             "events.jetstream.max_deliveries"
         );
         assert_eq!(
-            bad(|c| c.ack_wait = Duration::from_millis(10)).key,
+            bad(|c| c.ack_wait_ms = 10).key,
             "events.jetstream.ack_wait_ms"
         );
         let e = bad(|c| c.url = "http://u:secret@host".to_owned());

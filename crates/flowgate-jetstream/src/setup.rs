@@ -95,31 +95,33 @@ fn is_code(error: &async_nats::jetstream::Error, code: ErrorCode) -> bool {
 }
 
 impl Bus {
-    /// Connects to `config.url` (at most `config.connect_timeout`), named `name` on the
+    /// Connects to `config.url` (at most `config.connect_timeout_ms`), named `name` on the
     /// server (`flowgate-serve`, `flowgate-ingest`). The client reconnects on its own after.
     pub async fn connect(config: &JetStreamConfig, name: &str) -> Result<Bus, SetupError> {
         let url = config.redacted_url();
         let options = async_nats::ConnectOptions::new()
             .name(name)
-            .connection_timeout(config.connect_timeout)
-            .request_timeout(Some(config.connect_timeout))
+            .connection_timeout(config.connect_timeout())
+            .request_timeout(Some(config.connect_timeout()))
             // Keep trying for ever once connected: the publisher's writes fail meanwhile and
             // requests get 503 (D15), nothing is dropped.
             .max_reconnects(None);
         let servers: Vec<&str> = config.url.split(',').map(str::trim).collect();
-        let client =
-            tokio::time::timeout(config.connect_timeout, options.connect(servers.as_slice()))
-                .await
-                .map_err(|_| SetupError::Unreachable {
-                    url: url.clone(),
-                    reason: format!("no answer within {} ms", config.connect_timeout.as_millis()),
-                })?
-                .map_err(|e| SetupError::Unreachable {
-                    url: url.clone(),
-                    reason: e.to_string(),
-                })?;
+        let client = tokio::time::timeout(
+            config.connect_timeout(),
+            options.connect(servers.as_slice()),
+        )
+        .await
+        .map_err(|_| SetupError::Unreachable {
+            url: url.clone(),
+            reason: format!("no answer within {} ms", config.connect_timeout_ms),
+        })?
+        .map_err(|e| SetupError::Unreachable {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
         let js = jetstream::ContextBuilder::new()
-            .timeout(config.connect_timeout)
+            .timeout(config.connect_timeout())
             .build(client.clone());
         // The account's JetStream information, read raw: only whether it answers an error
         // matters, and the answer's shape differs between server versions.
@@ -194,7 +196,7 @@ impl Bus {
             description: Some("flowgate ingest: stores events, acknowledges after commit".into()),
             deliver_policy: DeliverPolicy::All,
             ack_policy: AckPolicy::Explicit,
-            ack_wait: self.config.ack_wait,
+            ack_wait: self.config.ack_wait(),
             // Ingest enforces events.jetstream.max_deliveries itself (a dead letter): the server
             // never stops delivering a message.
             max_deliver: -1,

@@ -9,8 +9,8 @@ use crate::config::Config;
 /// Connects to NATS and checks the stream and consumer; on failure prints why (no secrets)
 /// and returns the exit code.
 pub async fn connect_checked(config: &Config, name: &str) -> Result<Bus, ExitCode> {
-    let settings = config.events.jetstream.bus();
-    let bus = Bus::connect(&settings, name).await.map_err(|e| {
+    let settings = &config.events.jetstream;
+    let bus = Bus::connect(settings, name).await.map_err(|e| {
         eprintln!("flowgate: events.sink = \"jetstream\": {e}");
         ExitCode::Failure
     })?;

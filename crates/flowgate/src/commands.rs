@@ -53,9 +53,9 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
     };
     let mut bus = None;
     if config.events.sink == SinkKind::Jetstream {
-        let settings = config.events.jetstream.bus();
+        let settings = &config.events.jetstream;
         let ensured = async {
-            let connected = Bus::connect(&settings, "flowgate-migrate").await?;
+            let connected = Bus::connect(settings, "flowgate-migrate").await?;
             connected.ensure().await
         }
         .await;

@@ -334,70 +334,6 @@ impl SinkKind {
     }
 }
 
-/// `[events.jetstream]` (D16): the event bus.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JetStreamSettings {
-    /// NATS server(s), comma-separated; may hold credentials (never logged as is).
-    pub url: String,
-    /// The stream.
-    pub stream: String,
-    /// The subject events are published on.
-    pub subject: String,
-    /// Copies of each message (1, 3 or 5).
-    pub replicas: usize,
-    /// The durable consumer `flowgate ingest` reads with.
-    pub consumer: String,
-    /// Deliveries after which a message that cannot be stored is a dead letter (D17).
-    pub max_deliveries: u32,
-    /// How long the server waits for ingest's acknowledgement before delivering again.
-    pub ack_wait_ms: u64,
-    /// Longest connection or JetStream API call.
-    pub connect_timeout_ms: u64,
-    /// About how many events `flowgate ingest` writes to the store at once.
-    pub ingest_batch_size: usize,
-}
-
-impl Default for JetStreamSettings {
-    fn default() -> Self {
-        let c = JetStreamConfig::default();
-        Self {
-            url: c.url,
-            stream: c.stream,
-            subject: c.subject,
-            replicas: c.replicas,
-            consumer: c.consumer,
-            max_deliveries: c.max_deliveries,
-            ack_wait_ms: millis(c.ack_wait),
-            connect_timeout_ms: millis(c.connect_timeout),
-            ingest_batch_size: c.ingest_batch_size,
-        }
-    }
-}
-
-impl fmt::Debug for JetStreamSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.bus(), f)
-    }
-}
-
-impl JetStreamSettings {
-    /// The adapter's settings.
-    pub fn bus(&self) -> JetStreamConfig {
-        JetStreamConfig {
-            url: self.url.clone(),
-            stream: self.stream.clone(),
-            subject: self.subject.clone(),
-            replicas: self.replicas,
-            consumer: self.consumer.clone(),
-            max_deliveries: self.max_deliveries,
-            ack_wait: Duration::from_millis(self.ack_wait_ms),
-            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
-            ingest_batch_size: self.ingest_batch_size,
-        }
-    }
-}
-
 /// `[events]` (D7, D8, D15, D16)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -439,8 +375,9 @@ pub struct EventsConfig {
     pub max_past_secs: u64,
     /// Events older than this many days are dropped (D21); 0 keeps everything.
     pub retention_days: u32,
-    /// The event bus, with `sink = "jetstream"`.
-    pub jetstream: JetStreamSettings,
+    /// `[events.jetstream]`: the event bus, with `sink = "jetstream"` (D16); the adapter's
+    /// own settings, read as they are.
+    pub jetstream: JetStreamConfig,
 }
 
 impl Default for EventsConfig {
@@ -466,7 +403,7 @@ impl Default for EventsConfig {
             max_future_secs: 24 * 3600,
             max_past_secs: 31 * 24 * 3600,
             retention_days: 0,
-            jetstream: JetStreamSettings::default(),
+            jetstream: JetStreamConfig::default(),
         }
     }
 }
@@ -870,7 +807,6 @@ impl Config {
             .map_err(|e| ConfigError::Parse(e.to_string()))?;
         self.events
             .jetstream
-            .bus()
             .validate()
             .map_err(|e| invalid(e.key, e.problem))?;
         tracing_subscriber::EnvFilter::try_new(&self.log.level)

@@ -43,8 +43,8 @@ pub fn events(n: usize) -> Vec<AnalyticsEvent> {
 pub fn config(url: &str) -> JetStreamConfig {
     JetStreamConfig {
         url: url.to_owned(),
-        ack_wait: Duration::from_secs(2),
-        connect_timeout: Duration::from_secs(2),
+        ack_wait_ms: 2_000,
+        connect_timeout_ms: 2_000,
         max_deliveries: 3,
         ..JetStreamConfig::default()
     }
