@@ -11,4 +11,4 @@ mod writer;
 pub use config::{AckMode, Backoff, ConfigError, SinkConfig, MAX_EVENTS_PER_REQUEST};
 pub use queue::{RETRY_AFTER_MAX_SECS, RETRY_AFTER_MIN_SECS};
 pub use sink::{DrainReport, Sink, StartError};
-pub use stats::{HistogramSnapshot, SinkStats, BATCH_SIZE_BOUNDS, WRITE_LATENCY_BOUNDS};
+pub use stats::{SinkStats, BATCH_SIZE_BOUNDS, WRITE_LATENCY_BOUNDS};

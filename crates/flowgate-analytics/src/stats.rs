@@ -1,9 +1,12 @@
-//! Metrics of the sink, kept in atomics and read as a [`SinkStats`] snapshot at any time. The
-//! sink chooses no exporter: the binary turns a snapshot into Prometheus text (D11 `/metrics`).
+//! Metrics of the sink, kept in atomics and read as a [`SinkStats`] snapshot at any time; its
+//! histograms are prometheus-client's (the workspace's one histogram type), which the binary
+//! encodes on `/metrics` (D11) with the rest of the snapshot.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
+
+use prometheus_client::metrics::histogram::Histogram;
 
 /// Upper bounds of the batch size histogram's buckets, in events (the last bucket is open).
 pub const BATCH_SIZE_BOUNDS: &[f64] = &[
@@ -14,94 +17,6 @@ pub const BATCH_SIZE_BOUNDS: &[f64] = &[
 pub const WRITE_LATENCY_BOUNDS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-
-/// A histogram with fixed buckets, updated lock-free.
-#[derive(Debug)]
-pub(crate) struct Histogram {
-    bounds: &'static [f64],
-    /// One counter per bound, plus the open bucket above the last bound.
-    buckets: Vec<AtomicU64>,
-    count: AtomicU64,
-    /// The sum, as `f64` bits (updated with a compare-and-swap loop).
-    sum: AtomicU64,
-    max: AtomicU64,
-}
-
-impl Histogram {
-    pub(crate) fn new(bounds: &'static [f64]) -> Self {
-        Self {
-            bounds,
-            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
-            sum: AtomicU64::new(0f64.to_bits()),
-            max: AtomicU64::new(0f64.to_bits()),
-        }
-    }
-
-    pub(crate) fn observe(&self, value: f64) {
-        let i = self.bounds.partition_point(|b| *b < value);
-        if let Some(bucket) = self.buckets.get(i) {
-            bucket.fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        let _ = self
-            .sum
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + value).to_bits())
-            });
-        // Non-negative floats order like their bit patterns.
-        self.max
-            .fetch_max(value.max(0.0).to_bits(), Ordering::Relaxed);
-    }
-
-    pub(crate) fn snapshot(&self) -> HistogramSnapshot {
-        HistogramSnapshot {
-            bounds: self.bounds,
-            counts: self
-                .buckets
-                .iter()
-                .map(|b| b.load(Ordering::Relaxed))
-                .collect(),
-            count: self.count.load(Ordering::Relaxed),
-            sum: f64::from_bits(self.sum.load(Ordering::Relaxed)),
-            max: f64::from_bits(self.max.load(Ordering::Relaxed)),
-        }
-    }
-}
-
-/// A histogram as read at one moment.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HistogramSnapshot {
-    /// Upper bounds of the buckets ([`BATCH_SIZE_BOUNDS`] or [`WRITE_LATENCY_BOUNDS`]).
-    pub bounds: &'static [f64],
-    /// Observations per bucket, not cumulative: `counts[i]` counts values `v` with
-    /// `bounds[i-1] < v <= bounds[i]`; the last entry counts values above the last bound.
-    pub counts: Vec<u64>,
-    /// Number of observations.
-    pub count: u64,
-    /// Sum of the observed values.
-    pub sum: f64,
-    /// Largest observed value (0 when empty).
-    pub max: f64,
-}
-
-impl HistogramSnapshot {
-    /// The mean observation, or `None` when empty.
-    pub fn mean(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum / self.count as f64)
-    }
-
-    /// Cumulative counts per bound (`le` buckets in Prometheus terms), ending with the total.
-    pub fn cumulative(&self) -> Vec<u64> {
-        self.counts
-            .iter()
-            .scan(0u64, |acc, c| {
-                *acc += c;
-                Some(*acc)
-            })
-            .collect()
-    }
-}
 
 /// The write rate, measured over windows of [`RATE_WINDOW`]: the rate of the last complete
 /// window, or of the current one once it is a second old. Updated once per written batch.
@@ -207,9 +122,9 @@ impl Counters {
             failed_attempts: AtomicU64::new(0),
             failing: AtomicBool::new(false),
             last_failure_ms: AtomicU64::new(0),
-            batch_sizes: Histogram::new(BATCH_SIZE_BOUNDS),
-            write_latency: Histogram::new(WRITE_LATENCY_BOUNDS),
-            ack_wait: Histogram::new(WRITE_LATENCY_BOUNDS),
+            batch_sizes: Histogram::new(BATCH_SIZE_BOUNDS.iter().copied()),
+            write_latency: Histogram::new(WRITE_LATENCY_BOUNDS.iter().copied()),
+            ack_wait: Histogram::new(WRITE_LATENCY_BOUNDS.iter().copied()),
             acks_timed_out: AtomicU64::new(0),
             dead_lettered: AtomicU64::new(0),
             rate: RateMeter::new(),
@@ -256,8 +171,9 @@ impl Counters {
 }
 
 /// A snapshot of the sink's metrics ([`Sink::stats`](crate::Sink::stats)). Counters count
-/// since the sink started.
-#[derive(Clone, Debug, PartialEq)]
+/// since the sink started. The histograms are handles on the sink's own (they read what has
+/// been observed when they are read or encoded, not when the snapshot was taken).
+#[derive(Clone, Debug)]
 pub struct SinkStats {
     /// The configured capacity, in events (queued plus in flight).
     pub queue_capacity: usize,
@@ -287,9 +203,9 @@ pub struct SinkStats {
     /// Size of the last stored batch.
     pub last_batch_size: usize,
     /// Sizes of stored batches ([`BATCH_SIZE_BOUNDS`]).
-    pub batch_sizes: HistogramSnapshot,
+    pub batch_sizes: Histogram,
     /// Duration of successful store writes, in seconds ([`WRITE_LATENCY_BOUNDS`]).
-    pub write_latency: HistogramSnapshot,
+    pub write_latency: Histogram,
     /// Failed write attempts, each followed by a retry of the same batch.
     pub write_retries: u64,
     /// Events the store refused for good, set aside as dead letters (D17). They count in
@@ -297,7 +213,7 @@ pub struct SinkStats {
     pub events_dead_lettered: u64,
     /// How long requests waited for their events to be stored before their 202, in seconds
     /// ([`WRITE_LATENCY_BOUNDS`]; `events.ack = "stored"`, D15).
-    pub ack_wait: HistogramSnapshot,
+    pub ack_wait: Histogram,
     /// Requests that waited `events.ack_timeout_ms` without their events being stored and got
     /// 503 (their events stay queued).
     pub acks_timed_out: u64,
@@ -318,24 +234,6 @@ pub struct SinkStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn histogram_buckets_sum_and_max() {
-        let h = Histogram::new(BATCH_SIZE_BOUNDS);
-        for v in [1.0, 5.0, 10.0, 11.0, 20_000.0] {
-            h.observe(v);
-        }
-        let s = h.snapshot();
-        assert_eq!(s.count, 5);
-        assert_eq!(s.sum, 20_027.0);
-        assert_eq!(s.max, 20_000.0);
-        assert_eq!(s.counts[0], 1); // <= 1
-        assert_eq!(s.counts[1], 2); // (1, 10]
-        assert_eq!(s.counts[2], 1); // (10, 50]
-        assert_eq!(*s.counts.last().unwrap(), 1); // > 10,000
-        assert_eq!(*s.cumulative().last().unwrap(), 5);
-        assert_eq!(s.mean(), Some(20_027.0 / 5.0));
-    }
 
     #[test]
     fn rate_is_unknown_before_writes() {

@@ -6,11 +6,11 @@
 use std::fmt;
 use std::sync::Arc;
 
-use flowgate_analytics::HistogramSnapshot;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 
 /// A value read at scrape time: whole (counts, flags) or not (seconds).
@@ -78,23 +78,9 @@ impl Scrape<'_> {
         self.keep(result);
     }
 
-    /// A histogram `name` of the buckets in `snapshot`.
-    pub(crate) fn histogram(&mut self, name: &str, help: &str, snapshot: &HistogramSnapshot) {
-        // Per bucket, not cumulative: the encoder accumulates; the last count is above the
-        // last bound.
-        let buckets: Vec<(f64, u64)> = snapshot
-            .bounds
-            .iter()
-            .copied()
-            .chain(std::iter::once(f64::INFINITY))
-            .zip(snapshot.counts.iter().copied())
-            .collect();
-        let result = self
-            .encoder
-            .encode_descriptor(name, help, None, MetricType::Histogram)
-            .and_then(|mut metric| {
-                metric.encode_histogram::<NoLabelSet>(snapshot.sum, snapshot.count, &buckets, None)
-            });
+    /// A histogram `name`.
+    pub(crate) fn histogram(&mut self, name: &str, help: &str, histogram: &Histogram) {
+        let result = encode(&mut self.encoder, name, help, histogram);
         self.keep(result);
     }
 
@@ -165,17 +151,11 @@ mod tests {
                 "What it is.",
                 &[("sink", "store"), ("ack", "stored")],
             );
-            out.histogram(
-                "demo_wait_seconds",
-                "Waits.",
-                &HistogramSnapshot {
-                    bounds: &[0.1, 1.0],
-                    counts: vec![2, 1, 1],
-                    count: 4,
-                    sum: 3.5,
-                    max: 2.0,
-                },
-            );
+            let waits = Histogram::new([0.1, 1.0]);
+            for wait in [0.0625, 0.0625, 0.375, 3.0] {
+                waits.observe(wait);
+            }
+            out.histogram("demo_wait_seconds", "Waits.", &waits);
         }
     }
 

@@ -34,8 +34,8 @@ async fn a_receipt_resolves_once_its_events_are_stored() {
     // Resolved after the commit, not before.
     assert_stored_exactly_once(&store.events(), &accepted);
     let stats = sink.stats();
-    assert_eq!(stats.ack_wait.count, 1);
-    assert!(stats.ack_wait.sum >= 0.25, "{:?}", stats.ack_wait);
+    assert_eq!(stats.ack_wait.count(), 1);
+    assert!(stats.ack_wait.sum() >= 0.25, "{:?}", stats.ack_wait);
     sink.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -215,7 +215,7 @@ async fn buffered_receipts_are_ready_at_once() {
     let report = sink.shutdown(Duration::from_secs(5)).await;
     assert!(report.completed);
     assert_stored_exactly_once(&store.events(), &accepted);
-    assert_eq!(sink.stats().ack_wait.count, 0);
+    assert_eq!(sink.stats().ack_wait.count(), 0);
 }
 
 /// Server events (`try_enqueue`) never wait, in either mode.
