@@ -124,24 +124,6 @@ impl Sink {
         &self.inner.config
     }
 
-    /// Whether `resolve_no_flow` events are recorded (D8). When false the HTTP adapter may skip
-    /// building them; the sink drops them anyway.
-    pub fn records_resolve_no_flow(&self) -> bool {
-        self.inner.config.record_resolve_no_flow
-    }
-
-    /// False while the store is failing (the last write attempt failed): `/readyz` reports
-    /// degraded (D12). True again after the next successful write. Events keep being
-    /// accepted while capacity remains.
-    pub fn is_healthy(&self) -> bool {
-        !self.inner.counters.failing.load(Ordering::Relaxed)
-    }
-
-    /// True once [`Sink::shutdown`] began.
-    pub fn is_shutting_down(&self) -> bool {
-        !self.inner.lock().accepting
-    }
-
     /// A snapshot of the metrics. Takes the queue lock briefly.
     pub fn stats(&self) -> SinkStats {
         let (queue_depth, in_flight, oldest, shutting_down) = {

@@ -117,7 +117,8 @@ impl ConnectionLimits {
     }
 
     /// Open connections of `ip` counted against its cap.
-    pub fn open_from(&self, ip: IpAddr) -> u32 {
+    #[cfg(test)]
+    fn open_from(&self, ip: IpAddr) -> u32 {
         self.open
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

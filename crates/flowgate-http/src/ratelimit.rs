@@ -147,9 +147,12 @@ impl<K: Hash + Eq + Clone, C: Clock> RateLimiter<K, C> {
             self.limiter.retain_recent();
         }
     }
+}
 
-    /// Keys currently tracked (for tests and metrics).
-    pub fn tracked_keys(&self) -> usize {
+#[cfg(test)]
+impl<K: Hash + Eq + Clone, C: Clock> RateLimiter<K, C> {
+    /// Keys currently tracked.
+    fn tracked_keys(&self) -> usize {
         self.limiter.len()
     }
 }

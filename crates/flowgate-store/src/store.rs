@@ -177,12 +177,6 @@ impl Store {
         }
     }
 
-    /// Checks that the database answers (for readiness, D11 `/readyz`).
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        self.db().run(diesel::sql_query("SELECT 1")).await?;
-        Ok(())
-    }
-
     /// Applies every pending migration of this backend and returns the versions applied (empty
     /// when the schema is current: applying twice changes nothing). On PostgreSQL an advisory
     /// lock serialises replicas that migrate at the same time.

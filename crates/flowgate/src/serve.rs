@@ -221,6 +221,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         api = %api_addr,
         admin = %admin_addr,
         database = %config.database.redacted_url(),
+        database_tls = %database_tls(&store).await,
         key_environment = %config.auth.key_environment,
         events_sink = config.events.sink.as_str(),
         events_ack = config.events.ack.as_str(),
@@ -337,6 +338,17 @@ fn api_listener(
     let api = api.bind(addr)?;
     let addrs = api.addrs();
     Ok((api.run(), addrs))
+}
+
+/// The database connection's TLS for the start-up line: the mode asked for and whether the
+/// server took it up (with the default `sslmode=prefer` it may not have).
+async fn database_tls(store: &Store) -> String {
+    match (store.tls_mode(), store.uses_tls().await) {
+        (None, _) => "none (SQLite file)".to_owned(),
+        (Some(mode), Ok(true)) => format!("{mode}, encrypted"),
+        (Some(mode), Ok(false)) => format!("{mode}, not encrypted"),
+        (Some(mode), Err(_)) => format!("{mode}, not known yet"),
+    }
 }
 
 async fn seed_demo_if_empty(store: &Store, config: &Config) {

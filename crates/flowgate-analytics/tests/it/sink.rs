@@ -157,7 +157,7 @@ async fn a_full_queue_refuses_whole_requests_and_stores_the_earlier_ones() {
     accepted.extend(ids(&first));
     sink.try_enqueue(first).unwrap();
     // Wait until the writers have failed at least once: the store is known to be down.
-    assert!(eventually(Duration::from_secs(5), || !sink.is_healthy()).await);
+    assert!(eventually(Duration::from_secs(5), || !sink.stats().store_healthy).await);
 
     // 60 + 50 > 100: the whole request is refused, with the longest Retry-After (store down).
     let refused = request(50);
@@ -447,10 +447,10 @@ async fn a_write_slower_than_the_timeout_is_retried() {
     let accepted = ids(&events);
     sink.try_enqueue(events).unwrap();
     assert!(eventually(Duration::from_secs(5), || sink.stats().write_retries >= 2).await);
-    assert!(!sink.is_healthy());
+    assert!(!sink.stats().store_healthy);
     store.delay_ms.store(0, Ordering::SeqCst);
     assert!(sink.shutdown(Duration::from_secs(10)).await.completed);
-    assert!(sink.is_healthy());
+    assert!(sink.stats().store_healthy);
     assert_stored_exactly_once(&store.events(), &accepted);
 }
 
@@ -481,7 +481,7 @@ async fn shutdown_drains_everything_queued_and_in_flight() {
     assert_eq!(report.remaining, 0);
     assert_eq!(report.written as usize, accepted.len());
     assert_stored_exactly_once(&store.events(), &accepted);
-    assert!(sink.is_shutting_down());
+    assert!(sink.stats().shutting_down);
     let stats = sink.stats();
     assert_eq!(stats.queue_depth, 0);
     assert_eq!(stats.in_flight, 0);
@@ -570,7 +570,7 @@ async fn stats_report_what_happened() {
     assert_eq!(s.in_flight, 40);
     assert_eq!(s.queue_depth, 7);
     assert!(!s.store_healthy);
-    assert!(!sink.is_healthy());
+    assert!(!sink.stats().store_healthy);
     assert!(s.last_failure.is_some());
     assert!(s.oldest_event_age.expect("events waiting") >= Duration::from_millis(20));
     assert_eq!(s.batch_sizes.count(), 1);
@@ -593,7 +593,7 @@ async fn stats_report_what_happened() {
 async fn resolve_no_flow_events_follow_the_switch() {
     let store = Arc::new(InMemoryStore::new());
     let on = Sink::start(config(), store.clone(), store.clone()).unwrap();
-    assert!(on.records_resolve_no_flow());
+    assert!(on.config().record_resolve_no_flow);
     on.try_enqueue(vec![no_flow_event(), no_flow_event()])
         .unwrap();
     assert!(on.shutdown(Duration::from_secs(5)).await.completed);
@@ -609,7 +609,7 @@ async fn resolve_no_flow_events_follow_the_switch() {
         store.clone(),
     )
     .unwrap();
-    assert!(!off.records_resolve_no_flow());
+    assert!(!off.config().record_resolve_no_flow);
     off.try_enqueue(vec![no_flow_event()]).unwrap();
     off.try_enqueue(request(3)).unwrap();
     assert!(off.shutdown(Duration::from_secs(5)).await.completed);
@@ -759,7 +759,7 @@ async fn a_full_queue_refuses_an_admission_after_the_wait() {
     let store = FaultStore::new();
     let wait = Duration::from_millis(300);
     let (sink, _) = full_sink(&store, wait).await;
-    assert!(eventually(Duration::from_secs(5), || !sink.is_healthy()).await);
+    assert!(eventually(Duration::from_secs(5), || !sink.stats().store_healthy).await);
     let before = sink.stats();
     let started = Instant::now();
     let refused = sink.admit(100).await.err();

@@ -143,7 +143,10 @@ async fn verify_full_checks_the_host_name_and_verify_ca_does_not() {
 
     // The certificate names no IP address (snakeoil: DNS:localhost only).
     let store = connect(&with(&with(&on_ip, "sslmode=verify-full"), &root));
-    let err = store.ping().await.expect_err("verify-full to 127.0.0.1");
+    let err = store
+        .revision()
+        .await
+        .expect_err("verify-full to 127.0.0.1");
     assert!(matches!(err, StoreError::Unavailable { .. }), "{err:?}");
     assert!(
         message(&err).contains("not valid for the host `127.0.0.1`"),
@@ -306,7 +309,7 @@ async fn connection_errors_never_contain_the_password() {
         }
         let store = Store::connect(&url, options.clone()).expect("lazy");
         for err in [
-            store.ping().await.expect_err("refused"),
+            store.revision().await.expect_err("refused"),
             store.migrate().await.expect_err("refused"),
             store
                 .wait_for_change(1, Duration::from_secs(5))
@@ -327,7 +330,7 @@ async fn connection_errors_never_contain_the_password() {
         &ca.sslrootcert(),
     );
     let store = Store::connect(&url, options).expect("lazy");
-    let err = store.ping().await.expect_err("self-signed");
+    let err = store.revision().await.expect_err("self-signed");
     let text = format!("{err} {err:?}");
     assert!(!text.contains("pw-XYZZY"), "{text}");
     assert!(text.contains("certificate"), "{text}");
@@ -360,7 +363,12 @@ async fn through_proxy(
 
 async fn refused(url: &str) -> String {
     let store = Store::connect(url, test_options()).expect("the URL is valid");
-    message(&store.ping().await.expect_err("the certificate is refused"))
+    message(
+        &store
+            .revision()
+            .await
+            .expect_err("the certificate is refused"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,7 +386,7 @@ async fn the_named_authority_and_host_are_accepted() {
             &[mode, &ca.sslrootcert()],
         )
         .await;
-        connect(&url).ping().await.expect(mode);
+        connect(&url).revision().await.expect(mode);
     }
     // An IP address the certificate names.
     let (_proxy, url) = through_proxy(
@@ -390,7 +398,7 @@ async fn the_named_authority_and_host_are_accepted() {
     )
     .await;
     connect(&url)
-        .ping()
+        .revision()
         .await
         .expect("verify-full to a named IP");
 }
@@ -424,7 +432,7 @@ async fn verify_full_refuses_a_certificate_for_another_host_naming_the_setting()
     )
     .await;
     connect(&url)
-        .ping()
+        .revision()
         .await
         .expect("verify-ca ignores the host");
 }
@@ -473,7 +481,10 @@ async fn require_encrypts_without_checking_the_certificate() {
     .await;
     let store = connect(&url);
     assert_eq!(store.tls_mode(), Some(TlsMode::Require));
-    store.ping().await.expect("require checks no certificate");
+    store
+        .revision()
+        .await
+        .expect("require checks no certificate");
 }
 
 #[test]

@@ -27,7 +27,6 @@ async fn assert_unavailable(store: &Store) {
         store.append_events(&[sdk_event(1)]).await.map(|_| ()),
         store.list_keys(ws(WS1)).await.map(|_| ()),
         store.migrate().await.map(|_| ()),
-        store.ping().await,
     ];
     for (i, result) in results.into_iter().enumerate() {
         assert!(
