@@ -13,9 +13,10 @@ use time::OffsetDateTime;
 use crate::identity::Platform;
 use crate::ids::{AppId, EventId, FlowId, FlowVersionId};
 
+#[cfg(test)]
+pub(crate) use schema::event_field;
 pub use schema::{
-    event_field, EventField, FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES,
-    MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS, PLATFORMS, RENDERER_MODES,
+    EventField, FieldKind, Kept, EVENT_FIELDS, MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS,
 };
 pub use validate::{
     validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,

@@ -11,11 +11,11 @@ pub const MAX_TEXT_CHARS: u64 = 256;
 /// `sdk_version`: at most this many characters.
 pub const MAX_SDK_VERSION_CHARS: u64 = 64;
 /// `properties`: at most this many bytes serialised compactly.
-pub const MAX_PROPERTIES_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_PROPERTIES_BYTES: usize = 8 * 1024;
 /// The values of `device_platform`.
-pub const PLATFORMS: &[&str] = &["ios", "android", "web"];
+pub(crate) const PLATFORMS: &[&str] = &["ios", "android", "web"];
 /// The values of `renderer_mode`.
-pub const RENDERER_MODES: &[&str] = &["native", "web"];
+pub(crate) const RENDERER_MODES: &[&str] = &["native", "web"];
 
 /// A member's JSON type and the rule its value must keep (D7). Exhaustive on purpose: a new
 /// kind must be validated and described by every reader of the table, so it should not compile
@@ -252,7 +252,8 @@ pub const EVENT_FIELDS: &[EventField] = &[
 ];
 
 /// The member named `name`.
-pub fn event_field(name: &str) -> Option<&'static EventField> {
+#[cfg(test)]
+pub(crate) fn event_field(name: &str) -> Option<&'static EventField> {
     EVENT_FIELDS.iter().find(|f| f.name == name)
 }
 
