@@ -5,8 +5,8 @@
 //! Request latencies are the one part kept by hand: each worker records its own
 //! ([`LatencyRecorder`]) and a scrape sums them into the same histograms, because
 //! prometheus-client's family shared by every worker takes a lock and writes shared counts on
-//! every request, which `worker.rs` rules out, and costs 379 more instructions per resolve
-//! (61,234 against 60,855, `make bench-instructions`).
+//! every request, which `worker.rs` rules out (its cost in instructions:
+//! docs/benchmarks-method.md, P10).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -42,9 +42,8 @@ pub struct JetStreamConfig {
     pub connect_timeout_ms: u64,
     /// `events.jetstream.ingest_batch_size`: about how many events `flowgate ingest` writes
     /// to the store at once (whole messages of up to 100 events). Larger than the sink's
-    /// `events.batch_size`: nothing waits on an ingest write, and batches of 5,000 stored
-    /// 0.82x of a raw `COPY`'s rows/s against 0.60-0.67x for 1,000 (docs/benchmarks.md).
-    /// Default 5,000.
+    /// `events.batch_size`: nothing waits on an ingest write, and larger batches come closer
+    /// to a raw `COPY`'s rows/s (docs/benchmarks.md, event bus). Default 5,000.
     pub ingest_batch_size: usize,
 }
 

@@ -17,8 +17,8 @@
 //! holding any of them: [`merge`]. On PostgreSQL each read is a binary `COPY` on a connection
 //! of its own, made for the report with the results store's TLS, under the report's time limit
 //! (`statement_timeout`); the server's executor is the slow part of a per-user aggregation in
-//! SQL, and streaming index-ordered rows to be folded here was measured several times faster
-//! at a million users (docs/benchmarks.md). On SQLite the reads run on the pool.
+//! SQL, which streaming index-ordered rows to be folded here avoids (the approaches measured:
+//! docs/benchmarks-method.md). On SQLite the reads run on the pool.
 //! [`ResultsReader`] bounds a report's time and the connections all reports hold.
 
 use std::collections::BTreeMap;
@@ -277,9 +277,9 @@ impl Postgres {
     }
 
     /// The rows of `select` as PostgreSQL's binary `COPY` sends them, columns of `types`, on
-    /// a connection of their own: one stream of bytes, measured about twice as fast to send
-    /// and read as a query's rows at a million rows. `COPY` takes no parameters: `select`
-    /// holds its values as [`literal`]s.
+    /// a connection of their own: one stream of bytes, cheaper to send and read than a query's
+    /// rows (docs/benchmarks-method.md). `COPY` takes no parameters: `select` holds its values
+    /// as [`literal`]s.
     async fn copy_out(
         &self,
         select: &str,
