@@ -4,9 +4,13 @@
 //! every implementation loads it back (workspaces, apps and flows by id, versions by number,
 //! placements by key in byte order), so a round trip can be compared as a whole.
 //!
-//! [`catalogs`] holds the catalog fixtures of the other crates' integration tests and benchmarks.
+//! [`catalogs`] holds the catalog fixtures of the other crates' integration tests and
+//! benchmarks; [`FaultStore`] is the event and dead-letter store with faults a test switches.
 
 pub mod catalogs;
+mod fault_store;
+
+pub use fault_store::FaultStore;
 
 use flowgate_domain::catalog::CatalogData;
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};

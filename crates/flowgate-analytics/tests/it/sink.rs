@@ -266,7 +266,7 @@ async fn retries_with_backoff_until_the_store_recovers_and_stores_each_event_onc
     );
     assert_eq!(store.attempts.load(Ordering::SeqCst), 5);
     // Delays are jittered in [d/2, d] with d = 40, 80, 160, 320 ms.
-    let times = store.attempt_times.lock().unwrap().clone();
+    let times = store.attempt_times();
     for (i, pair) in times.windows(2).enumerate() {
         let gap = pair[1] - pair[0];
         let ceiling = Duration::from_millis(40 << i);

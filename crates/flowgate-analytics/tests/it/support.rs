@@ -1,9 +1,6 @@
 //! Events, a fault-injecting store, a PostgreSQL database per test and a TCP proxy.
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use diesel::sql_types::Text;
@@ -11,12 +8,7 @@ use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use flowgate_analytics::{AckMode, SinkConfig};
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
-use flowgate_domain::ids::DeadLetterId;
 use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
-use flowgate_domain::memory::InMemoryStore;
-use flowgate_domain::ports::{
-    AppendOutcome, BoxFuture, DeadLetter, DeadLetterStore, EventStore, Outage, StoreError,
-};
 use flowgate_domain::Platform;
 use flowgate_store::StoreOptions;
 use time::OffsetDateTime;
@@ -116,157 +108,9 @@ pub fn assert_stored_exactly_once(store: &[AnalyticsEvent], accepted: &[EventId]
     );
 }
 
-/// An [`EventStore`] wrapper around [`InMemoryStore`] that fails on command.
-#[derive(Default)]
-pub struct FaultStore {
-    pub inner: InMemoryStore,
-    /// Fail this many more attempts.
-    pub fail_next: AtomicU32,
-    /// Fail every attempt while set.
-    pub down: AtomicBool,
-    /// Failures are non-transient (`StoreError::Other`) instead of `Unavailable`.
-    pub non_transient: AtomicBool,
-    /// Any batch holding an event of one of these users is refused for good, whole
-    /// (`StoreError::Conflict`, as a check constraint would).
-    pub poisoned: Mutex<HashSet<String>>,
-    /// Dead letters cannot be written while set (`StoreError::Unavailable`).
-    pub dead_letters_down: AtomicBool,
-    /// Failures are ambiguous: the batch is stored, then the error is returned (a lost
-    /// commit acknowledgement).
-    pub ambiguous: AtomicBool,
-    /// Each attempt first sleeps this long (milliseconds).
-    pub delay_ms: AtomicU64,
-    pub attempts: AtomicU64,
-    pub attempt_times: Mutex<Vec<Instant>>,
-    /// Sizes of the batches stored successfully, in order.
-    pub batches: Mutex<Vec<usize>>,
-}
-
-impl FaultStore {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-
-    pub fn events(&self) -> Vec<AnalyticsEvent> {
-        self.inner.events()
-    }
-
-    pub fn batches(&self) -> Vec<usize> {
-        self.batches.lock().unwrap().clone()
-    }
-
-    fn should_fail(&self) -> bool {
-        if self.down.load(Ordering::SeqCst) {
-            return true;
-        }
-        self.fail_next
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-    }
-}
-
-impl EventStore for FaultStore {
-    fn append_events<'a>(
-        &'a self,
-        events: &'a [AnalyticsEvent],
-    ) -> BoxFuture<'a, Result<AppendOutcome, StoreError>> {
-        Box::pin(async move {
-            self.attempts.fetch_add(1, Ordering::SeqCst);
-            self.attempt_times.lock().unwrap().push(Instant::now());
-            let delay = self.delay_ms.load(Ordering::SeqCst);
-            if delay > 0 {
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-            }
-            if self.should_fail() {
-                if self.ambiguous.load(Ordering::SeqCst) {
-                    self.inner.append_events(events).await?;
-                }
-                return Err(if self.non_transient.load(Ordering::SeqCst) {
-                    StoreError::Other {
-                        detail: "injected non-transient failure".to_owned(),
-                    }
-                } else {
-                    StoreError::Unavailable {
-                        reason: Outage::Connection,
-                        detail: "injected outage".to_owned(),
-                    }
-                });
-            }
-            let poisoned = {
-                let poisoned = self.poisoned.lock().unwrap();
-                events
-                    .iter()
-                    .find(|e| poisoned.contains(&e.user_id))
-                    .map(|e| e.user_id.clone())
-            };
-            if let Some(user) = poisoned {
-                return Err(StoreError::Conflict {
-                    detail: format!("check constraint refuses user {user}"),
-                });
-            }
-            let outcome = self.inner.append_events(events).await?;
-            self.batches.lock().unwrap().push(events.len());
-            Ok(outcome)
-        })
-    }
-}
-
-impl FaultStore {
-    /// Refuse every batch holding an event of `user` for good.
-    pub fn poison(&self, user: &str) {
-        self.poisoned.lock().unwrap().insert(user.to_owned());
-    }
-
-    pub fn dead_letters(&self) -> Vec<DeadLetter> {
-        let waker = std::task::Waker::noop();
-        let mut cx = std::task::Context::from_waker(waker);
-        // The in-memory store answers at once.
-        match std::pin::pin!(self.inner.list_dead_letters(None, usize::MAX)).poll(&mut cx) {
-            std::task::Poll::Ready(letters) => letters.unwrap(),
-            std::task::Poll::Pending => unreachable!("the in-memory store never waits"),
-        }
-    }
-}
-
-impl DeadLetterStore for FaultStore {
-    fn add_dead_letters<'a>(
-        &'a self,
-        letters: &'a [DeadLetter],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        if self.dead_letters_down.load(Ordering::SeqCst) {
-            return Box::pin(std::future::ready(Err(StoreError::Unavailable {
-                reason: Outage::Connection,
-                detail: "dead letters unreachable".to_owned(),
-            })));
-        }
-        self.inner.add_dead_letters(letters)
-    }
-
-    fn list_dead_letters(
-        &self,
-        after: Option<DeadLetterId>,
-        limit: usize,
-    ) -> BoxFuture<'_, Result<Vec<DeadLetter>, StoreError>> {
-        self.inner.list_dead_letters(after, limit)
-    }
-
-    fn record_dead_letter_attempt<'a>(
-        &'a self,
-        id: DeadLetterId,
-        error: &'a str,
-        at: time::OffsetDateTime,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.record_dead_letter_attempt(id, error, at)
-    }
-
-    fn remove_dead_letter(&self, id: DeadLetterId) -> BoxFuture<'_, Result<bool, StoreError>> {
-        self.inner.remove_dead_letter(id)
-    }
-
-    fn count_dead_letters(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
-        self.inner.count_dead_letters()
-    }
-}
+/// The event and dead-letter store with faults a test switches (one definition for every
+/// crate's tests).
+pub use flowgate_contract_tests::fixtures::FaultStore;
 
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL: a database per test and a cuttable TCP proxy come from flowgate-testkit.

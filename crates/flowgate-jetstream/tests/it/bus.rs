@@ -26,7 +26,7 @@ fn ingest_config() -> IngestConfig {
 /// Runs ingest from `bus` into `store` until the returned sender says stop.
 fn start_ingest(
     bus: &Bus,
-    store: &Arc<TestStore>,
+    store: &Arc<FaultStore>,
 ) -> (
     watch::Sender<bool>,
     tokio::task::JoinHandle<()>,
@@ -139,7 +139,7 @@ async fn published_events_are_stored_once_and_acknowledged() {
         "250 events in 3 messages"
     );
 
-    let store = TestStore::new();
+    let store = FaultStore::new();
     let (stop, task, stats) = start_ingest(&bus, &store);
     assert!(eventually(Duration::from_secs(10), || store.ids().len() == 250).await);
     assert!(
@@ -185,7 +185,7 @@ async fn a_message_delivered_twice_is_stored_once() {
     use futures_util::StreamExt;
     let first = fetched.next().await.unwrap().unwrap();
     let decoded = flowgate_jetstream::codec::decode(Some(FORMAT), &first.payload).unwrap();
-    let store = TestStore::new();
+    let store = FaultStore::new();
     store.append_events(&decoded).await.unwrap();
     drop(fetched);
     // After ack_wait the message comes again, to the real ingest.
@@ -223,12 +223,12 @@ async fn undecodable_messages_become_dead_letters_as_received() {
     let good = events(5);
     Publisher::new(&bus).append_events(&good).await.unwrap();
 
-    let store = TestStore::new();
+    let store = FaultStore::new();
     let (stop, task, _) = start_ingest(&bus, &store);
     assert!(eventually(Duration::from_secs(10), || store.ids().len() == 5).await);
     let mut letters = Vec::new();
     for _ in 0..100 {
-        letters = store.letters().await;
+        letters = store.dead_letters();
         if letters.len() == 2 {
             break;
         }
@@ -250,7 +250,7 @@ async fn undecodable_messages_become_dead_letters_as_received() {
     assert_eq!(plain.payload, b"no header");
     // Terminated: not delivered again.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(store.letters().await.len(), 2);
+    assert_eq!(store.dead_letters().len(), 2);
     let lag = bus.lag().await.unwrap();
     assert_eq!((lag.pending, lag.unacknowledged), (0, 0));
     stop.send(true).unwrap();
@@ -261,12 +261,12 @@ async fn undecodable_messages_become_dead_letters_as_received() {
 async fn refused_events_are_isolated_and_the_rest_of_the_batch_is_stored() {
     let (_server, bus) = ready_bus().await;
     let batch = events(100);
-    let store = TestStore::new();
-    store.poisoned.lock().unwrap().insert("user-42".to_owned());
+    let store = FaultStore::new();
+    store.poison("user-42");
     Publisher::new(&bus).append_events(&batch).await.unwrap();
     let (stop, task, stats) = start_ingest(&bus, &store);
     assert!(eventually(Duration::from_secs(10), || store.ids().len() == 99).await);
-    let letters = store.letters().await;
+    let letters = store.dead_letters();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].event_id, Some(batch[42].event_id));
     assert_eq!(stats.events_dead_lettered.load(Ordering::Relaxed), 1);
@@ -279,10 +279,10 @@ async fn messages_wait_in_the_stream_while_the_store_is_down() {
     let (_server, bus) = ready_bus().await;
     let batch = events(30);
     Publisher::new(&bus).append_events(&batch).await.unwrap();
-    let store = TestStore::new();
+    let store = FaultStore::new();
     store.down.store(true, Ordering::SeqCst);
     // The dead letters are down too (the same database): nothing may be set aside.
-    store.letters_down.store(true, Ordering::SeqCst);
+    store.dead_letters_down.store(true, Ordering::SeqCst);
     let (stop, task, stats) = start_ingest(&bus, &store);
     assert!(
         eventually(Duration::from_secs(10), || stats
@@ -294,9 +294,9 @@ async fn messages_wait_in_the_stream_while_the_store_is_down() {
     );
     assert!(store.ids().is_empty());
     store.down.store(false, Ordering::SeqCst);
-    store.letters_down.store(false, Ordering::SeqCst);
+    store.dead_letters_down.store(false, Ordering::SeqCst);
     assert!(eventually(Duration::from_secs(10), || store.ids().len() == 30).await);
-    assert!(store.letters().await.is_empty(), "no dead letter");
+    assert!(store.dead_letters().is_empty(), "no dead letter");
     stop.send(true).unwrap();
     task.await.unwrap();
 }
@@ -306,13 +306,13 @@ async fn a_message_that_cannot_be_stored_after_max_deliveries_is_a_dead_letter()
     let (_server, bus) = ready_bus().await;
     let batch = events(7);
     Publisher::new(&bus).append_events(&batch).await.unwrap();
-    let store = TestStore::new();
+    let store = FaultStore::new();
     // Events cannot be written (say every write times out), dead letters can.
     store.down.store(true, Ordering::SeqCst);
     let (stop, task, stats) = start_ingest(&bus, &store);
     let mut letters = Vec::new();
     for _ in 0..200 {
-        letters = store.letters().await;
+        letters = store.dead_letters();
         if !letters.is_empty() {
             break;
         }
