@@ -30,7 +30,7 @@ DB = os.environ.get(
 )
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 TOKEN = "console-bench-admin-token-0123456789"
-# flowgate_testkit::scale::experiment::EXPERIMENT
+# flowgate_contract_tests::fixtures::scale::experiment::EXPERIMENT
 EXPERIMENT = str(uuid.UUID(int=0xE100_0000_0000_4000_8000_0000_0000_0001))
 API, ADMIN = 18581, 18591
 

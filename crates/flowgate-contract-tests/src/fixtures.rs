@@ -5,10 +5,12 @@
 //! placements by key in byte order), so a round trip can be compared as a whole.
 //!
 //! [`catalogs`] holds the catalog fixtures of the other crates' integration tests and
-//! benchmarks; [`FaultStore`] is the event and dead-letter store with faults a test switches.
+//! benchmarks; [`scale`] the data sets at scale (the benchmark catalog, the million-user
+//! experiment); [`FaultStore`] is the event and dead-letter store with faults a test switches.
 
 pub mod catalogs;
 mod fault_store;
+pub mod scale;
 
 pub use fault_store::FaultStore;
 

@@ -7,11 +7,11 @@
 
 use std::time::{Duration, Instant};
 
+use flowgate_contract_tests::fixtures::scale::{self, catalog_file};
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::Catalog;
 use flowgate_store::{import_file, Store, StoreOptions};
 use flowgate_testkit::psql;
-use flowgate_testkit::scale::{self, catalog_file};
 
 const RUNS: usize = 3;
 

@@ -108,7 +108,7 @@ async fn postgres_at(name: &str, migration: &str) -> Store {
 /// `append_events` of 40,000 new events per round into `current` and into `earlier`, in
 /// alternating order, 5 rounds per batch size: the medians and their ratio, as a table row.
 /// The rows of one round: the benchmark's screen views, or the experiment mix of
-/// `flowgate_testkit::scale::experiment` (exposures, conversions, purchases among them).
+/// `flowgate_contract_tests::fixtures::scale::experiment` (exposures, conversions, purchases among them).
 #[derive(Clone, Copy)]
 enum Mix {
     Screens,
@@ -121,7 +121,7 @@ fn rows(mix: Mix, count: usize, offset: u128) -> Vec<AnalyticsEvent> {
         Mix::Experiment => {
             // About ten events a user; users numbered from the offset, so ids never repeat.
             let first = (offset >> 4) as u64;
-            let mut out = flowgate_testkit::scale::experiment::events(
+            let mut out = flowgate_contract_tests::fixtures::scale::experiment::events(
                 first..first + count as u64 / 9,
                 1 << 40,
                 14,

@@ -1,5 +1,5 @@
 //! Experiment results at scale (D22, docs/benchmarks.md): one experiment with RESULTS_USERS
-//! exposed users (default 1,000,000; about ten events each, `flowgate_testkit::scale::experiment`)
+//! exposed users (default 1,000,000; about ten events each, `flowgate_contract_tests::fixtures::scale::experiment`)
 //! written with `append_events` (`COPY` on PostgreSQL), then the report's query: cold (the
 //! database restarted and the OS page cache dropped, when RESULTS_COLD=1 and this process may),
 //! warm (median of 5), and for a three-day `from`/`to` window. On PostgreSQL by default, and
@@ -11,13 +11,13 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use flowgate_contract_tests::fixtures::scale::experiment as scale;
 use flowgate_domain::ids::ExperimentId;
 use flowgate_domain::ports::{EventStore, ResultsSource};
 use flowgate_domain::results::{report, ResultsQuery};
 use flowgate_domain::Catalog;
 use flowgate_store::{Store, StoreOptions};
 use flowgate_testkit::psql;
-use flowgate_testkit::scale::experiment as scale;
 use time::macros::datetime;
 use time::OffsetDateTime;
 

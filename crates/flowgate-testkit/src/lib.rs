@@ -21,8 +21,6 @@
 //!
 //! [`per_backend!`] defines a test case once per backend.
 //!
-//! [`scale::catalog_file`] is the benchmark catalog (100 apps, 5,000 placements, 2,000 flow
-//! versions) as catalog file text, for benchmarks and tests at that scale.
 //!
 //! [`TestCa`] and [`TlsProxy`] give TLS tests certificates of their own: a proxy in front of
 //! PostgreSQL presents the certificate the test issued (another host, another authority).
@@ -33,7 +31,6 @@
 mod matrix;
 mod nats;
 mod proxy;
-pub mod scale;
 mod tls;
 
 pub use nats::{NatsCluster, NatsServer};

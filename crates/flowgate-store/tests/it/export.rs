@@ -5,11 +5,11 @@
 use std::time::Instant;
 
 use flowgate_contract_tests::fixtures;
+use flowgate_contract_tests::fixtures::scale;
 use flowgate_domain::catalog::CatalogFile;
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::CatalogData;
 use flowgate_store::{import_file, Backend, Store};
-use flowgate_testkit::scale;
 use time::macros::datetime;
 
 use crate::import::{d13, import, sdk_key, TempFile, IMPORTED_AT};
