@@ -42,7 +42,7 @@ pub const EXACT_SCHEMA: &str = r#"{"zeta": 1, "alpha": {"big": 12345678901234567
 /// The catalog as D13 JSON text: two workspaces; one app with saved groups, three flows (one
 /// never published, one with two versions and fonts), and placements whose rules mix flow
 /// targets and experiments (paused, running with seed, coverage, namespace and a holdout),
-/// listed in an order that is neither alphabetical nor by id. No keys.
+/// the variants in an order that is neither alphabetical nor by id (a load keeps it). No keys.
 pub fn catalog_json() -> String {
     format!(
         r#"{{

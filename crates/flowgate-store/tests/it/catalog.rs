@@ -87,6 +87,50 @@ backend_tests! {
         assert_eq!(loaded.revision, 1);
     }
 
+    async fn placements_load_in_byte_order_whatever_the_collation(db) {
+        // Upper case before lower case, and `.`, `:` and `_` apart, as bytes order them; a
+        // locale's collation (PostgreSQL's en_US) orders these otherwise.
+        let mut data = catalog();
+        let app = &mut data.workspaces[0].apps[0];
+        for key in ["a_b", "Paywall.main:v2", "a:b", "Zeta", "a.b"] {
+            let mut placement = app.placements[0].clone();
+            placement.key = key.to_owned();
+            app.placements.push(placement);
+        }
+        db.store.replace_catalog(&data).await.expect("write");
+        let loaded = db.store.load_catalog().await.expect("load");
+        let keys: Vec<&str> = loaded.workspaces[0].apps[0]
+            .placements
+            .iter()
+            .map(|p| p.key.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            ["Paywall.main:v2", "Zeta", "a.b", "a:b", "a_b", "empty", "onboarding", "paywall"]
+        );
+    }
+
+    async fn keys_written_with_the_catalog_come_back_at_microseconds_in_utc(db) {
+        // A catalog write carries its keys too (an import): times finer than a microsecond are
+        // cut, and an offset other than UTC is kept as the same instant.
+        let mut data = catalog();
+        let mut active = support::key_record(WS1, 'a', time::macros::datetime!(2026-01-01 00:00:00.123_456_789 UTC));
+        active.name = "ios".to_owned();
+        let mut revoked = support::key_record(WS1, 'b', time::macros::datetime!(2026-01-02 00:00 UTC));
+        revoked.revoked_at = Some(time::macros::datetime!(2026-01-03 04:05:06.5 +02:00));
+        data.api_keys = vec![active.clone(), revoked.clone()];
+        db.store.replace_catalog(&data).await.expect("write");
+        let loaded = db.store.load_catalog().await.expect("load");
+        assert_eq!(normalized(loaded.clone()), normalized(data));
+        let stored = loaded.api_keys.iter().find(|k| k.id == revoked.id).expect("revoked key");
+        assert_eq!(
+            stored.revoked_at.map(|t| t.to_offset(time::UtcOffset::UTC)),
+            Some(time::macros::datetime!(2026-01-03 02:05:06.5 UTC))
+        );
+        let stored = loaded.api_keys.iter().find(|k| k.id == active.id).expect("active key");
+        assert_eq!(stored.created_at, time::macros::datetime!(2026-01-01 00:00:00.123_456 UTC));
+    }
+
     async fn a_change_to_one_table_or_none_bumps_the_revision_or_not(db) {
         // The contract suite holds a catalog write and a key's insert and revoke to a new
         // revision; here, the triggers of one table (flows) and a write that changes no row.

@@ -68,9 +68,12 @@ backend_tests! {
         assert_eq!(
             db.count(
                 "SELECT count(*) AS n FROM analytics_events WHERE source = 'server' \
+                 AND event_type = 'resolve_no_flow' AND reason = 'holdout' \
                  AND device_platform = 'web' AND sdk_version IS NULL \
+                 AND flow_id IS NULL AND flow_version_id IS NULL \
                  AND experiment_id = '50000000-0000-4000-8000-000000000001' \
-                 AND variant_id = '60000000-0000-4000-8000-000000000004'"
+                 AND variant_id = '60000000-0000-4000-8000-000000000004' \
+                 AND variant_name = 'control'"
             )
             .await,
             1

@@ -7,6 +7,19 @@ use time::macros::datetime;
 use crate::support::{self, catalog, ws, WS2};
 
 backend_tests! {
+    async fn a_revocation_time_with_an_offset_is_the_same_instant(db) {
+        // The contract suite revokes at UTC times; a store that kept the wall-clock time of
+        // another offset as UTC would pass it.
+        db.store.replace_catalog(&catalog()).await.expect("workspaces");
+        let record = support::key_record(WS2, 'o', datetime!(2026-05-01 10:00 UTC));
+        db.store.insert_key(record.clone()).await.expect("insert");
+        let at = datetime!(2026-06-01 12:00:00.5 +02:00);
+        let revoked = db.store.revoke_key(record.id, at).await.expect("revoke");
+        assert_eq!(revoked.revoked_at, Some(at));
+        let listed = db.store.list_keys(ws(WS2)).await.expect("list");
+        assert_eq!(listed[0].revoked_at, Some(datetime!(2026-06-01 10:00:00.5 UTC)));
+    }
+
     async fn a_key_of_an_unknown_workspace_is_not_found(db) {
         db.store.replace_catalog(&catalog()).await.expect("workspaces");
         let unknown = uuid::Uuid::from_u128(0x1000_0000_0000_4000_8000_0000_0000_00ff);
