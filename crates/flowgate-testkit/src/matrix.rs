@@ -9,7 +9,7 @@
 /// does on purpose when told to). Then the cases, each an `async fn` whose one parameter is
 /// bound to the fixture and whose body is written once:
 ///
-/// ```ignore
+/// ```text
 /// flowgate_testkit::per_backend! {
 ///     #[tokio::test]
 ///     [postgres => TestDb::postgres().await, sqlite => Some(TestDb::sqlite().await)]
