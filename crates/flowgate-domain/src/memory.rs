@@ -64,6 +64,11 @@ impl InMemoryStore {
     pub fn events(&self) -> Vec<AnalyticsEvent> {
         self.lock().events.clone()
     }
+
+    /// Every dead letter, oldest first.
+    pub fn dead_letters(&self) -> Vec<DeadLetter> {
+        self.lock().dead_letters.clone()
+    }
 }
 
 impl CatalogSource for InMemoryStore {

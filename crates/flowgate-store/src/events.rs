@@ -268,24 +268,9 @@ impl QueryId for SqliteInsert<'_> {
 mod tests {
     use diesel::pg::PgQueryBuilder;
     use diesel::query_builder::QueryBuilder;
-    use flowgate_domain::events::{EventSource, EventType};
-    use flowgate_domain::ids::{AppId, EventId};
-    use flowgate_domain::Platform;
+    use flowgate_contract_tests::fixtures::sdk_event as event;
 
     use super::*;
-
-    fn event(n: u128) -> AnalyticsEvent {
-        AnalyticsEvent::new(
-            EventId::from_uuid(uuid::Uuid::from_u128(n)),
-            EventSource::Sdk,
-            EventType::ScreenView,
-            AppId::from_uuid(uuid::Uuid::from_u128(1)),
-            format!("user-{n}"),
-            "s",
-            Platform::Ios,
-            time::OffsetDateTime::UNIX_EPOCH,
-        )
-    }
 
     fn sql(query: &UnnestInsert<'_>) -> String {
         let mut builder = PgQueryBuilder::new();
