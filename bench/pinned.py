@@ -29,7 +29,9 @@ for the typical user, which carries a flow).
 CPU layout: the servers' CPUs should be whole physical cores; on a machine with SMT, give the
 servers both siblings of a core (or take the generator's CPUs from other cores), or the
 generator shares the servers' cores. PostgreSQL (which stores the holdout users' events) and the
-machine's other processes are not pinned, and their CPU is counted on neither side.
+machine's other processes are not pinned, and their CPU is counted on neither side; the peak
+table shows PostgreSQL's (every `postgres` process) apart, since it runs on the server's or the
+generator's cores and a run with more of it has less left for either.
 
 Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`; default the lowest CPU this process
 may use), BENCH_DURATION (10; bench/bench.py's default is 15),
@@ -37,7 +39,12 @@ BENCH_ROUNDS (5; bench.py's 3), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), B
 BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_PERF=1 (`perf record -g` of flowgate and of the baseline
 during their first peak round into target/bench-http/perf-pinned.data and
 perf-pinned-baseline.data; `python3 bench/stages.py perf` reads them stage by stage, or `perf
-report -i FILE --no-children --sort comm,dso`; that round runs slower and counts in the medians), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
+report -i FILE --no-children --sort comm,dso`; that round runs slower and counts in the medians),
+BENCH_SCHED=1 (`perf sched record -a -g` of 3 s of flowgate's first peak round, with and without
+resolve_no_flow events, into target/bench-http/sched-pinned.data and sched-pinned-quiet.data:
+what ran on each core and where the workers slept), BENCH_AFTER_IMPORT_SQL (SQL run on the
+benchmark's database after the import, e.g. `DROP INDEX ...` to measure what an index costs the
+peak), BENCH_FLOWGATE_ENV (`KEY=VALUE,...`: settings for flowgate
 alone, e.g. FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW=false), BENCH_OHA (the oha binary, default target/bench-tools/bin/oha,
 installed by bench/run.sh), BENCH_BIN, BENCH_BASELINE_BIN. Writes target/bench-http/pinned.md
 and pinned.json. Needs what bench/bench.py needs, and oha.
@@ -97,6 +104,23 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def postgres_cpu():
+    """CPU seconds of every `postgres` process on the machine (the server's and its backends')."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                head, _, rest = f.read().rpartition(")")
+        except OSError:
+            continue  # gone meanwhile
+        if head.partition("(")[2] == "postgres":
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])
+    return total / B.CLK_TCK
+
+
 def flowgate_settings():
     """BENCH_FLOWGATE_ENV (`KEY=VALUE,KEY=VALUE`): more environment for flowgate alone."""
     return dict(kv.split("=", 1) for kv in os.environ.get("BENCH_FLOWGATE_ENV", "").split(",") if kv)
@@ -145,10 +169,11 @@ def request_files(meta, key):
     return bodies, urls
 
 
-def peak(port, server_pid, generator, env, duration=DURATION, script=None, perf=None):
+def peak(port, server_pid, generator, env, duration=DURATION, script=None, perf=None, sched=None):
     """One closed-loop wrk run of `script` (default bench/lua/resolve.lua): requests/s, bytes per
     response, and CPU of server and generator (cores busy). `perf`: a file to `perf record -g`
-    the server into, for the middle of the run."""
+    the server into, for the middle of the run; `sched`: a file to `perf sched record -a -g` the
+    whole machine into, for 3 s of the run."""
     script = script or os.path.join(B.BENCH, "lua", "resolve.lua")
     cmd = ["wrk", "-t%d" % min(len(generator), B.CONNECTIONS), "-c%d" % B.CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
            "-s", script, "http://127.0.0.1:%d" % port]
@@ -157,12 +182,15 @@ def peak(port, server_pid, generator, env, duration=DURATION, script=None, perf=
         recorder = subprocess.Popen(
             ["perf", "record", "-g", "--call-graph", "dwarf,16384", "-F", "2000", "-p", str(server_pid), "-o", perf,
              "--", "sleep", str(max(1, duration - 2))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    s0, g0, t0 = B.cpu_seconds(server_pid), children_cpu(), time.monotonic()
+    if sched:
+        recorder = subprocess.Popen(["perf", "sched", "record", "-a", "-g", "-o", sched, "--", "sleep", "3"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    s0, g0, p0, t0 = B.cpu_seconds(server_pid), children_cpu(), postgres_cpu(), time.monotonic()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=pinned(generator))
     if recorder:
         recorder.wait()
     wall = time.monotonic() - t0
-    s1, g1 = B.cpu_seconds(server_pid), children_cpu()
+    s1, g1, p1 = B.cpu_seconds(server_pid), children_cpu(), postgres_cpu()
     m = re.search(r"WRKJSON (\{.*\})", out.stdout)
     if out.returncode != 0 or not m:
         raise RuntimeError("wrk failed: %s %s" % (out.stdout, out.stderr))
@@ -171,7 +199,7 @@ def peak(port, server_pid, generator, env, duration=DURATION, script=None, perf=
         raise RuntimeError("wrk saw errors: %s" % w)
     secs = w["duration_us"] / 1e6
     return {"rps": w["requests"] / secs, "server_cores": (s1 - s0) / secs, "generator_cores": (g1 - g0) / wall,
-            "p99_ms": w["p99_us"] / 1000, "cpu_us": 1e6 * (s1 - s0) / max(1, w["requests"]),
+            "postgres_cores": (p1 - p0) / wall, "p99_ms": w["p99_us"] / 1000, "cpu_us": 1e6 * (s1 - s0) / max(1, w["requests"]),
             "bytes": w["bytes"] / max(1, w["requests"])}
 
 
@@ -222,6 +250,9 @@ def start_without_events(cpus):
 
 # BENCH_PERF=1: the servers recorded in their first peak round (bench/stages.py reads both).
 PERF_FILES = {"flowgate": "perf-pinned.data", "baseline": "perf-pinned-baseline.data"}
+# BENCH_SCHED=1: the whole machine's scheduling during the first peak round of flowgate with and
+# without resolve_no_flow events (`perf sched timehist -i FILE --cpu N -s`: what ran on a core).
+SCHED_FILES = {"flowgate": "sched-pinned.data", "flowgate, no resolve_no_flow events": "sched-pinned-quiet.data"}
 
 
 def peak_rounds(servers, generator):
@@ -234,14 +265,18 @@ def peak_rounds(servers, generator):
     for i in range(ROUNDS):
         # Every other round in reverse order, so no server always runs first or after another.
         for name, proc, port, env, script in (servers if i % 2 == 0 else servers[::-1]):
-            perf = None
+            perf = sched = None
             if i == 0 and os.environ.get("BENCH_PERF") == "1" and name in PERF_FILES:
                 perf = os.path.join(B.OUT, PERF_FILES[name])
                 B.log("perf record of %s's first round into %s (it counts in the medians)" % (name, perf))
-            peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script, perf))
+            elif i == 0 and os.environ.get("BENCH_SCHED") == "1" and name in SCHED_FILES:
+                sched = os.path.join(B.OUT, SCHED_FILES[name])
+                B.log("perf sched record of %s's first round into %s (it counts in the medians)" % (name, sched))
+            peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script, perf, sched))
         B.log("peak round %d: %s" % (i + 1, "  ".join(
-            "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f)" % (
-                n, r[-1]["rps"], r[-1]["cpu_us"], r[-1]["server_cores"], r[-1]["generator_cores"])
+            "%s %.0f/s (%.1f us/req, server %.2f cores, generator %.2f, postgres %.2f)" % (
+                n, r[-1]["rps"], r[-1]["cpu_us"], r[-1]["server_cores"], r[-1]["generator_cores"],
+                r[-1]["postgres_cores"])
             for n, r in peaks.items())))
     return peaks
 
@@ -290,6 +325,9 @@ def main():
 
 def run(meta, procs, server_cpus, generator):
     key = B.import_catalog(meta)
+    if os.environ.get("BENCH_AFTER_IMPORT_SQL"):
+        B.log("running BENCH_AFTER_IMPORT_SQL: %s" % os.environ["BENCH_AFTER_IMPORT_SQL"])
+        B.psql(os.environ["BENCH_AFTER_IMPORT_SQL"])
     B.log("starting flowgate and the baseline on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(extra=flowgate_settings(), preexec_fn=pinned(server_cpus))
     procs.append(server)
@@ -331,17 +369,18 @@ def report(server_cpus, generator, peaks, lat):
             ", ".join("%.3f" % r for r in ratios)),
         "",
         "| server | requests/s | per server core | server CPU (cores) | per busy server core | CPU µs/req "
-        "| generator CPU (cores) | wrk p99 | requests/s vs baseline | per busy core vs baseline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| generator CPU (cores) | PostgreSQL CPU (cores) | wrk p99 | requests/s vs baseline "
+        "| per busy core vs baseline |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, runs in peaks.items():
         cells = ("%.3fx" % statistics.median(x["rps"] / y["rps"] for x, y in zip(runs, b)),
                  "%.3fx" % statistics.median((x["rps"] / x["server_cores"]) / (y["rps"] / y["server_cores"])
                                              for x, y in zip(runs, b)))
-        lines.append("| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | %.2f ms | %s | %s |" % (
+        lines.append("| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f ms | %s | %s |" % (
             name, med(runs, "rps"), med(runs, "rps") / n, med(runs, "server_cores"),
             statistics.median(r["rps"] / r["server_cores"] for r in runs), med(runs, "cpu_us"),
-            med(runs, "generator_cores"), med(runs, "p99_ms"), *cells))
+            med(runs, "generator_cores"), med(runs, "postgres_cores"), med(runs, "p99_ms"), *cells))
     lines += ["", "Closed loop: wrk -t%d -c%d, %d alternating rounds of %d s (every other round in reverse "
               "order), medians. A ratio is the median of the rounds' ratios (each round's servers ran side by "
               "side), not the ratio of the medians; flowgate's per round: %s. Per busy server core = requests/s "
