@@ -20,7 +20,7 @@ prefix of this run's own, deleted at the end).
    (default 2,000) resolved once before: p50, p99, p99.9.
 
 Environment: bench/pinned.py's (BENCH_SERVER_CPUS, BENCH_DURATION, BENCH_ROUNDS, BENCH_LAT_ROUNDS,
-BENCH_LAT_DURATION, BENCH_OPEN_LOOP, BENCH_OHA, BENCH_BIN), BENCH_WARM, BENCH_KNOWN,
+BENCH_LAT_DURATION, BENCH_OPEN_LOOP, BENCH_OHA, BENCH_BIN, BENCH_PERF, BENCH_SCHED), BENCH_WARM, BENCH_KNOWN,
 BENCH_REDIS_URL (redis://127.0.0.1:6379). Writes target/bench-http/sticky.md and sticky.json.
 """
 
@@ -43,6 +43,10 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379")
 FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25").split(",") if x]
 REDIS_API, REDIS_ADMIN = 18483, 18493
 PLAIN, SQL, REDIS = "non-sticky", "sticky, SQL store", "sticky, Redis"
+# BENCH_PERF=1 / BENCH_SCHED=1 (bench/pinned.py's): the first known-user round of the non-sticky
+# placement and of the sticky one on Redis.
+P.PERF_FILES.update({PLAIN: "perf-sticky-plain.data", REDIS: "perf-sticky-redis.data"})
+P.SCHED_FILES.update({PLAIN: "sched-sticky-plain.data", REDIS: "sched-sticky-redis.data"})
 
 
 def metrics(admin):

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::StickyStore;
-use flowgate_domain::sticky::{doc_key, StickyDoc, StickyDocs, StickyId, StickyWrite};
+use flowgate_domain::sticky::{StickyDoc, StickyDocs, StickyId, StickyWrite};
 
 fn app(n: u128) -> AppId {
     AppId::from_uuid(uuid::Uuid::from_u128(0xA000 + n))
@@ -50,9 +50,7 @@ async fn put<S: StickyStore + ?Sized>(store: &S, writes: &[StickyWrite]) {
 }
 
 fn docs(list: &[StickyDoc]) -> StickyDocs {
-    list.iter()
-        .map(|d| (doc_key(&d.attribute_name, &d.attribute_value), d.clone()))
-        .collect()
+    list.iter().cloned().collect()
 }
 
 /// Nothing stored: every identifier is absent, and an empty read is empty.

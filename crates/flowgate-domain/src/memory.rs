@@ -17,7 +17,7 @@ use crate::ports::{
     ResultsSource, StickyStore, StoreError,
 };
 use crate::results::{ResultsData, ResultsQuery};
-use crate::sticky::{doc_key, StickyDoc, StickyDocs, StickyId, StickyWrite};
+use crate::sticky::{StickyDoc, StickyDocs, StickyId, StickyWrite};
 
 #[derive(Debug, Default)]
 struct State {
@@ -286,14 +286,11 @@ impl StickyStore for InMemoryStore {
             .iter()
             .filter_map(|id| {
                 let assignments = state.sticky.get(&(app, id.clone()))?;
-                Some((
-                    doc_key(&id.attribute_name, &id.attribute_value),
-                    StickyDoc {
-                        attribute_name: id.attribute_name.clone(),
-                        attribute_value: id.attribute_value.clone(),
-                        assignments: assignments.clone(),
-                    },
-                ))
+                Some(StickyDoc {
+                    attribute_name: id.attribute_name.clone(),
+                    attribute_value: id.attribute_value.clone(),
+                    assignments: assignments.clone(),
+                })
             })
             .collect();
         Box::pin(std::future::ready(Ok(docs)))

@@ -169,7 +169,7 @@ pub trait EventStore: Send + Sync {
 /// identifier. Resolve reads them only for placements with a sticky experiment, with a
 /// deadline of its own, and writes new or changed documents behind the response, batched.
 pub trait StickyStore: Send + Sync {
-    /// The stored documents of `ids` in `app`, keyed by [`crate::sticky::doc_key`]; an
+    /// The stored documents of `ids` in `app`, one per identifier; an
     /// identifier with nothing stored is simply absent.
     fn read_sticky<'a>(
         &'a self,

@@ -5,7 +5,7 @@
 //! pre-rendered [`PublishedVersion`] from the snapshot.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
@@ -23,8 +23,7 @@ use crate::ids::AppId;
 use crate::ids::EventId;
 use crate::placement::{validate_placement_key, PlacementKeyError};
 use crate::sticky::{
-    doc_key, lookup, Identifier, StickyDoc, StickyDocs, StickyExperiment, StickyId, StickyLookup,
-    StickyWrite,
+    lookup, Identifier, StickyDocs, StickyExperiment, StickyId, StickyLookup, StickyWrite,
 };
 
 /// Most distinct placement keys in one batch (D6).
@@ -579,17 +578,17 @@ pub struct StickyState {
     /// False when the documents could not be read: nothing is looked up and nothing recorded
     /// (a write would replace assignments this request could not see).
     readable: bool,
-    /// New or changed assignments by document key.
-    changes: BTreeMap<String, StickyDoc>,
+    /// New or changed assignments, a document per identifier.
+    changes: StickyDocs,
 }
 
 impl StickyState {
-    /// The documents read for the request (by [`doc_key`]; missing ones are not stored).
+    /// The documents read for the request (missing ones are not stored).
     pub fn new(docs: StickyDocs) -> Self {
         Self {
             docs,
             readable: true,
-            changes: BTreeMap::new(),
+            changes: StickyDocs::new(),
         }
     }
 
@@ -608,7 +607,7 @@ impl StickyState {
     /// changed assignments (the store merges them into what it has).
     pub fn writes(&self, app_id: AppId) -> Vec<StickyWrite> {
         self.changes
-            .values()
+            .iter()
             .map(|doc| StickyWrite {
                 app_id,
                 doc: doc.clone(),
@@ -686,15 +685,10 @@ impl StickyState {
         let sticky = sticky_experiment(settings);
         if let Some(doc) = crate::sticky::record(&mut self.docs, hashed, &sticky, variant_key) {
             let key = crate::sticky::assignment_key(sticky.key, sticky.bucket_version);
-            let change = self
-                .changes
-                .entry(doc_key(name, &value))
-                .or_insert_with(|| StickyDoc {
-                    attribute_name: doc.attribute_name.clone(),
-                    attribute_value: doc.attribute_value.clone(),
-                    assignments: BTreeMap::new(),
-                });
-            change.assignments.insert(key, variant_key.clone());
+            self.changes
+                .get_or_insert(&doc.attribute_name, &doc.attribute_value)
+                .assignments
+                .insert(key, variant_key.clone());
         }
     }
 }

@@ -57,7 +57,7 @@ use std::time::Duration;
 
 use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::{BoxFuture, StickyStore, StoreError};
-use flowgate_domain::sticky::{doc_key, StickyDoc, StickyDocs, StickyId, StickyWrite};
+use flowgate_domain::sticky::{StickyDoc, StickyDocs, StickyId, StickyWrite};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Pipeline, Value};
 
@@ -257,14 +257,11 @@ impl StickyStore for RedisStickyStore {
                 if assignments.is_empty() {
                     continue;
                 }
-                docs.insert(
-                    doc_key(&id.attribute_name, &id.attribute_value),
-                    StickyDoc {
-                        attribute_name: id.attribute_name.clone(),
-                        attribute_value: id.attribute_value.clone(),
-                        assignments,
-                    },
-                );
+                docs.insert(StickyDoc {
+                    attribute_name: id.attribute_name.clone(),
+                    attribute_value: id.attribute_value.clone(),
+                    assignments,
+                });
             }
             Ok(docs)
         })

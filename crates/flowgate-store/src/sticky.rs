@@ -46,7 +46,7 @@ use diesel::sql_types::{Array, Bool, Text};
 use diesel::sqlite::Sqlite;
 use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::{BoxFuture, Outage, StickyStore, StoreError};
-use flowgate_domain::sticky::{doc_key, StickyDoc, StickyDocs, StickyId, StickyWrite};
+use flowgate_domain::sticky::{StickyDocs, StickyId, StickyWrite};
 use futures_util::future::{FutureExt, Shared};
 
 use crate::db::{columns, Db, Postgres};
@@ -153,12 +153,7 @@ async fn read_on(
             .await
             .map_err(query_error)?;
         for row in rows {
-            docs.entry(doc_key(&row.attribute_name, &row.attribute_value))
-                .or_insert_with(|| StickyDoc {
-                    attribute_name: row.attribute_name,
-                    attribute_value: row.attribute_value,
-                    assignments: BTreeMap::new(),
-                })
+            docs.get_or_insert(&row.attribute_name, &row.attribute_value)
                 .assignments
                 .insert(row.assignment_key, row.variant_key);
         }
@@ -402,6 +397,8 @@ mod tests {
     use diesel::sql_types::Untyped;
     use diesel::{Connection, RunQueryDsl, SqliteConnection};
     use diesel_migrations::MigrationHarness;
+
+    use flowgate_domain::sticky::StickyDoc;
 
     use super::*;
 
@@ -722,13 +719,7 @@ impl Postgres {
             .map_err(|e| pg_read_error(&e))?;
         let mut docs = StickyDocs::new();
         for row in rows {
-            let (name, value): (String, String) = (row.get(0), row.get(1));
-            docs.entry(doc_key(&name, &value))
-                .or_insert_with(|| StickyDoc {
-                    attribute_name: name,
-                    attribute_value: value,
-                    assignments: BTreeMap::new(),
-                })
+            docs.get_or_insert(row.get(0), row.get(1))
                 .assignments
                 .insert(row.get(2), row.get(3));
         }

@@ -494,6 +494,7 @@ impl Rule {
 
 /// A rule's target (D2).
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Target {
     /// Serve a flow.
     Flow(FlowTarget),

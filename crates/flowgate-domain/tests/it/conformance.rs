@@ -336,7 +336,7 @@ impl Translated {
 
     /// Flowgate's documents → GrowthBook's `attr||value` map.
     fn docs_out(&self, docs: &StickyDocs) -> Value {
-        docs.values()
+        docs.iter()
             .map(|doc| {
                 let name = if doc.attribute_name == "user_id" {
                     self.hash_attribute.clone()
@@ -424,19 +424,18 @@ fn check_sticky(case: &Value) -> Result<(), String> {
         .iter()
         .map(|d| t.doc_in(d))
         .filter(own)
-        .map(|d| (doc_key(&d.attribute_name, &d.attribute_value), d))
         .collect();
     // What the domain reads: the documents of the identifiers it asks for.
     let request = ResolveRequest::new(&t.user_id, "s", Platform::Web, &t.attributes);
     let wanted = t.app().sticky_ids(["feature"], &request);
     let read: StickyDocs = loaded
         .iter()
-        .filter(|(_, d)| {
+        .filter(|d| {
             wanted.iter().any(|id| {
                 id.attribute_name == d.attribute_name && id.attribute_value == d.attribute_value
             })
         })
-        .map(|(k, d)| (k.clone(), d.clone()))
+        .cloned()
         .collect();
     let mut state = StickyState::new(read);
     let (index, stored_used) = variation(&t, Some(&mut state));
@@ -458,11 +457,7 @@ fn check_sticky(case: &Value) -> Result<(), String> {
     for write in state.writes(t.app().id()) {
         let doc = write.doc;
         after
-            .entry(doc_key(&doc.attribute_name, &doc.attribute_value))
-            .or_insert_with(|| StickyDoc {
-                assignments: Default::default(),
-                ..doc.clone()
-            })
+            .get_or_insert(&doc.attribute_name, &doc.attribute_value)
             .assignments
             .extend(doc.assignments);
     }
@@ -471,9 +466,14 @@ fn check_sticky(case: &Value) -> Result<(), String> {
         return Err(fail(format!("documents {saved}, expected {}", case[5])));
     }
     // The state's own view of the documents agrees with the store's.
-    if let Some((key, _)) = state.docs().iter().find(|(k, d)| after.get(*k) != Some(*d)) {
+    if let Some(d) = state
+        .docs()
+        .iter()
+        .find(|d| after.get(&d.attribute_name, &d.attribute_value) != Some(*d))
+    {
         return Err(fail(format!(
-            "the state's document {key} differs from the store's"
+            "the state's document {} differs from the store's",
+            doc_key(&d.attribute_name, &d.attribute_value)
         )));
     }
     Ok(())

@@ -31,7 +31,7 @@ fn paywall_experiment(c: &Catalog) -> &Experiment {
     let app = c.app(APP1.parse::<AppId>().unwrap()).unwrap();
     match &app.placement("paywall").unwrap().rules()[1].target() {
         Target::Experiment(e) => e,
-        Target::Flow(_) => panic!("an experiment"),
+        _ => panic!("an experiment"),
     }
 }
 

@@ -6,7 +6,7 @@ use flowgate_domain::catalog::{diff_catalogs, App};
 use flowgate_domain::explain::{Step, StickyAssignment};
 use flowgate_domain::ids::AppId;
 use flowgate_domain::resolve::StickyState;
-use flowgate_domain::sticky::{doc_key, StickyDoc, StickyDocs};
+use flowgate_domain::sticky::{StickyDoc, StickyDocs};
 use flowgate_domain::{Catalog, Platform, ResolveMode, ResolveRequest};
 use serde_json::{json, Map, Value};
 
@@ -37,11 +37,7 @@ impl Store {
         for write in state.writes(app) {
             let d = write.doc;
             self.0
-                .entry(doc_key(&d.attribute_name, &d.attribute_value))
-                .or_insert_with(|| StickyDoc {
-                    assignments: Default::default(),
-                    ..d.clone()
-                })
+                .get_or_insert(&d.attribute_name, &d.attribute_value)
                 .assignments
                 .extend(d.assignments);
         }
@@ -60,10 +56,7 @@ impl Store {
         let ids = a.sticky_ids(["paywall"], &request);
         let read = ids
             .iter()
-            .filter_map(|id| {
-                let key = doc_key(&id.attribute_name, &id.attribute_value);
-                self.0.get(&key).map(|d| (key, d.clone()))
-            })
+            .filter_map(|id| self.0.get(&id.attribute_name, &id.attribute_value).cloned())
             .collect();
         let mut state = StickyState::new(read);
         let r = a.resolve_sticky("paywall", &request, ResolveMode::Normal, &mut state);
@@ -157,7 +150,7 @@ fn raising_the_bucket_version_buckets_everyone_again_and_keeps_old_assignments()
         control += usize::from(got.as_deref() == Some("control"));
     }
     assert!(control > 1_700, "90/10 for everyone: {control}");
-    let doc = &store.0[&doc_key("user_id", "user-1")];
+    let doc = &store.0.get("user_id", "user-1").expect("the document");
     assert_eq!(doc.assignments.len(), 2, "both versions kept: {doc:?}");
     assert!(doc.assignments.contains_key(&format!("{EXP}__0")));
     assert!(doc.assignments.contains_key(&format!("{EXP}__1")));
@@ -178,7 +171,12 @@ fn min_bucket_version_excludes_users_assigned_before_it() {
         "excluded"
     );
     assert_eq!(
-        store.0[&doc_key("user_id", "old-user")].assignments.len(),
+        store
+            .0
+            .get("user_id", "old-user")
+            .expect("the document")
+            .assignments
+            .len(),
         1,
         "nothing recorded"
     );
@@ -241,18 +239,18 @@ fn the_fallback_document_decides_and_the_assignment_moves_to_the_user() {
         VAR_CONTROL
     };
     let mut docs = Store::default();
-    docs.0.insert(
-        doc_key("device_id", "d-1"),
-        StickyDoc {
-            attribute_name: "device_id".into(),
-            attribute_value: "d-1".into(),
-            assignments: [(format!("{EXP}__0"), other.to_owned())].into(),
-        },
-    );
+    docs.0.insert(StickyDoc {
+        attribute_name: "device_id".into(),
+        attribute_value: "d-1".into(),
+        assignments: [(format!("{EXP}__0"), other.to_owned())].into(),
+    });
     let got = docs.resolve(&c, "signed-in", &device).unwrap();
     assert_ne!(got, hashed, "the device's stored variant, not the hash's");
     assert_eq!(
-        docs.0[&doc_key("user_id", "signed-in")].assignments[&format!("{EXP}__0")],
+        docs.0
+            .get("user_id", "signed-in")
+            .expect("the document")
+            .assignments[&format!("{EXP}__0")],
         other,
         "recorded into the user's own document"
     );

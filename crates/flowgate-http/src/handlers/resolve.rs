@@ -36,21 +36,18 @@ pub(super) fn export_mode(req: &HttpRequest) -> Result<ResolveMode> {
     Ok(mode)
 }
 
-/// Records `resolve_no_flow` (D8) for a no-flow outcome; best effort under overload.
-fn record_no_flow(
+/// The `resolve_no_flow` event (D8) to record for a no-flow outcome, if any.
+fn no_flow_event(
     worker: &Worker,
     app: &App,
     key: &str,
     request: &ResolveRequest<'_>,
     resolution: &Resolution<'_>,
-    events: &mut Vec<AnalyticsEvent>,
-) {
+) -> Option<AnalyticsEvent> {
     // The clock is read only for a no-flow outcome: most resolves serve a flow.
-    let Some(reason) = resolution.no_flow_reason() else {
-        return;
-    };
+    let reason = resolution.no_flow_reason()?;
     if !worker.shared.config.record_resolve_no_flow {
-        return;
+        return None;
     }
     // D25: unknown keys are the client's choice, so their events are bounded per app.
     if reason == NoFlowReason::UnknownPlacement
@@ -63,12 +60,10 @@ fn record_no_flow(
             .shared
             .metrics
             .unknown_placement_events_suppressed(&app.id().to_string(), 1);
-        return;
+        return None;
     }
     let now = worker.shared.clock.now();
-    if let Some(event) = resolution.no_flow_event(app, key, request, EventId::new_v7(now), now) {
-        events.push(event);
-    }
+    resolution.no_flow_event(app, key, request, EventId::new_v7(now), now)
 }
 
 fn enqueue_server_events(worker: &Worker, events: Vec<AnalyticsEvent>) {
@@ -161,7 +156,7 @@ pub(super) async fn resolve_one_sticky(
     ))
 }
 
-/// The body of one resolve's result, and its `resolve_no_flow` event (D8).
+/// The body of one resolve's result, and its `resolve_no_flow` event (D8), enqueued best effort.
 fn render_one(
     worker: &Worker,
     app: &App,
@@ -181,9 +176,11 @@ fn render_one(
     );
     // D3.5: export never records events.
     if mode == ResolveMode::Normal {
-        let mut events = Vec::new();
-        record_no_flow(worker, app, key, request, resolution, &mut events);
-        enqueue_server_events(worker, events);
+        // `vec!` of one allocates one event: a growing vector's first allocation holds four,
+        // larger than the allocator's per-thread cache serves (P26).
+        if let Some(event) = no_flow_event(worker, app, key, request, resolution) {
+            enqueue_server_events(worker, vec![event]);
+        }
     }
     Reply::Resolved(body)
 }
@@ -344,7 +341,7 @@ pub async fn resolve_batch(
                 Some(key),
                 error,
             );
-            record_no_flow(worker, app, key, &request, resolution, &mut events);
+            events.extend(no_flow_event(worker, app, key, &request, resolution));
         }
         body.buf().extend_from_slice(b"]}");
         enqueue_server_events(worker, events);

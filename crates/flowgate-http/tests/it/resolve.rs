@@ -117,6 +117,12 @@ async fn no_flow_body_is_exactly_flow_id_and_ttl(backend: Backend) {
     assert_eq!(r.json(), json!({"flow_id": null, "cache_ttl_seconds": 120}));
     let events = s.sink.events();
     assert_eq!(events.len(), 1);
+    assert_eq!(
+        s.sink.capacities(),
+        [1],
+        "one allocation of one event: a vector grown by a push holds four, past the \
+         allocator's per-thread cache (P26)"
+    );
     let e = &events[0];
     assert_eq!(
         (e.event_type, e.source, e.reason),

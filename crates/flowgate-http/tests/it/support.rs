@@ -29,6 +29,8 @@ pub enum Backend {
 /// hold its receipts until released, or to time them out (D15).
 pub struct CollectingSink {
     events: Mutex<Vec<AnalyticsEvent>>,
+    /// The capacity of each vector of server events offered to `try_enqueue`.
+    capacities: Mutex<Vec<usize>>,
     refuse: Mutex<bool>,
     refuse_admission: Mutex<bool>,
     /// Receipts resolve once this is true (D15: the events are stored).
@@ -41,6 +43,7 @@ impl Default for CollectingSink {
     fn default() -> Self {
         Self {
             events: Mutex::default(),
+            capacities: Mutex::default(),
             refuse: Mutex::default(),
             refuse_admission: Mutex::default(),
             stored: tokio::sync::watch::Sender::new(true),
@@ -52,6 +55,10 @@ impl Default for CollectingSink {
 impl CollectingSink {
     pub fn events(&self) -> Vec<AnalyticsEvent> {
         self.events.lock().unwrap().clone()
+    }
+    /// The capacity of each vector of events `try_enqueue` was given, in order.
+    pub fn capacities(&self) -> Vec<usize> {
+        self.capacities.lock().unwrap().clone()
     }
     pub fn set_refusing(&self, refuse: bool) {
         *self.refuse.lock().unwrap() = refuse;
@@ -92,6 +99,7 @@ impl EventSink for CollectingSink {
                 retry_after_secs: 7,
             });
         }
+        self.capacities.lock().unwrap().push(events.capacity());
         self.events.lock().unwrap().extend(events);
         Ok(())
     }

@@ -154,7 +154,11 @@ backend_tests! {
             .read_sticky(app(), &[id("a\0b"), id("ok"), id("c")])
             .await
             .expect("read");
-        assert_eq!(docs.keys().collect::<Vec<_>>(), ["user_id||ok"]);
+        let read: Vec<_> = docs
+            .iter()
+            .map(|d| (d.attribute_name.as_str(), d.attribute_value.as_str()))
+            .collect();
+        assert_eq!(read, [("user_id", "ok")]);
         assert_eq!(db.count("SELECT count(*) AS n FROM sticky_assignments").await, 1);
     }
 }
