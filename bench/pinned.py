@@ -70,6 +70,7 @@ LAT_ROUNDS = max(1, int(os.environ.get("BENCH_LAT_ROUNDS", "3")))
 LAT_DURATION = int(os.environ.get("BENCH_LAT_DURATION", "10"))
 FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25,0.5,0.75").split(",") if x]
 USERS = 100_000
+AFTER_IMPORT_SQL = os.environ.get("BENCH_AFTER_IMPORT_SQL", "")
 
 
 def cpu_list(text):
@@ -105,7 +106,10 @@ def children_cpu():
 
 
 def postgres_cpu():
-    """CPU seconds of every `postgres` process on the machine (the server's and its backends')."""
+    """CPU seconds of every `postgres` process on the machine (the server's and its backends'):
+    other PostgreSQL servers on the machine count too, and a backend that exits during a round
+    loses its share, so the column is an estimate of the benchmark's database only on a machine
+    that runs no other."""
     total = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -177,17 +181,17 @@ def peak(port, server_pid, generator, env, duration=DURATION, script=None, perf=
     script = script or os.path.join(B.BENCH, "lua", "resolve.lua")
     cmd = ["wrk", "-t%d" % min(len(generator), B.CONNECTIONS), "-c%d" % B.CONNECTIONS, "-d%ds" % duration, "--timeout", "5s",
            "-s", script, "http://127.0.0.1:%d" % port]
-    recorder = None
+    recorders = []
     if perf:
-        recorder = subprocess.Popen(
+        recorders.append(subprocess.Popen(
             ["perf", "record", "-g", "--call-graph", "dwarf,16384", "-F", "2000", "-p", str(server_pid), "-o", perf,
-             "--", "sleep", str(max(1, duration - 2))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "--", "sleep", str(max(1, duration - 2))], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     if sched:
-        recorder = subprocess.Popen(["perf", "sched", "record", "-a", "-g", "-o", sched, "--", "sleep", "3"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        recorders.append(subprocess.Popen(["perf", "sched", "record", "-a", "-g", "-o", sched, "--", "sleep", "3"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     s0, g0, p0, t0 = B.cpu_seconds(server_pid), children_cpu(), postgres_cpu(), time.monotonic()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=pinned(generator))
-    if recorder:
+    for recorder in recorders:
         recorder.wait()
     wall = time.monotonic() - t0
     s1, g1, p1 = B.cpu_seconds(server_pid), children_cpu(), postgres_cpu()
@@ -269,7 +273,7 @@ def peak_rounds(servers, generator):
             if i == 0 and os.environ.get("BENCH_PERF") == "1" and name in PERF_FILES:
                 perf = os.path.join(B.OUT, PERF_FILES[name])
                 B.log("perf record of %s's first round into %s (it counts in the medians)" % (name, perf))
-            elif i == 0 and os.environ.get("BENCH_SCHED") == "1" and name in SCHED_FILES:
+            if i == 0 and os.environ.get("BENCH_SCHED") == "1" and name in SCHED_FILES:
                 sched = os.path.join(B.OUT, SCHED_FILES[name])
                 B.log("perf sched record of %s's first round into %s (it counts in the medians)" % (name, sched))
             peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script, perf, sched))
@@ -325,9 +329,9 @@ def main():
 
 def run(meta, procs, server_cpus, generator):
     key = B.import_catalog(meta)
-    if os.environ.get("BENCH_AFTER_IMPORT_SQL"):
-        B.log("running BENCH_AFTER_IMPORT_SQL: %s" % os.environ["BENCH_AFTER_IMPORT_SQL"])
-        B.psql(os.environ["BENCH_AFTER_IMPORT_SQL"])
+    if AFTER_IMPORT_SQL:
+        B.log("running BENCH_AFTER_IMPORT_SQL: %s" % AFTER_IMPORT_SQL)
+        B.psql(AFTER_IMPORT_SQL)
     B.log("starting flowgate and the baseline on CPUs %s, the generator on %s" % (server_cpus, generator))
     server, _ = B.start_flowgate(extra=flowgate_settings(), preexec_fn=pinned(server_cpus))
     procs.append(server)
@@ -363,6 +367,10 @@ def report(server_cpus, generator, peaks, lat):
         "### Pinned single resolve: %d server core(s) (CPU %s), generator on CPU %s" % (
             n, ",".join(map(str, server_cpus)), ",".join(map(str, generator))),
         "",
+    ]
+    if AFTER_IMPORT_SQL:
+        lines += ["**The schema was changed for this run** (BENCH_AFTER_IMPORT_SQL): `%s`" % AFTER_IMPORT_SQL, ""]
+    lines += [
         "**CPU per request: flowgate %.2fx the baseline's** (median of the rounds' ratios; rounds %s; "
         "target at most 1.15x). Requests/s: %.3fx the baseline's (rounds %s)." % (
             statistics.median(cpu), ", ".join("%.2f" % r for r in cpu), statistics.median(ratios),
@@ -407,6 +415,7 @@ def report(server_cpus, generator, peaks, lat):
     return {"text": "\n".join(lines), "data": {"server_cpus": server_cpus, "generator_cpus": generator,
                                                "peaks": peaks, "peak_ratio": statistics.median(ratios),
                                                "busy_core_ratio": statistics.median(busy),
+                                               "after_import_sql": AFTER_IMPORT_SQL,
                                                "cpu_ratio": statistics.median(cpu), "cpu_ratios": cpu,
                                                "cpu_us": {name: med(runs, "cpu_us") for name, runs in peaks.items()},
                                                "open_loop": data_lat}}

@@ -686,8 +686,7 @@ impl StickyState {
         if let Some(doc) = crate::sticky::record(&mut self.docs, hashed, &sticky, variant_key) {
             let key = crate::sticky::assignment_key(sticky.key, sticky.bucket_version);
             self.changes
-                .get_or_insert(&doc.attribute_name, &doc.attribute_value)
-                .assignments
+                .assignments_mut(&doc.attribute_name, &doc.attribute_value)
                 .insert(key, variant_key.clone());
         }
     }

@@ -66,9 +66,14 @@ impl StickyDocs {
         }
     }
 
-    /// The document of `attribute_name` = `attribute_value`, added without assignments when
-    /// missing: for building documents an assignment at a time.
-    pub fn get_or_insert(&mut self, attribute_name: &str, attribute_value: &str) -> &mut StickyDoc {
+    /// The assignments of the document of `attribute_name` = `attribute_value`, the document
+    /// added without assignments when missing: for building documents an assignment at a
+    /// time. Only the assignments are handed out, so the documents stay in identifier order.
+    pub fn assignments_mut(
+        &mut self,
+        attribute_name: &str,
+        attribute_value: &str,
+    ) -> &mut BTreeMap<String, String> {
         let i = match self.position(attribute_name, attribute_value) {
             Ok(i) => i,
             Err(i) => {
@@ -83,7 +88,7 @@ impl StickyDocs {
                 i
             }
         };
-        &mut self.docs[i]
+        &mut self.docs[i].assignments
     }
 
     /// The documents, in identifier order.
@@ -160,7 +165,8 @@ pub struct StickyWrite {
     pub doc: StickyDoc,
 }
 
-/// The key of the document of `attribute_name` = `attribute_value`: `name||value`.
+/// GrowthBook's key of the document of `attribute_name` = `attribute_value` (`name||value`), as
+/// its SDKs key their assignment documents; [`StickyDocs`] finds documents by the pair itself.
 pub fn doc_key(attribute_name: &str, attribute_value: &str) -> String {
     format!("{attribute_name}||{attribute_value}")
 }
@@ -288,12 +294,11 @@ pub fn record(
     if records(docs, hashed, experiment, variant_key) {
         return None;
     }
-    let doc = docs.get_or_insert(hashed.name, hashed.value);
-    doc.assignments.insert(
+    docs.assignments_mut(hashed.name, hashed.value).insert(
         assignment_key(experiment.key, experiment.bucket_version),
         variant_key.to_owned(),
     );
-    Some(doc.clone())
+    docs.get(hashed.name, hashed.value).cloned()
 }
 
 #[cfg(test)]
@@ -341,15 +346,11 @@ mod tests {
         assert_eq!(replaced, Some(doc("user_id", "u1", "c")));
         assert_eq!(docs.insert(doc("user_id", "u0", "f")), None);
         assert_eq!(docs.len(), 4);
-        let fresh = docs.get_or_insert("user_id", "new");
-        assert!(fresh.assignments.is_empty());
-        fresh.assignments.insert("e__1".into(), "g".into());
+        let fresh = docs.assignments_mut("user_id", "new");
+        assert!(fresh.is_empty());
+        fresh.insert("e__1".into(), "g".into());
         assert_eq!(docs.get("user_id", "new").unwrap().assignments["e__1"], "g");
-        assert_eq!(
-            docs.get_or_insert("user_id", "u0").assignments["e__0"],
-            "f",
-            "kept"
-        );
+        assert_eq!(docs.assignments_mut("user_id", "u0")["e__0"], "f", "kept");
         assert_eq!(docs.len(), 5);
     }
 

@@ -153,8 +153,7 @@ async fn read_on(
             .await
             .map_err(query_error)?;
         for row in rows {
-            docs.get_or_insert(&row.attribute_name, &row.attribute_value)
-                .assignments
+            docs.assignments_mut(&row.attribute_name, &row.attribute_value)
                 .insert(row.assignment_key, row.variant_key);
         }
     }
@@ -719,8 +718,7 @@ impl Postgres {
             .map_err(|e| pg_read_error(&e))?;
         let mut docs = StickyDocs::new();
         for row in rows {
-            docs.get_or_insert(row.get(0), row.get(1))
-                .assignments
+            docs.assignments_mut(row.get(0), row.get(1))
                 .insert(row.get(2), row.get(3));
         }
         Ok(docs)

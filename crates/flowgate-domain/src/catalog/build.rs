@@ -551,7 +551,7 @@ fn build_experiment(
 const MAX_ATTRIBUTE_NAME: usize = 64;
 
 /// A `fallback_attribute` (D23): 1 to 64 characters of `A-Za-z0-9_.-`, not `user_id` (the
-/// attribute every experiment hashes already). The characters keep the document keys
+/// attribute every experiment hashes already). The characters keep GrowthBook's document keys
 /// (`name||value`) and the adapters' own keys unambiguous.
 fn check_attribute_name(p: &mut Problems, pointer: String, name: &str) {
     let well_formed = !name.is_empty()

@@ -457,8 +457,7 @@ fn check_sticky(case: &Value) -> Result<(), String> {
     for write in state.writes(t.app().id()) {
         let doc = write.doc;
         after
-            .get_or_insert(&doc.attribute_name, &doc.attribute_value)
-            .assignments
+            .assignments_mut(&doc.attribute_name, &doc.attribute_value)
             .extend(doc.assignments);
     }
     let saved = t.docs_out(&after);

@@ -37,8 +37,7 @@ impl Store {
         for write in state.writes(app) {
             let d = write.doc;
             self.0
-                .get_or_insert(&d.attribute_name, &d.attribute_value)
-                .assignments
+                .assignments_mut(&d.attribute_name, &d.attribute_value)
                 .extend(d.assignments);
         }
     }

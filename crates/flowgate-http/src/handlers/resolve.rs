@@ -36,7 +36,9 @@ pub(super) fn export_mode(req: &HttpRequest) -> Result<ResolveMode> {
     Ok(mode)
 }
 
-/// The `resolve_no_flow` event (D8) to record for a no-flow outcome, if any.
+/// The `resolve_no_flow` event (D8) to record for a no-flow outcome, if any. For an unknown
+/// placement it takes one of the app's allowance for the minute (D25), or counts the event as
+/// suppressed.
 fn no_flow_event(
     worker: &Worker,
     app: &App,

@@ -29,7 +29,8 @@ pub enum Backend {
 /// hold its receipts until released, or to time them out (D15).
 pub struct CollectingSink {
     events: Mutex<Vec<AnalyticsEvent>>,
-    /// The capacity of each vector of server events offered to `try_enqueue`.
+    /// The capacity of each vector of events offered to `try_enqueue` (server events, and the
+    /// client events an admission enqueues).
     capacities: Mutex<Vec<usize>>,
     refuse: Mutex<bool>,
     refuse_admission: Mutex<bool>,
