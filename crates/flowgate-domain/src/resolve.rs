@@ -683,10 +683,10 @@ impl StickyState {
             value: &value,
         };
         let sticky = sticky_experiment(settings);
-        if let Some(doc) = crate::sticky::record(&mut self.docs, hashed, &sticky, variant_key) {
+        if crate::sticky::record(&mut self.docs, hashed, &sticky, variant_key).is_some() {
             let key = crate::sticky::assignment_key(sticky.key, sticky.bucket_version);
             self.changes
-                .assignments_mut(&doc.attribute_name, &doc.attribute_value)
+                .assignments_mut(name, &value)
                 .insert(key, variant_key.clone());
         }
     }

@@ -165,12 +165,6 @@ pub struct StickyWrite {
     pub doc: StickyDoc,
 }
 
-/// GrowthBook's key of the document of `attribute_name` = `attribute_value` (`name||value`), as
-/// its SDKs key their assignment documents; [`StickyDocs`] finds documents by the pair itself.
-pub fn doc_key(attribute_name: &str, attribute_value: &str) -> String {
-    format!("{attribute_name}||{attribute_value}")
-}
-
 /// The key of an experiment's assignment in a document: `key__version`.
 pub fn assignment_key(experiment_key: &str, bucket_version: u32) -> String {
     format!("{experiment_key}__{bucket_version}")
@@ -284,13 +278,13 @@ pub fn records(
 
 /// Records that the user identified by `hashed` (the attribute that was hashed) is in the
 /// variant `variant_key` of `experiment`, keeping every other assignment of the document.
-/// Returns the document to store when it changed, `None` when it already said so.
-pub fn record(
-    docs: &mut StickyDocs,
+/// Returns the document as it now is when it changed, `None` when it already said so.
+pub fn record<'d>(
+    docs: &'d mut StickyDocs,
     hashed: Identifier<'_>,
     experiment: &StickyExperiment<'_>,
     variant_key: &str,
-) -> Option<StickyDoc> {
+) -> Option<&'d StickyDoc> {
     if records(docs, hashed, experiment, variant_key) {
         return None;
     }
@@ -298,7 +292,7 @@ pub fn record(
         assignment_key(experiment.key, experiment.bucket_version),
         variant_key.to_owned(),
     );
-    docs.get(hashed.name, hashed.value).cloned()
+    docs.get(hashed.name, hashed.value)
 }
 
 #[cfg(test)]
@@ -490,5 +484,6 @@ mod tests {
         assert_eq!(written.assignments["paywall__0"], "control");
         assert_eq!(written.assignments["paywall__1"], "trial");
         assert_eq!(record(&mut d, USER, &experiment(1, 0), "trial"), None);
+        assert_eq!(d.len(), 1, "the same document");
     }
 }

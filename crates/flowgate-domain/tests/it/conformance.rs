@@ -10,7 +10,7 @@ use flowgate_domain::conditions::{Condition, SavedGroups};
 use flowgate_domain::explain::{Step, StickyAssignment};
 use flowgate_domain::ids::AppId;
 use flowgate_domain::resolve::StickyState;
-use flowgate_domain::sticky::{doc_key, StickyDoc, StickyDocs};
+use flowgate_domain::sticky::{StickyDoc, StickyDocs};
 use flowgate_domain::{Catalog, Platform, ResolveMode, ResolveRequest};
 use serde_json::{json, Map, Value};
 
@@ -471,8 +471,8 @@ fn check_sticky(case: &Value) -> Result<(), String> {
         .find(|d| after.get(&d.attribute_name, &d.attribute_value) != Some(*d))
     {
         return Err(fail(format!(
-            "the state's document {} differs from the store's",
-            doc_key(&d.attribute_name, &d.attribute_value)
+            "the state's document {}||{} differs from the store's",
+            d.attribute_name, d.attribute_value
         )));
     }
     Ok(())
