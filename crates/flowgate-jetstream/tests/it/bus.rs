@@ -265,7 +265,20 @@ async fn refused_events_are_isolated_and_the_rest_of_the_batch_is_stored() {
     store.poison("user-42");
     Publisher::new(&bus).append_events(&batch).await.unwrap();
     let (stop, task, stats) = start_ingest(&bus, &store);
-    assert!(eventually(Duration::from_secs(10), || store.ids().len() == 99).await);
+    // The good events are stored before the refused one is set aside and counted: wait for all
+    // three, then check them exactly.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            store.ids().len() == 99
+                && !store.dead_letters().is_empty()
+                && stats.events_dead_lettered.load(Ordering::Relaxed) > 0
+        })
+        .await,
+        "stored {}, dead letters {}, counted {}",
+        store.ids().len(),
+        store.dead_letters().len(),
+        stats.events_dead_lettered.load(Ordering::Relaxed)
+    );
     let letters = store.dead_letters();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].event_id, Some(batch[42].event_id));
