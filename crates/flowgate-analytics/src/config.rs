@@ -1,17 +1,21 @@
 //! [`SinkConfig`]: the sink's settings, their defaults and their validation.
 //!
-//! The binary reads them from the `events.*` configuration keys (D14); every validation error
-//! names the key it is about, so an operator knows what to fix.
+//! [`SinkConfig`] deserialises itself from the `events.*` configuration keys (D14), durations
+//! as whole milliseconds; every validation error names the key it is about, so an operator
+//! knows what to fix.
 
 use std::fmt;
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 /// The most events one request may carry (D7). A queue smaller than this could refuse a valid
 /// request forever, so [`SinkConfig::validate`] rejects it.
 pub const MAX_EVENTS_PER_REQUEST: usize = 100;
 
 /// When an events request is answered 202 (`events.ack`, D15).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum AckMode {
     /// `stored` (the default): once every event the request counts as accepted is durable
     /// (committed by the store, or acknowledged by the event bus). A request that waits
@@ -33,8 +37,13 @@ impl AckMode {
     }
 }
 
-/// Settings of a [`Sink`](crate::Sink). Start from [`SinkConfig::default`] and override fields.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Settings of a [`Sink`](crate::Sink). Start from [`SinkConfig::default`] and override fields,
+/// or deserialise it from the `events.*` keys each field's doc names (missing keys keep their
+/// defaults). Keys it does not read are ignored: the `[events]` table also holds other
+/// components' settings, so refusing a key no component reads is the caller's job (the binary
+/// does).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SinkKeys", into = "SinkKeys")]
 pub struct SinkConfig {
     /// `events.ack`: when a request's events count as accepted (D15). Default
     /// [`AckMode::Stored`].
@@ -136,6 +145,74 @@ impl Default for SinkConfig {
             write_timeout: Duration::from_secs(30),
             admission_wait: Duration::from_millis(250),
             backoff: Backoff::default(),
+        }
+    }
+}
+
+/// [`SinkConfig`] as the `events.*` keys spell it: durations in whole milliseconds, the
+/// backoff flat.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default)]
+struct SinkKeys {
+    ack: AckMode,
+    ack_timeout_ms: u64,
+    queue_capacity: usize,
+    batch_size: usize,
+    flush_interval_ms: u64,
+    write_threshold: usize,
+    drain_deadline_ms: u64,
+    writers: usize,
+    record_resolve_no_flow: bool,
+    write_timeout_ms: u64,
+    admission_wait_ms: u64,
+    retry_base_ms: u64,
+    retry_max_ms: u64,
+}
+
+impl Default for SinkKeys {
+    fn default() -> Self {
+        SinkConfig::default().into()
+    }
+}
+
+impl From<SinkConfig> for SinkKeys {
+    fn from(c: SinkConfig) -> Self {
+        Self {
+            ack: c.ack,
+            ack_timeout_ms: millis(c.ack_timeout),
+            queue_capacity: c.queue_capacity,
+            batch_size: c.batch_size,
+            flush_interval_ms: millis(c.flush_interval),
+            write_threshold: c.write_threshold,
+            drain_deadline_ms: millis(c.drain_deadline),
+            writers: c.writers,
+            record_resolve_no_flow: c.record_resolve_no_flow,
+            write_timeout_ms: millis(c.write_timeout),
+            admission_wait_ms: millis(c.admission_wait),
+            retry_base_ms: millis(c.backoff.base),
+            retry_max_ms: millis(c.backoff.max),
+        }
+    }
+}
+
+impl From<SinkKeys> for SinkConfig {
+    fn from(k: SinkKeys) -> Self {
+        Self {
+            ack: k.ack,
+            ack_timeout: Duration::from_millis(k.ack_timeout_ms),
+            queue_capacity: k.queue_capacity,
+            batch_size: k.batch_size,
+            flush_interval: Duration::from_millis(k.flush_interval_ms),
+            write_threshold: k.write_threshold,
+            drain_deadline: Duration::from_millis(k.drain_deadline_ms),
+            writers: k.writers,
+            record_resolve_no_flow: k.record_resolve_no_flow,
+            write_timeout: Duration::from_millis(k.write_timeout_ms),
+            admission_wait: Duration::from_millis(k.admission_wait_ms),
+            backoff: Backoff {
+                base: Duration::from_millis(k.retry_base_ms),
+                max: Duration::from_millis(k.retry_max_ms),
+            },
         }
     }
 }
@@ -309,6 +386,67 @@ mod tests {
             bad(|c| c.backoff.max = Duration::from_millis(50)).key,
             "events.retry_max_ms"
         );
+    }
+
+    /// The `events.*` keys: milliseconds for durations, the backoff flat, missing keys at
+    /// their defaults, other components' keys of the shared table ignored.
+    #[test]
+    fn reads_the_events_keys() {
+        let c: SinkConfig = serde_json::from_value(serde_json::json!({
+            "ack": "buffered",
+            "ack_timeout_ms": 1500,
+            "flush_interval_ms": 50,
+            "writers": 3,
+            "record_resolve_no_flow": false,
+            "retry_base_ms": 20,
+            "retry_max_ms": 400,
+            "sink": "jetstream",
+            "jetstream": { "url": "nats://bus:4222" },
+        }))
+        .unwrap();
+        let expected = SinkConfig {
+            ack: AckMode::Buffered,
+            ack_timeout: Duration::from_millis(1500),
+            flush_interval: Duration::from_millis(50),
+            writers: 3,
+            record_resolve_no_flow: false,
+            backoff: Backoff {
+                base: Duration::from_millis(20),
+                max: Duration::from_millis(400),
+            },
+            ..SinkConfig::default()
+        };
+        assert_eq!(c, expected);
+        let keys = serde_json::to_value(SinkConfig::default()).unwrap();
+        let mut keys: Vec<&str> = keys
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "ack",
+                "ack_timeout_ms",
+                "admission_wait_ms",
+                "batch_size",
+                "drain_deadline_ms",
+                "flush_interval_ms",
+                "queue_capacity",
+                "record_resolve_no_flow",
+                "retry_base_ms",
+                "retry_max_ms",
+                "write_threshold",
+                "write_timeout_ms",
+                "writers",
+            ]
+        );
+        let err = serde_json::from_value::<SinkConfig>(serde_json::json!({"ack": "later"}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("later") && err.contains("buffered"), "{err}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
-use flowgate_analytics::{AckMode, Backoff, SinkConfig};
+use flowgate_analytics::SinkConfig;
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
 use flowgate_http::{HttpConfig, RateLimitConfig};
@@ -292,27 +292,6 @@ impl Default for ResolveConfig {
     }
 }
 
-/// `events.ack` (D15): when an events request is answered 202.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ack {
-    /// Once its events are stored (committed, or acknowledged by the bus).
-    #[default]
-    Stored,
-    /// Once its events are in the sink's memory (a hard kill loses what is queued).
-    Buffered,
-}
-
-impl Ack {
-    /// The configuration value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ack::Stored => "stored",
-            Ack::Buffered => "buffered",
-        }
-    }
-}
-
 /// `events.sink` (D16): where accepted events go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -334,38 +313,17 @@ impl SinkKind {
     }
 }
 
-/// `[events]` (D7, D8, D15, D16)
+/// `[events]` (D7, D8, D15, D16, D21, D25): one table, read by the components whose keys it
+/// holds: the sink's ([`SinkConfig`]: `ack`, `batch_size`, `writers`, ...), the HTTP adapter's
+/// (the timestamp window, the unknown-placement budget), the store's (`retention_days`), the
+/// bus's (`[events.jetstream]`) and the binary's own (`sink`). Unknown keys are refused by
+/// [`Config::load_with`], since serde cannot refuse them in a table it shares out with
+/// `flatten`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct EventsConfig {
     /// Where accepted events go: `store` (default) or `jetstream` (D16).
     pub sink: SinkKind,
-    /// When a request is answered 202: `stored` (default) or `buffered` (D15).
-    pub ack: Ack,
-    /// With `ack = "stored"`, how long a request waits for its events to be stored before 503.
-    pub ack_timeout_ms: u64,
-    /// Events held at most (queued plus being written); a full buffer answers 503.
-    pub queue_capacity: usize,
-    /// Most events per store write.
-    pub batch_size: usize,
-    /// Longest an event waits before a partial batch is written.
-    pub flush_interval_ms: u64,
-    /// Queued events that are written at once, without waiting for the flush interval.
-    pub write_threshold: usize,
-    /// How long a graceful shutdown may spend writing what is buffered.
-    pub drain_deadline_ms: u64,
-    /// Record `resolve_no_flow` server events (D8).
-    pub record_resolve_no_flow: bool,
-    /// Writer tasks; 0 picks the backend's default ([`Config::sink`]).
-    pub writers: usize,
-    /// Longest one store write may take before it is retried.
-    pub write_timeout_ms: u64,
-    /// How long an events request waits for room in a full buffer before 503.
-    pub admission_wait_ms: u64,
-    /// First retry delay ceiling.
-    pub retry_base_ms: u64,
-    /// Largest retry delay.
-    pub retry_max_ms: u64,
     /// `resolve_no_flow` events for unknown placements recorded per app and minute, each key
     /// at most once a minute (D25); 0 records none.
     pub unknown_placement_events_per_minute: u32,
@@ -378,32 +336,26 @@ pub struct EventsConfig {
     /// `[events.jetstream]`: the event bus, with `sink = "jetstream"` (D16); the adapter's
     /// own settings, read as they are.
     pub jetstream: JetStreamConfig,
+    /// The sink's keys, read by the sink's own deserialisation. Its `writers` defaults to 0
+    /// here, which [`Config::sink`] turns into the backend's default.
+    #[serde(flatten)]
+    pub sink_settings: SinkConfig,
 }
 
 impl Default for EventsConfig {
     fn default() -> Self {
-        let sink = SinkConfig::default();
         Self {
             sink: SinkKind::Store,
-            ack: Ack::Stored,
-            ack_timeout_ms: millis(sink.ack_timeout),
-            queue_capacity: sink.queue_capacity,
-            batch_size: sink.batch_size,
-            flush_interval_ms: millis(sink.flush_interval),
-            write_threshold: sink.write_threshold,
-            drain_deadline_ms: millis(sink.drain_deadline),
-            record_resolve_no_flow: sink.record_resolve_no_flow,
-            writers: 0,
-            write_timeout_ms: millis(sink.write_timeout),
-            admission_wait_ms: millis(sink.admission_wait),
-            retry_base_ms: millis(sink.backoff.base),
-            retry_max_ms: millis(sink.backoff.max),
             unknown_placement_events_per_minute:
                 flowgate_http::config::DEFAULT_UNKNOWN_PLACEMENT_EVENTS_PER_MINUTE,
             max_future_secs: 24 * 3600,
             max_past_secs: 31 * 24 * 3600,
             retention_days: 0,
             jetstream: JetStreamConfig::default(),
+            sink_settings: SinkConfig {
+                writers: 0,
+                ..SinkConfig::default()
+            },
         }
     }
 }
@@ -596,8 +548,9 @@ impl Config {
             }
             figment = figment.merge(Toml::file(extra));
         }
+        let figment = figment.merge(vars);
+        check_events_table(&figment)?;
         let config: Config = figment
-            .merge(vars)
             .extract()
             .map_err(|e| ConfigError::Parse(redact_errors(&e)))?;
         config.validate(env)?;
@@ -822,7 +775,7 @@ impl Config {
             resolve_body_limit: self.resolve.body_limit_bytes,
             events_body_limit: flowgate_http::config::DEFAULT_EVENTS_BODY_LIMIT,
             rate_limit: self.rate_limit.clone(),
-            record_resolve_no_flow: self.events.record_resolve_no_flow,
+            record_resolve_no_flow: self.events.sink_settings.record_resolve_no_flow,
             body_pace: flowgate_http::BodyPace {
                 timeout: Duration::from_millis(self.server.body_timeout_ms),
                 min_bytes_per_sec: self.server.body_min_bytes_per_sec,
@@ -854,32 +807,14 @@ impl Config {
     /// [`SQLITE_WRITERS`] on SQLite, which writes one transaction at a time and whose pool has
     /// 4 connections that the catalog and probes need too.
     pub fn sink(&self) -> SinkConfig {
-        let e = &self.events;
-        let writers = match (e.writers, e.sink, Backend::of_url(self.database.url.trim())) {
-            (0, SinkKind::Jetstream, _) | (0, _, Backend::Postgres) => PG_WRITERS,
-            (0, _, Backend::Sqlite) => SQLITE_WRITERS,
-            (n, _, _) => n,
-        };
-        SinkConfig {
-            ack: match e.ack {
-                Ack::Stored => AckMode::Stored,
-                Ack::Buffered => AckMode::Buffered,
-            },
-            ack_timeout: Duration::from_millis(e.ack_timeout_ms),
-            queue_capacity: e.queue_capacity,
-            batch_size: e.batch_size,
-            flush_interval: Duration::from_millis(e.flush_interval_ms),
-            write_threshold: e.write_threshold,
-            drain_deadline: Duration::from_millis(e.drain_deadline_ms),
-            writers,
-            record_resolve_no_flow: e.record_resolve_no_flow,
-            write_timeout: Duration::from_millis(e.write_timeout_ms),
-            admission_wait: Duration::from_millis(e.admission_wait_ms),
-            backoff: Backoff {
-                base: Duration::from_millis(e.retry_base_ms),
-                max: Duration::from_millis(e.retry_max_ms),
-            },
+        let mut sink = self.events.sink_settings.clone();
+        if sink.writers == 0 {
+            sink.writers = match (self.events.sink, Backend::of_url(self.database.url.trim())) {
+                (SinkKind::Jetstream, _) | (_, Backend::Postgres) => PG_WRITERS,
+                (_, Backend::Sqlite) => SQLITE_WRITERS,
+            };
         }
+        sink
     }
 
     /// The listen address of the API (validated).
@@ -890,6 +825,55 @@ impl Config {
     /// The listen address of the admin listener (validated).
     pub fn admin_addr(&self) -> Result<SocketAddr, ConfigError> {
         parse_addr("admin.listen", &self.admin.listen)
+    }
+}
+
+/// What serde's `flatten` cannot do for the shared `[events]` table ([`EventsConfig`]): an
+/// error in one of the sink's keys names that key (read first by the sink itself, as the
+/// other tables' errors do), and a key that no component reads is refused, as every other
+/// table's unknown keys are.
+fn check_events_table(figment: &Figment) -> Result<(), ConfigError> {
+    // Focused rather than `extract_inner`, which puts the table after the key in an error's
+    // path; the table is put first here.
+    figment
+        .focus("events")
+        .extract::<SinkConfig>()
+        .map_err(|e| {
+            let e = e.into_iter().map(|mut e| {
+                e.path.insert(0, "events".into());
+                e
+            });
+            ConfigError::Parse(e.map(|e| redact_errors(&e)).collect::<Vec<_>>().join("; "))
+        })?;
+    let Ok(given) = figment.find_value("events") else {
+        return Ok(());
+    };
+    let known = figment::value::Value::serialize(EventsConfig::default())
+        .ok()
+        .and_then(|v| v.into_dict())
+        .unwrap_or_default();
+    let unknown = given
+        .into_dict()
+        .into_iter()
+        .flatten()
+        .map(|(key, _)| key)
+        .find(|key| !known.contains_key(key));
+    match unknown {
+        None => Ok(()),
+        Some(key) => {
+            let mut message = format!(
+                "events.{key}: unknown field: found `{key}`, expected one of {}",
+                known
+                    .keys()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if let Some(meta) = figment.find_metadata(&format!("events.{key}")) {
+                message.push_str(&from_source(meta));
+            }
+            Err(ConfigError::Parse(message))
+        }
     }
 }
 
@@ -919,10 +903,7 @@ fn redact_errors(error: &figment::Error) -> String {
             format!("{key}: {}", e.kind)
         };
         if let Some(meta) = &e.metadata {
-            match &meta.source {
-                Some(source) => message.push_str(&format!(" (from {} {source})", meta.name)),
-                None => message.push_str(&format!(" (from {})", meta.name)),
-            }
+            message.push_str(&from_source(meta));
         }
         if key.starts_with("database") {
             message = message
@@ -940,6 +921,14 @@ fn redact_errors(error: &figment::Error) -> String {
         out.push(message);
     }
     out.join("; ")
+}
+
+/// ` (from TOML file config/x.toml)`: where a value came from, for messages.
+fn from_source(meta: &figment::Metadata) -> String {
+    match &meta.source {
+        Some(source) => format!(" (from {} {source})", meta.name),
+        None => format!(" (from {})", meta.name),
+    }
 }
 
 /// The configuration folder: `FLOWGATE_CONFIG_DIR`, else `./config`.
@@ -1013,7 +1002,7 @@ mod tests {
     #[test]
     fn sink_writers_default_by_backend_and_an_explicit_count_wins() {
         let mut config = Config::default();
-        assert_eq!(config.events.writers, 0);
+        assert_eq!(config.events.sink_settings.writers, 0);
         assert_eq!(
             config.sink().writers,
             SQLITE_WRITERS,
@@ -1026,11 +1015,11 @@ mod tests {
             config.database.url = url.into();
             assert_eq!(config.sink().writers, PG_WRITERS, "{url}");
         }
-        config.events.writers = 3;
+        config.events.sink_settings.writers = 3;
         assert_eq!(config.sink().writers, 3);
         config.database.url = "sqlite://data/x.db".into();
         assert_eq!(config.sink().writers, 3);
-        config.events.writers = 65;
+        config.events.sink_settings.writers = 65;
         let err = config.validate(Environment::Development).unwrap_err();
         assert!(err.to_string().contains("events.writers"), "{err}");
         let env = load(
@@ -1067,7 +1056,7 @@ mod tests {
             ],
         )
         .unwrap();
-        assert_eq!(tuned.events.batch_size, 250);
+        assert_eq!(tuned.events.sink_settings.batch_size, 250);
         assert_eq!(tuned.http().unwrap().rate_limit.trusted_proxies.len(), 2);
     }
 
@@ -1289,6 +1278,51 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("listn"), "unknown keys are errors: {err}");
+        // `[events]` is shared out among its owners; a key none of them reads is still refused.
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__EVENTS__BATCHSIZE", "5")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("events.batchsize: unknown field")
+                && err.contains("`batch_size`")
+                && err.contains("FLOWGATE__"),
+            "{err}"
+        );
+        let dir = tempdir();
+        let extra = dir.join("mine.toml");
+        std::fs::write(&extra, "[events]\nsink = \"store\"\nack_timeout = 5000\n").unwrap();
+        let err = Config::load_with(
+            Environment::Development,
+            &Sources {
+                dir: dir.clone(),
+                extra: Some(extra.clone()),
+            },
+            no_vars(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("events.ack_timeout: unknown field") && err.contains("mine.toml"),
+            "{err}"
+        );
+        std::fs::write(&extra, "[events]\nack = \"later\"\n").unwrap();
+        let err = Config::load_with(
+            Environment::Development,
+            &Sources {
+                dir,
+                extra: Some(extra),
+            },
+            no_vars(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("events.ack:") && err.contains("later") && err.contains("mine.toml"),
+            "a sink key's error names its key and its file: {err}"
+        );
         let err = load(
             Environment::Development,
             &[("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "60000")],

@@ -5,12 +5,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowgate_analytics::Sink;
+use flowgate_analytics::{AckMode, Sink};
 use flowgate_http::{AdminSource, CatalogHandle, Check, ReadinessReport};
 use flowgate_jetstream::Bus;
 use flowgate_store::{EventRetention, Maintenance, Store};
 
-use crate::config::{Ack, SinkKind};
+use crate::config::SinkKind;
 use crate::scrape::{Scrape, Scraped};
 
 /// How long without a successful store check before the store counts as failing.
@@ -139,7 +139,7 @@ pub struct Admin {
     /// Where the sink writes (D16) and when a request is answered (D15).
     pub sink_kind: SinkKind,
     /// See `sink_kind`.
-    pub ack: Ack,
+    pub ack: AckMode,
     /// The event bus, with `events.sink = "jetstream"`.
     pub bus: Option<Bus>,
     /// Dead letters in the store, counted now and then ([`DeadLetterGauge`]).

@@ -142,7 +142,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         catalog: catalog.clone(),
         sink: sink.clone(),
         sink_kind: config.events.sink,
-        ack: config.events.ack,
+        ack: config.events.sink_settings.ack,
         bus,
         dead_letters,
         maintenance,
@@ -224,13 +224,13 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         database_tls = %database_tls(&store).await,
         key_environment = %config.auth.key_environment,
         events_sink = config.events.sink.as_str(),
-        events_ack = config.events.ack.as_str(),
+        events_ack = config.events.sink_settings.ack.as_str(),
         "flowgate is serving"
     );
 
     shutdown_signal().await;
     tracing::info!("shutdown: refusing new events, finishing requests, draining the event buffer");
-    let deadline = Duration::from_millis(config.events.drain_deadline_ms);
+    let deadline = config.events.sink_settings.drain_deadline;
     // The sink refuses new events from here on (requests get 503 overloaded, nothing accepted
     // is lost); the API stops accepting connections and finishes the requests in flight.
     let (report, ()) = tokio::join!(sink.shutdown(deadline), api_handle.stop(true));
