@@ -1,5 +1,6 @@
 //! What the Redis adapter adds to the contract: passwords never shown, a bounded failure when
-//! Redis is unreachable, replicas sharing documents, and recovery after Redis restarts.
+//! Redis is unreachable, replicas sharing documents, recovery after Redis restarts, and a read
+//! that meets a key flowgate did not write.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -190,6 +191,66 @@ async fn replicas_on_the_same_prefix_share_documents() {
     assert_eq!(fixture.prefix.keys(), vec![key]);
     fixture.prefix.clean();
     assert!(fixture.prefix.keys().is_empty());
+}
+
+/// What Redis holds at a document's key but flowgate did not write there: a key of another type
+/// is Redis's own error (`WRONGTYPE`), in the call's error and in no document; a hash whose
+/// values are not UTF-8 is corrupt. A read of several identifiers fails whole, as the port
+/// says, rather than handing back the others without the broken one.
+#[tokio::test]
+async fn a_document_key_holding_something_else_fails_the_read() {
+    let fixture = Fixture::new().await;
+    let client = redis::Client::open(redis_url()).expect("the test Redis URL");
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("the test Redis");
+    let key = |value: &str| format!("{}:{}:user_id:{value}", fixture.prefix.prefix, app(1));
+    let _: () = redis::cmd("SET")
+        .arg(key("s"))
+        .arg("a string")
+        .query(&mut conn)
+        .expect("SET");
+    let _: () = redis::cmd("HSET")
+        .arg(key("bytes"))
+        .arg("a__0")
+        .arg(&[0xff_u8, 0xfe][..])
+        .query(&mut conn)
+        .expect("HSET");
+    fixture
+        .store
+        .write_sticky(&[write(app(1), "user_id", "ok", &[("a__0", "control")])])
+        .await
+        .unwrap();
+
+    let e = fixture
+        .store
+        .read_sticky(app(1), &[id("user_id", "ok"), id("user_id", "s")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Other { detail } if detail.contains("WRONGTYPE")
+            && detail.contains("reading 2 sticky documents")),
+        "{e:?}"
+    );
+    let e = fixture
+        .store
+        .read_sticky(app(1), &[id("user_id", "bytes")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Corrupt { detail } if detail.contains("`user_id`")),
+        "{e:?}"
+    );
+    // The document flowgate wrote reads as before.
+    let docs = fixture
+        .store
+        .read_sticky(app(1), &[id("user_id", "ok")])
+        .await
+        .unwrap();
+    assert_eq!(
+        docs.get("user_id", "ok").unwrap().assignments["a__0"],
+        "control"
+    );
 }
 
 #[tokio::test]
