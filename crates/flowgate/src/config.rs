@@ -1291,34 +1291,24 @@ mod tests {
                 && err.contains("FLOWGATE__"),
             "{err}"
         );
-        let dir = tempdir();
-        let extra = dir.join("mine.toml");
-        std::fs::write(&extra, "[events]\nsink = \"store\"\nack_timeout = 5000\n").unwrap();
-        let err = Config::load_with(
-            Environment::Development,
-            &Sources {
-                dir: dir.clone(),
-                extra: Some(extra.clone()),
-            },
-            no_vars(),
-        )
-        .unwrap_err()
-        .to_string();
+        let from_file = |contents: &str| {
+            let dir = tempdir();
+            let extra = dir.join("mine.toml");
+            std::fs::write(&extra, contents).unwrap();
+            let sources = Sources {
+                dir,
+                extra: Some(extra),
+            };
+            Config::load_with(Environment::Development, &sources, no_vars())
+                .unwrap_err()
+                .to_string()
+        };
+        let err = from_file("[events]\nsink = \"store\"\nack_timeout = 5000\n");
         assert!(
             err.contains("events.ack_timeout: unknown field") && err.contains("mine.toml"),
             "{err}"
         );
-        std::fs::write(&extra, "[events]\nack = \"later\"\n").unwrap();
-        let err = Config::load_with(
-            Environment::Development,
-            &Sources {
-                dir,
-                extra: Some(extra),
-            },
-            no_vars(),
-        )
-        .unwrap_err()
-        .to_string();
+        let err = from_file("[events]\nack = \"later\"\n");
         assert!(
             err.contains("events.ack:") && err.contains("later") && err.contains("mine.toml"),
             "a sink key's error names its key and its file: {err}"
