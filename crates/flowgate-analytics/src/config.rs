@@ -149,10 +149,10 @@ impl Default for SinkConfig {
     }
 }
 
-/// [`SinkConfig`] as the `events.*` keys spell it: durations in whole milliseconds, the
-/// backoff flat.
+/// [`SinkConfig`] as the `events.*` keys spell it: durations in whole milliseconds (a
+/// fraction of a millisecond is not kept), the backoff flat.
 #[derive(Clone, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, rename = "SinkConfig")]
 struct SinkKeys {
     ack: AckMode,
     ack_timeout_ms: u64,

@@ -336,8 +336,10 @@ pub struct EventsConfig {
     /// `[events.jetstream]`: the event bus, with `sink = "jetstream"` (D16); the adapter's
     /// own settings, read as they are.
     pub jetstream: JetStreamConfig,
-    /// The sink's keys, read by the sink's own deserialisation. Its `writers` defaults to 0
-    /// here, which [`Config::sink`] turns into the backend's default.
+    /// The sink's keys, read by the sink's own deserialisation. Its `writers` is 0 in
+    /// [`Config::default`] and `config/default.toml`, the layers [`Config::load_with`] starts
+    /// from, and [`Config::sink`] turns 0 into the backend's default; a table deserialised
+    /// without those layers gets the sink's own default for a missing key (2 writers).
     #[serde(flatten)]
     pub sink_settings: SinkConfig,
 }
@@ -839,8 +841,11 @@ fn check_events_table(figment: &Figment) -> Result<(), ConfigError> {
         .focus("events")
         .extract::<SinkConfig>()
         .map_err(|e| {
+            // A path-less error is not the table's (a file that does not parse): left as it is.
             let e = e.into_iter().map(|mut e| {
-                e.path.insert(0, "events".into());
+                if !e.path.is_empty() {
+                    e.path.insert(0, "events".into());
+                }
                 e
             });
             ConfigError::Parse(e.map(|e| redact_errors(&e)).collect::<Vec<_>>().join("; "))
@@ -852,28 +857,29 @@ fn check_events_table(figment: &Figment) -> Result<(), ConfigError> {
         .ok()
         .and_then(|v| v.into_dict())
         .unwrap_or_default();
-    let unknown = given
+    let expected = known
+        .keys()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let unknown: Vec<String> = given
         .into_dict()
         .into_iter()
         .flatten()
-        .map(|(key, _)| key)
-        .find(|key| !known.contains_key(key));
-    match unknown {
-        None => Ok(()),
-        Some(key) => {
-            let mut message = format!(
-                "events.{key}: unknown field: found `{key}`, expected one of {}",
-                known
-                    .keys()
-                    .map(|k| format!("`{k}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+        .filter(|(key, _)| !known.contains_key(key))
+        .map(|(key, _)| {
+            let mut message =
+                format!("events.{key}: unknown field: found `{key}`, expected one of {expected}");
             if let Some(meta) = figment.find_metadata(&format!("events.{key}")) {
                 message.push_str(&from_source(meta));
             }
-            Err(ConfigError::Parse(message))
-        }
+            message
+        })
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::Parse(unknown.join("; ")))
     }
 }
 
@@ -886,8 +892,8 @@ fn parse_addr(key: &'static str, value: &str) -> Result<SocketAddr, ConfigError>
     })
 }
 
-/// One line per problem, `section.key: problem (from source)`. figment quotes offending values;
-/// a database URL among them must not leak, so those are redacted.
+/// One line per problem, `section.key: problem (from source)`. figment quotes offending values
+/// and lines; a URL among them may hold a password, so every URL is redacted.
 fn redact_errors(error: &figment::Error) -> String {
     let mut out = Vec::new();
     for e in error.clone() {
@@ -905,19 +911,18 @@ fn redact_errors(error: &figment::Error) -> String {
         if let Some(meta) = &e.metadata {
             message.push_str(&from_source(meta));
         }
-        if key.starts_with("database") {
-            message = message
-                .split_whitespace()
-                .map(|w| {
-                    if w.contains("://") {
-                        redact_url(w)
-                    } else {
-                        w.to_owned()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-        }
+        // Any key's: a file that does not parse is quoted with its line, and the bus's and
+        // Redis's URLs hold credentials too.
+        message = message
+            .split_inclusive(char::is_whitespace)
+            .map(|w| {
+                if w.contains("://") {
+                    redact_url(w)
+                } else {
+                    w.to_owned()
+                }
+            })
+            .collect();
         out.push(message);
     }
     out.join("; ")
@@ -1291,6 +1296,40 @@ mod tests {
                 && err.contains("FLOWGATE__"),
             "{err}"
         );
+        let jetstream = load(
+            Environment::Development,
+            &[("FLOWGATE__EVENTS__JETSTREAM__URL", "nats://bus:4222")],
+        )
+        .unwrap();
+        assert_eq!(jetstream.events.jetstream.url, "nats://bus:4222");
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__EVENTS__JETSTREAM__URLL", "nats://bus:4222")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("urll"),
+            "the bus's table refuses its own: {err}"
+        );
+        let err = load(
+            Environment::Development,
+            &[
+                ("FLOWGATE__EVENTS__BATCHSIZE", "5"),
+                ("FLOWGATE__EVENTS__ACK_TIMEOUT", "5"),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("events.batchsize: unknown")
+                && err.contains("events.ack_timeout: unknown"),
+            "every unknown key is named: {err}"
+        );
+        let err = load(Environment::Development, &[("FLOWGATE__EVENTS", "5")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("events:"), "{err}");
         let from_file = |contents: &str| {
             let dir = tempdir();
             let extra = dir.join("mine.toml");
@@ -1347,6 +1386,21 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(!err.contains("s3cret"), "{err}");
+        // A file that does not parse is quoted with its line, whatever its key.
+        let dir = tempdir();
+        let extra = dir.join("broken.toml");
+        std::fs::write(&extra, "[database]\nurl = \"postgres://fg:s3cret@db/fg\n").unwrap();
+        let sources = Sources {
+            dir,
+            extra: Some(extra),
+        };
+        let err = Config::load_with(Environment::Development, &sources, no_vars())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("broken.toml") && !err.contains("s3cret") && !err.contains("events"),
+            "{err}"
+        );
     }
 
     /// The documented table (docs/configuration.md) and the compiled defaults list the same
