@@ -99,8 +99,12 @@ impl std::fmt::Debug for StickyAssignments {
     }
 }
 
-/// Settings of [`StickyAssignments::new`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Settings of [`StickyAssignments::new`]. They also deserialise with serde from the keys of
+/// flowgate's `[sticky]` table (`read_timeout_ms`, `write_queue`, `write_batch`; missing keys
+/// at their defaults), ignoring the keys they do not read: that table holds the store's
+/// settings too, and flowgate's binary refuses a key that no component reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "StickyKeys", into = "StickyKeys")]
 pub struct StickySettings {
     /// The deadline of a read.
     pub read_timeout: Duration,
@@ -116,6 +120,41 @@ impl Default for StickySettings {
             read_timeout: DEFAULT_READ_TIMEOUT,
             write_queue: DEFAULT_WRITE_QUEUE,
             write_batch: DEFAULT_WRITE_BATCH,
+        }
+    }
+}
+
+/// [`StickySettings`] as the `sticky.*` keys spell them: the deadline in whole milliseconds.
+#[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename = "StickySettings")]
+struct StickyKeys {
+    read_timeout_ms: u64,
+    write_queue: usize,
+    write_batch: usize,
+}
+
+impl Default for StickyKeys {
+    fn default() -> Self {
+        StickySettings::default().into()
+    }
+}
+
+impl From<StickySettings> for StickyKeys {
+    fn from(s: StickySettings) -> Self {
+        Self {
+            read_timeout_ms: u64::try_from(s.read_timeout.as_millis()).unwrap_or(u64::MAX),
+            write_queue: s.write_queue,
+            write_batch: s.write_batch,
+        }
+    }
+}
+
+impl From<StickyKeys> for StickySettings {
+    fn from(k: StickyKeys) -> Self {
+        Self {
+            read_timeout: Duration::from_millis(k.read_timeout_ms),
+            write_queue: k.write_queue,
+            write_batch: k.write_batch,
         }
     }
 }

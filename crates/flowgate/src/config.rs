@@ -14,6 +14,7 @@ use figment::Figment;
 use flowgate_analytics::SinkConfig;
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
+use flowgate_http::sticky::StickySettings;
 use flowgate_http::{HttpConfig, RateLimitConfig};
 use flowgate_jetstream::JetStreamConfig;
 use flowgate_store::{redact_url, Backend, SqliteSynchronous, TlsMode};
@@ -419,22 +420,24 @@ impl fmt::Debug for ExperimentsConfig {
 }
 
 /// `[sticky]` (D23): where sticky experiments' stored assignments are kept, and how long
-/// resolve waits for them.
+/// resolve waits for them. One table read by the components whose keys it holds: the binary's
+/// choice of store (`redis_url`), the Redis store's `key_prefix`, and the HTTP adapter's
+/// request-path settings ([`StickySettings`]: `read_timeout_ms`, `write_queue`, `write_batch`).
+/// Unknown keys are refused by [`Config::load_with`], as in `[events]`.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct StickyConfig {
     /// `redis://[user:password@]host[:port][/db]`: the Redis replicas share. Empty: the main
     /// database (`database.url`) keeps them. Contains a secret: never logged as is.
     pub redis_url: String,
     /// The first part of every Redis key (a shared Redis, or several deployments on one).
     pub key_prefix: String,
-    /// The longest resolve waits for a user's stored assignments; past it, the placement
-    /// resolves as without them (counted).
-    pub read_timeout_ms: u64,
-    /// Assignments waiting to be stored at most; beyond, new ones are dropped (counted).
-    pub write_queue: usize,
-    /// Assignments stored per write.
-    pub write_batch: usize,
+    /// The request path's keys, read by the HTTP adapter's own deserialisation: the longest
+    /// resolve waits for a user's stored assignments (past it, the placement resolves as
+    /// without them, counted); assignments waiting to be stored at most (beyond, new ones are
+    /// dropped, counted); assignments stored per write.
+    #[serde(flatten)]
+    pub settings: StickySettings,
 }
 
 impl Default for StickyConfig {
@@ -442,20 +445,7 @@ impl Default for StickyConfig {
         Self {
             redis_url: String::new(),
             key_prefix: "flowgate:sticky".into(),
-            read_timeout_ms: 20,
-            write_queue: 50_000,
-            write_batch: 500,
-        }
-    }
-}
-
-impl StickyConfig {
-    /// The request path's settings.
-    pub fn settings(&self) -> flowgate_http::sticky::StickySettings {
-        flowgate_http::sticky::StickySettings {
-            read_timeout: Duration::from_millis(self.read_timeout_ms),
-            write_queue: self.write_queue,
-            write_batch: self.write_batch,
+            settings: StickySettings::default(),
         }
     }
 }
@@ -465,9 +455,7 @@ impl fmt::Debug for StickyConfig {
         f.debug_struct("StickyConfig")
             .field("redis_url", &flowgate_redis::redact_url(&self.redis_url))
             .field("key_prefix", &self.key_prefix)
-            .field("read_timeout_ms", &self.read_timeout_ms)
-            .field("write_queue", &self.write_queue)
-            .field("write_batch", &self.write_batch)
+            .field("settings", &self.settings)
             .finish()
     }
 }
@@ -551,7 +539,7 @@ impl Config {
             figment = figment.merge(Toml::file(extra));
         }
         let figment = figment.merge(vars);
-        check_events_table(&figment)?;
+        check_shared_tables(&figment)?;
         let config: Config = figment
             .extract()
             .map_err(|e| ConfigError::Parse(redact_errors(&e)))?;
@@ -615,22 +603,23 @@ impl Config {
             ));
         }
         let sticky = &self.sticky;
-        if !(1..=10_000).contains(&sticky.read_timeout_ms) {
+        let read_timeout_ms = millis(sticky.settings.read_timeout);
+        if !(1..=10_000).contains(&read_timeout_ms) {
             return Err(invalid(
                 "sticky.read_timeout_ms",
-                format!("must be 1..=10000, not {}", sticky.read_timeout_ms),
+                format!("must be 1..=10000, not {read_timeout_ms}"),
             ));
         }
-        if !(1..=10_000_000).contains(&sticky.write_queue) {
+        if !(1..=10_000_000).contains(&sticky.settings.write_queue) {
             return Err(invalid(
                 "sticky.write_queue",
-                format!("must be 1..=10000000, not {}", sticky.write_queue),
+                format!("must be 1..=10000000, not {}", sticky.settings.write_queue),
             ));
         }
-        if !(1..=10_000).contains(&sticky.write_batch) {
+        if !(1..=10_000).contains(&sticky.settings.write_batch) {
             return Err(invalid(
                 "sticky.write_batch",
-                format!("must be 1..=10000, not {}", sticky.write_batch),
+                format!("must be 1..=10000, not {}", sticky.settings.write_batch),
             ));
         }
         if sticky.key_prefix.is_empty() {
@@ -830,30 +819,38 @@ impl Config {
     }
 }
 
-/// What serde's `flatten` cannot do for the shared `[events]` table ([`EventsConfig`]): an
-/// error in one of the sink's keys names that key (read first by the sink itself, as the
-/// other tables' errors do), and a key that no component reads is refused, as every other
-/// table's unknown keys are.
-fn check_events_table(figment: &Figment) -> Result<(), ConfigError> {
+/// What serde's `flatten` cannot do for the tables several components read (`[events]`,
+/// [`EventsConfig`]; `[sticky]`, [`StickyConfig`]): an error in a key of the flattened part
+/// names that key (read first by its owner, as the other tables' errors do), and a key that no
+/// component reads is refused, as every other table's unknown keys are.
+fn check_shared_tables(figment: &Figment) -> Result<(), ConfigError> {
+    check_shared_table::<SinkConfig>(figment, "events", &EventsConfig::default())?;
+    check_shared_table::<StickySettings>(figment, "sticky", &StickyConfig::default())
+}
+
+/// [`check_shared_tables`] for `table`, whose flattened part is `Part` and whose keys are
+/// those `defaults` serialises to.
+fn check_shared_table<Part: serde::de::DeserializeOwned>(
+    figment: &Figment,
+    table: &str,
+    defaults: &impl Serialize,
+) -> Result<(), ConfigError> {
     // Focused rather than `extract_inner`, which puts the table after the key in an error's
     // path; the table is put first here.
-    figment
-        .focus("events")
-        .extract::<SinkConfig>()
-        .map_err(|e| {
-            // A path-less error is not the table's (a file that does not parse): left as it is.
-            let e = e.into_iter().map(|mut e| {
-                if !e.path.is_empty() {
-                    e.path.insert(0, "events".into());
-                }
-                e
-            });
-            ConfigError::Parse(e.map(|e| redact_errors(&e)).collect::<Vec<_>>().join("; "))
-        })?;
-    let Ok(given) = figment.find_value("events") else {
+    figment.focus(table).extract::<Part>().map_err(|e| {
+        // A path-less error is not the table's (a file that does not parse): left as it is.
+        let e = e.into_iter().map(|mut e| {
+            if !e.path.is_empty() {
+                e.path.insert(0, table.into());
+            }
+            e
+        });
+        ConfigError::Parse(e.map(|e| redact_errors(&e)).collect::<Vec<_>>().join("; "))
+    })?;
+    let Ok(given) = figment.find_value(table) else {
         return Ok(());
     };
-    let known = figment::value::Value::serialize(EventsConfig::default())
+    let known = figment::value::Value::serialize(defaults)
         .ok()
         .and_then(|v| v.into_dict())
         .unwrap_or_default();
@@ -869,8 +866,8 @@ fn check_events_table(figment: &Figment) -> Result<(), ConfigError> {
         .filter(|(key, _)| !known.contains_key(key))
         .map(|(key, _)| {
             let mut message =
-                format!("events.{key}: unknown field: found `{key}`, expected one of {expected}");
-            if let Some(meta) = figment.find_metadata(&format!("events.{key}")) {
+                format!("{table}.{key}: unknown field: found `{key}`, expected one of {expected}");
+            if let Some(meta) = figment.find_metadata(&format!("{table}.{key}")) {
                 message.push_str(&from_source(meta));
             }
             message
@@ -1330,6 +1327,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("events:"), "{err}");
+        // `[sticky]` likewise: the HTTP adapter's keys, the store's, nothing else.
+        let sticky = load(
+            Environment::Development,
+            &[
+                ("FLOWGATE__STICKY__READ_TIMEOUT_MS", "50"),
+                ("FLOWGATE__STICKY__KEY_PREFIX", "fg"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            sticky.sticky.settings.read_timeout,
+            Duration::from_millis(50)
+        );
+        assert_eq!(sticky.sticky.key_prefix, "fg");
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__STICKY__READ_TIMEOUT", "50")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("sticky.read_timeout: unknown field") && err.contains("`read_timeout_ms`"),
+            "{err}"
+        );
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__STICKY__WRITE_QUEUE", "lots")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("sticky.write_queue:") && err.contains("lots"),
+            "{err}"
+        );
+        let err = load(
+            Environment::Development,
+            &[("FLOWGATE__STICKY__WRITE_BATCH", "0")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("sticky.write_batch"), "{err}");
         let from_file = |contents: &str| {
             let dir = tempdir();
             let extra = dir.join("mine.toml");

@@ -105,7 +105,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     };
     let (sticky, sticky_writer) = StickyAssignments::new(
         Arc::clone(&sticky_store),
-        config.sticky.settings(),
+        config.sticky.settings,
         StickyMetrics::new(&mut registry),
     );
     let sticky_writer = tokio::spawn(run_writer(sticky_writer));
