@@ -974,6 +974,11 @@ mod tests {
         result.unwrap_or_else(|| Err(ConfigError::Parse("jail did not run".into())))
     }
 
+    /// The message of a [`load`] that must fail.
+    fn load_error(env: Environment, vars: &[(&str, &str)]) -> String {
+        load(env, vars).unwrap_err().to_string()
+    }
+
     #[test]
     fn defaults_are_valid_and_default_toml_repeats_them() {
         Config::default()
@@ -1064,30 +1069,26 @@ mod tests {
 
     #[test]
     fn production_refuses_test_keys_and_a_missing_or_embedded_store() {
-        let err = load(Environment::Production, &[]).unwrap_err().to_string();
+        let err = load_error(Environment::Production, &[]);
         assert!(
             err.contains("database.url") && err.contains("required"),
             "{err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Production,
             &[
                 ("FLOWGATE__DATABASE__URL", "postgres://db/fg"),
                 ("FLOWGATE__AUTH__KEY_ENVIRONMENT", "test"),
             ],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("auth.key_environment") && err.contains("live"),
             "{err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Production,
             &[("FLOWGATE__DATABASE__URL", "sqlite://data/x.db")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("database.url") && err.contains("PostgreSQL"),
             "{err}"
@@ -1112,9 +1113,7 @@ mod tests {
             "postgres://db.example.com/fg?sslmode=prefer",
             "postgres://10.0.0.5/fg?sslmode=disable",
         ] {
-            let err = load(Environment::Production, &[("FLOWGATE__DATABASE__URL", url)])
-                .unwrap_err()
-                .to_string();
+            let err = load_error(Environment::Production, &[("FLOWGATE__DATABASE__URL", url)]);
             assert!(
                 err.contains("database.url") && err.contains("sslmode=require or stronger"),
                 "{url}: {err}"
@@ -1140,15 +1139,13 @@ mod tests {
         .is_ok());
         // The TLS parameters' own rules hold in every environment's start-up (Store::connect),
         // and production checks them while loading.
-        let err = load(
+        let err = load_error(
             Environment::Production,
             &[(
                 "FLOWGATE__DATABASE__URL",
                 "postgres://db.example.com/fg?sslmode=verify-ca",
             )],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("needs sslrootcert"), "{err}");
     }
 
@@ -1156,12 +1153,10 @@ mod tests {
     /// events that reach the store late (through the bus).
     #[test]
     fn retention_keeps_the_accepted_window() {
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__EVENTS__RETENTION_DAYS", "32")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("events.retention_days")
                 && err.contains("32 days")
@@ -1215,9 +1210,7 @@ mod tests {
         assert_eq!(config.admin.token, token);
         assert!(!format!("{config:?}").contains(token), "Debug redacts it");
         for bad in ["too-short", "has spaces in it but is long enough"] {
-            let err = load(Environment::Development, &[("FLOWGATE__ADMIN__TOKEN", bad)])
-                .unwrap_err()
-                .to_string();
+            let err = load_error(Environment::Development, &[("FLOWGATE__ADMIN__TOKEN", bad)]);
             assert!(err.contains("admin.token") && !err.contains(bad), "{err}");
         }
         assert_eq!(Config::default().admin.token, "", "off by default");
@@ -1230,9 +1223,7 @@ mod tests {
         let config = load(Environment::Development, &[(key, "60")]).unwrap();
         assert_eq!(config.admin.console_session_seconds, 60);
         for bad in ["59", "604801"] {
-            let err = load(Environment::Development, &[(key, bad)])
-                .unwrap_err()
-                .to_string();
+            let err = load_error(Environment::Development, &[(key, bad)]);
             assert!(
                 err.contains("admin.console_session_seconds") && err.contains(bad),
                 "{err}"
@@ -1242,51 +1233,39 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_key() {
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__EVENTS__BATCH_SIZE", "many")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("events.batch_size:") && err.contains("FLOWGATE__"),
             "names the key and where it came from: {err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__SERVER__LISTEN", "localhost")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("server.listen"), "{err}");
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__RATE_LIMIT__TRUSTED_PROXIES", "[\"not-an-ip\"]")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("rate_limit.trusted_proxies"), "{err}");
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__EVENTS__BATCH_SIZE", "0")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("events.batch_size"), "{err}");
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__SERVER__LISTN", "127.0.0.1:1")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("listn"), "unknown keys are errors: {err}");
         // `[events]` is shared out among its owners; a key none of them reads is still refused.
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__EVENTS__BATCHSIZE", "5")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("events.batchsize: unknown field")
                 && err.contains("`batch_size`")
@@ -1299,33 +1278,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(jetstream.events.jetstream.url, "nats://bus:4222");
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__EVENTS__JETSTREAM__URLL", "nats://bus:4222")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("urll"),
             "the bus's table refuses its own: {err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[
                 ("FLOWGATE__EVENTS__BATCHSIZE", "5"),
                 ("FLOWGATE__EVENTS__ACK_TIMEOUT", "5"),
             ],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("events.batchsize: unknown")
                 && err.contains("events.ack_timeout: unknown"),
             "every unknown key is named: {err}"
         );
-        let err = load(Environment::Development, &[("FLOWGATE__EVENTS", "5")])
-            .unwrap_err()
-            .to_string();
+        let err = load_error(Environment::Development, &[("FLOWGATE__EVENTS", "5")]);
         assert!(err.contains("events:"), "{err}");
         // `[sticky]` likewise: the HTTP adapter's keys, the store's, nothing else.
         let sticky = load(
@@ -1341,32 +1314,26 @@ mod tests {
             Duration::from_millis(50)
         );
         assert_eq!(sticky.sticky.key_prefix, "fg");
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__STICKY__READ_TIMEOUT", "50")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("sticky.read_timeout: unknown field") && err.contains("`read_timeout_ms`"),
             "{err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__STICKY__WRITE_QUEUE", "lots")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(
             err.contains("sticky.write_queue:") && err.contains("lots"),
             "{err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__STICKY__WRITE_BATCH", "0")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("sticky.write_batch"), "{err}");
         let from_file = |contents: &str| {
             let dir = tempdir();
@@ -1390,12 +1357,10 @@ mod tests {
             err.contains("events.ack:") && err.contains("later") && err.contains("mine.toml"),
             "a sink key's error names its key and its file: {err}"
         );
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "60000")],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(err.contains("catalog.refresh_interval_ms"), "{err}");
     }
 
@@ -1414,15 +1379,13 @@ mod tests {
         .unwrap();
         assert!(!format!("{config:?}").contains("s3cret"));
         // A type error on the URL key quotes the value: redacted.
-        let err = load(
+        let err = load_error(
             Environment::Development,
             &[(
                 "FLOWGATE__DATABASE__URL",
                 "[\"postgres://fg:s3cret@db/fg\"]",
             )],
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(!err.contains("s3cret"), "{err}");
         // A file that does not parse is quoted with its line, whatever its key.
         let dir = tempdir();
