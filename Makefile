@@ -104,13 +104,14 @@ doc:
 bench-domain:
 	$(CARGO) bench -p $(DOMAIN_CRATE) --bench domain
 
-## In-process benchmark of the API's request path: single resolve through api_app beside a
-## no-logic service answering the same bytes; their difference is flowgate's work per request.
+## In-process benchmark of the API's request path: single resolve and batches of 10 and 50
+## through api_app, each beside a no-logic service answering the same bytes; their difference
+## is flowgate's work per request.
 bench-handler:
 	$(CARGO) bench -p flowgate-http --bench handler
 
-## Instructions and simulated L1i misses per request of the same in-process path, counted by
-## callgrind: repeatable on this shared machine where times are not (bench/instructions.sh;
+## Instructions and simulated L1i misses per request (and per placement for the batches) of
+## the same in-process path, counted by callgrind: repeatable on this shared machine where times are not (bench/instructions.sh;
 ## installs valgrind).
 bench-instructions:
 	bash bench/instructions.sh
@@ -147,9 +148,10 @@ bench-console: pg-up
 ## no-logic baseline with one worker each pinned to CPU 0 (BENCH_SERVER_CPUS=0-3 on a bigger
 ## machine: that many workers on those cores), wrk and oha pinned to the other cores. Peak
 ## requests/s per server core in alternating closed-loop rounds, then open-loop latency (oha -q
-## with --latency-correction) at 25/50/75% of the peak: p50, p99, p99.9 against the baseline's.
-## Installs wrk and oha (pinned version, into target/bench-tools) when missing. About 6 minutes
-## once built.
+## with --latency-correction) at 25/50/75% of the peak: p50, p99, p99.9 against the baseline's;
+## then batches of 10 and 50 placements, CPU per placement against a baseline answering their
+## bytes. Installs wrk and oha (pinned version, into target/bench-tools) when missing. About 9
+## minutes once built.
 bench-http: pg-up
 	bash bench/run.sh
 

@@ -6,7 +6,11 @@
 # by N is the cost of one request without the setup's, in instructions and in simulated
 # instruction-cache misses. Needs valgrind (Debian package).
 #
-# Environment: N (requests, default 2000), VARIANTS (default "baseline flowgate flowgate_gzip"),
+# The batch variants (10 and 50 placements of one app per request, each beside a baseline
+# answering its bytes) answer N/10 requests, and are read per placement too.
+#
+# Environment: N (requests, default 2000), VARIANTS (default: every variant of the bench,
+# "baseline flowgate flowgate_gzip baseline_batch10 batch10 baseline_batch50 batch50"),
 # HANDLER_BIN (a built bench binary, for A/B; default: build and use the current one), STAGES=1
 # (`make bench-stages`: instead, the single resolve's instructions stage by stage against the
 # baseline's, bench/stages.py; and in CPU µs when `BENCH_PERF=1 make bench-http` left its
@@ -52,18 +56,32 @@ count() { # variant requests -> "instructions I1-misses" of the whole run
          /^(summary|totals):/ { print $col["Ir"] + 0, $col["I1mr"] + 0; exit }' "$out/cg.$1.$2"
 }
 
-echo "| variant | instructions per request | L1i misses per request |"
-echo "|---|---|---|"
-for v in ${VARIANTS:-baseline flowgate flowgate_gzip}; do
-    first=$(count "$v" "$N") || exit 1
-    second=$(count "$v" $((2 * N))) || exit 1
+echo "| variant | placements | instructions per request | per placement | L1i misses per request |"
+echo "|---|---|---|---|---|"
+declare -A per_request
+for v in ${VARIANTS:-baseline flowgate flowgate_gzip baseline_batch10 batch10 baseline_batch50 batch50}; do
+    n=$N placements=1
+    if [[ $v =~ batch([0-9]+)$ ]]; then
+        placements=${BASH_REMATCH[1]}
+        n=$(( N / 10 > 0 ? N / 10 : 1 ))
+    fi
+    first=$(count "$v" "$n") || exit 1
+    second=$(count "$v" $((2 * n))) || exit 1
     read -r ia ma <<<"$first"
     read -r ib mb <<<"$second"
     if ! [[ $ia$ma$ib$mb =~ ^[0-9]+$ && $ia -gt 0 ]]; then
         echo "instructions.sh: no counts for $v ($first / $second)" >&2
         exit 1
     fi
-    echo "| $v | $(( (ib - ia) / N )) | $(( (mb - ma) / N )) |"
+    per_request[$v]=$(( (ib - ia) / n ))
+    echo "| $v | $placements | ${per_request[$v]} | $(( per_request[$v] / placements )) | $(( (mb - ma) / n )) |"
+done
+# Flowgate's own work per placement: a batch's count above the baseline answering its bytes.
+for b in 10 50; do
+    if [ -n "${per_request[batch$b]:-}" ] && [ -n "${per_request[baseline_batch$b]:-}" ]; then
+        echo
+        echo "batch of $b: $(( (per_request[batch$b] - per_request[baseline_batch$b]) / b )) instructions per placement above the baseline answering the same bytes"
+    fi
 done
 echo
 echo "binary: $bin; N=$N; $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -18,6 +18,11 @@ measured is the service, not the scheduler sharing two cores between them:
   flowgate's median pinned peak, the same rate for both servers, alternating, BENCH_LAT_ROUNDS
   rounds each: p50, p99, p99.9 and the ratio to the baseline's at the same rate.
 
+- **Batches** (closed loop): BENCH_BATCHES (default 10,50) placements per request (bench/lua/
+  batch.lua: `onboarding` first, then the app's small placements), flowgate against a baseline
+  answering flowgate's batch bytes, BENCH_BATCH_ROUNDS (3) alternating rounds each: CPU per
+  request and per placement, and the ratio to the baseline's.
+
 Requests are the single-resolve scenario of the unpinned benchmark (bench/bench.py): the typical
 placement over the 10 apps of the key's workspace, 100,000 user ids, 4 platforms and the 12
 attribute sets of bench/lua/resolve.lua; oha picks a URL (app) and a body line at random per
@@ -36,7 +41,8 @@ generator's cores and a run with more of it has less left for either.
 Environment: BENCH_SERVER_CPUS (e.g. `0` or `0-3` or `0,2`; default the lowest CPU this process
 may use), BENCH_DURATION (10; bench/bench.py's default is 15),
 BENCH_ROUNDS (5; bench.py's 3), BENCH_LAT_ROUNDS (3), BENCH_LAT_DURATION (10), BENCH_CONNECTIONS (64),
-BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_PERF=1 (`perf record -g` of flowgate and of the baseline
+BENCH_OPEN_LOOP (0.25,0.5,0.75), BENCH_BATCHES (10,50; empty: no batch rounds), BENCH_BATCH_ROUNDS (3),
+BENCH_PERF=1 (`perf record -g` of flowgate and of the baseline
 during their first peak round into target/bench-http/perf-pinned.data and
 perf-pinned-baseline.data; `python3 bench/stages.py perf` reads them stage by stage, or `perf
 report -i FILE --no-children --sort comm,dso`; that round runs slower and counts in the medians),
@@ -71,6 +77,8 @@ LAT_DURATION = int(os.environ.get("BENCH_LAT_DURATION", "10"))
 FRACTIONS = [float(x) for x in os.environ.get("BENCH_OPEN_LOOP", "0.25,0.5,0.75").split(",") if x]
 USERS = 100_000
 AFTER_IMPORT_SQL = os.environ.get("BENCH_AFTER_IMPORT_SQL", "")
+BATCHES = [int(x) for x in os.environ.get("BENCH_BATCHES", "10,50").split(",") if x]
+BATCH_ROUNDS = max(1, int(os.environ.get("BENCH_BATCH_ROUNDS", "3")))
 
 
 def cpu_list(text):
@@ -146,6 +154,44 @@ def baseline_sample(meta, key, accept_encoding=None):
     with open(sample, "wb") as f:
         f.write(body)
     return sample, coding
+
+
+def batch_baseline(meta, key, n, cpus):
+    """A baseline on its own port answering flowgate's batch of the first `n` placements of the
+    app for the typical user (bench/lua/batch.lua's keys): (process, port)."""
+    with open(os.path.join(B.ROOT, "crates", "flowgate-contract-tests", "data", "typical_placement.json")) as f:
+        attrs = json.load(f)["typical_attributes"]
+    ident = {"placement_keys": meta["placement_keys"][:n], "user_id": "user-1", "session_id": "s-1",
+             "device_platform": "ios", "attributes": attrs}
+    status, body = B.call(B.API, "POST", "/v1/apps/%s/placements/resolve-batch" % meta["apps"][0], json.dumps(ident),
+                          {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    assert status == 200, body
+    sample = os.path.join(B.OUT, "baseline-batch%d.json" % n)
+    with open(sample, "wb") as f:
+        f.write(body)
+    base = B.BASE
+    B.BASE = BATCH_BASE + n
+    try:
+        return B.start_baseline(200, sample, preexec_fn=pinned(cpus)), B.BASE
+    finally:
+        B.BASE = base
+
+
+def batch_rounds(meta, key, server, env, server_cpus, generator, procs):
+    """For each of BATCHES: BATCH_ROUNDS alternating closed-loop rounds of flowgate's batch
+    resolve and a baseline answering its bytes; [(n, {name: [round, ...]}), ...]."""
+    out = []
+    for n in BATCHES:
+        baseline, port = batch_baseline(meta, key, n, server_cpus)
+        procs.append(baseline)
+        benv = dict(env, BENCH_BATCH=str(n))
+        script = os.path.join(B.BENCH, "lua", "batch.lua")
+        B.log("batch of %d placements" % n)
+        peaks = peak_rounds([("flowgate", server, B.API, benv, script), ("baseline", baseline, port, benv, script)],
+                            generator, BATCH_ROUNDS, record=False)
+        B.stop(baseline)
+        out.append((n, peaks))
+    return out
 
 
 def request_files(meta, key):
@@ -238,6 +284,8 @@ def open_loop(rate, requests, generator, accept_encoding=None):
 
 
 QUIET_API, QUIET_ADMIN = 18482, 18492
+# The batch baselines listen on BATCH_BASE + the batch's size.
+BATCH_BASE = 18500
 
 
 def start_without_events(cpus):
@@ -259,21 +307,22 @@ PERF_FILES = {"flowgate": "perf-pinned.data", "baseline": "perf-pinned-baseline.
 SCHED_FILES = {"flowgate": "sched-pinned.data", "flowgate, no resolve_no_flow events": "sched-pinned-quiet.data"}
 
 
-def peak_rounds(servers, generator):
-    """Warm-up, then ROUNDS closed-loop rounds over `servers` in turn, each
-    (name, process, port, wrk env, wrk script or None): {name: [round, ...]}."""
+def peak_rounds(servers, generator, rounds=None, record=True):
+    """Warm-up, then `rounds` (default ROUNDS) closed-loop rounds over `servers` in turn, each
+    (name, process, port, wrk env, wrk script or None): {name: [round, ...]}. `record`: the
+    first round is profiled as BENCH_PERF and BENCH_SCHED ask."""
     B.log("warm-up")
     for _, proc, port, env, script in servers:
         peak(port, proc.pid, generator, env, 3, script)
     peaks = {name: [] for name, _, _, _, _ in servers}
-    for i in range(ROUNDS):
+    for i in range(rounds or ROUNDS):
         # Every other round in reverse order, so no server always runs first or after another.
         for name, proc, port, env, script in (servers if i % 2 == 0 else servers[::-1]):
             perf = sched = None
-            if i == 0 and os.environ.get("BENCH_PERF") == "1" and name in PERF_FILES:
+            if record and i == 0 and os.environ.get("BENCH_PERF") == "1" and name in PERF_FILES:
                 perf = os.path.join(B.OUT, PERF_FILES[name])
                 B.log("perf record of %s's first round into %s (it counts in the medians)" % (name, perf))
-            if i == 0 and os.environ.get("BENCH_SCHED") == "1" and name in SCHED_FILES:
+            if record and i == 0 and os.environ.get("BENCH_SCHED") == "1" and name in SCHED_FILES:
                 sched = os.path.join(B.OUT, SCHED_FILES[name])
                 B.log("perf sched record of %s's first round into %s (it counts in the medians)" % (name, sched))
             peaks[name].append(peak(port, proc.pid, generator, env, DURATION, script, perf, sched))
@@ -348,7 +397,8 @@ def run(meta, procs, server_cpus, generator):
     lat = open_loop_rounds(med(peaks["flowgate"], "rps"), FRACTIONS,
                            {name: resolve_requests(urls[name], bodies, key) for name in ("flowgate", "baseline")},
                            generator, os.environ.get("BENCH_ACCEPT_ENCODING"))
-    return report(server_cpus, generator, peaks, lat)
+    batches = batch_rounds(meta, key, server, env, server_cpus, generator, procs)
+    return report(server_cpus, generator, peaks, lat, batches)
 
 
 NO_EVENTS = "flowgate, no resolve_no_flow events"
@@ -357,7 +407,7 @@ DIAGNOSTIC_NOTE = ("The row without resolve_no_flow events (`events.record_resol
                    "read its difference against the spread of the rounds.")
 
 
-def report(server_cpus, generator, peaks, lat):
+def report(server_cpus, generator, peaks, lat, batches=()):
     n = len(server_cpus)
     f, b = peaks["flowgate"], peaks["baseline"]
     ratios = [x["rps"] / y["rps"] for x, y in zip(f, b)]
@@ -396,10 +446,11 @@ def report(server_cpus, generator, peaks, lat):
                   min(len(generator), B.CONNECTIONS), B.CONNECTIONS, ROUNDS, DURATION,
                   ", ".join("%.3f" % r for r in ratios),
                   DIAGNOSTIC_NOTE if NO_EVENTS in peaks else ""), ""]
-    lines += [
-        "| offered load | server | achieved/s | p50 | p99 | p99.9 | p99 vs baseline | generator CPU |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    if lat:
+        lines += [
+            "| offered load | server | achieved/s | p50 | p99 | p99.9 | p99 vs baseline | generator CPU |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
     data_lat = []
     for fraction, rate, runs in lat:
         base99 = [r["p99_ms"] for r in runs["baseline"]]
@@ -409,10 +460,34 @@ def report(server_cpus, generator, peaks, lat):
                 fraction * 100, rate, name, med(rs, "rps"), med(rs, "p50_ms"), med(rs, "p99_ms"),
                 med(rs, "p999_ms"), "%.2fx" % p99_ratio if name == "flowgate" else "1", med(rs, "generator_cores")))
         data_lat.append({"fraction": fraction, "rate": rate, "runs": runs, "p99_ratio": p99_ratio})
-    lines += ["", "Open loop: oha -q RATE --latency-correction -c%d, %d alternating rounds of %d s per rate, "
-              "medians; rates are fractions of flowgate's median pinned peak. %s" % (
-                  B.CONNECTIONS, LAT_ROUNDS, LAT_DURATION, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())), ""]
+    if lat:
+        lines += ["", "Open loop: oha -q RATE --latency-correction -c%d, %d alternating rounds of %d s per rate, "
+                  "medians; rates are fractions of flowgate's median pinned peak." % (
+                      B.CONNECTIONS, LAT_ROUNDS, LAT_DURATION), ""]
+    data_batches = []
+    if batches:
+        lines += [
+            "| batch | server | requests/s | placements/s | CPU µs/req | CPU µs per placement "
+            "| bytes/response | CPU per placement vs baseline (rounds) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for n, runs in batches:
+        f, b = runs["flowgate"], runs["baseline"]
+        cpu_ratios = [x["cpu_us"] / y["cpu_us"] for x, y in zip(f, b)]
+        for name, rs in runs.items():
+            lines.append("| %d | %s | %.0f | %.0f | %.1f | %.2f | %.0f | %s |" % (
+                n, name, med(rs, "rps"), n * med(rs, "rps"), med(rs, "cpu_us"), med(rs, "cpu_us") / n,
+                med(rs, "bytes"), "%.2fx (%s)" % (statistics.median(cpu_ratios), ", ".join("%.2f" % r for r in cpu_ratios))
+                if name == "flowgate" else "1"))
+        data_batches.append({"placements": n, "peaks": runs, "cpu_ratio": statistics.median(cpu_ratios),
+                             "cpu_us_per_placement": {name: med(rs, "cpu_us") / n for name, rs in runs.items()}})
+    if batches:
+        lines += ["", "Batches: bench/lua/batch.lua (the typical placement first, then the app's small ones; two "
+                  "attribute sets), wrk -c%d, %d alternating rounds of %d s per size, medians; the baseline answers "
+                  "flowgate's batch for the typical user." % (B.CONNECTIONS, BATCH_ROUNDS, DURATION), ""]
+    lines += [time.strftime("Measured %Y-%m-%d %H:%M UTC.", time.gmtime()), ""]
     return {"text": "\n".join(lines), "data": {"server_cpus": server_cpus, "generator_cpus": generator,
+                                               "batches": data_batches,
                                                "peaks": peaks, "peak_ratio": statistics.median(ratios),
                                                "busy_core_ratio": statistics.median(busy),
                                                "after_import_sql": AFTER_IMPORT_SQL,

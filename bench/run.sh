@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# `make bench-http`: the pinned HTTP benchmark of single resolve (bench/pinned.py: the servers on
-# their own cores, wrk and oha on the others; peak and open-loop latency against the no-logic
-# baseline). `BENCH_PINNED=0` (`make bench-http-unpinned`) runs the unpinned load benchmark of
-# every scenario instead (bench/bench.py: single resolve, batches, events, catalog at scale).
-# docs/benchmarks.md describes both. Installs wrk (Debian package) and oha (crates.io, pinned
-# version, into target/bench-tools) when missing, builds the service and the baseline in release
-# mode. Needs PostgreSQL on 127.0.0.1:5432 (`make pg-up`) and psql. About 6 minutes (pinned) or
-# 8 minutes (unpinned) once built. BENCH_PGO=1 measures profile-guided builds of both servers
-# instead (bench/pgo.sh, about 12 minutes more). BENCH_STICKY=1 (`make bench-sticky`) runs
-# bench/sticky.py, sticky assignment against the same placement without it (also needs Redis).
+# `make bench-http`: the pinned HTTP benchmark of single resolve and batches (bench/pinned.py:
+# the servers on their own cores, wrk and oha on the others; peak, open-loop latency and CPU per
+# batch placement against the no-logic baseline). `BENCH_PINNED=0` (`make bench-http-unpinned`)
+# runs the unpinned load benchmark of every scenario instead (bench/bench.py: single resolve,
+# batches, events, catalog at scale). docs/benchmarks.md describes both. Installs wrk (Debian
+# package) and oha (crates.io, pinned version, into target/bench-tools) when missing, builds the
+# service and the baseline in release mode. Needs PostgreSQL on 127.0.0.1:5432 (`make pg-up`)
+# and psql. About 9 minutes (pinned) or 8 minutes (unpinned) once built. BENCH_PGO=1 measures
+# profile-guided builds of both servers instead (bench/pgo.sh, about 12 minutes more).
+# BENCH_STICKY=1 (`make bench-sticky`) runs bench/sticky.py, sticky assignment against the same
+# placement without it (also needs Redis).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
