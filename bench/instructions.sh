@@ -11,7 +11,8 @@
 #
 # Environment: N (requests, default 2000), VARIANTS (default: every variant of the bench,
 # "baseline flowgate flowgate_gzip baseline_batch10 batch10 baseline_batch50 batch50"),
-# HANDLER_BIN (a built bench binary, for A/B; default: build and use the current one), STAGES=1
+# HANDLER_BIN (a built bench binary, for A/B; default: build and use the current one; a binary
+# older than the batch variants needs VARIANTS="baseline flowgate flowgate_gzip"), STAGES=1
 # (`make bench-stages`: instead, the single resolve's instructions stage by stage against the
 # baseline's, bench/stages.py; and in CPU µs when `BENCH_PERF=1 make bench-http` left its
 # profiles in target/bench-http).

@@ -182,6 +182,8 @@ def batch_rounds(meta, key, server, env, server_cpus, generator, procs):
     resolve and a baseline answering its bytes; [(n, {name: [round, ...]}), ...]."""
     out = []
     for n in BATCHES:
+        if not 1 <= n <= len(meta["placement_keys"]):
+            sys.exit("bench: BENCH_BATCHES=%d: a batch of 1 to %d placements (the app's)" % (n, len(meta["placement_keys"])))
         baseline, port = batch_baseline(meta, key, n, server_cpus)
         procs.append(baseline)
         benv = dict(env, BENCH_BATCH=str(n))
@@ -471,20 +473,20 @@ def report(server_cpus, generator, peaks, lat, batches=()):
             "| bytes/response | CPU per placement vs baseline (rounds) |",
             "|---|---|---|---|---|---|---|---|",
         ]
-    for n, runs in batches:
-        f, b = runs["flowgate"], runs["baseline"]
-        cpu_ratios = [x["cpu_us"] / y["cpu_us"] for x, y in zip(f, b)]
+    for size, runs in batches:
+        cpu_ratios = [x["cpu_us"] / y["cpu_us"] for x, y in zip(runs["flowgate"], runs["baseline"])]
         for name, rs in runs.items():
             lines.append("| %d | %s | %.0f | %.0f | %.1f | %.2f | %.0f | %s |" % (
-                n, name, med(rs, "rps"), n * med(rs, "rps"), med(rs, "cpu_us"), med(rs, "cpu_us") / n,
+                size, name, med(rs, "rps"), size * med(rs, "rps"), med(rs, "cpu_us"), med(rs, "cpu_us") / size,
                 med(rs, "bytes"), "%.2fx (%s)" % (statistics.median(cpu_ratios), ", ".join("%.2f" % r for r in cpu_ratios))
                 if name == "flowgate" else "1"))
-        data_batches.append({"placements": n, "peaks": runs, "cpu_ratio": statistics.median(cpu_ratios),
-                             "cpu_us_per_placement": {name: med(rs, "cpu_us") / n for name, rs in runs.items()}})
+        data_batches.append({"placements": size, "peaks": runs, "cpu_ratio": statistics.median(cpu_ratios),
+                             "cpu_us_per_placement": {name: med(rs, "cpu_us") / size for name, rs in runs.items()}})
     if batches:
         lines += ["", "Batches: bench/lua/batch.lua (the typical placement first, then the app's small ones; two "
                   "attribute sets), wrk -c%d, %d alternating rounds of %d s per size, medians; the baseline answers "
-                  "flowgate's batch for the typical user." % (B.CONNECTIONS, BATCH_ROUNDS, DURATION), ""]
+                  "flowgate's batch for the typical user (more bytes than flowgate's average answer: see bytes/response)." % (
+                      B.CONNECTIONS, BATCH_ROUNDS, DURATION), ""]
     lines += [time.strftime("Measured %Y-%m-%d %H:%M UTC.", time.gmtime()), ""]
     return {"text": "\n".join(lines), "data": {"server_cpus": server_cpus, "generator_cpus": generator,
                                                "batches": data_batches,

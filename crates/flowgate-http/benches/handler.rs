@@ -109,7 +109,9 @@ const BATCH_MAX: usize = 50;
 /// The realistic catalog with `BATCH_MAX - 1` more placements in its app, `placement.1` ..,
 /// shaped as the load benchmark's small ones (`bench/gen_catalog.py`): two audience rules
 /// (`$in` with `$vgte`, a `$regex`), every fifth an experiment of two variants over the whole
-/// audience; their default flows go round the app's 11 flows of about 20 KB.
+/// audience; their default flows go round the app's 11 flows of about 20 KB. Every request is
+/// the typical user, who matches each small placement's first rule (the load benchmark's
+/// batches alternate two attribute sets, so its experiments run there).
 fn batch_catalog_json() -> Value {
     let mut catalog = fixtures::realistic_catalog_json();
     let flow = |i: usize| format!("70000000-0000-4000-8000-{i:012}");
