@@ -194,14 +194,16 @@ def new_catalog_database(quiet=False):
     return meta
 
 
-def start_baseline(status, body_file, coding=None, extra=None, preexec_fn=None):
+def start_baseline(status, body_file, coding=None, extra=None, preexec_fn=None, port=None):
     """The baseline answering `body_file` (sent with `Content-Encoding: coding` when set;
-    `extra`: more environment, e.g. BASELINE_WORK_NS; `preexec_fn` as for start_flowgate)."""
+    `extra`: more environment, e.g. BASELINE_WORK_NS; `preexec_fn` as for start_flowgate) on
+    `port` (default BASE)."""
+    port = port or BASE
     proc = subprocess.Popen(
-        [BASELINE, "127.0.0.1:%d" % BASE, str(WORKERS), str(status), body_file] + ([coding] if coding else []),
+        [BASELINE, "127.0.0.1:%d" % port, str(WORKERS), str(status), body_file] + ([coding] if coding else []),
         stdout=subprocess.DEVNULL, env=dict(os.environ, **(extra or {})), preexec_fn=preexec_fn,
     )
-    wait_ready(proc, BASE, "/", 5, "the baseline", any_status=True)
+    wait_ready(proc, port, "/", 5, "the baseline", any_status=True)
     return proc
 
 

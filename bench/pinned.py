@@ -169,12 +169,8 @@ def batch_baseline(meta, key, n, cpus):
     sample = os.path.join(B.OUT, "baseline-batch%d.json" % n)
     with open(sample, "wb") as f:
         f.write(body)
-    base = B.BASE
-    B.BASE = BATCH_BASE + n
-    try:
-        return B.start_baseline(200, sample, preexec_fn=pinned(cpus)), B.BASE
-    finally:
-        B.BASE = base
+    port = BATCH_BASE + n
+    return B.start_baseline(200, sample, preexec_fn=pinned(cpus), port=port), port
 
 
 def batch_rounds(meta, key, server, env, server_cpus, generator, procs):
