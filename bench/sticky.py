@@ -61,6 +61,14 @@ def metrics(admin):
     return out
 
 
+def requests_per_read(before, after):
+    """Sticky requests over the reads sent to the store between two `metrics` snapshots (a
+    worker sends the reads of one turn of its event loop as one)."""
+    requests = sum(after.get(k, 0) - before.get(k, 0) for k in after if k.startswith("flowgate_sticky_reads_total{"))
+    reads = after.get("flowgate_sticky_store_reads_total", 0) - before.get("flowgate_sticky_store_reads_total", 0)
+    return requests / reads if reads else float("nan")
+
+
 def start_redis_server(cpus, prefix):
     api, admin = B.API, B.ADMIN
     B.API, B.ADMIN = REDIS_API, REDIS_ADMIN
@@ -136,7 +144,7 @@ def warm_known(requests, generator):
     time.sleep(2)
 
 
-def report(server_cpus, generator, fresh, peaks, lat, keys):
+def report(server_cpus, generator, fresh, peaks, lat, keys, batching):
     n = len(server_cpus)
     plain = peaks[PLAIN]
     lines = ["### Sticky assignment (D23), pinned: %d server core(s) (CPU %s), generator on CPU %s" % (
@@ -151,19 +159,23 @@ def report(server_cpus, generator, fresh, peaks, lat, keys):
             r["queue_after"], r["drained_s"]))
     lines += ["", "Known users (the warm-up's request sequence again: every sticky request finds its stored "
               "assignment), %d alternating rounds of %d s, medians:" % (P.ROUNDS, P.DURATION), "",
-              "| placement | requests/s | CPU µs/req | server CPU (cores) | wrk p99 | CPU per request vs non-sticky |",
-              "|---|---|---|---|---|---|"]
+              "| placement | requests/s | CPU µs/req | server CPU (cores) | wrk p99 | CPU per request vs non-sticky "
+              "| requests per store read |",
+              "|---|---|---|---|---|---|---|"]
     for name, runs in peaks.items():
         ratio = statistics.median(x["cpu_us"] / y["cpu_us"] for x, y in zip(runs, plain))
-        lines.append("| %s | %.0f | %.1f | %.2f | %.2f ms | %.3fx |" % (
+        per_read = "%.1f" % batching["peak"][name] if name in batching["peak"] else ""
+        lines.append("| %s | %.0f | %.1f | %.2f | %.2f ms | %.3fx | %s |" % (
             name, P.med(runs, "rps"), P.med(runs, "cpu_us"), P.med(runs, "server_cores"), P.med(runs, "p99_ms"),
-            ratio))
-    lines += ["", "| offered load | placement | achieved/s | p50 | p99 | p99.9 |", "|---|---|---|---|---|---|"]
+            ratio, per_read))
+    lines += ["", "| offered load | placement | achieved/s | p50 | p99 | p99.9 | requests per store read |",
+              "|---|---|---|---|---|---|---|"]
     for fraction, rate, runs in lat:
         for name, rs in runs.items():
-            lines.append("| %.0f%% (%d/s) | %s | %.0f | %.3f ms | %.3f ms | %.3f ms |" % (
+            per_read = "%.1f" % batching["open_loop"][name] if name in batching["open_loop"] else ""
+            lines.append("| %.0f%% (%d/s) | %s | %.0f | %.3f ms | %.3f ms | %.3f ms | %s |" % (
                 fraction * 100, rate, name, P.med(rs, "rps"), P.med(rs, "p50_ms"), P.med(rs, "p99_ms"),
-                P.med(rs, "p999_ms")))
+                P.med(rs, "p999_ms"), per_read))
     lines += ["", "Open loop: oha -q RATE --latency-correction -c%d over one app and %d known users, %d "
               "alternating rounds of %d s; rates are fractions of the non-sticky placement's median pinned "
               "peak. Redis keys written: %d. %s" % (
@@ -195,20 +207,27 @@ def main():
         sticky_env = dict(env, BENCH_PLACEMENT="onboarding_sticky")
         fresh = {SQL: new_users(SQL, sql, B.API, B.ADMIN, sticky_env, generator),
                  REDIS: new_users(REDIS, redis, REDIS_API, REDIS_ADMIN, sticky_env, generator)}
+        admins = {SQL: B.ADMIN, REDIS: REDIS_ADMIN}
+        before = {name: metrics(admin) for name, admin in admins.items()}
         peaks = P.peak_rounds([(PLAIN, sql, B.API, plain_env, None), (SQL, sql, B.API, sticky_env, None),
                                (REDIS, redis, REDIS_API, sticky_env, None)], generator)
+        batching = {"peak": {name: requests_per_read(before[name], metrics(admin)) for name, admin in admins.items()}}
         requests = known_files(meta, key)
         warm_known(requests, generator)
+        before = {name: metrics(admin) for name, admin in admins.items()}
         lat = P.open_loop_rounds(P.med(peaks[PLAIN], "rps"), FRACTIONS, requests, generator)
+        batching["open_loop"] = {name: requests_per_read(before[name], metrics(admin))
+                                 for name, admin in admins.items()}
         keys = len(redis_cli("--scan", "--pattern", prefix + ":*").split())
-        text = report(server_cpus, generator, fresh, peaks, lat, keys)
+        text = report(server_cpus, generator, fresh, peaks, lat, keys, batching)
     finally:
         for proc in procs:
             B.stop(proc)
         B.psql("DROP DATABASE IF EXISTS %s WITH (FORCE)" % B.DB, db="postgres")
         delete_prefix(prefix)
     with open(os.path.join(B.OUT, "sticky.json"), "w") as f:
-        json.dump({"new_users": fresh, "peaks": peaks, "open_loop": lat}, f, indent=1)
+        json.dump({"new_users": fresh, "peaks": peaks, "open_loop": lat, "requests_per_store_read": batching}, f,
+                  indent=1)
     with open(os.path.join(B.OUT, "sticky.md"), "w") as f:
         f.write(text)
     print(text)

@@ -154,6 +154,66 @@ pub async fn apps_are_isolated<S: StickyStore + ?Sized>(store: &S) {
     );
 }
 
+/// A combined read answers each of its reads as a read of its own would: one answer per read,
+/// in order, each with only its own app's documents, whatever the others ask for (the same
+/// identifier in another app, the same read twice, an empty read).
+pub async fn combined_reads_keep_apps_apart<S: StickyStore + ?Sized>(store: &S) {
+    put(
+        store,
+        &[
+            write(app(1), doc("user_id", "u1", &[("a__0", "control")])),
+            write(app(1), doc("user_id", "u2", &[("a__0", "trial")])),
+            write(app(2), doc("user_id", "u1", &[("a__0", "trial")])),
+            write(app(2), doc("device_id", "d1", &[("b__1", "x")])),
+        ],
+    )
+    .await;
+    let (u1, u2, u3, d1) = (
+        id("user_id", "u1"),
+        id("user_id", "u2"),
+        id("user_id", "u3"),
+        id("device_id", "d1"),
+    );
+    let first = [u1.clone(), u3.clone()];
+    let second = [u1.clone(), d1.clone()];
+    let third = [u2.clone(), u1.clone()];
+    let reads: [(AppId, &[StickyId]); 5] = [
+        (app(1), &first),
+        (app(2), &second),
+        (app(3), &second),
+        (app(1), &[]),
+        (app(1), &third),
+    ];
+    let answers = match store.read_sticky_many(&reads).await {
+        Ok(answers) => answers,
+        Err(e) => panic!("read_sticky_many of {} reads: {e}", reads.len()),
+    };
+    assert_eq!(
+        answers,
+        [
+            docs(&[doc("user_id", "u1", &[("a__0", "control")])]),
+            docs(&[
+                doc("user_id", "u1", &[("a__0", "trial")]),
+                doc("device_id", "d1", &[("b__1", "x")]),
+            ]),
+            StickyDocs::new(),
+            StickyDocs::new(),
+            docs(&[
+                doc("user_id", "u1", &[("a__0", "control")]),
+                doc("user_id", "u2", &[("a__0", "trial")]),
+            ]),
+        ]
+    );
+    for (i, (app, ids)) in reads.iter().enumerate() {
+        assert_eq!(answers[i], read(store, *app, ids).await, "read {i} alone");
+    }
+    assert_eq!(
+        store.read_sticky_many(&[]).await.ok(),
+        Some(Vec::new()),
+        "no reads, no answers"
+    );
+}
+
 /// Identifiers are opaque: names and values that share a prefix, separators of the store's
 /// own keys (`:`, `||`), quotes, non-ASCII and long values are distinct documents, read back
 /// byte for byte.

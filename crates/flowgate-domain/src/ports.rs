@@ -177,6 +177,24 @@ pub trait StickyStore: Send + Sync {
         ids: &'a [StickyId],
     ) -> BoxFuture<'a, Result<StickyDocs, StoreError>>;
 
+    /// The stored documents of several apps' identifiers: one answer per read, in order, each
+    /// holding only documents of its own app (as [`read_sticky`](Self::read_sticky) would
+    /// answer it). For a caller that combines the reads of many requests; by default one
+    /// `read_sticky` per read in turn, and adapters that can answer them in one round trip
+    /// do. A failure fails the whole call.
+    fn read_sticky_many<'a>(
+        &'a self,
+        reads: &'a [(AppId, &'a [StickyId])],
+    ) -> BoxFuture<'a, Result<Vec<StickyDocs>, StoreError>> {
+        Box::pin(async move {
+            let mut answers = Vec::with_capacity(reads.len());
+            for (app, ids) in reads {
+                answers.push(self.read_sticky(*app, ids).await?);
+            }
+            Ok(answers)
+        })
+    }
+
     /// Merges each write's assignments into its stored document, in order (a later write of
     /// the same assignment key wins), creating documents as needed. All or nothing is not
     /// required: a failed batch may have stored some of its writes, and writing again is

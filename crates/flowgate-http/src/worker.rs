@@ -28,6 +28,7 @@ use flowgate_domain::Catalog;
 
 use crate::metrics::LatencyRecorder;
 use crate::state::ApiState;
+use crate::sticky::WorkerReads;
 
 /// How often an idle worker checks whether it holds a replaced snapshot.
 pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -54,12 +55,18 @@ pub(crate) struct Worker {
     sweeping: Cell<bool>,
     /// This worker's request latencies (summed with the other workers' when scraped).
     pub(crate) latencies: LatencyRecorder,
+    /// This worker's reads of stored assignments (D23), when sticky assignment is on.
+    pub(crate) sticky: Option<Rc<WorkerReads>>,
 }
 
 impl Worker {
     pub(crate) fn new(state: web::Data<ApiState>) -> Self {
         Self {
             latencies: state.metrics.recorder(),
+            sticky: state
+                .sticky
+                .clone()
+                .map(|sticky| Rc::new(WorkerReads::new(sticky))),
             shared: state,
             snapshot: RefCell::new(None),
             sweeping: Cell::new(false),

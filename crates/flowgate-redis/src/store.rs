@@ -30,9 +30,10 @@
 //!
 //! # Round trips
 //!
-//! A read is one pipeline of `HGETALL`, one per identifier, sent and answered in one round
-//! trip; a hash that does not exist comes back empty and is left out of the result. A write
-//! batch is one pipeline of `HSET`, one per write, in one round trip. Pipelines are not
+//! A read is one pipeline of `HGETALL`, one per identifier (of every app of a combined read,
+//! `read_sticky_many`), sent and answered in one round trip; a hash that does not exist comes
+//! back empty and is left out of the result. A write batch is one pipeline of `HSET`, one per
+//! write, in one round trip. Pipelines are not
 //! transactions (`MULTI`): a failed batch may have stored part of its writes, which the port
 //! allows, since writing again is harmless. An empty read or write makes no round trip.
 //!
@@ -216,34 +217,34 @@ impl Unconnected {
     }
 }
 
-impl StickyStore for RedisStickyStore {
-    fn read_sticky<'a>(
-        &'a self,
-        app: AppId,
-        ids: &'a [StickyId],
-    ) -> BoxFuture<'a, Result<StickyDocs, StoreError>> {
-        Box::pin(async move {
-            if ids.is_empty() {
-                return Ok(StickyDocs::new());
+impl RedisStickyStore {
+    /// The documents of each read's identifiers, all in one pipeline of `HGETALL`.
+    async fn read_all(
+        &self,
+        reads: &[(AppId, &[StickyId])],
+    ) -> Result<Vec<StickyDocs>, StoreError> {
+        let count: usize = reads.iter().map(|(_, ids)| ids.len()).sum();
+        if count == 0 {
+            return Ok(vec![StickyDocs::new(); reads.len()]);
+        }
+        let mut pipeline = redis::pipe();
+        for (app, ids) in reads {
+            for id in *ids {
+                pipeline.hgetall(self.key(*app, &id.attribute_name, &id.attribute_value)?);
             }
-            let mut pipeline = redis::pipe();
-            for id in ids {
-                pipeline.hgetall(self.key(app, &id.attribute_name, &id.attribute_value)?);
-            }
-            let what = || format!("reading {}", documents(ids.len()));
-            let answers = self.run(&pipeline, what).await?;
-            if answers.len() != ids.len() {
-                return Err(StoreError::Other {
-                    detail: format!(
-                        "{}: {} answers to {} reads",
-                        what(),
-                        answers.len(),
-                        ids.len()
-                    ),
-                });
-            }
+        }
+        let what = || format!("reading {}", documents(count));
+        let answers = self.run(&pipeline, what).await?;
+        if answers.len() != count {
+            return Err(StoreError::Other {
+                detail: format!("{}: {} answers to {count} reads", what(), answers.len()),
+            });
+        }
+        let mut answers = answers.into_iter();
+        let mut out = Vec::with_capacity(reads.len());
+        for (app, ids) in reads {
             let mut docs = StickyDocs::new();
-            for (id, answer) in ids.iter().zip(answers) {
+            for (id, answer) in ids.iter().zip(answers.by_ref()) {
                 let assignments =
                     BTreeMap::<String, String>::from_redis_value(answer).map_err(|e| {
                         StoreError::Corrupt {
@@ -263,8 +264,31 @@ impl StickyStore for RedisStickyStore {
                     assignments,
                 });
             }
-            Ok(docs)
+            out.push(docs);
+        }
+        Ok(out)
+    }
+}
+
+impl StickyStore for RedisStickyStore {
+    fn read_sticky<'a>(
+        &'a self,
+        app: AppId,
+        ids: &'a [StickyId],
+    ) -> BoxFuture<'a, Result<StickyDocs, StoreError>> {
+        Box::pin(async move {
+            let mut answers = self.read_all(&[(app, ids)]).await?;
+            Ok(answers.pop().unwrap_or_default())
         })
+    }
+
+    /// Every read in one pipeline, one round trip; keys hold the app id, so each read finds
+    /// its own app's documents only.
+    fn read_sticky_many<'a>(
+        &'a self,
+        reads: &'a [(AppId, &'a [StickyId])],
+    ) -> BoxFuture<'a, Result<Vec<StickyDocs>, StoreError>> {
+        Box::pin(self.read_all(reads))
     }
 
     fn write_sticky<'a>(

@@ -21,18 +21,20 @@
 //! The statements of a batch, [`WRITE_CHUNK`] rows each, run in one transaction.
 //!
 //! **One round trip to read.** [`StickyStore::read_sticky`] reads every identifier of a request
-//! with one statement on the primary key: `app_id = $1 AND (attribute_name, attribute_value) IN
-//! (...)`. On PostgreSQL it runs on clients of its own, up to [`READERS_PER_THREAD`] per thread
-//! taken in turn (made on first use, the statement prepared once, the pairs as two `text[]`
-//! parameters, `plan_cache_mode = force_custom_plan`: a generic plan cannot know how many pairs
-//! the arrays hold and scanned the table, which held a pinned replica at about 3,000 reads a
-//! second against 16,000 with a plan per execution in bench/sticky.py), not on the pool: a
-//! resolve's read never waits for a pooled connection or hops to the thread that drives one,
-//! sticky load cannot starve event writes, and a deadline that drops a read mid-query leaves
-//! the client usable (tokio-postgres reads and discards the answer). On
-//! SQLite (in-process) it runs on the pool as a task of its own, so a caller that stops waiting
-//! never cancels a statement in the middle; [`READ_CHUNK`] identifiers per statement, far more
-//! than a request has.
+//! with one statement on the primary key; [`StickyStore::read_sticky_many`] sends the reads of
+//! several requests and apps in one statement too. On PostgreSQL the identifiers go as four
+//! arrays (read index, app, attribute name and value) joined with the table, each row naming
+//! the read it answers, so a read gets only its own app's documents. It runs on clients of its
+//! own, up to [`READERS_PER_THREAD`] per thread taken in turn (made on first use, the statement
+//! prepared once, `plan_cache_mode = force_custom_plan`: a generic plan cannot know how many
+//! identifiers the arrays hold and scanned the table, which held a pinned replica at about
+//! 3,000 reads a second against 16,000 with a plan per execution in bench/sticky.py), not on
+//! the pool: a resolve's read never waits for a pooled connection or hops to the thread that
+//! drives one, sticky load cannot starve event writes, and a deadline that drops a read
+//! mid-query leaves the client usable (tokio-postgres reads and discards the answer). On SQLite
+//! (in-process) it runs on the pool as a task of its own, so a caller that stops waiting never
+//! cancels a statement in the middle; [`READ_CHUNK`] identifiers per statement, far more than a
+//! request has; a combined read is its reads one after the other.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -172,11 +174,8 @@ impl StickyStore for Store {
     ) -> BoxFuture<'a, Result<StickyDocs, StoreError>> {
         if let Db::Postgres(pg) = self.db() {
             return Box::pin(async move {
-                let ids = storable_ids(ids);
-                if ids.is_empty() {
-                    return Ok(StickyDocs::new());
-                }
-                pg.read_sticky_docs(app, &ids).await
+                let mut docs = pg.read_sticky_docs(&[(app, storable_ids(ids))]).await?;
+                Ok(docs.pop().unwrap_or_default())
             });
         }
         let store = self.clone();
@@ -207,6 +206,30 @@ impl StickyStore for Store {
                     detail: "the sticky assignment read ended without an answer".to_owned(),
                 })
             })
+        })
+    }
+
+    /// On PostgreSQL every read in one statement on this thread's reader; on SQLite (in
+    /// process, no round trip to save) one read after the other.
+    fn read_sticky_many<'a>(
+        &'a self,
+        reads: &'a [(AppId, &'a [StickyId])],
+    ) -> BoxFuture<'a, Result<Vec<StickyDocs>, StoreError>> {
+        if let Db::Postgres(pg) = self.db() {
+            return Box::pin(async move {
+                let reads: Vec<(AppId, Vec<&StickyId>)> = reads
+                    .iter()
+                    .map(|(app, ids)| (*app, storable_ids(ids)))
+                    .collect();
+                pg.read_sticky_docs(&reads).await
+            });
+        }
+        Box::pin(async move {
+            let mut answers = Vec::with_capacity(reads.len());
+            for (app, ids) in reads {
+                answers.push(self.read_sticky(*app, ids).await?);
+            }
+            Ok(answers)
         })
     }
 
@@ -533,11 +556,15 @@ mod tests {
     }
 }
 
-/// The statement of a sticky read on PostgreSQL: every identifier of a request in one round
-/// trip, the pairs as two `text[]` parameters.
-const PG_READ: &str = "SELECT attribute_name, attribute_value, assignment_key, variant_key \
-     FROM sticky_assignments WHERE app_id = $1::text::uuid \
-     AND (attribute_name, attribute_value) IN (SELECT * FROM UNNEST($2::text[], $3::text[]))";
+/// The statement of a sticky read on PostgreSQL: every identifier of one read or of a
+/// combined read (`read_sticky_many`) in one round trip, as four arrays: the read's index,
+/// its app, the attribute's name and value. Each row says which read it answers, so a read
+/// gets only the documents of its own app.
+const PG_READ: &str = "SELECT r.read, s.attribute_name, s.attribute_value, s.assignment_key, \
+     s.variant_key FROM UNNEST($1::int4[], $2::text[], $3::text[], $4::text[]) \
+     AS r(read, app_id, attribute_name, attribute_value) \
+     JOIN sticky_assignments s ON s.app_id = r.app_id::uuid \
+     AND s.attribute_name = r.attribute_name AND s.attribute_value = r.attribute_value";
 
 /// A client of its own for sticky reads on PostgreSQL, with the read prepared on it.
 struct PgReader {
@@ -700,27 +727,50 @@ impl Postgres {
         Ok(reader)
     }
 
-    /// The documents of `ids` in `app`: one query on this thread's reader. Dropping the future
-    /// mid-query is harmless: the answer is read and discarded by the connection's task.
+    /// The documents of each read's identifiers (at most `u32::MAX` reads): one query on
+    /// this thread's reader. Dropping the future mid-query is harmless: the answer is read and
+    /// discarded by the connection's task.
     async fn read_sticky_docs(
         &self,
-        app: AppId,
-        ids: &[&StickyId],
-    ) -> Result<StickyDocs, StoreError> {
+        reads: &[(AppId, Vec<&StickyId>)],
+    ) -> Result<Vec<StickyDocs>, StoreError> {
+        let mut out = vec![StickyDocs::new(); reads.len()];
+        let count: usize = reads.iter().map(|(_, ids)| ids.len()).sum();
+        if count == 0 {
+            return Ok(out);
+        }
         let reader = self.sticky_reader().await?;
-        let names: Vec<&str> = ids.iter().map(|id| id.attribute_name.as_str()).collect();
-        let values: Vec<&str> = ids.iter().map(|id| id.attribute_value.as_str()).collect();
-        let app = app.0.to_string();
+        let mut indexes: Vec<i32> = Vec::with_capacity(count);
+        let mut apps: Vec<String> = Vec::with_capacity(count);
+        let mut names: Vec<&str> = Vec::with_capacity(count);
+        let mut values: Vec<&str> = Vec::with_capacity(count);
+        for (i, (app, ids)) in reads.iter().enumerate() {
+            let index = i32::try_from(i).map_err(|_| StoreError::Other {
+                detail: format!("a combined sticky read of {} reads", reads.len()),
+            })?;
+            let app = app.0.to_string();
+            for id in ids {
+                indexes.push(index);
+                apps.push(app.clone());
+                names.push(&id.attribute_name);
+                values.push(&id.attribute_value);
+            }
+        }
         let rows = reader
             .client
-            .query(&reader.statement, &[&app, &names, &values])
+            .query(&reader.statement, &[&indexes, &apps, &names, &values])
             .await
             .map_err(|e| pg_read_error(&e))?;
-        let mut docs = StickyDocs::new();
         for row in rows {
-            docs.assignments_mut(row.get(0), row.get(1))
-                .insert(row.get(2), row.get(3));
+            let read: i32 = row.get(0);
+            let Some(docs) = usize::try_from(read).ok().and_then(|i| out.get_mut(i)) else {
+                return Err(StoreError::Other {
+                    detail: format!("a sticky read answered for read {read}, which was not asked"),
+                });
+            };
+            docs.assignments_mut(row.get(1), row.get(2))
+                .insert(row.get(3), row.get(4));
         }
-        Ok(docs)
+        Ok(out)
     }
 }

@@ -79,6 +79,7 @@ contract_tests!(sticky_store {
     store documents_round_trip,
     store writes_merge_into_stored_documents,
     store apps_are_isolated,
+    store combined_reads_keep_apps_apart,
     store identifiers_are_opaque,
     store large_batches,
 });

@@ -1,5 +1,7 @@
 //! Single and batch resolve (D3, D6).
 
+use std::rc::Rc;
+
 use actix_web::dev::Payload;
 use actix_web::http::header::ContentEncoding;
 use actix_web::HttpRequest;
@@ -17,7 +19,7 @@ use crate::problem::{ApiError, FieldError};
 use crate::request_body::{self as body, Encoding};
 use crate::resolve_body::{Parsed, ResolveBody};
 use crate::response::{compression, write_result, BodyWriter, Reply};
-use crate::sticky::StickyAssignments;
+use crate::sticky::WorkerReads;
 use crate::worker::Worker;
 
 /// `?export=true|false` (D3.5): any other value is a 400.
@@ -92,8 +94,8 @@ pub(super) fn sticky_placement<'a, 'w>(
     app: &'a App,
     key: &str,
     mode: ResolveMode,
-) -> Option<(&'a Placement, &'w StickyAssignments)> {
-    match (&worker.shared.sticky, mode) {
+) -> Option<(&'a Placement, &'w Rc<WorkerReads>)> {
+    match (&worker.sticky, mode) {
         (Some(sticky), ResolveMode::Normal) => app
             .placement(key)
             .filter(|p| p.is_sticky())
@@ -136,7 +138,7 @@ pub(super) async fn resolve_one_sticky(
     worker: &Worker,
     app: &App,
     placement: &Placement,
-    sticky: &StickyAssignments,
+    sticky: &Rc<WorkerReads>,
     mut body: ResolveBody<'_>,
 ) -> Result<Reply> {
     let mut errors = Vec::new();
@@ -145,7 +147,7 @@ pub(super) async fn resolve_one_sticky(
         return Err(ApiError::validation(errors));
     }
     let request = id.request();
-    let mut state = sticky.read(app.id(), &placement.sticky_ids(&request)).await;
+    let mut state = sticky.read(app.id(), placement.sticky_ids(&request)).await;
     let resolution = placement.resolve_sticky(app, &request, ResolveMode::Normal, &mut state);
     sticky.write_behind(app.id(), &state);
     Ok(render_one(
@@ -292,13 +294,13 @@ pub async fn resolve_batch(
             )]),
         })?;
         let request = id.request();
-        let sticky_ids = match &worker.shared.sticky {
+        let sticky_ids = match &worker.sticky {
             Some(_) => app.sticky_ids(keys.iter().copied(), &request),
             None => Vec::new(),
         };
-        let resolutions: Vec<_> = match (&worker.shared.sticky, sticky_ids.is_empty()) {
+        let resolutions: Vec<_> = match (&worker.sticky, sticky_ids.is_empty()) {
             (Some(sticky), false) => {
-                let mut state = sticky.read(app.id(), &sticky_ids).await;
+                let mut state = sticky.read(app.id(), sticky_ids).await;
                 let resolutions = keys
                     .iter()
                     .map(|key| {

@@ -18,6 +18,7 @@ contract!(
     documents_round_trip,
     writes_merge_into_stored_documents,
     apps_are_isolated,
+    combined_reads_keep_apps_apart,
     identifiers_are_opaque,
     large_batches,
 );

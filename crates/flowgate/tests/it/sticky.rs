@@ -112,6 +112,26 @@ fn variants(s: &Served, users: &[String]) -> BTreeMap<String, Option<String>> {
         .collect()
 }
 
+/// As [`variants`], from `clients` threads at once: the server's workers take several users'
+/// requests up together and read their assignments in one store read.
+fn variants_at_once(
+    s: &Served,
+    users: &[String],
+    clients: usize,
+) -> BTreeMap<String, Option<String>> {
+    let chunk = users.len().div_ceil(clients);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = users
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || variants(s, part)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a client thread"))
+            .collect()
+    })
+}
+
 fn users(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
@@ -166,6 +186,17 @@ async fn reweight_keeps_assigned_users(backend: Backend, settings: &[(&str, &str
 
     publish(&s, &sticky_catalog(9, 1, 0, 0)).await;
     assert_eq!(variants(&s, &old), first, "nobody assigned moves");
+    // The same from 16 clients at once: requests whose reads went to the store together each
+    // get their own user's assignment.
+    let store_reads = || s.metric("flowgate_sticky_store_reads_total").unwrap_or(0.0);
+    let before = store_reads();
+    assert_eq!(
+        variants_at_once(&s, &old, 16),
+        first,
+        "nobody moves when read together ({} store reads for {} requests)",
+        store_reads() - before,
+        old.len()
+    );
     let fresh = variants(&s, &users("new", 300));
     let share = control_share(&fresh);
     assert!(share > 0.8, "new users at 90/10: {share}");
