@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowgate_domain::ids::AppId;
-use flowgate_domain::ports::StickyStore;
+use flowgate_domain::ports::{StickyStore, StoreError};
 use flowgate_domain::resolve::StickyState;
 use flowgate_domain::sticky::{StickyDoc, StickyDocs, StickyId, StickyWrite};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -89,7 +89,7 @@ impl StickyMetrics {
         );
         r.register(
             "store_reads",
-            "Reads sent to the assignment store; one carries the reads of every request of one app that a worker took up in the same turn, so flowgate_sticky_reads_total over this is the requests per store read",
+            "Reads sent to the assignment store; one carries the reads of every request a worker took up in the same turn, so flowgate_sticky_reads_total over this is the requests per store read",
             m.store_reads.clone(),
         );
         r.register(
@@ -226,8 +226,8 @@ impl StickyAssignments {
     }
 
     /// The stored documents of `ids` in `app`, or an unreadable state when the store fails or
-    /// misses the deadline. One store read per call; the API's workers read through
-    /// [`WorkerReads`], which sends the reads of one turn of their event loop as one.
+    /// misses the deadline. One store read per call; the API's own workers read through a
+    /// reader of their own that sends the reads of one turn of their event loop as one.
     pub async fn read(&self, app: AppId, ids: &[StickyId]) -> StickyState {
         if ids.is_empty() {
             return StickyState::new(StickyDocs::new());
@@ -254,7 +254,7 @@ impl StickyAssignments {
     async fn store_read_many(
         &self,
         reads: &[(AppId, &[StickyId])],
-    ) -> Result<Vec<StickyDocs>, ReadFailure> {
+    ) -> Result<Vec<StickyDocs>, ManyFailure> {
         let read = self.store.read_sticky_many(reads);
         match tokio::time::timeout(self.read_timeout, read).await {
             Ok(Ok(answers)) if answers.len() == reads.len() => Ok(answers),
@@ -264,13 +264,17 @@ impl StickyAssignments {
                     reads = reads.len(),
                     "the store answered a combined read with the wrong number of answers: resolving without stored assignments"
                 );
-                Err(ReadFailure::Failed)
+                Err(ManyFailure::Each(ReadFailure::Failed))
+            }
+            Ok(Err(error @ StoreError::Unavailable { .. })) => {
+                tracing::debug!(%error, "stored assignments not read: resolving without them");
+                Err(ManyFailure::Each(ReadFailure::Failed))
             }
             Ok(Err(error)) => {
-                tracing::debug!(%error, "stored assignments not read: resolving without them");
-                Err(ReadFailure::Failed)
+                tracing::debug!(%error, "a combined read of stored assignments refused: reading each request's alone");
+                Err(ManyFailure::Refused)
             }
-            Err(_) => Err(ReadFailure::TimedOut),
+            Err(_) => Err(ManyFailure::Each(ReadFailure::TimedOut)),
         }
     }
 
@@ -316,6 +320,16 @@ enum ReadFailure {
     Failed,
     /// Past `sticky.read_timeout_ms`.
     TimedOut,
+}
+
+/// Why a combined read has no answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ManyFailure {
+    /// Every request of it fails so (the store is down, the deadline passed).
+    Each(ReadFailure),
+    /// The store answered an error that is not an outage: a document it cannot read back, an
+    /// identifier it cannot hold. It may be one request's, so each is read alone.
+    Refused,
 }
 
 /// A request waiting for its documents.
@@ -432,6 +446,22 @@ async fn read_together(sticky: &StickyAssignments, mut waiting: Vec<Waiting>) {
     let answers = sticky.store_read_many(&reads).await;
     let mut waiting = waiting.into_iter();
     match answers {
+        Err(ManyFailure::Refused) => {
+            // Each request alone, so that only those whose own documents the store refuses
+            // fail, as without combined reads.
+            let waiting: Vec<Waiting> = waiting.collect();
+            sticky.metrics.store_reads.inc_by(waiting.len() as u64);
+            let alone = futures_util::future::join_all(
+                waiting
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| sticky.store_read(w.app, &ids[first_id(i)..ends[i]])),
+            )
+            .await;
+            for (w, answer) in waiting.into_iter().zip(alone) {
+                let _ = w.answer.send(answer);
+            }
+        }
         Ok(answers) => {
             for (docs, &(_, first, end)) in answers.into_iter().zip(&apps) {
                 let base = first_id(first);
@@ -442,7 +472,7 @@ async fn read_together(sticky: &StickyAssignments, mut waiting: Vec<Waiting>) {
                 }
             }
         }
-        Err(failure) => {
+        Err(ManyFailure::Each(failure)) => {
             for w in waiting {
                 let _ = w.answer.send(Err(failure));
             }
@@ -532,7 +562,7 @@ mod tests {
     use std::sync::Mutex;
 
     use flowgate_domain::memory::InMemoryStore;
-    use flowgate_domain::ports::{BoxFuture, StoreError};
+    use flowgate_domain::ports::{BoxFuture, Outage, StoreError};
 
     use super::*;
 
@@ -567,6 +597,8 @@ mod tests {
         /// The combined reads: each a list of (app, identifiers).
         many: Mutex<Vec<Vec<Read>>>,
         failing: std::sync::atomic::AtomicBool,
+        /// A user whose document the store cannot read back (any read of it fails).
+        refuse: Mutex<Option<String>>,
         delay: Mutex<Duration>,
         calls: AtomicUsize,
     }
@@ -586,8 +618,17 @@ mod tests {
                     tokio::time::sleep(delay).await;
                 }
                 if failing {
-                    return Err(StoreError::Other {
-                        detail: "refused for the test".to_owned(),
+                    return Err(StoreError::Unavailable {
+                        reason: Outage::Connection,
+                        detail: "down for the test".to_owned(),
+                    });
+                }
+                let refused = self.refuse.lock().unwrap().clone();
+                if let Some(bad) =
+                    refused.filter(|bad| ids.iter().any(|id| id.attribute_value == *bad))
+                {
+                    return Err(StoreError::Corrupt {
+                        detail: format!("the document of {bad} does not decode"),
                     });
                 }
                 self.inner.read_sticky(app, ids).await
@@ -781,6 +822,44 @@ mod tests {
         assert_eq!(
             metric(&registry, "flowgate_sticky_reads_total{outcome=\"failed\"}"),
             3.0
+        );
+    }
+
+    #[actix_web::test]
+    async fn a_refused_combined_read_fails_only_the_request_it_is_about() {
+        let (one, two) = (app(1), app(2));
+        let store = store_with(&[
+            (one, doc("user_id", "u1", "control")),
+            (one, doc("user_id", "bad", "control")),
+            (two, doc("user_id", "u3", "treatment")),
+        ])
+        .await;
+        *store.refuse.lock().unwrap() = Some("bad".to_owned());
+        let (reads, registry) = reads_of(&store, 1_000);
+        let requests = [(one, "u1"), (one, "bad"), (one, "u2"), (two, "u3")];
+        let states = futures_util::future::join_all(
+            requests
+                .iter()
+                .map(|(app, user)| reads.read(*app, vec![id("user_id", user)])),
+        )
+        .await;
+        let readable: Vec<bool> = states.iter().map(StickyState::is_readable).collect();
+        assert_eq!(readable, [true, false, true, true], "{states:?}");
+        assert_eq!(states[0].docs().len(), 1);
+        assert!(states[2].docs().is_empty(), "u2 has nothing stored");
+        assert_eq!(states[3].docs().len(), 1);
+        assert_eq!(
+            metric(&registry, "flowgate_sticky_reads_total{outcome=\"failed\"}"),
+            1.0
+        );
+        assert_eq!(
+            metric(&registry, "flowgate_sticky_reads_total{outcome=\"read\"}"),
+            3.0
+        );
+        assert_eq!(
+            metric(&registry, "flowgate_sticky_store_reads_total"),
+            5.0,
+            "the combined read, then each request's alone"
         );
     }
 

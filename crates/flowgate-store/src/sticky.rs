@@ -34,7 +34,7 @@
 //! mid-query leaves the client usable (tokio-postgres reads and discards the answer). On SQLite
 //! (in-process) it runs on the pool as a task of its own, so a caller that stops waiting never
 //! cancels a statement in the middle; [`READ_CHUNK`] identifiers per statement, far more than a
-//! request has; a combined read is its reads one after the other.
+//! request has; a combined read is its reads, each so, all at once.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -62,7 +62,7 @@ use crate::types::{sql, DbUuid};
 const WRITE_CHUNK: usize = 1_000;
 
 /// Identifiers per read statement: 2 parameters each and the app's on SQLite, 20,001 in all
-/// (under SQLite's 32,766); on PostgreSQL three array parameters whatever the count.
+/// (under SQLite's 32,766); on PostgreSQL four array parameters whatever the count.
 const READ_CHUNK: usize = 10_000;
 
 const _: () = assert!(5 * WRITE_CHUNK <= 32_766 && 2 * READ_CHUNK < 32_766);
@@ -210,7 +210,8 @@ impl StickyStore for Store {
     }
 
     /// On PostgreSQL every read in one statement on this thread's reader; on SQLite (in
-    /// process, no round trip to save) one read after the other.
+    /// process, no round trip to save) each read as [`read_sticky`](Self::read_sticky) runs
+    /// it, all at once.
     fn read_sticky_many<'a>(
         &'a self,
         reads: &'a [(AppId, &'a [StickyId])],
@@ -224,13 +225,9 @@ impl StickyStore for Store {
                 pg.read_sticky_docs(&reads).await
             });
         }
-        Box::pin(async move {
-            let mut answers = Vec::with_capacity(reads.len());
-            for (app, ids) in reads {
-                answers.push(self.read_sticky(*app, ids).await?);
-            }
-            Ok(answers)
-        })
+        Box::pin(futures_util::future::try_join_all(
+            reads.iter().map(|(app, ids)| self.read_sticky(*app, ids)),
+        ))
     }
 
     fn write_sticky<'a>(
@@ -727,7 +724,7 @@ impl Postgres {
         Ok(reader)
     }
 
-    /// The documents of each read's identifiers (at most `u32::MAX` reads): one query on
+    /// The documents of each read's identifiers (at most `i32::MAX` reads): one query on
     /// this thread's reader. Dropping the future mid-query is harmless: the answer is read and
     /// discarded by the connection's task.
     async fn read_sticky_docs(
