@@ -645,14 +645,10 @@ mod tests {
                     .map(|(app, ids)| (*app, ids.to_vec()))
                     .collect(),
             );
-            // The port's own default: one read_sticky per read, each recorded.
-            Box::pin(async move {
-                let mut answers = Vec::new();
-                for (app, ids) in reads {
-                    answers.push(self.read_sticky(*app, ids).await?);
-                }
-                Ok(answers)
-            })
+            // Each read as read_sticky (recorded there too), all at once.
+            Box::pin(futures_util::future::try_join_all(
+                reads.iter().map(|(app, ids)| self.read_sticky(*app, ids)),
+            ))
         }
 
         fn write_sticky<'a>(
