@@ -348,7 +348,9 @@ struct Waiting {
 /// Apps stay apart inside the combined read: each app's identifiers are read as that app's
 /// (the port answers per app), and each request receives the documents of its own app and
 /// identifiers only. Every request keeps its own deadline and its own outcome in
-/// `flowgate_sticky_reads_total`; a failed or late combined read fails each of its requests.
+/// `flowgate_sticky_reads_total`; a combined read that fails for an outage or misses the
+/// deadline fails each of its requests, one the store refuses otherwise (a document it cannot
+/// give back) is read again request by request, so only the requests it is about fail.
 ///
 /// Lives on its worker's thread: actix runs each worker on a single-threaded runtime, and the
 /// read is spawned there.
