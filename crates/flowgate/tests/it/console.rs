@@ -494,18 +494,33 @@ async fn wait_resolve(s: &Served, key: &str, status: u16) {
     }
 }
 
-/// The text of the element `css` selects, once the page shows it (within 10 s).
+/// The text of the element `css` selects, once the page shows it (within 10 s). A form's
+/// submission navigates while the element is looked for: chromedriver then aborts the lookup
+/// ("aborted by navigation") or the element found goes stale, and the lookup starts again on
+/// the new page; any other error fails at once.
 async fn text(browser: &Browser, css: &str) -> String {
-    browser
-        .client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .text()
-        .await
-        .unwrap()
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let found = browser
+            .client
+            .wait()
+            .at_most(remaining)
+            .for_element(Locator::Css(css))
+            .await;
+        let error = match found {
+            Ok(element) => match element.text().await {
+                Ok(text) => return text,
+                Err(e) => e,
+            },
+            Err(e) => e,
+        };
+        let message = error.to_string();
+        let navigating =
+            message.contains("aborted by navigation") || message.contains("stale element");
+        assert!(navigating && Instant::now() < deadline, "{css}: {message}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Clicks the element `css` selects.
