@@ -108,8 +108,7 @@ fn timed_out(limit: Option<Duration>) -> StoreError {
     unavailable(
         Outage::Timeout,
         format!(
-            "the results query took longer than experiments.query_timeout_ms ({} ms) and was \
-             stopped",
+            "the results query took longer than experiments.query_timeout_ms ({} ms)",
             limit.map_or(0, |l| l.as_millis())
         ),
     )
@@ -649,23 +648,51 @@ impl ResultsReader {
         }
     }
 
-    /// `read` with `connections` of the budget, all within the time limit.
-    async fn limited<T>(
-        &self,
-        connections: u32,
-        read: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let run = async {
-            let _held = self
-                .connections
-                .acquire_many(connections.min(self.max_connections))
-                .await
-                .map_err(|_| unavailable(Outage::Busy, "results: the reader is closed".into()))?;
-            read.await
-        };
-        tokio::time::timeout(self.limit, run)
-            .await
-            .map_err(|_| timed_out(Some(self.limit)))?
+    /// `read` with `connections` of the budget, answered within the time limit.
+    ///
+    /// The read runs in a task of its own that holds its connections to its end: the caller
+    /// stops waiting at the limit (a `Timeout` outage, D22's 503 `results_timeout`), but a
+    /// statement already running is never dropped in the middle. On SQLite that would drop
+    /// diesel-async's blocking task mid-statement, which blocks in place (a panic on a
+    /// current-thread runtime, as actix's workers are) and leaves the pooled connection shared
+    /// (a second panic when the pool recycles it). PostgreSQL's reads end by themselves at
+    /// the limit (`statement_timeout`); SQLite's run to their end, and because they keep their
+    /// connections until then, the reports after them wait within `max_connections` instead
+    /// of piling up. A read whose caller has gone before it got its connections never starts.
+    async fn limited<T, F>(&self, connections: u32, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let budget = Arc::clone(&self.connections);
+        let wanted = connections.min(self.max_connections);
+        let (answer, waiting) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let mut answer = answer;
+            let held = {
+                let acquire = std::pin::pin!(budget.acquire_many_owned(wanted));
+                let gone = std::pin::pin!(answer.closed());
+                match futures_util::future::select(gone, acquire).await {
+                    futures_util::future::Either::Left(_) => return,
+                    futures_util::future::Either::Right((held, _)) => held,
+                }
+            };
+            let result = match held {
+                Ok(_held) => read.await,
+                Err(_) => Err(unavailable(
+                    Outage::Busy,
+                    "results: the reader is closed".into(),
+                )),
+            };
+            let _ = answer.send(result);
+        });
+        match tokio::time::timeout(self.limit, waiting).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(StoreError::Other {
+                detail: "results: the read ended without an answer".to_owned(),
+            }),
+            Err(_) => Err(timed_out(Some(self.limit))),
+        }
     }
 }
 
@@ -674,12 +701,11 @@ impl ResultsSource for ResultsReader {
         &'a self,
         query: &'a ResultsQuery,
     ) -> BoxFuture<'a, Result<ResultsData, StoreError>> {
+        let (store, query, limit) = (self.store.clone(), query.clone(), self.limit);
         Box::pin(
-            self.limited(
-                self.store.results_connections(query),
-                self.store
-                    .experiment_results_within(query, Some(self.limit)),
-            ),
+            self.limited(self.store.results_connections(&query), async move {
+                store.experiment_results_within(&query, Some(limit)).await
+            }),
         )
     }
 
@@ -687,7 +713,10 @@ impl ResultsSource for ResultsReader {
         &self,
         app: AppId,
     ) -> BoxFuture<'_, Result<BTreeMap<ExperimentId, u64>, StoreError>> {
-        Box::pin(self.limited(1, self.store.exposure_counts_within(app, Some(self.limit))))
+        let (store, limit) = (self.store.clone(), self.limit);
+        Box::pin(self.limited(1, async move {
+            store.exposure_counts_within(app, Some(limit)).await
+        }))
     }
 }
 

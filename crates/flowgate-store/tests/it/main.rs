@@ -25,6 +25,7 @@ mod history;
 mod import;
 mod keys;
 mod migrations;
+mod results_limit;
 mod retention;
 mod sticky;
 mod support;
