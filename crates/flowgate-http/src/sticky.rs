@@ -5,17 +5,27 @@
 //! - A read that fails or misses the deadline resolves as without stored assignments and
 //!   records nothing (a write would replace assignments the request could not see); it is
 //!   counted in `flowgate_sticky_reads_total{outcome="failed"|"timed_out"}`.
+//! - A store that is down is not waited for by every request: [`StickyHealth`] is a circuit
+//!   that opens after [`FAILURES_TO_OPEN`] consecutive outages (errors of the
+//!   `Unavailable` kind, or reads past the deadline). While it is open, reads are not sent and
+//!   resolve at once as failed; after a pause (from [`OPEN_FIRST`], doubling up to
+//!   [`OPEN_LONGEST`] while probes fail) one request probes the store, and an answer closes
+//!   the circuit. `/readyz` reports it (`sticky`: degraded, still serving).
 //! - New or changed assignments go to a bounded queue ([`StickyAssignments::write_behind`]);
-//!   one writer task ([`run_writer`]) stores them in batches of up to `sticky.write_batch`,
-//!   retrying a failed batch a few times. When the queue is full the assignment is dropped
-//!   and counted (`outcome="dropped"`): the user was served, and is bucketed the same way next
-//!   time as long as weights do not change, so a dropped write costs stickiness, never a
-//!   response.
+//!   one writer task ([`run_writer`]) stores them in batches of up to `sticky.write_batch`.
+//!   While the store is down the writer keeps its batch and tries again (backing off up to
+//!   [`RETRY_LONGEST`]) until the store answers, so an outage of minutes loses no assignment;
+//!   a batch the store refuses for another reason is tried [`WRITE_ATTEMPTS`] times. Past
+//!   `sticky.write_queue` waiting documents, the oldest is dropped and counted
+//!   (`outcome="dropped"`): the user was served, and is bucketed the same way next time as
+//!   long as weights do not change, so a dropped write costs stickiness, never a response.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::{StickyStore, StoreError};
@@ -26,7 +36,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, Notify};
 
 /// `sticky.read_timeout_ms` by default.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_millis(20);
@@ -34,8 +44,17 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_millis(20);
 pub const DEFAULT_WRITE_QUEUE: usize = 50_000;
 /// `sticky.write_batch` by default: assignments stored per write.
 pub const DEFAULT_WRITE_BATCH: usize = 500;
-/// Attempts per batch before it is given up (counted as failed).
-const WRITE_ATTEMPTS: u32 = 3;
+/// Attempts per batch the store refuses for a reason other than an outage (or at shutdown)
+/// before it is given up (counted as failed).
+pub const WRITE_ATTEMPTS: u32 = 3;
+/// Consecutive outages (reads or writes) that open the circuit.
+pub const FAILURES_TO_OPEN: u32 = 5;
+/// The circuit's first pause: reads skipped this long before one probes the store.
+pub const OPEN_FIRST: Duration = Duration::from_millis(500);
+/// The longest pause, reached by doubling while probes fail.
+pub const OPEN_LONGEST: Duration = Duration::from_secs(10);
+/// The longest wait of the writer between two attempts at a batch while the store is down.
+pub const RETRY_LONGEST: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
@@ -112,8 +131,9 @@ impl StickyMetrics {
 pub struct StickyAssignments {
     store: Arc<dyn StickyStore>,
     read_timeout: Duration,
-    queue: mpsc::Sender<StickyWrite>,
+    queue: Producer,
     metrics: StickyMetrics,
+    health: Arc<StickyHealth>,
 }
 
 impl std::fmt::Debug for StickyAssignments {
@@ -187,9 +207,10 @@ impl From<StickyKeys> for StickySettings {
 /// The write queue's far end: give it to [`run_writer`].
 pub struct StickyWriter {
     store: Arc<dyn StickyStore>,
-    queue: mpsc::Receiver<StickyWrite>,
+    queue: Arc<WriteQueue>,
     batch: usize,
     metrics: StickyMetrics,
+    health: Arc<StickyHealth>,
 }
 
 impl std::fmt::Debug for StickyWriter {
@@ -208,21 +229,37 @@ impl StickyAssignments {
         settings: StickySettings,
         metrics: StickyMetrics,
     ) -> (Self, StickyWriter) {
-        let (tx, rx) = mpsc::channel(settings.write_queue.max(1));
+        let queue = Arc::new(WriteQueue {
+            pending: Mutex::new(Pending {
+                docs: VecDeque::new(),
+                producers: 1,
+            }),
+            wake: Notify::new(),
+            bound: settings.write_queue.max(1),
+        });
+        let health = Arc::new(StickyHealth::new());
         (
             Self {
                 store: Arc::clone(&store),
                 read_timeout: settings.read_timeout,
-                queue: tx,
+                queue: Producer(Arc::clone(&queue)),
                 metrics: metrics.clone(),
+                health: Arc::clone(&health),
             },
             StickyWriter {
                 store,
-                queue: rx,
+                queue,
                 batch: settings.write_batch.max(1),
                 metrics,
+                health,
             },
         )
+    }
+
+    /// Whether the store answers, as reads and writes find it: for `/readyz`, and for the
+    /// binary's check at start ([`StickyHealth::failed_at_start`]).
+    pub fn health(&self) -> &Arc<StickyHealth> {
+        &self.health
     }
 
     /// The stored documents of `ids` in `app`, or an unreadable state when the store fails or
@@ -237,15 +274,25 @@ impl StickyAssignments {
         self.state_of(answer)
     }
 
-    /// One read of the store, within the deadline.
+    /// One read of the store, within the deadline; none while the circuit is open.
     async fn store_read(&self, app: AppId, ids: &[StickyId]) -> Answer {
+        let Some(probe) = self.health.admit() else {
+            return Err(ReadFailure::Failed);
+        };
         match tokio::time::timeout(self.read_timeout, self.store.read_sticky(app, ids)).await {
-            Ok(Ok(docs)) => Ok(docs),
+            Ok(Ok(docs)) => {
+                self.health.answered();
+                Ok(docs)
+            }
             Ok(Err(error)) => {
                 tracing::debug!(%error, "stored assignments not read: resolving without them");
+                self.health.read_error(&error, probe);
                 Err(ReadFailure::Failed)
             }
-            Err(_) => Err(ReadFailure::TimedOut),
+            Err(_) => {
+                self.health.timed_out(self.read_timeout, probe);
+                Err(ReadFailure::TimedOut)
+            }
         }
     }
 
@@ -255,8 +302,17 @@ impl StickyAssignments {
         &self,
         reads: &[(AppId, &[StickyId])],
     ) -> Result<Vec<StickyDocs>, ManyFailure> {
+        let Some(probe) = self.health.admit() else {
+            return Err(ManyFailure::Each(ReadFailure::Failed));
+        };
         let read = self.store.read_sticky_many(reads);
-        match tokio::time::timeout(self.read_timeout, read).await {
+        let answer = tokio::time::timeout(self.read_timeout, read).await;
+        match &answer {
+            Ok(Ok(_)) => self.health.answered(),
+            Ok(Err(error)) => self.health.read_error(error, probe),
+            Err(_) => self.health.timed_out(self.read_timeout, probe),
+        }
+        match answer {
             Ok(Ok(answers)) if answers.len() == reads.len() => Ok(answers),
             Ok(Ok(answers)) => {
                 tracing::debug!(
@@ -296,18 +352,235 @@ impl StickyAssignments {
         }
     }
 
-    /// Queues the assignments `state` recorded for `app`; never waits. A full queue drops them
-    /// (counted).
+    /// Queues the assignments `state` recorded for `app`; never waits. A full queue drops its
+    /// oldest documents to make room (counted).
     pub fn write_behind(&self, app: AppId, state: &StickyState) {
-        for write in state.writes(app) {
-            match self.queue.try_send(write) {
-                Ok(()) => {
-                    self.metrics.queued.inc();
+        self.enqueue(state.writes(app));
+    }
+
+    /// Queues `writes` (see [`write_behind`](Self::write_behind)).
+    fn enqueue(&self, writes: Vec<StickyWrite>) {
+        if writes.is_empty() {
+            return;
+        }
+        let queue = &self.queue.0;
+        let (mut added, mut dropped) = (0_i64, 0_usize);
+        {
+            let mut pending = queue.pending.lock().unwrap_or_else(|e| e.into_inner());
+            for write in writes {
+                if pending.docs.len() >= queue.bound {
+                    pending.docs.pop_front();
+                    dropped += 1;
+                } else {
+                    added += 1;
                 }
-                Err(_) => self.metrics.wrote("dropped", 1),
+                pending.docs.push_back(write);
             }
         }
+        queue.wake.notify_one();
+        self.metrics.queued.inc_by(added);
+        if dropped > 0 {
+            self.metrics.wrote("dropped", dropped);
+        }
     }
+}
+
+/// The assignments waiting to be stored: at most `bound`, the oldest dropped past it.
+struct WriteQueue {
+    pending: Mutex<Pending>,
+    /// Told when documents arrive or the last producer goes.
+    wake: Notify,
+    bound: usize,
+}
+
+struct Pending {
+    docs: VecDeque<StickyWrite>,
+    /// The live [`StickyAssignments`] (every clone): at none, the writer drains and ends.
+    producers: usize,
+}
+
+/// A [`StickyAssignments`]' hold on the queue, counted so that the writer knows when the
+/// last one is gone (a shutdown that drops the API's state).
+struct Producer(Arc<WriteQueue>);
+
+impl Clone for Producer {
+    fn clone(&self) -> Self {
+        self.0
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .producers += 1;
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let last = {
+            let mut pending = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.producers -= 1;
+            pending.producers == 0
+        };
+        if last {
+            self.0.wake.notify_one();
+        }
+    }
+}
+
+/// Whether the assignment store answers, as resolve's reads and the writer find it: a circuit
+/// breaker shared by every worker (see the module documentation). Reading it costs an atomic
+/// load; only changes of state write, and log.
+#[derive(Debug)]
+pub struct StickyHealth {
+    epoch: Instant,
+    /// Consecutive outages.
+    failures: AtomicU32,
+    /// Milliseconds after `epoch` until which reads are skipped; 0: closed.
+    open_until: AtomicU64,
+    /// The current pause, in milliseconds.
+    open_for: AtomicU64,
+    /// Whether a probe is out.
+    probing: AtomicBool,
+    /// Why the circuit opened, for `/readyz`.
+    cause: Mutex<String>,
+}
+
+impl Default for StickyHealth {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StickyHealth {
+    /// Closed: every read goes to the store.
+    pub fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            failures: AtomicU32::new(0),
+            open_until: AtomicU64::new(0),
+            open_for: AtomicU64::new(millis(OPEN_FIRST)),
+            probing: AtomicBool::new(false),
+            cause: Mutex::new(String::new()),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        // At least 1: 0 means closed.
+        millis(self.epoch.elapsed()).max(1)
+    }
+
+    /// `None` when the circuit is open (do not read); `Some(true)` for the one read that
+    /// probes a store the circuit has paused; `Some(false)` for an ordinary read.
+    fn admit(&self) -> Option<bool> {
+        let until = self.open_until.load(Ordering::Acquire);
+        if until == 0 {
+            return Some(false);
+        }
+        if self.now_ms() < until || self.probing.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(true)
+    }
+
+    /// Whether reads are paused now (and the next probe is not due yet).
+    fn paused(&self) -> bool {
+        let until = self.open_until.load(Ordering::Acquire);
+        until != 0 && self.now_ms() < until
+    }
+
+    /// Whether the store answered its last reads and writes (the circuit is closed).
+    pub fn is_healthy(&self) -> bool {
+        self.open_until.load(Ordering::Acquire) == 0
+    }
+
+    /// Why the circuit is open, when it is.
+    pub fn problem(&self) -> Option<String> {
+        (!self.is_healthy()).then(|| self.cause.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// The store answered: the circuit closes.
+    fn answered(&self) {
+        if self.failures.load(Ordering::Relaxed) != 0 {
+            self.failures.store(0, Ordering::Relaxed);
+        }
+        if self.open_until.load(Ordering::Acquire) != 0 {
+            self.open_until.store(0, Ordering::Release);
+            self.open_for.store(millis(OPEN_FIRST), Ordering::Relaxed);
+            self.probing.store(false, Ordering::Release);
+            tracing::info!("the sticky assignment store answers again: reads resume");
+        }
+    }
+
+    /// A read failed with `error`: an outage counts toward opening the circuit; any other
+    /// error is an answer (the store is up; one document is the matter).
+    fn read_error(&self, error: &StoreError, probe: bool) {
+        if matches!(error, StoreError::Unavailable { .. }) {
+            self.outage(|| error.to_string(), probe);
+        } else {
+            self.answered();
+        }
+    }
+
+    /// A read missed its deadline.
+    fn timed_out(&self, deadline: Duration, probe: bool) {
+        self.outage(
+            || {
+                format!(
+                    "reads take longer than sticky.read_timeout_ms ({} ms)",
+                    deadline.as_millis()
+                )
+            },
+            probe,
+        );
+    }
+
+    /// The store could not be reached at start: the circuit opens at once (reads probe it
+    /// after the first pause), and `/readyz` says degraded from the first answer.
+    pub fn failed_at_start(&self, cause: String) {
+        self.failures.store(FAILURES_TO_OPEN, Ordering::Relaxed);
+        *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = cause;
+        self.open_until
+            .store(self.now_ms() + millis(OPEN_FIRST), Ordering::Release);
+    }
+
+    fn outage(&self, cause: impl FnOnce() -> String, probe: bool) {
+        let failures = self
+            .failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        if probe {
+            let pause = self
+                .open_for
+                .load(Ordering::Relaxed)
+                .saturating_mul(2)
+                .min(millis(OPEN_LONGEST));
+            self.open_for.store(pause, Ordering::Relaxed);
+            self.open_until
+                .store(self.now_ms() + pause, Ordering::Release);
+            self.probing.store(false, Ordering::Release);
+            tracing::debug!(
+                pause_ms = pause,
+                "the sticky assignment store is still failing"
+            );
+        } else if failures >= FAILURES_TO_OPEN && self.open_until.load(Ordering::Acquire) == 0 {
+            let cause = cause();
+            let pause = self.open_for.load(Ordering::Relaxed);
+            tracing::warn!(
+                failures,
+                pause_ms = pause,
+                cause = %cause,
+                "the sticky assignment store is failing: resolving without stored assignments, \
+                 without reading them, until a probe read answers"
+            );
+            *self.cause.lock().unwrap_or_else(|e| e.into_inner()) = cause;
+            self.open_until
+                .store(self.now_ms() + pause, Ordering::Release);
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What one request's read came to.
@@ -389,6 +662,9 @@ impl WorkerReads {
     pub(crate) async fn read(self: &Rc<Self>, app: AppId, ids: Vec<StickyId>) -> StickyState {
         if ids.is_empty() {
             return StickyState::new(StickyDocs::new());
+        }
+        if self.sticky.health.paused() {
+            return self.sticky.state_of(Err(ReadFailure::Failed));
         }
         let (answer, waiting) = oneshot::channel();
         self.waiting.borrow_mut().push(Waiting { app, ids, answer });
@@ -527,34 +803,94 @@ fn split(docs: StickyDocs, ids: &[StickyId], ends: &[usize]) -> Vec<StickyDocs> 
 
 /// Stores queued assignments in batches until every [`StickyAssignments`] is dropped and the
 /// queue is empty (so a shutdown that drops the API state drains it).
-pub async fn run_writer(mut writer: StickyWriter) {
+pub async fn run_writer(writer: StickyWriter) {
     let mut batch = Vec::with_capacity(writer.batch);
-    while writer.queue.recv_many(&mut batch, writer.batch).await > 0 {
+    loop {
+        let last = {
+            let mut pending = writer
+                .queue
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let take = pending.docs.len().min(writer.batch);
+            batch.extend(pending.docs.drain(..take));
+            pending.producers == 0
+        };
+        if batch.is_empty() {
+            if last {
+                return;
+            }
+            writer.queue.wake.notified().await;
+            continue;
+        }
         writer.metrics.queued.dec_by(batch.len() as i64);
-        let mut attempt = 1;
-        loop {
-            match writer.store.write_sticky(&batch).await {
-                Ok(()) => {
-                    writer.metrics.wrote("stored", batch.len());
-                    break;
+        store_batch(&writer, &batch).await;
+        batch.clear();
+    }
+}
+
+/// Whether every [`StickyAssignments`] is gone: the process is stopping.
+fn stopping(writer: &StickyWriter) -> bool {
+    writer
+        .queue
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .producers
+        == 0
+}
+
+/// Stores `batch`: while the store is down (an `Unavailable` error), again and again, backing
+/// off up to [`RETRY_LONGEST`], unless the process is stopping; otherwise at most
+/// [`WRITE_ATTEMPTS`] times.
+async fn store_batch(writer: &StickyWriter, batch: &[StickyWrite]) {
+    let mut attempt = 1;
+    let mut wait = Duration::from_millis(100);
+    let mut outage_logged = false;
+    loop {
+        match writer.store.write_sticky(batch).await {
+            Ok(()) => {
+                writer.health.answered();
+                writer.metrics.wrote("stored", batch.len());
+                if outage_logged {
+                    tracing::info!(
+                        documents = batch.len(),
+                        attempt,
+                        "assignments held through the store's outage are stored"
+                    );
                 }
-                Err(error) if attempt < WRITE_ATTEMPTS => {
-                    tracing::debug!(%error, attempt, "storing assignments failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
-                    attempt += 1;
-                }
-                Err(error) => {
-                    writer.metrics.wrote("failed", batch.len());
+                return;
+            }
+            Err(error @ StoreError::Unavailable { .. }) if !stopping(writer) => {
+                writer.health.outage(|| error.to_string(), false);
+                if !outage_logged {
                     tracing::warn!(
                         %error,
                         documents = batch.len(),
-                        "assignments not stored after {WRITE_ATTEMPTS} attempts: those users are bucketed again next time"
+                        "storing assignments failed: holding them and trying again until the store answers"
                     );
-                    break;
+                    outage_logged = true;
                 }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_LONGEST);
+                attempt += 1;
+            }
+            Err(error) if attempt < WRITE_ATTEMPTS => {
+                tracing::debug!(%error, attempt, "storing assignments failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                attempt += 1;
+            }
+            Err(error) => {
+                writer.metrics.wrote("failed", batch.len());
+                tracing::warn!(
+                    %error,
+                    documents = batch.len(),
+                    attempt,
+                    "assignments not stored: those users are bucketed again next time"
+                );
+                return;
             }
         }
-        batch.clear();
     }
 }
 
@@ -603,6 +939,7 @@ mod tests {
         refuse: Mutex<Option<String>>,
         delay: Mutex<Duration>,
         calls: AtomicUsize,
+        write_attempts: AtomicUsize,
     }
 
     impl StickyStore for Recording {
@@ -657,6 +994,15 @@ mod tests {
             &'a self,
             writes: &'a [StickyWrite],
         ) -> BoxFuture<'a, Result<(), StoreError>> {
+            if self.failing.load(Ordering::Relaxed) {
+                self.write_attempts.fetch_add(1, Ordering::Relaxed);
+                return Box::pin(async {
+                    Err(StoreError::Unavailable {
+                        reason: Outage::Connection,
+                        detail: "down for the test".to_owned(),
+                    })
+                });
+            }
             self.inner.write_sticky(writes)
         }
     }
@@ -881,5 +1227,187 @@ mod tests {
             ),
             2.0
         );
+    }
+
+    fn assignments(store: &StickyAssignments, app: AppId, users: &[&str]) {
+        for user in users {
+            store.enqueue(vec![StickyWrite {
+                app_id: app,
+                doc: doc("user_id", user, "control"),
+            }]);
+        }
+    }
+
+    #[actix_web::test]
+    async fn a_store_that_keeps_failing_opens_the_circuit_and_a_probe_closes_it() {
+        let store = store_with(&[(app(1), doc("user_id", "u1", "control"))]).await;
+        store.failing.store(true, Ordering::Relaxed);
+        let (reads, registry) = reads_of(&store, 1_000);
+        for _ in 0..FAILURES_TO_OPEN {
+            assert!(!reads
+                .read(app(1), vec![id("user_id", "u1")])
+                .await
+                .is_readable());
+        }
+        let sent = store.calls.load(Ordering::Relaxed);
+        assert_eq!(sent, FAILURES_TO_OPEN as usize);
+        assert!(!reads.sticky.health().is_healthy());
+        assert!(reads
+            .sticky
+            .health()
+            .problem()
+            .unwrap()
+            .contains("down for the test"));
+        // Open: answered at once, nothing sent, counted as failed.
+        for _ in 0..20 {
+            assert!(!reads
+                .read(app(1), vec![id("user_id", "u1")])
+                .await
+                .is_readable());
+        }
+        assert_eq!(
+            store.calls.load(Ordering::Relaxed),
+            sent,
+            "no read sent while open"
+        );
+        assert_eq!(
+            metric(&registry, "flowgate_sticky_reads_total{outcome=\"failed\"}"),
+            f64::from(FAILURES_TO_OPEN) + 20.0
+        );
+        // Back: after the pause, one request probes and closes the circuit.
+        store.failing.store(false, Ordering::Relaxed);
+        tokio::time::sleep(OPEN_FIRST + Duration::from_millis(50)).await;
+        assert!(reads
+            .read(app(1), vec![id("user_id", "u1")])
+            .await
+            .is_readable());
+        assert!(reads.sticky.health().is_healthy());
+        assert!(reads
+            .read(app(1), vec![id("user_id", "u1")])
+            .await
+            .is_readable());
+    }
+
+    #[actix_web::test]
+    async fn a_failed_probe_pauses_longer() {
+        let store = Arc::new(Recording::default());
+        store.failing.store(true, Ordering::Relaxed);
+        let (reads, _registry) = reads_of(&store, 1_000);
+        reads.sticky.health().failed_at_start("refused".to_owned());
+        assert!(!reads.sticky.health().is_healthy());
+        assert_eq!(reads.sticky.health().problem().as_deref(), Some("refused"));
+        assert!(!reads
+            .read(app(1), vec![id("user_id", "u1")])
+            .await
+            .is_readable());
+        assert_eq!(
+            store.calls.load(Ordering::Relaxed),
+            0,
+            "paused from the start"
+        );
+        tokio::time::sleep(OPEN_FIRST + Duration::from_millis(50)).await;
+        assert!(!reads
+            .read(app(1), vec![id("user_id", "u1")])
+            .await
+            .is_readable());
+        assert_eq!(store.calls.load(Ordering::Relaxed), 1, "one probe");
+        // The next pause is twice the first: nothing is sent after the first pause's length.
+        tokio::time::sleep(OPEN_FIRST + Duration::from_millis(50)).await;
+        assert!(!reads
+            .read(app(1), vec![id("user_id", "u1")])
+            .await
+            .is_readable());
+        assert_eq!(store.calls.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn writes_during_an_outage_are_held_until_the_store_answers() {
+        let store = Arc::new(Recording::default());
+        store.failing.store(true, Ordering::Relaxed);
+        let mut registry = Registry::default();
+        let (sticky, writer) = StickyAssignments::new(
+            Arc::clone(&store) as Arc<dyn StickyStore>,
+            StickySettings::default(),
+            StickyMetrics::new(&mut registry),
+        );
+        let task = tokio::spawn(run_writer(writer));
+        let users: Vec<String> = (0..50).map(|i| format!("u{i}")).collect();
+        let names: Vec<&str> = users.iter().map(String::as_str).collect();
+        assignments(&sticky, app(1), &names);
+        // Well past the attempts a refused batch gets.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.write_attempts.load(Ordering::Relaxed) <= WRITE_ATTEMPTS as usize + 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer stopped trying"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            metric(
+                &registry,
+                "flowgate_sticky_writes_total{outcome=\"failed\"}"
+            ),
+            0.0
+        );
+        store.failing.store(false, Ordering::Relaxed);
+        drop(sticky);
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the writer ends once stored")
+            .unwrap();
+        let read = store
+            .inner
+            .read_sticky(
+                app(1),
+                &users.iter().map(|u| id("user_id", u)).collect::<Vec<_>>(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            read.len(),
+            50,
+            "every assignment held through the outage is stored"
+        );
+        assert_eq!(
+            metric(
+                &registry,
+                "flowgate_sticky_writes_total{outcome=\"stored\"}"
+            ),
+            50.0
+        );
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_the_oldest_waiting_assignment_is_dropped() {
+        let store = Arc::new(Recording::default());
+        let mut registry = Registry::default();
+        let (sticky, writer) = StickyAssignments::new(
+            Arc::clone(&store) as Arc<dyn StickyStore>,
+            StickySettings {
+                write_queue: 3,
+                ..StickySettings::default()
+            },
+            StickyMetrics::new(&mut registry),
+        );
+        assignments(&sticky, app(1), &["a", "b", "c", "d", "e"]);
+        assert_eq!(
+            metric(
+                &registry,
+                "flowgate_sticky_writes_total{outcome=\"dropped\"}"
+            ),
+            2.0
+        );
+        assert_eq!(metric(&registry, "flowgate_sticky_write_queue"), 3.0);
+        drop(sticky);
+        run_writer(writer).await;
+        let all: Vec<StickyId> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|u| id("user_id", u))
+            .collect();
+        let read = store.inner.read_sticky(app(1), &all).await.unwrap();
+        let mut kept: Vec<&str> = read.iter().map(|d| d.attribute_value.as_str()).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["c", "d", "e"], "the newest kept");
     }
 }

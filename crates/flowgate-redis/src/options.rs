@@ -23,7 +23,9 @@ pub struct RedisStickyOptions {
     /// How long a command, or a whole pipeline, may wait for its answer. Default 1 s.
     pub response_timeout: Duration,
     /// How many times a failed connection attempt is repeated (with a short exponential backoff,
-    /// 50 ms doubling, at most 500 ms) before the waiting calls fail. Default 1.
+    /// 50 ms doubling, at most 500 ms) before the waiting calls fail. Default 0: a refused
+    /// connection fails the call at once (resolve counts it `failed` rather than waiting out
+    /// its deadline), and the caller paces its own retries (flowgate's sticky circuit).
     pub reconnect_retries: usize,
 }
 
@@ -36,7 +38,7 @@ impl Default for RedisStickyOptions {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
-            reconnect_retries: 1,
+            reconnect_retries: 0,
         }
     }
 }
@@ -74,7 +76,7 @@ mod tests {
         assert_eq!(o.key_prefix, "flowgate:sticky");
         assert_eq!(o.connect_timeout, Duration::from_secs(1));
         assert_eq!(o.response_timeout, Duration::from_secs(1));
-        assert_eq!(o.reconnect_retries, 1);
+        assert_eq!(o.reconnect_retries, 0);
     }
 
     #[test]

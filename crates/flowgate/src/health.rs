@@ -148,6 +148,8 @@ pub struct Admin {
     pub maintenance: Arc<EventMaintenance>,
     /// The store, for its own counters.
     pub store: Store,
+    /// Whether the sticky assignment store answers (D23).
+    pub sticky: Arc<flowgate_http::sticky::StickyHealth>,
 }
 
 /// The number of dead letters in the store (D17), refreshed in the background: a scrape never
@@ -298,6 +300,20 @@ impl AdminSource for Admin {
                 ),
             )
             .check("sink", self.sink_check(&stats))
+            .check(
+                "sticky",
+                match self.sticky.problem() {
+                    None => check(true, "reads answer", String::new()),
+                    Some(cause) => check(
+                        false,
+                        "",
+                        format!(
+                            "the sticky assignment store is failing ({cause}); sticky \
+                             experiments resolve as without stored assignments"
+                        ),
+                    ),
+                },
+            )
     }
 }
 

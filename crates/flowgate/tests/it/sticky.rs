@@ -325,7 +325,9 @@ impl Drop for OwnRedis {
 
 /// Redis hung, then stopped, while the service runs: every resolve still answers 200 within a
 /// bounded time (as without stored assignments, a hung Redis cut off by the read deadline), the
-/// failed reads are counted; after Redis is back, reads succeed again on the same process.
+/// failed reads are counted; after a few failures the circuit opens and reads are not sent
+/// (answered at once, `/readyz` degraded); a refused connection is counted `failed`, not late;
+/// after Redis is back, a probe closes the circuit and reads succeed again on the same process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolve_answers_while_redis_is_stopped() {
     let mut redis = OwnRedis::start(free_port());
@@ -342,15 +344,25 @@ async fn resolve_answers_while_redis_is_stopped() {
     publish(&s, &sticky_catalog(1, 1, 0, 0)).await;
     let before = variants(&s, &users("u", 50));
     stored_at_least(&s, 50.0).await;
+    let metric = |s: &Served, outcome: &str| {
+        s.metric(&format!(
+            "flowgate_sticky_reads_total{{outcome=\"{outcome}\"}}"
+        ))
+        .unwrap_or(0.0)
+    };
+    let sent = |s: &Served| s.metric("flowgate_sticky_store_reads_total").unwrap_or(0.0);
 
-    // Redis hung (SIGSTOP: connections accepted, nothing answered): each read ends at the
-    // 20 ms deadline, not at the client's own one-second response timeout.
+    // Redis hung (SIGSTOP: connections accepted, nothing answered): the first reads end at the
+    // 20 ms deadline, not at the client's own one-second response timeout; then the circuit
+    // opens and the rest are not sent.
     let pid = redis.child.id().to_string();
     assert!(Command::new("kill")
         .args(["-STOP", &pid])
         .status()
         .unwrap()
         .success());
+    let (late_before, failed_before, sent_before) =
+        (metric(&s, "timed_out"), metric(&s, "failed"), sent(&s));
     let mut slowest = Duration::ZERO;
     for user in users("hung", 30) {
         let start = Instant::now();
@@ -359,6 +371,7 @@ async fn resolve_answers_while_redis_is_stopped() {
         assert_eq!(status, 200, "{user}");
         assert!(variant.is_some(), "bucketed as without stored assignments");
     }
+    let readyz = http(s.admin, "GET", "/readyz", None, b"").unwrap().1;
     assert!(Command::new("kill")
         .args(["-CONT", &pid])
         .status()
@@ -368,22 +381,41 @@ async fn resolve_answers_while_redis_is_stopped() {
         slowest < Duration::from_millis(500),
         "slowest resolve while hung {slowest:?}"
     );
-    let late = s
-        .metric("flowgate_sticky_reads_total{outcome=\"timed_out\"}")
-        .unwrap_or(0.0);
+    let late = metric(&s, "timed_out") - late_before;
+    let failed = metric(&s, "failed") - failed_before;
+    assert_eq!(
+        late + failed,
+        30.0,
+        "every read of the hung Redis is counted"
+    );
     assert!(
-        late >= 30.0,
-        "every read of the hung Redis is counted late: {late}"
+        late >= 5.0,
+        "the reads before the circuit opened are late: {late}"
+    );
+    assert!(
+        sent(&s) - sent_before < 30.0,
+        "the open circuit sends no read: {} sent",
+        sent(&s) - sent_before
+    );
+    assert!(
+        readyz.contains("\"status\":\"degraded\"") && readyz.contains("sticky"),
+        "{readyz}"
     );
 
-    // Redis gone (connections refused).
-    let counted = |s: &Served| {
-        s.metric("flowgate_sticky_reads_total{outcome=\"failed\"}")
-            .unwrap_or(0.0)
-            + s.metric("flowgate_sticky_reads_total{outcome=\"timed_out\"}")
-                .unwrap_or(0.0)
-    };
-    let counted_before = counted(&s);
+    // Redis answers again: after the pause, a probe closes the circuit.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !http(s.admin, "GET", "/readyz", None, b"")
+        .unwrap()
+        .1
+        .contains("\"sticky\":{\"ok\":true")
+    {
+        paywall(s.api, &s.key, "probe");
+        assert!(Instant::now() < deadline, "the circuit never closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Redis gone (connections refused): counted as failed, answered at once.
+    let (late_before, failed_before) = (metric(&s, "timed_out"), metric(&s, "failed"));
     redis.stop();
     let mut slowest = Duration::ZERO;
     for user in users("down", 100) {
@@ -398,29 +430,68 @@ async fn resolve_answers_while_redis_is_stopped() {
         slowest < Duration::from_millis(500),
         "slowest resolve {slowest:?}"
     );
-    let failed = counted(&s) - counted_before;
+    let late = metric(&s, "timed_out") - late_before;
+    let failed = metric(&s, "failed") - failed_before;
     assert!(
-        failed >= 100.0,
-        "every read while Redis was down is counted (failed or late): {failed}"
+        late + failed >= 100.0,
+        "every read while Redis was down is counted: {late} late, {failed} failed"
     );
+    assert!(
+        failed >= 95.0,
+        "a refused connection is a failure, not a late read: {late} late, {failed} failed"
+    );
+    s.wait_ready("degraded", Duration::from_secs(5)).await;
 
     // Back (empty: it kept nothing), on the same port: reads succeed again.
     let _redis = OwnRedis::start(redis.port);
-    let ok_before = s
-        .metric("flowgate_sticky_reads_total{outcome=\"read\"}")
-        .unwrap_or(0.0);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let ok_before = metric(&s, "read");
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, _) = paywall(s.api, &s.key, "after");
         assert_eq!(status, 200);
-        let ok = s
-            .metric("flowgate_sticky_reads_total{outcome=\"read\"}")
-            .unwrap_or(0.0);
-        if ok > ok_before {
+        if metric(&s, "read") > ok_before {
             break;
         }
         assert!(Instant::now() < deadline, "reads never recovered");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    s.wait_ready("ready", Duration::from_secs(10)).await;
     assert_eq!(before.len(), 50);
+}
+
+/// A Redis URL that cannot be used (a database number Redis does not have) is logged at start
+/// with its password redacted, and `/readyz` says degraded for sticky reads while the service
+/// serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_redis_at_start_is_logged_and_degrades_readiness() {
+    let redis = OwnRedis::start(free_port());
+    let url = format!("redis://:s3cret-pass@127.0.0.1:{}/99", redis.port);
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let s = Served::launch(
+        Backend::Sqlite,
+        &[("FLOWGATE__STICKY__REDIS_URL", url.as_str())],
+        crate::support::Launch {
+            log_file: Some(log.path().to_owned()),
+            ready_status: Some("degraded"),
+            ..crate::support::Launch::default()
+        },
+    )
+    .await
+    .unwrap();
+    let readyz = http(s.admin, "GET", "/readyz", None, b"").unwrap().1;
+    assert!(readyz.contains("\"sticky\":{\"ok\":false"), "{readyz}");
+    assert!(!readyz.contains("s3cret-pass"), "{readyz}");
+    publish(&s, &sticky_catalog(1, 1, 0, 0)).await;
+    let (status, variant) = paywall(s.api, &s.key, "someone");
+    assert_eq!((status, variant.is_some()), (200, true));
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("sticky assignment store cannot be read"))
+        .unwrap_or_else(|| panic!("the start check's line in {text}"));
+    assert!(
+        line.contains(&format!("127.0.0.1:{}/99", redis.port)),
+        "{line}"
+    );
+    assert!(!text.contains("s3cret-pass"), "{text}");
 }

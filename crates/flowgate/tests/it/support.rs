@@ -92,6 +92,8 @@ pub struct Launch {
     pub file_limit: Option<u64>,
     /// Where its stderr (the log) goes; inherited when `None`.
     pub log_file: Option<std::path::PathBuf>,
+    /// The `/readyz` status the start waits for; `ready` when `None`.
+    pub ready_status: Option<&'static str>,
 }
 
 /// A served binary over a test database: PostgreSQL through a proxy the test can cut, or a
@@ -204,7 +206,8 @@ impl Served {
             launch,
         };
         served.child = served.spawn();
-        served.wait_ready("ready", Duration::from_secs(30)).await;
+        let status = served.launch.ready_status.unwrap_or("ready");
+        served.wait_ready(status, Duration::from_secs(30)).await;
         Some(served)
     }
 
