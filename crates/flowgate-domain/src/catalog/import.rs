@@ -499,6 +499,18 @@ impl Check<'_, '_> {
         }
         for (ri, rule) in placement.rules.iter().enumerate() {
             let Some(e) = &rule.experiment else { continue };
+            // D23: GrowthBook hashes the fallback attribute when the hash attribute is missing;
+            // flowgate hashes `user_id`, which every request carries (the contract requires
+            // it), so a fallback would never be used. Refused rather than stored to no effect.
+            if let Some(attribute) = &e.fallback_attribute {
+                self.problems.push(problem(
+                    format!("{pp}/rules/{ri}/experiment/fallback_attribute"),
+                    format!(
+                        "fallback_attribute {attribute:?} would never be used: experiments hash \
+                         user_id, which every request carries; remove it"
+                    ),
+                ));
+            }
             let Some(s) = self.index.experiments.get(&e.id) else {
                 continue;
             };

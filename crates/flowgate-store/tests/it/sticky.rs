@@ -35,7 +35,6 @@ fn sticky_file() -> Value {
         ("sticky", json!(true)),
         ("bucket_version", json!(3)),
         ("min_bucket_version", json!(2)),
-        ("fallback_attribute", json!("device_id")),
         ("hash_version", json!(1)),
     ] {
         experiment.insert(name.to_owned(), value);
@@ -92,10 +91,10 @@ backend_tests! {
     async fn sticky_settings_round_trip_through_import_and_export(db) {
         let other = another(&db).await;
         let exported = round_trip(&db.store, &other.store, &text(&sticky_file())).await;
-        assert!(exported.contains("\"fallback_attribute\": \"device_id\""), "{exported}");
+        assert!(exported.contains("\"bucket_version\": 3"), "{exported}");
         for store in [&db.store, &other.store] {
             let loaded = store.load_catalog().await.expect("load");
-            assert_eq!(settings(experiment(&loaded)), (true, 3, 2, Some("device_id"), Some(1)));
+            assert_eq!(settings(experiment(&loaded)), (true, 3, 2, None, Some(1)));
             Catalog::build(loaded).expect("the loaded catalog builds");
         }
 
@@ -107,12 +106,30 @@ backend_tests! {
             .expect("the experiment");
         stored.bucket_version = 4;
         stored.min_bucket_version = 0;
-        stored.fallback_attribute = None;
+        // Refused by the import (it would never be used), still stored and loaded as written
+        // by an older release or an embedder.
+        stored.fallback_attribute = Some("device_id".to_owned());
         stored.hash_version = Some(2);
         db.store.replace_catalog(&data).await.expect("write");
         let loaded = db.store.load_catalog().await.expect("load");
-        assert_eq!(settings(experiment(&loaded)), (true, 4, 0, None, Some(2)));
+        assert_eq!(settings(experiment(&loaded)), (true, 4, 0, Some("device_id"), Some(2)));
         assert_eq!(normalized(loaded), normalized(data));
+    }
+
+    async fn the_import_refuses_a_fallback_attribute_with_its_reason(db) {
+        let mut file = sticky_file();
+        file.pointer_mut(EXPERIMENT)
+            .and_then(Value::as_object_mut)
+            .expect("the experiment")
+            .insert("fallback_attribute".to_owned(), json!("device_id"));
+        let error = import(&db.store, &file).await.expect_err("refused");
+        let text = error.to_string();
+        assert!(
+            text.contains("fallback_attribute") && text.contains("\"device_id\"")
+                && text.contains("never be used"),
+            "{text}"
+        );
+        assert!(db.store.load_catalog().await.expect("load").workspaces.is_empty(), "nothing written");
     }
 
     async fn the_migration_keeps_existing_experiments(db) {
