@@ -305,7 +305,9 @@ fn event_input() -> Value {
             FieldKind::EventType => json!({"type": ty("string"), "enum": types}),
             FieldKind::Timestamp => json!({"type": ty("string"), "format": "date-time"}),
             FieldKind::Integer { min } => json!({"type": ty("integer"), "minimum": min}),
-            FieldKind::Number => json!({"type": ty("number")}),
+            FieldKind::Number { min, max } => {
+                json!({"type": ty("number"), "minimum": min, "maximum": max})
+            }
             FieldKind::Currency => json!({"type": ty("string"), "pattern": "^[A-Z]{3}$"}),
             FieldKind::Object { .. } => json!({"type": ty("object")}),
         };

@@ -287,11 +287,13 @@ pub fn report_json(r: &ExperimentReport) -> Value {
                 .variants
                 .iter()
                 .map(|v| {
-                    let (estimate, reason) = match &v.comparison {
-                        None => (None, None),
-                        Some(Ok(e)) => (Some(e), None),
-                        Some(Err(no)) => (None, Some(no.code())),
+                    let estimate = match &v.comparison {
+                        Some(Ok(e)) => Some(e),
+                        None | Some(Err(_)) => None,
                     };
+                    // A figure that is `null` says why: the comparison's reason, or
+                    // `overflow` for sums that left the float range (the control's too).
+                    let reason = v.reason(m.kind).map(|no| no.code());
                     let field = |f: fn(&flowgate_domain::results::Estimate) -> f64| {
                         estimate.map_or(Value::Null, |e| figure(f(e)))
                     };

@@ -271,9 +271,10 @@ fn report_table(r: &ExperimentReport) -> String {
                 (0, _) => m.metric.clone(),
                 _ => String::new(),
             };
-            let value = match m.kind {
-                MetricKind::Mean => format!("{:.2}", v.mean),
-                _ => percent(v.mean),
+            let value = match (v.sums.computable(m.kind), m.kind) {
+                (Err(no), _) => format!("none ({})", no.code()),
+                (Ok(()), MetricKind::Mean) => format!("{:.2}", v.mean),
+                (Ok(()), _) => percent(v.mean),
             };
             let mut row = vec![
                 metric,

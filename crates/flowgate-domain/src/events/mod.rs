@@ -16,7 +16,8 @@ use crate::ids::{AppId, EventId, FlowId, FlowVersionId};
 #[cfg(test)]
 pub(crate) use schema::event_field;
 pub use schema::{
-    EventField, FieldKind, Kept, EVENT_FIELDS, MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS,
+    EventField, FieldKind, Kept, EVENT_FIELDS, MAX_REVENUE, MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS,
+    MIN_REVENUE,
 };
 pub use validate::{
     validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,

@@ -12,6 +12,13 @@ pub const MAX_TEXT_CHARS: u64 = 256;
 pub const MAX_SDK_VERSION_CHARS: u64 = 64;
 /// `properties`: at most this many bytes serialised compactly.
 pub(crate) const MAX_PROPERTIES_BYTES: usize = 8 * 1024;
+/// `revenue`: the smallest amount one event may carry, in its `currency` (P18). A purchase
+/// never carries a negative amount: a refund is not a purchase event.
+pub const MIN_REVENUE: i64 = 0;
+/// `revenue`: the largest amount one event may carry, in its `currency` (P18). Far above any
+/// in-app price, and low enough that no experiment's sums of revenue and of its squares can
+/// leave a 64-bit float's range (D22).
+pub const MAX_REVENUE: i64 = 1_000_000;
 /// The values of `device_platform`.
 pub(crate) const PLATFORMS: &[&str] = &["ios", "android", "web"];
 /// The values of `renderer_mode`.
@@ -45,8 +52,13 @@ pub enum FieldKind {
         /// The smallest value.
         min: i64,
     },
-    /// A finite JSON number (`invalid_number`).
-    Number,
+    /// A finite JSON number in `min..=max` (`invalid_number`).
+    Number {
+        /// The smallest value.
+        min: i64,
+        /// The largest value.
+        max: i64,
+    },
     /// Three upper-case ASCII letters, ISO 4217 (`invalid_currency`).
     Currency,
     /// A JSON object of at most `max_bytes` serialised (`properties_too_large`).
@@ -239,8 +251,17 @@ pub const EVENT_FIELDS: &[EventField] = &[
     EventField::optional("time_since_flow_start_ms", COUNT),
     EventField::optional("time_on_screen_ms", COUNT),
     EventField::optional("first_paint_ms", COUNT),
-    EventField::optional("revenue", FieldKind::Number)
-        .described("When present, `currency` is required."),
+    EventField::optional(
+        "revenue",
+        FieldKind::Number {
+            min: MIN_REVENUE,
+            max: MAX_REVENUE,
+        },
+    )
+    .described(
+        "The amount of one purchase in `currency`, from 0 to 1000000 inclusive (a refund is not \
+         a purchase event). When present, `currency` is required.",
+    ),
     EventField::optional("currency", FieldKind::Currency),
     EventField::optional(
         "properties",

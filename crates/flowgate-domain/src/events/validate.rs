@@ -17,7 +17,10 @@
 //!   break a numeric rule.
 //! - Integer fields accept only JSON integers that fit an `i64` (`1.0`, `1e3` and values above
 //!   `i64::MAX` are `invalid_number`), so the store can keep them in signed 64-bit columns.
-//! - `revenue` may be negative (refunds); D7 only asks for a finite number.
+//! - `revenue` is the amount of one purchase, from [`MIN_REVENUE`] to [`MAX_REVENUE`] inclusive
+//!   in its `currency` (D7 only asks for a finite number): a refund is not a purchase event, and
+//!   one event with an amount near `f64::MAX` would otherwise overflow every revenue sum of its
+//!   experiment (D22). The rejection quotes the range, not the value (see below).
 //! - Lengths count Unicode scalar values (`char`s), not bytes.
 //! - Error messages never echo the client's values, so an error list stays small and safe to log;
 //!   only a readable `event_id` (a string of at most 256 characters) is reported back.
@@ -28,7 +31,9 @@ use serde_json::{Map, Value};
 use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 
-use super::schema::{FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES, RENDERER_MODES};
+use super::schema::{
+    FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES, MAX_REVENUE, MIN_REVENUE, RENDERER_MODES,
+};
 use super::{AnalyticsEvent, EventSource, EventType};
 use crate::fields::reported_event_id;
 use crate::identity::Platform;
@@ -318,7 +323,7 @@ pub fn validate_event(
         }
     }
     let revenue = cx.optional_number("revenue")?;
-    check_finite(revenue)
+    check_revenue(revenue)
         .map_err(|message| cx.fail(EventErrorCode::InvalidNumber, "revenue", message))?;
     let currency = cx.optional_str("currency")?;
     if revenue.is_some() && currency.is_none() {
@@ -573,14 +578,19 @@ impl<'a> Event<'a> {
     }
 }
 
-/// D7: `revenue` must be finite. `serde_json::Value` cannot normally hold NaN or infinities
-/// (the parser rejects `1e400`), but a number without an `f64` value, or a build with
-/// `arbitrary_precision`, could still produce one, so the rule is enforced here explicitly.
-fn check_finite(revenue: Option<Option<f64>>) -> Result<(), &'static str> {
+/// The message of a `revenue` out of its range, quoting the range.
+const REVENUE_RANGE: &str = "`revenue` must be a number from 0 to 1000000 inclusive (the amount \
+     of one purchase in its `currency`)";
+
+/// D7 and P18: `revenue` must be a finite number from [`MIN_REVENUE`] to [`MAX_REVENUE`].
+/// `serde_json::Value` cannot normally hold NaN or infinities (the parser rejects `1e400`),
+/// but a number without an `f64` value, or a build with `arbitrary_precision`, could still
+/// produce one, so finiteness is checked here explicitly (NaN fails the range test too).
+fn check_revenue(revenue: Option<Option<f64>>) -> Result<(), &'static str> {
     match revenue {
         None => Ok(()),
-        Some(Some(v)) if v.is_finite() => Ok(()),
-        Some(_) => Err("`revenue` must be a finite number"),
+        Some(Some(v)) if (MIN_REVENUE as f64..=MAX_REVENUE as f64).contains(&v) => Ok(()),
+        Some(_) => Err(REVENUE_RANGE),
     }
 }
 
@@ -1286,23 +1296,28 @@ mod tests {
         }
     }
 
+    /// A purchase of `revenue` in USD.
+    fn purchase(revenue: Value) -> Value {
+        let mut raw = with("revenue", Some(revenue));
+        if let Value::Object(obj) = &mut raw {
+            obj.insert("event_type".into(), json!("purchase_complete"));
+            obj.insert("currency".into(), json!("USD"));
+        }
+        raw
+    }
+
     #[test]
     fn revenue_must_be_a_finite_number() {
         // `serde_json::Value` cannot hold a non-finite number, so the rule is exercised on the
         // helper that enforces it.
         for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-            assert!(check_finite(Some(Some(v))).is_err());
+            assert_eq!(check_revenue(Some(Some(v))), Err(REVENUE_RANGE), "{v}");
         }
-        assert!(check_finite(Some(None)).is_err());
-        assert!(check_finite(Some(Some(0.0))).is_ok());
-        assert!(check_finite(None).is_ok());
+        assert!(check_revenue(Some(None)).is_err());
+        assert!(check_revenue(Some(Some(0.0))).is_ok());
+        assert!(check_revenue(None).is_ok());
         // ... and the parser in front of the validator refuses overflowing literals.
         assert!(serde_json::from_str::<Value>(r#"{"revenue": 1e400}"#).is_err());
-        let mut raw = with("revenue", Some(json!(1.7e308)));
-        if let Value::Object(obj) = &mut raw {
-            obj.insert("currency".into(), json!("USD"));
-        }
-        accepted(&raw);
         for revenue in [json!("9.99"), json!("NaN"), json!(true)] {
             assert_rejects(
                 &with("revenue", Some(revenue)),
@@ -1313,8 +1328,65 @@ mod tests {
     }
 
     #[test]
+    fn revenue_is_bounded_to_one_purchases_range() {
+        // Issue 49: one such event made its variant's revenue sum and mean `null` in the
+        // results and the other variant's comparison `zero_variance`. Each is refused with
+        // `invalid_number` on `revenue`, and the message quotes the accepted range.
+        for revenue in [
+            json!(f64::MAX),
+            json!(1.7e308),
+            json!(-1e308),
+            json!(-5000),
+            json!(-0.01),
+            json!(1_000_000.01),
+            json!(1_000_001),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(1e300),
+        ] {
+            let raw = purchase(revenue.clone());
+            let e = rejected(&raw);
+            assert_eq!(
+                (e.code, e.field),
+                (EventErrorCode::InvalidNumber, Some("revenue")),
+                "for {revenue}: {e}"
+            );
+            assert_eq!(e.code.as_str(), "invalid_number");
+            assert!(
+                e.message.contains("from 0 to 1000000 inclusive"),
+                "the message quotes the range: {}",
+                e.message
+            );
+            assert_eq!(e.event_id.as_deref(), Some(EVENT_ID));
+        }
+        // The range is the schema's, as the message and the API document say.
+        assert_eq!((MIN_REVENUE, MAX_REVENUE), (0, 1_000_000));
+        assert!(REVENUE_RANGE.contains(&format!("from {MIN_REVENUE} to {MAX_REVENUE} inclusive")));
+        // Both ends and everything between are accepted, on a purchase or any other event.
+        for revenue in [
+            json!(0),
+            json!(0.0),
+            json!(-0.0),
+            json!(0.01),
+            json!(4.99),
+            json!(999_999.99),
+            json!(1_000_000),
+            json!(1_000_000.0),
+            json!(1e6),
+        ] {
+            let event = accepted(&purchase(revenue.clone()));
+            assert_eq!(event.payload.get("revenue"), Some(&revenue));
+            let mut raw = with("revenue", Some(revenue));
+            if let Value::Object(obj) = &mut raw {
+                obj.insert("currency".into(), json!("EUR"));
+            }
+            accepted(&raw);
+        }
+    }
+
+    #[test]
     fn revenue_requires_currency() {
-        for revenue in [json!(0), json!(4.99), json!(-4.99)] {
+        for revenue in [json!(0), json!(4.99), json!(1_000_000)] {
             assert_rejects(
                 &with("revenue", Some(revenue.clone())),
                 EventErrorCode::CurrencyRequired,
@@ -1580,7 +1652,7 @@ mod tests {
         for field in EVENT_FIELDS {
             let wrong = match field.kind() {
                 FieldKind::Object { .. } => json!("not an object"),
-                FieldKind::Integer { .. } | FieldKind::Number => json!("1"),
+                FieldKind::Integer { .. } | FieldKind::Number { .. } => json!("1"),
                 _ => json!(1),
             };
             assert_rejects(

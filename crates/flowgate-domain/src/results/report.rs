@@ -194,7 +194,7 @@ pub struct ExperimentReport {
 /// A warning: a stable code and a sentence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
-    /// `srm`, `multiple_exposures` or `unconverted_purchases`.
+    /// `srm`, `multiple_exposures`, `unconverted_purchases` or `overflow`.
     pub code: &'static str,
     /// What it means, with the figures.
     pub message: String,
@@ -238,6 +238,18 @@ pub struct MetricVariant {
     pub mean: f64,
     /// Against the control: `None` for the control itself.
     pub comparison: Option<Result<Estimate, NoEstimate>>,
+}
+
+impl MetricVariant {
+    /// Why this variant's figures are missing, if they are: its own sums overflowed
+    /// ([`VariantSums::computable`], the control included), or else its comparison with the
+    /// control has no estimate. `None` when every figure is given.
+    pub fn reason(&self, kind: MetricKind) -> Option<NoEstimate> {
+        match (self.sums.computable(kind), self.comparison) {
+            (Err(no), _) | (Ok(()), Some(Err(no))) => Some(no),
+            (Ok(()), _) => None,
+        }
+    }
 }
 
 /// One day of one variant, cumulative.
@@ -349,6 +361,28 @@ pub fn report(
                 data.unconverted_purchases, query.currency
             ),
         });
+    }
+    for m in &metrics {
+        let overflowed: Vec<&str> = m
+            .variants
+            .iter()
+            .filter(|v| v.sums.computable(m.kind).is_err())
+            .filter_map(|v| variants.iter().find(|r| r.variant_id == v.variant_id))
+            .map(|r| r.name.as_str())
+            .collect();
+        if !overflowed.is_empty() {
+            warnings.push(Warning {
+                code: NoEstimate::Overflow.code(),
+                message: format!(
+                    "{}: the figures of {} cannot be computed: the sum of the users' values or \
+                     of their squares is beyond a 64-bit float, so stored events hold values far \
+                     outside an event's range (a revenue is at most 1000000 per event); those \
+                     figures and every comparison with them are left out (reason `overflow`)",
+                    m.metric,
+                    overflowed.join(", "),
+                ),
+            });
+        }
     }
 
     let from = query

@@ -69,17 +69,34 @@ impl VariantSums {
                     return 0.0;
                 }
                 let n = self.users as f64;
-                (self.sum_squares - self.sum * self.sum / n) / (n - 1.0)
+                // `sum * (sum / n)`, not `sum * sum / n`: the square of a large sum can leave
+                // the float range where the sum of squares does not.
+                (self.sum_squares - self.sum * (self.sum / n)) / (n - 1.0)
             }
+        }
+    }
+
+    /// `Err(`[`NoEstimate::Overflow`]`)` when a figure of these sums cannot be computed: the
+    /// sum, the sum of squares, the mean or `kind`'s variance is not a finite number (stored
+    /// values too large to add up in a 64-bit float). The report then gives the figure's
+    /// reason instead of a number; without it, JSON would show `null` and a comparison a
+    /// wrong reason.
+    pub fn computable(&self, kind: MetricKind) -> Result<(), NoEstimate> {
+        let figures = [self.sum, self.sum_squares, self.mean(), self.variance(kind)];
+        if figures.iter().all(|x| x.is_finite()) {
+            Ok(())
+        } else {
+            Err(NoEstimate::Overflow)
         }
     }
 
     /// The 95% confidence interval of the mean per user, `mean ± z·√(variance / users)` with
     /// the normal quantile `z` and `kind`'s variance (the Wald interval for a conversion);
-    /// `None` without users. What the console draws around each variant's mean (D24); the
-    /// comparisons between variants are [`compare`]'s.
+    /// `None` without users or when the figures are not [`computable`](Self::computable). What
+    /// the console draws around each variant's mean (D24); the comparisons between variants
+    /// are [`compare`]'s.
     pub fn mean_interval(&self, kind: MetricKind) -> Option<(f64, f64)> {
-        if self.users == 0 {
+        if self.users == 0 || self.computable(kind).is_err() {
             return None;
         }
         let z = Normal::standard().inverse_cdf(1.0 - ALPHA / 2.0);
@@ -126,6 +143,15 @@ pub enum NoEstimate {
         "a variant's values do not vary (every or no user converted, or fewer than two users)"
     )]
     ZeroVariance,
+    /// A figure cannot be computed: a variant's sum, sum of squares, mean or variance, or the
+    /// lift's variance, is beyond a 64-bit float (stored values far outside an event's range,
+    /// such as a revenue near `f64::MAX`). Not a gbstats case: gbstats would give `inf` or
+    /// `nan`; the report says why instead.
+    #[error(
+        "a figure is too large to compute: a variant's sum, sum of squares or variance \
+         overflows (stored values far outside an event's range)"
+    )]
+    Overflow,
 }
 
 impl NoEstimate {
@@ -135,6 +161,7 @@ impl NoEstimate {
             NoEstimate::ControlMeanZero => "control_mean_zero",
             NoEstimate::NoUsers => "no_users",
             NoEstimate::ZeroVariance => "zero_variance",
+            NoEstimate::Overflow => "overflow",
         }
     }
 }
@@ -142,12 +169,16 @@ impl NoEstimate {
 /// Compares `treatment` with `control` for a metric of `kind`: gbstats' `TwoSidedTTest` and
 /// `EffectBayesianABTest`, each with its default configuration. Their checks, in
 /// `EffectBayesianABTest`'s order (`TwoSidedTTest` has no separate check for an empty
-/// variant: its variance is then 0), decide when there is no estimate.
+/// variant: its variance is then 0), decide when there is no estimate. Before them, figures
+/// that are not finite numbers are [`NoEstimate::Overflow`] (gbstats has no such check), so an
+/// overflow never passes for another reason.
 pub fn compare(
     kind: MetricKind,
     control: &VariantSums,
     treatment: &VariantSums,
 ) -> Result<Estimate, NoEstimate> {
+    control.computable(kind)?;
+    treatment.computable(kind)?;
     let (mean_a, mean_b) = (control.mean(), treatment.mean());
     if mean_a == 0.0 {
         return Err(NoEstimate::ControlMeanZero);
@@ -168,13 +199,18 @@ pub fn compare(
     let dof = (var_b / n_b + var_a / n_a).powi(2)
         / (var_b.powi(2) / (n_b.powi(2) * (n_b - 1.0))
             + var_a.powi(2) / (n_a.powi(2) * (n_a - 1.0)));
-    let t = StudentsT::new(0.0, 1.0, dof).map_err(|_| NoEstimate::ZeroVariance)?;
+    // Both variances are positive and finite here: a lift's variance or degrees of freedom
+    // that are not positive finite numbers overflowed (or underflowed) on the way.
+    if !(variance.is_finite() && variance > 0.0 && dof.is_finite() && dof > 0.0) {
+        return Err(NoEstimate::Overflow);
+    }
+    let t = StudentsT::new(0.0, 1.0, dof).map_err(|_| NoEstimate::Overflow)?;
     // As gbstats writes it: 2 * (1 - cdf(|t|)).
     let p_value = 2.0 * (1.0 - t.cdf((lift / sd).abs()));
     let width = t_quantile(&t, 1.0 - ALPHA / 2.0) * sd;
     // The flat prior leaves the posterior of the effect at the data's: N(lift, variance).
-    let posterior = Normal::new(lift, sd).map_err(|_| NoEstimate::ZeroVariance)?;
-    Ok(Estimate {
+    let posterior = Normal::new(lift, sd).map_err(|_| NoEstimate::Overflow)?;
+    let estimate = Estimate {
         lift,
         ci_low: lift - width,
         ci_high: lift + width,
@@ -182,7 +218,21 @@ pub fn compare(
         chance_to_win: posterior.sf(0.0),
         credible_low: posterior.inverse_cdf(ALPHA / 2.0),
         credible_high: posterior.inverse_cdf(1.0 - ALPHA / 2.0),
-    })
+    };
+    let figures = [
+        estimate.lift,
+        estimate.ci_low,
+        estimate.ci_high,
+        estimate.p_value,
+        estimate.chance_to_win,
+        estimate.credible_low,
+        estimate.credible_high,
+    ];
+    if figures.iter().all(|x| x.is_finite()) {
+        Ok(estimate)
+    } else {
+        Err(NoEstimate::Overflow)
+    }
 }
 
 /// The `p` quantile of `t`: statrs' inverse, polished by Newton's method on its cdf. statrs

@@ -8,8 +8,8 @@ use flowgate_domain::catalog::ExperimentStatus;
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId, VariantId};
 use flowgate_domain::results::{
-    compare, report, srm_p_value, DailyCounts, MetricKind, NoEstimate, ResultsData, ResultsQuery,
-    VariantCounts, VariantSums,
+    compare, report, srm_p_value, DailyCounts, Exposure, Folder, MetricKind, NoEstimate, Outcome,
+    ResultsData, ResultsQuery, VariantCounts, VariantSums, REVENUE_METRIC,
 };
 use serde_json::Value;
 use time::macros::{date, datetime};
@@ -379,4 +379,161 @@ fn the_report_warns_of_srm_multiple_exposures_and_unconverted_purchases_in_words
         );
         assert!(r.daily.is_empty());
     });
+}
+
+/// Issue 49: purchases stored before revenue was bounded (or written by another path) can hold
+/// amounts near `f64::MAX`. Folded as the stores fold them, their sums leave the float range:
+/// every figure that cannot be computed says `overflow`, the control's included, and the report
+/// warns; no comparison passes it off as `zero_variance`, and nothing is `inf` or NaN.
+#[test]
+fn revenue_sums_that_overflow_are_reported_as_overflow_not_zero_variance() {
+    with_experiment(|app, experiment| {
+        let query = ResultsQuery::new(
+            app,
+            experiment,
+            None,
+            datetime!(2026-11-20 23:59:59 UTC),
+            &[],
+            "USD",
+            BTreeMap::new(),
+        );
+        let at = datetime!(2026-11-18 08:00 UTC);
+        let purchase = |amount: f64| Outcome {
+            at,
+            event_type: EventType::PurchaseComplete,
+            revenue: Some((amount, "USD".to_owned())),
+        };
+        let fold = |control: &[f64], new: &[f64]| {
+            let mut folder = Folder::new(&query);
+            for (variant, amounts) in [(0, control), (1, new)] {
+                for &amount in amounts {
+                    folder.user(&[Exposure { at, variant }], &[purchase(amount)]);
+                }
+                // Users who bought nothing, so a sane variant's values vary.
+                for _ in 0..10 {
+                    folder.user(&[Exposure { at, variant }], &[]);
+                }
+            }
+            report(app, experiment, &query, &folder.finish())
+        };
+        let revenue_of = |r: &flowgate_domain::results::ExperimentReport| {
+            r.metrics
+                .iter()
+                .find(|m| m.metric == REVENUE_METRIC)
+                .expect("revenue")
+                .clone()
+        };
+
+        // The control holds one purchase of f64::MAX (its sum of squares overflows); the
+        // other holds ordinary purchases. Today's code said `zero_variance` for `new`.
+        let r = fold(&[1.797_693_134_862_315_7e308, 9.99], &[4.99, 9.99, 19.99]);
+        let revenue = revenue_of(&r);
+        let (control, new) = (&revenue.variants[0], &revenue.variants[1]);
+        assert_eq!(control.comparison, None, "the control");
+        assert_eq!(control.reason(MetricKind::Mean), Some(NoEstimate::Overflow));
+        assert_eq!(new.comparison, Some(Err(NoEstimate::Overflow)));
+        assert_eq!(new.reason(MetricKind::Mean), Some(NoEstimate::Overflow));
+        assert_eq!(NoEstimate::Overflow.code(), "overflow");
+        assert!(
+            new.sums.computable(MetricKind::Mean).is_ok(),
+            "new's own figures"
+        );
+        assert!(control.sums.mean_interval(MetricKind::Mean).is_none());
+        let overflow: Vec<&str> = r
+            .warnings
+            .iter()
+            .filter(|w| w.code == "overflow")
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(overflow.len(), 1, "{:?}", r.warnings);
+        assert!(
+            overflow[0].starts_with("revenue: the figures of control cannot be computed"),
+            "{}",
+            overflow[0]
+        );
+        // The conversions are untouched.
+        for m in r.metrics.iter().filter(|m| m.metric != REVENUE_METRIC) {
+            assert!(m
+                .variants
+                .iter()
+                .all(|v| v.reason(m.kind) != Some(NoEstimate::Overflow)));
+        }
+
+        // -1e308 and two purchases of 1e308 in the treatment: a sum of squares, a sum and a
+        // mean beyond the range; the control is fine and has no reason of its own.
+        let r = fold(&[4.99, 9.99, 19.99], &[-1e308, 1e308, 1e308, 1e308]);
+        let revenue = revenue_of(&r);
+        let (control, new) = (&revenue.variants[0], &revenue.variants[1]);
+        assert_eq!(control.reason(MetricKind::Mean), None);
+        assert_eq!(new.comparison, Some(Err(NoEstimate::Overflow)));
+        assert!(!new.sums.sum_squares.is_finite());
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.code == "overflow" && w.message.contains("of new cannot")));
+
+        // Large but representable revenue still compares: no false alarm.
+        let r = fold(&[1e6, 2e6, 5e5], &[1e6, 3e6, 1e5]);
+        let revenue = revenue_of(&r);
+        assert!(matches!(revenue.variants[1].comparison, Some(Ok(_))));
+        assert!(r.warnings.iter().all(|w| w.code != "overflow"));
+    });
+}
+
+/// Sums straight from a store (not folded here) that no float can carry: never a wrong reason
+/// and never a non-finite estimate, whatever the order of gbstats' checks would say.
+#[test]
+fn a_comparison_with_sums_beyond_the_float_range_is_overflow() {
+    let fine = VariantSums {
+        users: 100,
+        sum: 499.0,
+        sum_squares: 2_495.0,
+    };
+    let broken = [
+        VariantSums {
+            users: 100,
+            sum: f64::MAX,
+            sum_squares: f64::INFINITY,
+        },
+        VariantSums {
+            users: 100,
+            sum: f64::INFINITY,
+            sum_squares: f64::INFINITY,
+        },
+        VariantSums {
+            users: 100,
+            sum: f64::NAN,
+            sum_squares: 1.0,
+        },
+        VariantSums {
+            users: 100,
+            sum: -1e308,
+            sum_squares: f64::INFINITY,
+        },
+    ];
+    for b in broken {
+        assert_eq!(
+            compare(MetricKind::Mean, &b, &fine),
+            Err(NoEstimate::Overflow),
+            "control {b:?}"
+        );
+        assert_eq!(
+            compare(MetricKind::Mean, &fine, &b),
+            Err(NoEstimate::Overflow),
+            "treatment {b:?}"
+        );
+    }
+    // Finite sums, mean and variance (values 1e100 and 2e100) whose lift variance overflows:
+    // the control's mean to the fourth power is beyond the range, and the lift's variance
+    // came out 0, which today's code called `zero_variance`.
+    let huge = VariantSums {
+        users: 2,
+        sum: 3e100,
+        sum_squares: 5e200,
+    };
+    assert!(huge.computable(MetricKind::Mean).is_ok());
+    assert_eq!(
+        compare(MetricKind::Mean, &huge, &fine),
+        Err(NoEstimate::Overflow)
+    );
 }

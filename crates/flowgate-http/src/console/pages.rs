@@ -259,7 +259,12 @@ fn metric(report: &ExperimentReport, m: &MetricReport, index: usize) -> Markup {
                             tr {
                                 th scope="row" { (name) }
                                 td.num { (v.sums.users) }
-                                td.num { (value(m.kind, v.mean, &report.currency)) }
+                                td.num {
+                                    @match v.sums.computable(m.kind) {
+                                        Ok(()) => { (value(m.kind, v.mean, &report.currency)) }
+                                        Err(no) => { "n/a (" (no.code()) ")" }
+                                    }
+                                }
                                 td.num {
                                     @match v.sums.mean_interval(m.kind) {
                                         Some((low, high)) => { (value(m.kind, low, &report.currency)) " – " (value(m.kind, high, &report.currency)) }

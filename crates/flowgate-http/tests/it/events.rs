@@ -177,6 +177,50 @@ async fn rule_invalid_currency(b: Backend) {
     })
     .await
 }
+/// Issue 49: one public SDK key could erase an experiment's revenue with a purchase of
+/// `f64::MAX`. Out of 0..=1000000 the purchase is rejected (`invalid_number`, the message
+/// quoting the range) and the rest of the batch is stored; both ends are accepted.
+async fn rule_revenue_out_of_range(backend: Backend) {
+    let s = server!(backend);
+    let purchase = |revenue: Value| {
+        let mut e = event();
+        e["event_type"] = json!("purchase_complete");
+        e["revenue"] = revenue;
+        e["currency"] = json!("USD");
+        e
+    };
+    let refused = [
+        json!(f64::MAX),
+        json!(-1e308),
+        json!(-5000),
+        json!(1_000_000.5),
+    ];
+    let fine = [json!(0), json!(1_000_000), json!(4.99)];
+    let batch: Vec<Value> = refused.iter().chain(&fine).cloned().map(purchase).collect();
+    let r = s.post(&path(), &json!(batch)).await;
+    assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    let body = r.json();
+    assert_eq!(
+        (body["accepted"].as_u64(), body["rejected"].as_u64()),
+        (Some(3), Some(4)),
+        "{body}"
+    );
+    let errors = body["errors"].as_array().unwrap();
+    for (i, e) in errors.iter().enumerate() {
+        assert_eq!(e["index"], i, "{body}");
+        assert_eq!(e["code"], "invalid_number", "{body}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("`revenue`") && message.contains("from 0 to 1000000 inclusive"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        s.sink.events().len(),
+        3,
+        "only the purchases in range reach the sink"
+    );
+}
 async fn rule_properties_too_large(b: Backend) {
     rejects(
         b,
@@ -208,6 +252,7 @@ on_sqlite!(
     rule_invalid_number,
     rule_currency_required,
     rule_invalid_currency,
+    rule_revenue_out_of_range,
     rule_properties_too_large,
     single_object_and_unknown_fields_are_accepted,
     count_limits,
