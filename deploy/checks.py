@@ -67,6 +67,10 @@ def _default_toml_keys():
 
 KNOWN_KEYS |= _default_toml_keys()
 ENVIRONMENTS = {"development", "staging", "production"}
+# log.level's levels (crates/flowgate/src/config.rs LOG_LEVELS), alone or as target=level.
+LOG_LEVELS = {"trace", "debug", "info", "warn", "error", "off"}
+# Tables whose keys the operator chooses: a currency code, in any case (config.rs OPERATOR_KEYED).
+OPERATOR_KEYED = {"experiments.exchange_rates"}
 # The sink's built-in default (crates/flowgate-analytics/src/config.rs), used where a file
 # does not set the deadline itself: the conservative choice.
 DEFAULT_DRAIN_MS = 20_000
@@ -129,8 +133,27 @@ def check_env(origin, env):
             bad.append(f"{name}: not FLOWGATE__SECTION__KEY (or FLOWGATE__SECTION__TABLE__KEY)")
             continue
         key = ".".join(p.lower() for p in parts[1:])
+        table, _, code = key.rpartition(".")
+        if table in OPERATOR_KEYED:
+            if not re.fullmatch(r"[a-z]{3}", code):
+                bad.append(f"{name}: {code.upper()} is not a three-letter currency code")
+            try:
+                rate_ok = float(value) > 0
+            except ValueError:
+                rate_ok = False
+            if not rate_ok:
+                bad.append(f"{name}={value}: not a positive rate")
+            continue
         if key not in KNOWN_KEYS:
             bad.append(f"{name}: unknown key {key}")
+        if key == "log.level":
+            directives = [d.strip() for d in value.split(",") if d.strip()]
+            if not directives or any(d.rpartition("=")[2].lower() not in LOG_LEVELS
+                                     for d in directives):
+                bad.append(f"{name}={value}: not a level ({', '.join(sorted(LOG_LEVELS))}) "
+                           "or target=level directives")
+        if key == "database.sqlite_synchronous" and value not in {"full", "normal"}:
+            bad.append(f"{name}={value}: not full or normal")
         if key == "log.format" and value not in {"json", "pretty"}:
             bad.append(f"{name}={value}")
         if key == "auth.key_environment" and value not in {"live", "test"}:

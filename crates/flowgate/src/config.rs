@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
-use figment::Figment;
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Profile, Provider};
 use flowgate_analytics::SinkConfig;
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
@@ -391,7 +392,9 @@ pub struct ExperimentsConfig {
     pub max_connections: usize,
     /// The reporting currency (three upper-case letters).
     pub currency: String,
-    /// `EUR = 1.08`: one unit of the currency is worth this much of `currency`.
+    /// `EUR = 1.08`: one unit of the currency is worth this much of `currency`. The codes are
+    /// read in any case and kept upper-case ([`OPERATOR_KEYED`]); `currency`'s own rate is
+    /// refused.
     pub exchange_rates: BTreeMap<String, f64>,
 }
 
@@ -466,7 +469,10 @@ impl fmt::Debug for StickyConfig {
 pub struct LogConfig {
     /// `json` or `pretty`.
     pub format: LogFormat,
-    /// A `tracing` filter: `info`, `debug`, `flowgate=debug,info`, ...
+    /// A `tracing` filter: one of [`LOG_LEVELS`] (`info`, `debug`, ...), or comma-separated
+    /// directives, each a level or `target=level` (`flowgate=debug,info`). A directive that
+    /// names no level (`verbose`: to `tracing`, a target logged at every level while all else
+    /// is off) is refused.
     pub level: String,
 }
 
@@ -478,6 +484,30 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// The levels `log.level` may name, alone or as `target=level` (in any case, as `tracing`
+/// reads them).
+pub const LOG_LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// The keys whose value is one of a fixed set, with the set. [`Config::load_with`] checks them
+/// before the values are read, so each is refused alike, with the key, the value given and
+/// the values allowed, a number too (serde's own refusals quote the value with backticks, and
+/// a number's names only the type: `expected enum LogFormat`). `log.level` ([`LOG_LEVELS`])
+/// and `events.jetstream.replicas` (1, 3 or 5) are checked by [`Config::validate`].
+pub const ENUMERATED: [(&str, &[&str]); 5] = [
+    ("database.sqlite_synchronous", &["full", "normal"]),
+    ("auth.key_environment", &["live", "test"]),
+    ("events.sink", &["store", "jetstream"]),
+    ("events.ack", &["stored", "buffered"]),
+    ("log.format", &["json", "pretty"]),
+];
+
+/// The tables whose keys the operator chooses (currency codes), not the code: read in any case
+/// and kept upper-case, from files and from variables alike (whose names reach the
+/// configuration lower-cased: `FLOWGATE__EXPERIMENTS__EXCHANGE_RATES__EUR` is `eur`). A later
+/// layer's key replaces an earlier layer's in another case; one source giving a key twice
+/// (`eur` and `EUR`) is refused.
+pub const OPERATOR_KEYED: [&str; 1] = ["experiments.exchange_rates"];
 
 /// Invalid configuration: the key and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
@@ -525,10 +555,10 @@ impl Config {
         vars: Env,
     ) -> Result<Config, ConfigError> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::file(sources.dir.join("default.toml")))
-            .merge(Toml::file(
+            .merge(OperatorKeys(Toml::file(sources.dir.join("default.toml"))))
+            .merge(OperatorKeys(Toml::file(
                 sources.dir.join(format!("{}.toml", env.as_str())),
-            ));
+            )));
         if let Some(extra) = &sources.extra {
             if !extra.is_file() {
                 return Err(ConfigError::Parse(format!(
@@ -536,9 +566,15 @@ impl Config {
                     extra.display()
                 )));
             }
-            figment = figment.merge(Toml::file(extra));
+            figment = figment.merge(OperatorKeys(Toml::file(extra)));
         }
-        let figment = figment.merge(vars);
+        let figment = figment.merge(OperatorKeys(vars));
+        // A source that cannot be read (a file that does not parse, a currency given twice):
+        // its own error, before any key's.
+        figment
+            .extract::<Value>()
+            .map_err(|e| ConfigError::Parse(redact_errors(&e)))?;
+        check_enumerated(&figment)?;
         check_shared_tables(&figment)?;
         let config: Config = figment
             .extract()
@@ -583,7 +619,17 @@ impl Config {
             if !is_code(currency) {
                 return Err(invalid(
                     "experiments.exchange_rates",
-                    format!("{currency:?} is not three upper-case letters (ISO 4217)"),
+                    format!("{currency:?} is not a currency code: three letters (ISO 4217)"),
+                ));
+            }
+            if *currency == x.currency {
+                return Err(invalid(
+                    "experiments.exchange_rates",
+                    format!(
+                        "{currency} = {rate}: {currency} is the reporting currency \
+                         (experiments.currency), worth 1 of itself; remove its rate, or set \
+                         experiments.currency to the currency the rates are in"
+                    ),
                 ));
             }
             if !(rate.is_finite() && *rate > 0.0) {
@@ -753,8 +799,7 @@ impl Config {
             .jetstream
             .validate()
             .map_err(|e| invalid(e.key, e.problem))?;
-        tracing_subscriber::EnvFilter::try_new(&self.log.level)
-            .map_err(|e| invalid("log.level", format!("not a valid filter: {e}")))?;
+        check_log_level(&self.log.level)?;
         Ok(())
     }
 
@@ -817,6 +862,128 @@ impl Config {
     pub fn admin_addr(&self) -> Result<SocketAddr, ConfigError> {
         parse_addr("admin.listen", &self.admin.listen)
     }
+}
+
+/// `log.level`: at least one directive, each naming one of [`LOG_LEVELS`] (alone or after
+/// `target=`), and the whole a filter `tracing` reads.
+fn check_log_level(filter: &str) -> Result<(), ConfigError> {
+    let refuse = |why: String| {
+        invalid(
+            "log.level",
+            format!(
+                "{filter:?} {why}; allowed: {}, or comma-separated directives, each a level or \
+                 target=level (flowgate=debug,info)",
+                LOG_LEVELS.map(|l| format!("`{l}`")).join(", ")
+            ),
+        )
+    };
+    let directives: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    if directives.is_empty() {
+        return Err(refuse("names no level".into()));
+    }
+    for directive in directives {
+        let level = directive.rsplit_once('=').map_or(directive, |(_, l)| l);
+        if !LOG_LEVELS
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(level.trim()))
+        {
+            return Err(refuse(format!(
+                "is not a level or a filter: `{directive}` names no level"
+            )));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map(drop)
+        .map_err(|e| refuse(format!("is not a filter ({e})")))
+}
+
+/// [`ENUMERATED`]: every key given a value outside its set, with the value and the set.
+fn check_enumerated(figment: &Figment) -> Result<(), ConfigError> {
+    let problems: Vec<String> = ENUMERATED
+        .iter()
+        .filter_map(|(key, allowed)| {
+            let value = figment.find_value(key).ok()?;
+            if value.as_str().is_some_and(|v| allowed.contains(&v)) {
+                return None;
+            }
+            let given = match &value {
+                Value::String(_, s) => format!("{s:?}"),
+                other => serde_json::to_string(other).unwrap_or_else(|_| "a table".into()),
+            };
+            let allowed = allowed
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut message = format!("{key}: {given} is not one of {allowed}");
+            if let Some(meta) = figment.find_metadata(key) {
+                message.push_str(&from_source(meta));
+            }
+            Some(message)
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::Parse(problems.join("; ")))
+    }
+}
+
+/// A source whose [`OPERATOR_KEYED`] tables' keys are upper-cased; a key it gives twice in
+/// two cases is an error of the source.
+struct OperatorKeys<P>(P);
+
+impl<P: Provider> Provider for OperatorKeys<P> {
+    fn metadata(&self) -> figment::Metadata {
+        self.0.metadata()
+    }
+
+    fn profile(&self) -> Option<Profile> {
+        self.0.profile()
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let mut data = self.0.data()?;
+        for dict in data.values_mut() {
+            for path in OPERATOR_KEYED {
+                upper_case_keys(dict, path).map_err(|problem| {
+                    let mut error = figment::Error::from(problem);
+                    error.path = path.split('.').map(str::to_owned).collect();
+                    error
+                })?;
+            }
+        }
+        Ok(data)
+    }
+}
+
+/// The keys of the table at `path` (dotted) in `dict` upper-cased, when it is a table; else
+/// the key given twice.
+fn upper_case_keys(dict: &mut Dict, path: &str) -> Result<(), String> {
+    let mut table = dict;
+    for part in path.split('.') {
+        table = match table.get_mut(part) {
+            Some(Value::Dict(_, inner)) => inner,
+            _ => return Ok(()),
+        };
+    }
+    let mut upper = Dict::new();
+    let mut given = BTreeMap::new();
+    for (key, value) in std::mem::take(table) {
+        let code = key.to_ascii_uppercase();
+        if let Some(first) = given.insert(code.clone(), key.clone()) {
+            return Err(format!(
+                "{code} is given twice, as {first:?} and {key:?} (codes are read in any case)"
+            ));
+        }
+        upper.insert(code, value);
+    }
+    *table = upper;
+    Ok(())
 }
 
 /// What serde's `flatten` cannot do for the tables several components read (`[events]`,
@@ -1238,7 +1405,13 @@ mod tests {
         // also in `[events]` and `[sticky]`, which are shared out among their owners (the
         // sink, the bus, the HTTP adapter, the store): a key none of them reads is refused,
         // with the known key suggested.
-        let refused: [(&str, &str, &[&str]); 11] = [
+        //
+        // Every enumerated key (issue 49): a value outside its set is refused with the key, the
+        // value quoted and the values allowed, a number too (serde's refusal of one named only
+        // the enum's type), and a `log.level` that names no level (to `tracing`, `verbose` is a
+        // target: every other line, errors included, would be off).
+        let levels = "`trace`, `debug`, `info`, `warn`, `error`, `off`, or comma-separated";
+        let refused: [(&str, &str, &[&str]); 23] = [
             (
                 "FLOWGATE__EVENTS__BATCH_SIZE",
                 "many",
@@ -1282,8 +1455,101 @@ mod tests {
                 "0",
                 &["sticky.write_batch"],
             ),
+            (
+                "FLOWGATE__LOG__LEVEL",
+                "verbose",
+                &[
+                    "log.level:",
+                    "\"verbose\"",
+                    "`verbose` names no level",
+                    levels,
+                ],
+            ),
+            (
+                "FLOWGATE__LOG__LEVEL",
+                "warnn",
+                &["log.level:", "\"warnn\"", levels],
+            ),
+            (
+                "FLOWGATE__LOG__LEVEL",
+                "flowgate=verbose,info",
+                &["log.level:", "`flowgate=verbose` names no level", levels],
+            ),
+            (
+                "FLOWGATE__LOG__LEVEL",
+                "flowgate",
+                &["log.level:", "\"flowgate\"", levels],
+            ),
+            (
+                "FLOWGATE__LOG__LEVEL",
+                " , ",
+                &["log.level:", "names no level", levels],
+            ),
+            (
+                "FLOWGATE__LOG__FORMAT",
+                "text",
+                &["log.format:", "\"text\"", "`json`, `pretty`", "FLOWGATE__"],
+            ),
+            (
+                "FLOWGATE__LOG__FORMAT",
+                "1",
+                &["log.format: 1 is not one of `json`, `pretty`"],
+            ),
+            (
+                "FLOWGATE__EVENTS__SINK",
+                "nats",
+                &["events.sink:", "\"nats\"", "`store`, `jetstream`"],
+            ),
+            (
+                "FLOWGATE__EVENTS__SINK",
+                "1",
+                &["events.sink: 1 is not one of `store`, `jetstream`"],
+            ),
+            (
+                "FLOWGATE__EVENTS__ACK",
+                "later",
+                &["events.ack:", "\"later\"", "`stored`, `buffered`"],
+            ),
+            (
+                "FLOWGATE__DATABASE__SQLITE_SYNCHRONOUS",
+                "off",
+                &[
+                    "database.sqlite_synchronous:",
+                    "\"off\"",
+                    "`full`, `normal`",
+                ],
+            ),
+            (
+                "FLOWGATE__AUTH__KEY_ENVIRONMENT",
+                "prod",
+                &["auth.key_environment:", "\"prod\"", "`live`, `test`"],
+            ),
         ];
         for (var, value, expected) in refused {
+            let err = load_error(Environment::Development, &[(var, value)]);
+            for part in expected {
+                assert!(err.contains(part), "{var}={value}: {part:?} not in: {err}");
+            }
+        }
+        // The enumerated keys checked elsewhere: the bus's replicas (a count NATS accepts) and
+        // the two switches (a boolean).
+        for (var, value, expected) in [
+            (
+                "FLOWGATE__EVENTS__JETSTREAM__REPLICAS",
+                "2",
+                &["events.jetstream.replicas", "1, 3 or 5", "got 2"][..],
+            ),
+            (
+                "FLOWGATE__DATABASE__AUTO_MIGRATE",
+                "yes",
+                &["database.auto_migrate", "\"yes\"", "bool"],
+            ),
+            (
+                "FLOWGATE__EVENTS__RECORD_RESOLVE_NO_FLOW",
+                "on",
+                &["events.record_resolve_no_flow", "\"on\"", "bool"],
+            ),
+        ] {
             let err = load_error(Environment::Development, &[(var, value)]);
             for part in expected {
                 assert!(err.contains(part), "{var}={value}: {part:?} not in: {err}");
@@ -1348,6 +1614,165 @@ mod tests {
             &[("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "60000")],
         );
         assert!(err.contains("catalog.refresh_interval_ms"), "{err}");
+    }
+
+    /// Every value [`ENUMERATED`] allows loads, and its sets are the enums' variants (serde's
+    /// refusal of an unknown one lists them); `log.level` takes levels in any case and
+    /// `target=level` directives.
+    #[test]
+    fn enumerated_values_allowed_load() {
+        fn variants<T: serde::de::DeserializeOwned>() -> String {
+            serde_json::from_value::<T>(serde_json::json!("?"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        }
+        let serde_lists = [
+            variants::<SqliteSync>(),
+            variants::<KeyEnvironment>(),
+            variants::<SinkKind>(),
+            variants::<flowgate_analytics::AckMode>(),
+            variants::<LogFormat>(),
+        ];
+        for ((key, allowed), serde_list) in ENUMERATED.iter().zip(serde_lists) {
+            assert_eq!(
+                serde_list.matches('`').count(),
+                2 * (allowed.len() + 1),
+                "{key}: {allowed:?} against {serde_list}"
+            );
+            for value in *allowed {
+                assert!(
+                    serde_list.contains(&format!("`{value}`")),
+                    "{key}: {serde_list}"
+                );
+                let var = format!("FLOWGATE__{}", key.to_uppercase().replace('.', "__"));
+                let environment = if *key == "auth.key_environment" && *value == "live" {
+                    Environment::Staging
+                } else {
+                    Environment::Development
+                };
+                let vars = [
+                    (var.as_str(), *value),
+                    ("FLOWGATE__DATABASE__URL", "sqlite://data/x.db"),
+                ];
+                assert!(load(environment, &vars).is_ok(), "{var}={value}");
+            }
+        }
+        for level in [
+            "trace",
+            "DEBUG",
+            "Warn",
+            "off",
+            "flowgate=debug,info",
+            "info,flowgate_http=trace",
+            "flowgate[resolve]=debug",
+        ] {
+            let config = load(Environment::Development, &[("FLOWGATE__LOG__LEVEL", level)])
+                .unwrap_or_else(|e| panic!("{level:?}: {e}"));
+            assert_eq!(config.log.level, level);
+        }
+    }
+
+    /// Loads the repository's config folder, then `file` as `--config`, then `vars`.
+    fn load_file(contents: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let dir = tempdir();
+        let extra = dir.join("mine.toml");
+        std::fs::write(&extra, contents).unwrap();
+        let mut result = None;
+        figment::Jail::expect_with(|jail| {
+            jail.clear_env();
+            for (k, v) in vars {
+                jail.set_env(k, v);
+            }
+            let sources = Sources {
+                dir: repo_config_dir(),
+                extra: Some(extra.clone()),
+            };
+            result = Some(Config::load(Environment::Development, &sources));
+            Ok(())
+        });
+        result.unwrap_or_else(|| Err(ConfigError::Parse("jail did not run".into())))
+    }
+
+    /// Currency codes, the keys of `experiments.exchange_rates`, are read in any case from
+    /// variables (whose names arrive lower-cased) and files, a later layer replacing an earlier
+    /// one's rate whatever the case; a file giving one twice, or a rate for the reporting
+    /// currency itself, is refused.
+    #[test]
+    fn exchange_rates_are_read_in_any_case() {
+        let rates = |config: Config| {
+            config
+                .experiments
+                .exchange_rates
+                .into_iter()
+                .collect::<Vec<_>>()
+        };
+        let config = load(
+            Environment::Development,
+            &[("FLOWGATE__EXPERIMENTS__EXCHANGE_RATES__EUR", "1.08")],
+        )
+        .unwrap();
+        assert_eq!(rates(config), [("EUR".to_owned(), 1.08)]);
+        let config = load_file(
+            "[experiments.exchange_rates]\neur = 1.08\nGbp = 1.27\nJPY = 0.0067\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            rates(config),
+            [
+                ("EUR".to_owned(), 1.08),
+                ("GBP".to_owned(), 1.27),
+                ("JPY".to_owned(), 0.0067)
+            ]
+        );
+        let config = load_file(
+            "[experiments.exchange_rates]\nEUR = 1.0\nGBP = 1.27\n",
+            &[("FLOWGATE__EXPERIMENTS__EXCHANGE_RATES__EUR", "1.08")],
+        )
+        .unwrap();
+        assert_eq!(
+            rates(config),
+            [("EUR".to_owned(), 1.08), ("GBP".to_owned(), 1.27)],
+            "the variable replaces the file's rate"
+        );
+        let err = load_file("[experiments.exchange_rates]\neur = 1.08\nEUR = 1.1\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("experiments.exchange_rates: EUR is given twice")
+                && err.contains("\"EUR\" and \"eur\"")
+                && err.contains("mine.toml"),
+            "{err}"
+        );
+        for (file, vars) in [
+            (
+                "[experiments.exchange_rates]\nUSD = 2\nEUR = 1.08\n",
+                &[][..],
+            ),
+            (
+                "",
+                &[("FLOWGATE__EXPERIMENTS__EXCHANGE_RATES__USD", "1")][..],
+            ),
+            (
+                "[experiments]\ncurrency = \"EUR\"\n[experiments.exchange_rates]\neur = 1\n",
+                &[][..],
+            ),
+        ] {
+            let err = load_file(file, vars).unwrap_err().to_string();
+            assert!(
+                err.contains("experiments.exchange_rates:")
+                    && err.contains("is the reporting currency (experiments.currency)"),
+                "{file} {vars:?}: {err}"
+            );
+        }
+        let err = load_file("[experiments.exchange_rates]\neuro = 1.08\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("experiments.exchange_rates") && err.contains("\"EURO\""),
+            "{err}"
+        );
     }
 
     #[test]
