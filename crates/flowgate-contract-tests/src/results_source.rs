@@ -17,7 +17,9 @@ use flowgate_domain::catalog::Experiment;
 use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
 use flowgate_domain::ids::{AppId, EventId, ExperimentId, FlowId, FlowVersionId, VariantId};
 use flowgate_domain::ports::{EventStore, ResultsSource};
-use flowgate_domain::results::{DailyCounts, ResultsData, ResultsQuery, VariantSums};
+use flowgate_domain::results::{
+    DailyCounts, ExposureCountQuery, ResultsData, ResultsQuery, VariantSums,
+};
 use flowgate_domain::Platform;
 use time::macros::{date, datetime};
 use time::{Duration, OffsetDateTime};
@@ -386,25 +388,57 @@ where
     assert!(data.daily.is_empty());
 }
 
-/// Per experiment of an app, the users with at least one exposure, at any time: another app's,
-/// non-exposure events and ids not written as resolve serves them are not counted.
+/// Per experiment of an app, the users the experiment list shows: those a report without a
+/// window counts as exposed (`exposed_users`), so the list and the report agree (issue 49: an
+/// exposure naming an unknown variant was counted in the list, not in the report). Exposures
+/// to another experiment's or an unknown variant, after the end, of another app, non-exposure
+/// events and ids not written as resolve serves them are not counted; users of two variants
+/// are left out, as the report leaves them out (`multiple_exposures`).
 pub async fn exposure_counts_per_experiment<S>(store: &S)
 where
     S: EventStore + ResultsSource + ?Sized,
 {
+    let to = T0 + Duration::days(1);
+    let unknown = VariantId::from_uuid(uuid("60000000-0000-4000-8000-0000000000ff"));
     let mut ev = Events::default();
     ev.open("u1", control(), T0);
     ev.open("u1", new(), T0 + Duration::hours(1));
     ev.holdout("u2", control(), T0 - Duration::days(100));
-    ev.open("u3", control(), T0).experiment_id = Some(EXP_PAUSED.to_owned());
+    let paused = ev.open("u3", control(), T0);
+    paused.experiment_id = Some(EXP_PAUSED.to_owned());
+    paused.variant_id = Some(catalogs::VAR_PAUSED.to_owned());
+    // The paused experiment's exposure naming the running one's variant: not its variant.
+    ev.open("u3b", new(), T0).experiment_id = Some(EXP_PAUSED.to_owned());
     ev.open("u4", control(), T0).app_id = AppId::from_uuid(uuid(APP2));
     let screen = ev.push("u5", EventType::ScreenView, T0);
     screen.experiment_id = Some(EXP.to_owned());
     ev.open("u6", control(), T0).experiment_id = Some(EXP.replace('-', ""));
+    // Only an unknown variant: not exposed.
+    ev.open("u7", unknown, T0);
+    // A known variant and an unknown one: exposed to the known one.
+    ev.open("u8", new(), T0);
+    ev.open("u8", unknown, T0 + Duration::hours(1));
+    // After the end.
+    ev.open("u9", new(), to + Duration::seconds(1));
     if let Err(e) = store.append_events(&ev.0).await {
         panic!("append_events: {e}");
     }
-    let counts = match store.exposure_counts(AppId::from_uuid(uuid(APP1))).await {
+    let catalog = catalogs::build(&catalogs::catalog_json());
+    let app = AppId::from_uuid(uuid(APP1));
+    let experiments = [EXP, EXP_PAUSED]
+        .iter()
+        .map(|id| {
+            let id = ExperimentId::from_uuid(uuid(id));
+            let (_, experiment) = catalog.experiment(id).expect("the fixture's experiment");
+            (id, experiment.variants().iter().map(|v| v.id()).collect())
+        })
+        .collect();
+    let listed = ExposureCountQuery {
+        app_id: app,
+        experiments,
+        to,
+    };
+    let counts = match store.exposure_counts(&listed).await {
         Ok(counts) => counts,
         Err(e) => panic!("exposure_counts: {e}"),
     };
@@ -415,4 +449,12 @@ where
     .into_iter()
     .collect();
     assert_eq!(counts, expected);
+    // The report counts the same users.
+    let report = match store.experiment_results(&query(None, to, &[], &[])).await {
+        Ok(data) => data,
+        Err(e) => panic!("experiment_results: {e}"),
+    };
+    let exposed: u64 = report.variants.iter().map(|v| v.users).sum();
+    assert_eq!(exposed, 2, "the report's exposed users: {report:?}");
+    assert_eq!(report.multiple_exposures, 1, "u1");
 }

@@ -206,7 +206,8 @@ pub enum StickyAssignment {
     /// A stored assignment decided the variant; audience, namespace, coverage and weights
     /// were not consulted.
     Stored,
-    /// No stored assignment applied: the user was bucketed, and the variant is recorded.
+    /// No stored assignment applied: the user was bucketed, and resolve would store the variant
+    /// (explain stores nothing).
     New,
     /// No stored assignment applied, and the user is in no variant: nothing is recorded.
     None,
@@ -594,7 +595,7 @@ impl fmt::Display for Step {
                         let what = match sticky.assignment {
                             StickyAssignment::Stored => "a stored assignment decided the variant",
                             StickyAssignment::New => {
-                                "no stored assignment; the variant is recorded"
+                                "no stored assignment; resolve would store this variant"
                             }
                             StickyAssignment::None => "no stored assignment",
                             StickyAssignment::Excluded => {

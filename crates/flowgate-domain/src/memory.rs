@@ -186,11 +186,11 @@ impl ResultsSource for InMemoryStore {
         Box::pin(std::future::ready(Ok(data)))
     }
 
-    fn exposure_counts(
-        &self,
-        app: AppId,
-    ) -> BoxFuture<'_, Result<std::collections::BTreeMap<ExperimentId, u64>, StoreError>> {
-        let counts = crate::results::exposure_counts(app, self.lock().events.iter());
+    fn exposure_counts<'a>(
+        &'a self,
+        query: &'a crate::results::ExposureCountQuery,
+    ) -> BoxFuture<'a, Result<std::collections::BTreeMap<ExperimentId, u64>, StoreError>> {
+        let counts = crate::results::exposure_counts(query, self.lock().events.iter());
         Box::pin(std::future::ready(Ok(counts)))
     }
 }

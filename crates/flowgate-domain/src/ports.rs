@@ -215,12 +215,13 @@ pub trait ResultsSource: Send + Sync {
         query: &'a ResultsQuery,
     ) -> BoxFuture<'a, Result<ResultsData, StoreError>>;
 
-    /// Per experiment of `app`, the users with at least one exposure (D22's exposure events,
-    /// at any time; users of several variants included): the list of experiments' figure.
-    fn exposure_counts(
-        &self,
-        app: AppId,
-    ) -> BoxFuture<'_, Result<BTreeMap<ExperimentId, u64>, StoreError>>;
+    /// Per experiment of the query's app, the users a report without a window counts as
+    /// exposed (`exposed_users`: exposures to its known variants up to `to`, users of two
+    /// variants left out; [`crate::results::exposure_counts`]): the list of experiments' figure.
+    fn exposure_counts<'a>(
+        &'a self,
+        query: &'a crate::results::ExposureCountQuery,
+    ) -> BoxFuture<'a, Result<BTreeMap<ExperimentId, u64>, StoreError>>;
 }
 
 /// An event, or a message of the event bus, that the store refused for good (D17), kept aside

@@ -219,6 +219,8 @@ pub struct AdminState {
     explain: Option<Arc<ExplainAccess>>,
     results: Option<Arc<ResultsAccess>>,
     console: Option<web::Data<crate::console::Console>>,
+    /// Wrong admin tokens per client address, shared with the console's sign-in.
+    guard: Arc<crate::token_guard::TokenGuard>,
 }
 
 impl AdminState {
@@ -230,6 +232,7 @@ impl AdminState {
             explain: None,
             results: None,
             console: None,
+            guard: Arc::new(crate::token_guard::TokenGuard::new()),
         }
     }
 
@@ -257,6 +260,7 @@ impl AdminState {
                 access,
                 Arc::clone(explain),
                 Arc::clone(results),
+                Arc::clone(&self.guard),
             )));
         }
         self
@@ -288,23 +292,50 @@ fn admin_unauthorized(req: &HttpRequest, detail: &str) -> HttpResponse {
     response
 }
 
-/// `None` when the request presents `token` as its bearer token, else the 401 to answer.
-fn refuse_without(req: &HttpRequest, token: &str) -> Option<HttpResponse> {
+/// The 429 of the admin API: too many wrong tokens from the client's address.
+fn admin_limited(req: &HttpRequest, retry_after_secs: u32) -> HttpResponse {
+    let mut response = admin_problem(
+        req,
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+        "Rate limited",
+        &format!("too many wrong admin tokens from this address; retry in {retry_after_secs} s"),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    response
+}
+
+/// `None` when the request presents `token` as its bearer token, else the answer: 401, or 429
+/// once its address has sent too many wrong tokens (the right one then waits too). Wrong and
+/// missing tokens count per address in the console's sign-in limiter (`token_guard`).
+fn refuse_without(
+    req: &HttpRequest,
+    token: &str,
+    guard: &crate::token_guard::TokenGuard,
+) -> Option<HttpResponse> {
+    let client = crate::token_guard::client_of(req);
+    if let Some(wait) = guard.blocked(client) {
+        return Some(admin_limited(req, wait));
+    }
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(crate::authorization::bearer_token);
-    match presented {
-        None => Some(admin_unauthorized(
-            req,
-            "send Authorization: Bearer <admin.token>",
-        )),
-        Some(given) if !same_secret(given.as_bytes(), token.as_bytes()) => Some(
-            admin_unauthorized(req, "the bearer token is not the admin token"),
-        ),
-        Some(_) => None,
-    }
+    let detail = match presented {
+        None => "send Authorization: Bearer <admin.token>",
+        Some(given) if !same_secret(given.as_bytes(), token.as_bytes()) => {
+            "the bearer token is not the admin token"
+        }
+        Some(_) => return None,
+    };
+    let route = req.match_pattern().unwrap_or_default();
+    Some(match guard.failed(client, &route) {
+        Some(wait) => admin_limited(req, wait),
+        None => admin_unauthorized(req, detail),
+    })
 }
 
 /// A problem+json answer of the admin API.
@@ -434,7 +465,7 @@ fn results_access<'a>(
     let Some(access) = state.results.as_deref() else {
         return Err(Box::new(crate::handlers::no_route(req)));
     };
-    match refuse_without(req, &access.token) {
+    match refuse_without(req, &access.token, &state.guard) {
         Some(refused) => Err(Box::new(refused)),
         None => Ok(access),
     }
@@ -500,7 +531,7 @@ async fn explain(
     let Some(access) = state.explain.as_deref() else {
         return crate::handlers::no_route(&req);
     };
-    if let Some(refused) = refuse_without(&req, &access.token) {
+    if let Some(refused) = refuse_without(&req, &access.token, &state.guard) {
         return refused;
     }
     let (app_id, key) = path.into_inner();

@@ -24,6 +24,7 @@ pub mod results;
 pub mod router;
 mod state;
 pub mod sticky;
+mod token_guard;
 mod unknown_placements;
 mod worker;
 

@@ -9,7 +9,7 @@ use flowgate_domain::catalog::{App, Experiment};
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId};
 use flowgate_domain::ports::{Outage, ResultsSource, StoreError};
-use flowgate_domain::results::{report, ExperimentReport, ResultsQuery};
+use flowgate_domain::results::{report, ExperimentReport, ExposureCountQuery, ResultsQuery};
 use flowgate_domain::Catalog;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -194,10 +194,25 @@ pub async fn experiment_list<'c>(
     let mut apps: Vec<AppId> = listed.iter().map(|l| l.app.id()).collect();
     apps.dedup();
     let mut exposed = BTreeMap::new();
+    // Counted as a report without a window counts `exposed_users`: up to now, exposures to
+    // the experiment's own variants, users of two variants left out (D22).
+    let to = OffsetDateTime::now_utc();
     for app in apps {
+        let query = ExposureCountQuery {
+            app_id: app,
+            experiments: listed
+                .iter()
+                .filter(|l| l.app.id() == app)
+                .map(|l| {
+                    let variants = l.experiment.variants().iter().map(|v| v.id()).collect();
+                    (l.experiment.id(), variants)
+                })
+                .collect(),
+            to,
+        };
         exposed.extend(
             source
-                .exposure_counts(app)
+                .exposure_counts(&query)
                 .await
                 .map_err(ReportError::Store)?,
         );

@@ -29,9 +29,11 @@ use diesel::sql_types::{BigInt, Double, Nullable, Text};
 use diesel::QueryableByName;
 use diesel_async::RunQueryDsl;
 use flowgate_domain::events::EventType;
-use flowgate_domain::ids::{AppId, ExperimentId};
+use flowgate_domain::ids::ExperimentId;
 use flowgate_domain::ports::{BoxFuture, Outage, ResultsSource, StoreError};
-use flowgate_domain::results::{Exposure, Folder, Outcome, ResultsData, ResultsQuery};
+use flowgate_domain::results::{
+    Exposure, ExposureCountQuery, Folder, Outcome, ResultsData, ResultsQuery,
+};
 use futures_util::TryStreamExt;
 use time::OffsetDateTime;
 use tokio::sync::Semaphore;
@@ -548,25 +550,56 @@ struct ExposureRow {
 }
 
 impl Store {
-    /// Per experiment of `app`, the users with an exposure; on PostgreSQL with `limit` as the
-    /// `statement_timeout`.
+    /// Per experiment of the query, the users a report counts as exposed (exposures to its
+    /// variants up to the end; users of two variants left out, as `Folder` leaves them out);
+    /// on PostgreSQL with `limit` as the `statement_timeout`.
     async fn exposure_counts_within(
         &self,
-        app: AppId,
+        query: &ExposureCountQuery,
         limit: Option<Duration>,
     ) -> Result<BTreeMap<ExperimentId, u64>, StoreError> {
-        const SQL: &str = "SELECT experiment_id, count(DISTINCT user_id) AS n FROM analytics_events \
-             WHERE app_id = {app} AND experiment_id IS NOT NULL \
-             AND (event_type = 'flow_open' OR (event_type = 'resolve_no_flow' AND reason = 'holdout')) \
-             GROUP BY experiment_id";
+        if query.experiments.iter().all(|(_, v)| v.is_empty()) {
+            return Ok(BTreeMap::new());
+        }
+        // Validated ids (an id's text is hex digits and hyphens), quoted as literals.
+        let known = query
+            .experiments
+            .iter()
+            .filter(|(_, variants)| !variants.is_empty())
+            .map(|(id, variants)| {
+                let variants: Vec<String> =
+                    variants.iter().map(|v| literal(&v.to_string())).collect();
+                format!(
+                    "(experiment_id = {} AND variant_id IN ({}))",
+                    literal(&id.to_string()),
+                    variants.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let sql = format!(
+            "SELECT experiment_id, count(*) AS n FROM (\
+               SELECT experiment_id, user_id FROM analytics_events \
+               WHERE app_id = {{app}} AND {EXPOSURE} AND occurred_at <= {{to}} AND ({known}) \
+               GROUP BY experiment_id, user_id HAVING count(DISTINCT variant_id) = 1\
+             ) AS exposed GROUP BY experiment_id"
+        );
+        let app = query.app_id;
         let rows: Vec<ExposureRow> = match self.db() {
             // A connection of its own, as a report's: when the time limit ends the wait, the
             // connection goes with it, never back to a pool in the middle of a transaction.
             Db::Postgres(pg) => {
                 let client = pg.results_client(limit).await?;
-                let sql = SQL
-                    .replace("SELECT experiment_id", "SELECT experiment_id::text")
-                    .replace("{app}", &format!("{}::uuid", literal(&app.to_string())));
+                let to = query
+                    .to
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .map_err(|e| StoreError::Unstorable {
+                        detail: format!("results: the time {}: {e}", query.to),
+                    })?;
+                let sql = sql
+                    .replacen("SELECT experiment_id", "SELECT experiment_id::text", 1)
+                    .replace("{app}", &format!("{}::uuid", literal(&app.to_string())))
+                    .replace("{to}", &format!("{}::timestamptz", literal(&to)));
                 let mut rows = Vec::new();
                 for message in client
                     .simple_query(&sql)
@@ -591,7 +624,9 @@ impl Store {
             }
             Db::Sqlite(sqlite) => {
                 let app = DbUuid(*app.as_uuid());
-                let q = diesel::sql_query(SQL.replace("{app}", "?1")).bind::<sql::Uuid, _>(app);
+                let q = diesel::sql_query(sql.replace("{app}", "?1").replace("{to}", "?2"))
+                    .bind::<sql::Uuid, _>(app)
+                    .bind::<sql::Instant, _>(crate::types::DbTimestamp(query.to));
                 let mut conn = sqlite.pool.get().await.map_err(pool_error)?;
                 q.load(&mut conn).await.map_err(query_error)?
             }
@@ -614,11 +649,11 @@ impl ResultsSource for Store {
         Box::pin(self.experiment_results_within(query, None))
     }
 
-    fn exposure_counts(
-        &self,
-        app: AppId,
-    ) -> BoxFuture<'_, Result<BTreeMap<ExperimentId, u64>, StoreError>> {
-        Box::pin(self.exposure_counts_within(app, None))
+    fn exposure_counts<'a>(
+        &'a self,
+        query: &'a ExposureCountQuery,
+    ) -> BoxFuture<'a, Result<BTreeMap<ExperimentId, u64>, StoreError>> {
+        Box::pin(self.exposure_counts_within(query, None))
     }
 }
 
@@ -709,13 +744,13 @@ impl ResultsSource for ResultsReader {
         )
     }
 
-    fn exposure_counts(
-        &self,
-        app: AppId,
-    ) -> BoxFuture<'_, Result<BTreeMap<ExperimentId, u64>, StoreError>> {
-        let (store, limit) = (self.store.clone(), self.limit);
+    fn exposure_counts<'a>(
+        &'a self,
+        query: &'a ExposureCountQuery,
+    ) -> BoxFuture<'a, Result<BTreeMap<ExperimentId, u64>, StoreError>> {
+        let (store, query, limit) = (self.store.clone(), query.clone(), self.limit);
         Box::pin(self.limited(1, async move {
-            store.exposure_counts_within(app, Some(limit)).await
+            store.exposure_counts_within(&query, Some(limit)).await
         }))
     }
 }

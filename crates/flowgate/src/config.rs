@@ -149,7 +149,10 @@ impl fmt::Debug for AdminConfig {
 }
 
 /// Shortest accepted `admin.token`.
-pub const MIN_ADMIN_TOKEN_CHARS: usize = 24;
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+/// Fewest distinct characters in an accepted `admin.token`: a random hex token of 32 has about
+/// 14, so this refuses only tokens made by hand (`aaaa...`, `abab...`, `0000...`).
+pub const MIN_ADMIN_TOKEN_DISTINCT: usize = 8;
 
 /// Sink writers on PostgreSQL when `events.writers` is 0.
 pub const PG_WRITERS: usize = 4;
@@ -690,16 +693,23 @@ impl Config {
         }
         parse_addr("admin.listen", &self.admin.listen)?;
         let token = &self.admin.token;
+        let distinct = token
+            .chars()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         if !token.is_empty()
             && (token.chars().count() < MIN_ADMIN_TOKEN_CHARS
+                || distinct < MIN_ADMIN_TOKEN_DISTINCT
                 || !token.chars().all(|c| c.is_ascii_graphic()))
         {
             // The message never repeats the token: it is a secret.
             return Err(invalid(
                 "admin.token",
                 format!(
-                    "must be at least {MIN_ADMIN_TOKEN_CHARS} printable ASCII characters without \
-                     spaces (a random secret, e.g. `openssl rand -hex 24`); the one given has {}",
+                    "is too weak: it must be at least {MIN_ADMIN_TOKEN_CHARS} printable ASCII \
+                     characters without spaces, at least {MIN_ADMIN_TOKEN_DISTINCT} of them \
+                     different (a random secret, e.g. `openssl rand -hex 32`); the one given \
+                     has {} characters, {distinct} different",
                     token.chars().count()
                 ),
             ));
@@ -1368,7 +1378,7 @@ mod tests {
 
     #[test]
     fn the_admin_token_is_checked_and_never_shown() {
-        let token = "a-long-enough-admin-token-42";
+        let token = "a-long-enough-admin-token-0123456789";
         let config = load(
             Environment::Development,
             &[("FLOWGATE__ADMIN__TOKEN", token)],
@@ -1376,7 +1386,17 @@ mod tests {
         .unwrap();
         assert_eq!(config.admin.token, token);
         assert!(!format!("{config:?}").contains(token), "Debug redacts it");
-        for bad in ["too-short", "has spaces in it but is long enough"] {
+        let weak = [
+            "too-short",
+            "has spaces in it but is long enough to pass",
+            // 31 characters: one short.
+            "a-long-enough-admin-token-01234",
+            // Long, but of too few distinct characters.
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "abcabcabcabcabcabcabcabcabcabcabcabc",
+            "0123456012345601234560123456012345601234560",
+        ];
+        for bad in weak {
             let err = load_error(Environment::Development, &[("FLOWGATE__ADMIN__TOKEN", bad)]);
             assert!(err.contains("admin.token") && !err.contains(bad), "{err}");
         }

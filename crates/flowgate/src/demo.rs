@@ -18,6 +18,11 @@ pub const WORKSPACE: &str = "d0000000-0000-4000-8000-000000000001";
 pub const APP: &str = "d0000000-0000-4000-8000-0000000000a1";
 /// The demo app's paywall experiment (`paywall-price-test`: control against trial).
 pub const EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
+/// The demo experiment's variants (`VARA`, `VARB` of the catalog below).
+pub const VARIANTS: [&str; 2] = [
+    "d0000000-0000-4000-8000-0000000000b1",
+    "d0000000-0000-4000-8000-0000000000b2",
+];
 const FLOW_WELCOME: &str = "d0000000-0000-4000-8000-0000000000f1";
 const VERSION_WELCOME: &str = "d0000000-0000-4000-8000-0000000000e1";
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use flowgate_domain::bucketing::hash_v2;
-use flowgate_domain::ids::AppId;
+use flowgate_domain::ids::{AppId, ExperimentId};
 use flowgate_domain::ports::ResultsSource;
 use futures_util::StreamExt as _;
 use serde_json::{json, Value};
@@ -210,11 +210,22 @@ pub async fn traffic(
         Ok(app) => (app, demo::EXPERIMENT.to_owned()),
         Err(_) => return ExitCode::Failure,
     };
-    let experiment_id = experiment.parse().ok();
+    let experiment_id: Option<ExperimentId> = experiment.parse().ok();
+    let counted = flowgate_domain::results::ExposureCountQuery {
+        app_id: app,
+        experiments: experiment_id
+            .map(|id| {
+                let variants = demo::VARIANTS.iter().filter_map(|v| v.parse().ok());
+                (id, variants.collect())
+            })
+            .into_iter()
+            .collect(),
+        to: time::OffsetDateTime::now_utc() + Duration::from_secs(3600),
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let mut stored = 0;
     while std::time::Instant::now() < deadline {
-        stored = match (reader.exposure_counts(app).await, experiment_id) {
+        stored = match (reader.exposure_counts(&counted).await, experiment_id) {
             (Ok(counts), Some(id)) => counts.get(&id).copied().unwrap_or(0),
             _ => 0,
         };

@@ -3,14 +3,14 @@
 //! outcome events) and fold them here, so the rules are written once for every store; the
 //! in-memory store's [`aggregate`] groups a list of events the same way.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use time::{Date, OffsetDateTime, UtcOffset};
 
 use super::report::{DailyCounts, ResultsData, ResultsQuery, VariantCounts};
 use super::stats::VariantSums;
 use crate::events::{AnalyticsEvent, EventType, NoFlowReason};
-use crate::ids::{AppId, ExperimentId};
+use crate::ids::{AppId, ExperimentId, VariantId};
 
 /// Whether `e` is an exposure event of some experiment (a `flow_open`, or a holdout
 /// `resolve_no_flow`, carrying an experiment id as resolve serves it): that experiment.
@@ -29,27 +29,62 @@ fn exposure_of_any(e: &AnalyticsEvent) -> Option<ExperimentId> {
     (id.to_string() == text).then_some(id)
 }
 
-/// Per experiment of `app`, the users with at least one exposure (the list's figure).
+/// What the experiment list counts (D22): per experiment of an app, the users a report
+/// without a window counts as exposed (`exposed_users`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExposureCountQuery {
+    /// The app.
+    pub app_id: AppId,
+    /// Its experiments, each with its variants (exposures to others are not exposures).
+    pub experiments: Vec<(ExperimentId, Vec<VariantId>)>,
+    /// Exposures up to then (a report's default end: now).
+    pub to: OffsetDateTime,
+}
+
+/// Per experiment of `query`, the users a report counts as exposed (the list's figure): users
+/// with an exposure to one of its variants up to the end, and to no other of its variants
+/// (users of two are the report's `multiple_exposures`, in no figure). Experiments without such
+/// a user are absent.
 pub fn exposure_counts<'e>(
-    app: AppId,
+    query: &ExposureCountQuery,
     events: impl IntoIterator<Item = &'e AnalyticsEvent>,
 ) -> BTreeMap<ExperimentId, u64> {
-    let mut users: BTreeMap<ExperimentId, BTreeSet<&str>> = BTreeMap::new();
+    // Per experiment and user: the variant, or `None` once a second one was seen.
+    let mut users: BTreeMap<(ExperimentId, &str), Option<&str>> = BTreeMap::new();
     for e in events {
-        if e.app_id != app {
+        if e.app_id != query.app_id || e.occurred_at > query.to {
             continue;
         }
-        if let Some(experiment) = exposure_of_any(e) {
-            users
-                .entry(experiment)
-                .or_default()
-                .insert(e.user_id.as_str());
+        let Some(experiment) = exposure_of_any(e) else {
+            continue;
+        };
+        let Some(variant) = e.variant_id.as_deref() else {
+            continue;
+        };
+        let known = query
+            .experiments
+            .iter()
+            .find(|(id, _)| *id == experiment)
+            .is_some_and(|(_, variants)| variants.iter().any(|v| v.to_string() == variant));
+        if !known {
+            continue;
+        }
+        users
+            .entry((experiment, e.user_id.as_str()))
+            .and_modify(|seen| {
+                if *seen != Some(variant) {
+                    *seen = None;
+                }
+            })
+            .or_insert(Some(variant));
+    }
+    let mut counts = BTreeMap::new();
+    for ((experiment, _), variant) in users {
+        if variant.is_some() {
+            *counts.entry(experiment).or_insert(0) += 1;
         }
     }
-    users
-        .into_iter()
-        .map(|(id, u)| (id, u.len() as u64))
-        .collect()
+    counts
 }
 
 /// One exposure of a user: when, and to which variant (its place in the query's variants).

@@ -29,7 +29,7 @@ mod aggregate;
 mod report;
 pub mod stats;
 
-pub use aggregate::{aggregate, exposure_counts, Exposure, Folder, Outcome};
+pub use aggregate::{aggregate, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome};
 pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,

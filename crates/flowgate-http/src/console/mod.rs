@@ -22,7 +22,6 @@ mod charts;
 mod pages;
 mod session;
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,9 +39,9 @@ use maud::Markup;
 use time::OffsetDateTime;
 
 use crate::admin::{ExplainAccess, ResultsAccess};
-use crate::ratelimit::RateLimiter;
 use crate::results::{experiment_list, ReportError, ReportParams};
-use session::{Session, Sessions};
+use crate::token_guard::TokenGuard;
+use session::{Session, Sessions, SignInTokens};
 
 /// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
 /// no frame, forms posted only here.
@@ -50,8 +49,9 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self';
      form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 /// Largest catalog file the change preview takes.
 pub const UPLOAD_LIMIT: usize = 8 * 1024 * 1024;
-/// Sign-in attempts a client address may make at once; they come back one a minute.
-pub const SIGN_IN_BURST: u32 = 10;
+/// Sign-in attempts a client address may make at once; they come back one a minute. Wrong
+/// tokens on the admin API count in the same budget (`token_guard`).
+pub const SIGN_IN_BURST: u32 = crate::token_guard::ATTEMPT_BURST;
 /// Imports the history page lists.
 const HISTORY_LIMIT: usize = 100;
 /// The stylesheet (one, small; no inline style anywhere).
@@ -160,7 +160,10 @@ impl std::fmt::Debug for ConsoleAccess {
 pub struct Console {
     backend: Arc<dyn ConsoleBackend>,
     sessions: Sessions,
-    sign_in_limit: RateLimiter<IpAddr>,
+    /// Signs the sign-in form's CSRF tokens (none without randomness: no form then).
+    sign_in_tokens: Option<SignInTokens>,
+    /// Sign-in attempts per client address, shared with the admin API's wrong tokens.
+    guard: Arc<TokenGuard>,
     explain: Arc<ExplainAccess>,
     results: Arc<ResultsAccess>,
 }
@@ -171,11 +174,13 @@ impl Console {
         access: ConsoleAccess,
         explain: Arc<ExplainAccess>,
         results: Arc<ResultsAccess>,
+        guard: Arc<TokenGuard>,
     ) -> Self {
         Self {
             backend: access.backend,
             sessions: Sessions::new(access.session_lifetime),
-            sign_in_limit: RateLimiter::every(Duration::from_secs(60), SIGN_IN_BURST),
+            sign_in_tokens: SignInTokens::new().ok(),
+            guard,
             explain,
             results,
         }
@@ -224,7 +229,28 @@ fn query_fields(req: &HttpRequest) -> Fields {
     )
 }
 
+/// A post's form, or why it could not be read (the error's response is [`form_error`]'s).
+type PostedForm = Result<web::Form<Vec<(String, String)>>, actix_web::Error>;
+
 impl Fields {
+    /// A post's fields. A body that is not a form (none at all, another content type, bad
+    /// encoding) reads as no fields, so the post is refused as any post without its CSRF token
+    /// is (403, or the sign-in page without a session) before anything is read; only a body
+    /// over the limit is answered at once (413).
+    fn posted(form: PostedForm) -> Result<Self, Box<HttpResponse>> {
+        match form {
+            Ok(form) => Ok(Self(form.into_inner())),
+            Err(e) => {
+                let response = e.error_response();
+                if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    Err(Box::new(response))
+                } else {
+                    Ok(Self(Vec::new()))
+                }
+            }
+        }
+    }
+
     fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
@@ -267,9 +293,15 @@ async fn index(req: HttpRequest, console: Data) -> HttpResponse {
     }
 }
 
-/// The sign-in page with `message`, a new double-submit token in its form and its cookie.
-fn sign_in_form(req: &HttpRequest, status: StatusCode, message: Option<&str>) -> HttpResponse {
-    let Ok(token) = session::random_token() else {
+/// The sign-in page with `message`, a new double-submit token (issued and signed by this
+/// process) in its form and its cookie.
+fn sign_in_form(
+    console: &Console,
+    req: &HttpRequest,
+    status: StatusCode,
+    message: Option<&str>,
+) -> HttpResponse {
+    let Some(Ok(token)) = console.sign_in_tokens.as_ref().map(SignInTokens::issue) else {
         return HttpResponse::ServiceUnavailable().body("no randomness for a sign-in form");
     };
     let mut response = html(status, pages::sign_in(&token, message));
@@ -283,40 +315,42 @@ async fn sign_in_page(req: HttpRequest, console: Data) -> HttpResponse {
     if console.sessions.of(&req).is_some() {
         return see_other("/console/experiments");
     }
-    sign_in_form(&req, StatusCode::OK, None)
+    sign_in_form(&console, &req, StatusCode::OK, None)
 }
 
 /// `POST /console/sign-in`: the admin token opens a session.
-async fn sign_in(
-    req: HttpRequest,
-    form: web::Form<Vec<(String, String)>>,
-    console: Data,
-) -> HttpResponse {
-    let fields = Fields(form.into_inner());
-    let client = req
-        .peer_addr()
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip());
-    let decision = console.sign_in_limit.check(&client);
-    if !decision.allowed {
+async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
+    let client = crate::token_guard::client_of(&req);
+    let refused = console.guard.blocked(client).or_else(|| {
+        let decision = console.guard.attempt(client);
+        (!decision.allowed).then_some(decision.retry_after_secs)
+    });
+    if let Some(retry_after_secs) = refused {
         let mut response = sign_in_form(
+            &console,
             &req,
             StatusCode::TOO_MANY_REQUESTS,
             Some(&format!(
-                "Too many sign-in attempts from this address; try again in {} s.",
-                decision.retry_after_secs
+                "Too many sign-in attempts from this address; try again in \
+                 {retry_after_secs} s."
             )),
         );
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(decision.retry_after_secs),
-        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
         return response;
     }
     if !fields
         .get("csrf")
-        .is_some_and(|t| session::sign_in_token_matches(&req, t))
+        .zip(console.sign_in_tokens.as_ref())
+        .is_some_and(|(t, tokens)| session::sign_in_token_matches(&req, tokens, t))
     {
         return sign_in_form(
+            &console,
             &req,
             StatusCode::FORBIDDEN,
             Some("The sign-in form expired or came from elsewhere; sign in again."),
@@ -324,8 +358,9 @@ async fn sign_in(
     }
     let given = fields.get("token").unwrap_or_default();
     if !crate::admin::same_secret(given.as_bytes(), console.explain.token.as_bytes()) {
-        tracing::warn!(client = %client, "console sign-in with a wrong admin token");
+        console.guard.wrong_sign_in(client);
         return sign_in_form(
+            &console,
             &req,
             StatusCode::UNAUTHORIZED,
             Some("That is not the admin token."),
@@ -342,12 +377,11 @@ async fn sign_in(
 }
 
 /// `POST /console/sign-out`
-async fn sign_out(
-    req: HttpRequest,
-    form: web::Form<Vec<(String, String)>>,
-    console: Data,
-) -> HttpResponse {
-    let fields = Fields(form.into_inner());
+async fn sign_out(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
     let session = match checked_post(&console, &req, fields.get("csrf")) {
         Ok(session) => session,
         Err(answer) => return *answer,
@@ -470,12 +504,11 @@ async fn explain_form(req: HttpRequest, console: Data) -> HttpResponse {
 }
 
 /// `POST /console/explain`: the D18 trace of a request.
-async fn explain_run(
-    req: HttpRequest,
-    form: web::Form<Vec<(String, String)>>,
-    console: Data,
-) -> HttpResponse {
-    let fields = Fields(form.into_inner());
+async fn explain_run(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
     let session = match checked_post(&console, &req, fields.get("csrf")) {
         Ok(session) => session,
         Err(answer) => return *answer,
@@ -696,13 +729,12 @@ async fn keys(req: HttpRequest, console: Data) -> HttpResponse {
     )
 }
 
-/// `POST /console/keys`: creates a key and shows it once.
-async fn create_key(
-    req: HttpRequest,
-    form: web::Form<Vec<(String, String)>>,
-    console: Data,
-) -> HttpResponse {
-    let fields = Fields(form.into_inner());
+/// `POST /console/keys`: creates a key, and redirects (303) to the page that shows it once.
+async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
     let session = match checked_post(&console, &req, fields.get("csrf")) {
         Ok(session) => session,
         Err(answer) => return *answer,
@@ -755,9 +787,26 @@ async fn create_key(
     {
         Ok(created) => {
             tracing::info!(key = %created.record.id, workspace = %workspace, "console: key created");
-            html(StatusCode::OK, pages::key_created(&session, &created))
+            // Post/Redirect/Get: reloading the page that shows the key creates no other.
+            console.sessions.hold_new_key(&session, created);
+            see_other(KEY_CREATED_PATH)
         }
         Err(e) => store_failure(&session, "The key was not created", &e),
+    }
+}
+
+/// Where a created key is shown, once.
+const KEY_CREATED_PATH: &str = "/console/keys/created";
+
+/// `GET /console/keys/created`: the key the session just created, shown this once; after
+/// that (a reload), the keys.
+async fn key_created(req: HttpRequest, console: Data) -> HttpResponse {
+    let Some(session) = console.sessions.of(&req) else {
+        return to_sign_in();
+    };
+    match console.sessions.take_new_key(&session) {
+        Some(created) => html(StatusCode::OK, pages::key_created(&session, &created)),
+        None => see_other("/console/keys"),
     }
 }
 
@@ -808,10 +857,13 @@ async fn revoke_confirm(req: HttpRequest, path: web::Path<String>, console: Data
 async fn revoke(
     req: HttpRequest,
     path: web::Path<String>,
-    form: web::Form<Vec<(String, String)>>,
+    form: PostedForm,
     console: Data,
 ) -> HttpResponse {
-    let fields = Fields(form.into_inner());
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
     let session = match checked_post(&console, &req, fields.get("csrf")) {
         Ok(session) => session,
         Err(answer) => return *answer,
@@ -856,7 +908,8 @@ async fn not_found(req: HttpRequest, console: Data) -> HttpResponse {
     }
 }
 
-/// A form body that is not a form: 400, as a page.
+/// A form body that is not a form, as a page: 413 when too large, else 400 (the posts read
+/// such a body as no fields: [`Fields::posted`]).
 fn form_error(error: actix_web::error::UrlencodedError, _req: &HttpRequest) -> actix_web::Error {
     let status = match &error {
         actix_web::error::UrlencodedError::Overflow { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -937,6 +990,7 @@ pub(crate) fn scope(
                 .route(web::get().to(keys))
                 .route(web::post().to(create_key)),
         )
+        .service(route!("/keys/created").route(web::get().to(key_created)))
         .service(
             route!("/keys/{keyId}/revoke")
                 .route(web::get().to(revoke_confirm))

@@ -5,8 +5,11 @@
 //! session) and a CSRF token of its own, which every form of the session carries and every post
 //! must return. Sessions live in this process's memory: signing out or expiring removes one,
 //! and a restart signs everyone out. The sign-in form, which has no session yet, carries a token
-//! that must equal a cookie set with the form (a double-submit token), so another site cannot
-//! sign a browser in either.
+//! that must equal a cookie set with the form (a double-submit token) and that this server
+//! issued: random bits and the time of issue, signed with HMAC-SHA-256 under a key drawn when
+//! the process starts ([`SignInTokens`]), and accepted for an hour. A pair of cookie and field
+//! made up elsewhere (say, a cookie planted by a sibling domain) is refused, so another site
+//! cannot sign a browser in either.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::HttpRequest;
+
+use super::NewKey;
 
 /// The session cookie.
 pub(crate) const SESSION_COOKIE: &str = "flowgate_console";
@@ -41,6 +46,105 @@ pub(crate) struct Session {
 pub(crate) struct Sessions {
     lifetime: Duration,
     open: Mutex<HashMap<String, Session>>,
+    /// A key each session created and has not shown yet (by session id): the key creation's
+    /// post redirects to the page that shows it once (Post/Redirect/Get).
+    held: Mutex<HashMap<String, NewKey>>,
+}
+
+/// Signs and checks the sign-in form's tokens: 8 random bytes, the issue time (8 bytes, seconds
+/// since the Unix epoch) and the first 16 bytes of their HMAC-SHA-256 under a per-process key,
+/// as 64 hex digits. Stateless, so a flood of sign-in pages stores nothing.
+pub(crate) struct SignInTokens {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for SignInTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SignInTokens(<key>)")
+    }
+}
+
+/// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`.
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut inner_pad = [0x36u8; 64];
+    let mut outer_pad = [0x5cu8; 64];
+    for (i, k) in key.iter().enumerate() {
+        inner_pad[i] ^= k;
+        outer_pad[i] ^= k;
+    }
+    let inner = Sha256::new()
+        .chain_update(inner_pad)
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(outer_pad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+impl SignInTokens {
+    /// A new signing key from the operating system.
+    pub fn new() -> Result<Self, getrandom::Error> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key)?;
+        Ok(Self { key })
+    }
+
+    fn sign(&self, body: &[u8; 16]) -> [u8; 16] {
+        let mac = hmac_sha256(&self.key, body);
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&mac[..16]);
+        head
+    }
+
+    /// A token issued now.
+    pub fn issue(&self) -> Result<String, getrandom::Error> {
+        self.issue_at(time::OffsetDateTime::now_utc().unix_timestamp())
+    }
+
+    fn issue_at(&self, now: i64) -> Result<String, getrandom::Error> {
+        let mut body = [0u8; 16];
+        getrandom::fill(&mut body[..8])?;
+        body[8..].copy_from_slice(&now.to_be_bytes());
+        Ok(format!("{}{}", hex(&body), hex(&self.sign(&body))))
+    }
+
+    /// Whether `token` is one this process issued within [`SIGN_IN_FORM_LIFETIME`].
+    pub fn issued(&self, token: &str) -> bool {
+        self.issued_at(token, time::OffsetDateTime::now_utc().unix_timestamp())
+    }
+
+    fn issued_at(&self, token: &str, now: i64) -> bool {
+        let Some(bytes) = unhex(token).filter(|b| b.len() == 32) else {
+            return false;
+        };
+        let mut body = [0u8; 16];
+        body.copy_from_slice(&bytes[..16]);
+        if !crate::admin::same_secret(&bytes[16..], &self.sign(&body)) {
+            return false;
+        }
+        let mut at = [0u8; 8];
+        at.copy_from_slice(&body[8..]);
+        let age = now.saturating_sub(i64::from_be_bytes(at));
+        let lifetime = i64::try_from(SIGN_IN_FORM_LIFETIME.as_secs()).unwrap_or(i64::MAX);
+        (0..=lifetime).contains(&age)
+    }
 }
 
 /// 32 random bytes from the operating system, as 64 hex digits.
@@ -56,6 +160,7 @@ impl Sessions {
         Self {
             lifetime,
             open: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
         }
     }
 
@@ -111,6 +216,27 @@ impl Sessions {
     /// Closes a session (signing out).
     pub fn close(&self, session: &Session) {
         self.lock().remove(&session.id);
+        self.held().remove(&session.id);
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, NewKey>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Holds `key`, just created by `session`, until the session's next look at it (one). Keys
+    /// held for sessions no longer open are dropped.
+    pub fn hold_new_key(&self, session: &Session, key: NewKey) {
+        let open = self.lock();
+        let mut held = self.held();
+        held.retain(|id, _| open.contains_key(id));
+        held.insert(session.id.clone(), key);
+    }
+
+    /// The key `session` created and has not seen yet; it is then forgotten (shown once).
+    pub fn take_new_key(&self, session: &Session) -> Option<NewKey> {
+        self.held().remove(&session.id)
     }
 
     /// Open sessions (for tests).
@@ -163,10 +289,12 @@ pub(crate) fn removal(req: &HttpRequest, name: &'static str) -> Cookie<'static> 
     cookie(req, name, String::new(), Duration::ZERO)
 }
 
-/// Whether the sign-in form's `token` is the one its cookie holds.
-pub(crate) fn sign_in_token_matches(req: &HttpRequest, token: &str) -> bool {
+/// Whether the sign-in form's `token` is the one its cookie holds, and one `tokens` issued.
+pub(crate) fn sign_in_token_matches(req: &HttpRequest, tokens: &SignInTokens, token: &str) -> bool {
     req.cookie(SIGN_IN_COOKIE).is_some_and(|c| {
-        !c.value().is_empty() && crate::admin::same_secret(token.as_bytes(), c.value().as_bytes())
+        !c.value().is_empty()
+            && crate::admin::same_secret(token.as_bytes(), c.value().as_bytes())
+            && tokens.issued(token)
     })
 }
 
@@ -214,6 +342,45 @@ mod tests {
             sessions.open().unwrap();
         }
         assert_eq!(sessions.len(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn hmac_sha256_is_rfc_4231s() {
+        // RFC 4231 test case 2's message and MAC, under its key padded to 32 bytes with zeros
+        // (HMAC pads a short key with zeros, so the MAC is the same).
+        let mut key = [0u8; 32];
+        key[..4].copy_from_slice(b"Jefe");
+        assert_eq!(
+            hex(&hmac_sha256(&key, b"what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn only_tokens_issued_here_and_recently_are_accepted() {
+        let tokens = SignInTokens::new().unwrap();
+        let now = 1_700_000_000;
+        let token = tokens.issue_at(now).unwrap();
+        assert_eq!(token.len(), 64);
+        assert!(tokens.issued_at(&token, now));
+        assert!(tokens.issued_at(&token, now + 3600));
+        assert!(!tokens.issued_at(&token, now + 3601), "expired");
+        assert!(!tokens.issued_at(&token, now - 10), "from the future");
+        let other = SignInTokens::new().unwrap();
+        assert!(!other.issued_at(&token, now), "another process's key");
+        for forged in [
+            "0".repeat(64),
+            random_token().unwrap(),
+            format!(
+                "{}{}",
+                &token[..63],
+                if token.ends_with('0') { '1' } else { '0' }
+            ),
+            token[..62].to_owned(),
+            "zz".repeat(32),
+        ] {
+            assert!(!tokens.issued_at(&forged, now), "{forged}");
+        }
     }
 
     #[test]

@@ -86,7 +86,7 @@ async fn health_readiness_and_metrics() {
     handle.stop(false).await;
 }
 
-const TOKEN: &str = "admin-token-0123456789abcdef";
+const TOKEN: &str = "admin-token-0123456789abcdefghijklmn";
 
 /// An admin listener over `catalog`, with the explain API when `explain` is set.
 fn bind_admin(
@@ -271,6 +271,68 @@ async fn explain_requires_the_admin_token_and_valid_input() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404, "no admin.token, no admin API");
+    let _ = r.body().await;
+    handle.stop(false).await;
+}
+
+/// Issue 49: wrong admin tokens are limited per address. Of 275 wrong tokens from one address,
+/// the first ten are answered 401 and the others 429 `rate_limited` with `Retry-After`; the
+/// right token from that address then waits too. (Before: 275 times 401.)
+#[actix_web::test]
+async fn wrong_admin_tokens_are_limited_per_address() {
+    let server = TestServer::start(Backend::Sqlite).await.unwrap();
+    let (base, handle) = bind_admin(server.catalog.clone(), true);
+    let client = awc::Client::default();
+    let path = format!("{base}/admin/v1/apps/{APP1}/placements/onboarding/explain");
+    let ok = r#"{"user_id":"u1","session_id":"s","device_platform":"web"}"#;
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    let mut last = None;
+    for i in 0..275 {
+        // Missing and wrong tokens alike.
+        let mut req = client.post(&path);
+        if i % 5 != 0 {
+            req = req.insert_header(("authorization", format!("Bearer guess-{i:0>32}")));
+        }
+        let mut r = req.send_body(ok).await.unwrap();
+        let status = r.status().as_u16();
+        *statuses.entry(status).or_default() += 1;
+        if status == 429 {
+            let retry: u32 = r
+                .headers()
+                .get("retry-after")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((1..=60).contains(&retry), "{retry}");
+            assert_eq!(
+                r.headers().get("content-type").unwrap(),
+                "application/problem+json",
+                "problem+json"
+            );
+            last = Some(r.json::<Value>().await.unwrap());
+        } else {
+            let _ = r.body().await;
+        }
+    }
+    assert_eq!(
+        statuses,
+        [(401, 10), (429, 265)].into_iter().collect(),
+        "ten wrong tokens pass, the rest wait"
+    );
+    let last = last.unwrap();
+    assert_eq!(last["code"], "rate_limited", "{last}");
+    assert_eq!(last["status"], 429);
+    // The right token from this address waits too.
+    let mut r = client
+        .post(&path)
+        .insert_header(("authorization", format!("Bearer {TOKEN}")))
+        .send_body(ok)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429, "the right token waits while limited");
+    assert!(r.headers().contains_key("retry-after"));
     let _ = r.body().await;
     handle.stop(false).await;
 }

@@ -61,8 +61,16 @@ async fn a_locked_sqlite_database_times_out_64_reports_at_100_ms_without_a_panic
     let started = Instant::now();
     let reports =
         futures_util::future::join_all((0..64).map(|_| reader.experiment_results(&query))).await;
+    let counted = flowgate_domain::results::ExposureCountQuery {
+        app_id: app.id(),
+        experiments: vec![(
+            experiment.id(),
+            experiment.variants().iter().map(|v| v.id()).collect(),
+        )],
+        to: OffsetDateTime::now_utc(),
+    };
     let lists =
-        futures_util::future::join_all((0..8).map(|_| reader.exposure_counts(app.id()))).await;
+        futures_util::future::join_all((0..8).map(|_| reader.exposure_counts(&counted))).await;
     let elapsed = started.elapsed();
     for (i, report) in reports.iter().enumerate() {
         assert!(is_timeout(report), "report {i}: {report:?}");

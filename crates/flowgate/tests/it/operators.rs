@@ -9,7 +9,7 @@ use flowgate_store::Backend;
 
 use crate::support::{http, run, Served};
 
-const TOKEN: &str = "operators-test-token-0123456789";
+const TOKEN: &str = "operators-test-token-0123456789abcdef";
 
 fn explain_path(placement: &str) -> String {
     format!(

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::fixtures;
 use crate::support::{event, http, resolve_onboarding, run, Served};
 
-const TOKEN: &str = "results-admin-token-0123456789";
+const TOKEN: &str = "results-admin-token-0123456789abcdef";
 const DEMO_APP: &str = "d0000000-0000-4000-8000-0000000000a1";
 const DEMO_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
 const NO_SUCH_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000cf";
@@ -219,7 +219,7 @@ async fn demo_traffic_reads_the_same_in_the_cli_and_the_admin_api_and_matches_th
     let results = format!("/admin/v1/experiments/{DEMO_EXPERIMENT}/results");
     assert_eq!(admin(&s, &results, None).0, 401);
     assert_eq!(
-        admin(&s, &results, Some("results-admin-token-0123456780")).0,
+        admin(&s, &results, Some("results-admin-token-0123456789abcdee")).0,
         401
     );
     let (status, problem) = admin(
