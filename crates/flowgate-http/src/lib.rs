@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod authorization;
+pub mod background;
 pub mod client_ip;
 pub mod config;
 pub mod connections;

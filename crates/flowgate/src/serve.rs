@@ -154,6 +154,15 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     // The values read at scrape time (catalog, store, sink, dead letters, maintenance).
     registry.register_collector(Box::new(Collected(admin.clone())));
     let admin_state = AdminState::new(Arc::new(registry), admin);
+    // Reports and previews run on a runtime of their own at a lower priority, never on the
+    // admin listener's worker (held until serve returns; shut down without waiting).
+    let background = match BackgroundRuntime::start() {
+        Ok(background) => background,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the background runtime");
+            return ExitCode::Failure;
+        }
+    };
     // The admin API (D18, D22) and the console (D24) exist only with a token.
     let admin_state = if explain.token.is_empty() {
         admin_state
@@ -166,7 +175,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             .with_results(ResultsAccess {
                 token: explain.token.clone(),
                 catalog: catalog.clone(),
-                source: Arc::new(reader),
+                source: background.work().results(Arc::new(reader)),
                 settings: ResultsSettings {
                     currency: config.experiments.currency.clone(),
                     exchange_rates: config.experiments.exchange_rates.clone(),
@@ -177,6 +186,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             .with_console(ConsoleAccess {
                 backend: Arc::new(crate::console::StoreConsole(store.clone())),
                 session_lifetime: Duration::from_secs(config.admin.console_session_seconds),
+                background: background.work(),
             })
     };
 
@@ -306,6 +316,61 @@ fn connection_budget(wanted: usize) -> usize {
         room
     } else {
         wanted
+    }
+}
+
+/// The runtime of the admin listener's heavy work ([`flowgate_http::background`]): one worker
+/// thread and at most [`BACKGROUND_BLOCKING_THREADS`] blocking ones (SQLite's reads), each at
+/// nice [`BACKGROUND_NICE`], so that when the API's workers and a report both want a core, the
+/// API's get it (CFS gives a nice-10 thread about a tenth of a contended core).
+struct BackgroundRuntime(Option<tokio::runtime::Runtime>);
+
+/// Blocking threads of the background runtime.
+const BACKGROUND_BLOCKING_THREADS: usize = 8;
+/// The background threads' niceness (Linux schedules niceness per thread).
+const BACKGROUND_NICE: libc::c_int = 10;
+
+impl BackgroundRuntime {
+    fn start() -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(BACKGROUND_BLOCKING_THREADS)
+            .thread_name("flowgate-background")
+            .on_thread_start(lower_thread_priority)
+            .enable_all()
+            .build()?;
+        Ok(Self(Some(runtime)))
+    }
+
+    fn work(&self) -> flowgate_http::background::Background {
+        match &self.0 {
+            Some(runtime) => flowgate_http::background::Background::new(runtime.handle().clone()),
+            None => flowgate_http::background::Background::current(),
+        }
+    }
+}
+
+/// Sets the calling thread's niceness to [`BACKGROUND_NICE`] (Linux schedules niceness per
+/// thread); a failure leaves the default priority.
+#[allow(unsafe_code)]
+fn lower_thread_priority() {
+    // SAFETY: gettid and setpriority take no pointers; on Linux PRIO_PROCESS with a thread id
+    // sets that thread's niceness only.
+    let failed = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE) != 0
+    };
+    if failed {
+        tracing::debug!("a background thread keeps the default priority");
+    }
+}
+
+impl Drop for BackgroundRuntime {
+    fn drop(&mut self) {
+        // Dropping a runtime inside another one's task would block: leave its work behind.
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 

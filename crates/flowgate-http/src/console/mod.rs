@@ -146,6 +146,8 @@ pub struct ConsoleAccess {
     pub backend: Arc<dyn ConsoleBackend>,
     /// How long a session lasts after signing in (`admin.console_session_seconds`).
     pub session_lifetime: Duration,
+    /// Where previews run, one at a time, off the admin listener's worker.
+    pub background: crate::background::Background,
 }
 
 impl std::fmt::Debug for ConsoleAccess {
@@ -166,6 +168,7 @@ pub struct Console {
     guard: Arc<TokenGuard>,
     explain: Arc<ExplainAccess>,
     results: Arc<ResultsAccess>,
+    background: crate::background::Background,
 }
 
 impl Console {
@@ -183,6 +186,7 @@ impl Console {
             guard,
             explain,
             results,
+            background: access.background,
         }
     }
 }
@@ -614,6 +618,15 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
     let Some(signed_in) = console.sessions.of(&req) else {
         return to_sign_in();
     };
+    // One preview at a time, from its upload on: the memory of previews is that of one.
+    let Some(_turn) = console.background.preview_permit().await else {
+        return error_page(
+            &signed_in,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Preview unavailable",
+            "The server is shutting down.",
+        );
+    };
     let upload = match read_upload(multipart).await {
         Ok(upload) => upload,
         Err(UploadError::TooLarge) => {
@@ -654,7 +667,19 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
         name
     };
     let outcome = match String::from_utf8(bytes) {
-        Ok(text) => console.backend.preview(&name, &text).await,
+        Ok(text) => {
+            // Parsed, validated and diffed off the admin listener's worker.
+            let (backend, file) = (Arc::clone(&console.backend), name.clone());
+            console
+                .background
+                .run(async move { backend.preview(&file, &text).await })
+                .await
+                .unwrap_or_else(|| {
+                    Err(PreviewError::Store(StoreError::Other {
+                        detail: "the preview did not finish (see the log)".to_owned(),
+                    }))
+                })
+        }
         Err(_) => Err(PreviewError::Invalid(vec![format!(
             "{name:?} is not UTF-8 text"
         )])),
