@@ -179,23 +179,100 @@ pub fn server_event() -> AnalyticsEvent {
     .with_reason(Some(NoFlowReason::Holdout))
 }
 
-/// Compares `actual` with the committed golden file at `path`, byte for byte: a pinned wire
-/// format (`format` names it) that changed fails, saying that the change needs a new format
-/// version. With `UPDATE_GOLDEN=1` the file is written instead (a deliberate new version).
+/// The repository's `formats/` folder: a golden sample of every version ever written of each
+/// format that outlives a process, at `formats/<format>/v<N>/<file>`, listed with its SHA-256
+/// in `formats/MANIFEST.sha256` (D26).
+pub fn formats_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../formats")
+}
+
+/// The SHA-256 of `bytes`, in lowercase hex (as `sha256sum` prints it).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Compares `actual` (what this release writes) with the committed golden sample at `path`,
+/// byte for byte: a pinned format (`format` names it) that changed fails. A sample is never
+/// rewritten (D26: the samples of every version stay, and today's reader must read each).
+///
+/// A sample that does not exist yet is written only when asked, with `WRITE_GOLDEN=1`, which
+/// also prints the line to add to `formats/MANIFEST.sha256`; without it, a missing sample
+/// fails. An existing one is never written, whatever the environment says.
 pub fn assert_golden(path: &std::path::Path, actual: &[u8], format: &str) {
-    if std::env::var("UPDATE_GOLDEN").as_deref() == Ok("1") {
-        if let Err(e) = std::fs::write(path, actual) {
-            panic!("{}: {e}", path.display());
+    let write_missing = std::env::var("WRITE_GOLDEN").as_deref() == Ok("1");
+    assert_golden_with(path, actual, format, write_missing);
+}
+
+/// [`assert_golden`], with `WRITE_GOLDEN=1` given as `write_missing`.
+pub fn assert_golden_with(
+    path: &std::path::Path,
+    actual: &[u8],
+    format: &str,
+    write_missing: bool,
+) {
+    match std::fs::read(path) {
+        Ok(expected) => assert!(
+            expected == actual,
+            "the {format} format changed: what this release writes differs from the golden \
+             sample {}, which is never rewritten. A new optional member (not a new version): \
+             add a new sample beside it, compare the writer with that one and keep reading this \
+             one; anything else needs a new version (formats/README.md).\nexpected:\n{}\nactual:\n{}",
+            path.display(),
+            String::from_utf8_lossy(&expected),
+            String::from_utf8_lossy(actual)
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !write_missing {
+                panic!(
+                    "{}: no such golden sample of {format}; WRITE_GOLDEN=1 writes a sample that \
+                     does not exist yet (and prints its line for formats/MANIFEST.sha256)",
+                    path.display()
+                );
+            }
+            write_new_sample(path, actual);
         }
-        return;
+        Err(e) => panic!("{}: {e}", path.display()),
     }
-    let expected = std::fs::read(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
-    assert!(
-        expected == actual,
-        "the {format} format changed: a change needs a new format name\nexpected ({}):\n{}\nactual:\n{}",
+}
+
+/// Writes a sample that does not exist (refusing to replace one that appeared meanwhile) and
+/// prints its manifest line.
+fn write_new_sample(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    if let Some(parent) = path.parent() {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            panic!("{}: {e}", parent.display());
+        }
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(bytes));
+    if let Err(e) = written {
+        panic!(
+            "{}: {e} (an existing sample is never rewritten)",
+            path.display()
+        );
+    }
+    let formats = formats_dir().canonicalize().ok();
+    let shown = path
+        .canonicalize()
+        .ok()
+        .and_then(|p| {
+            formats
+                .as_ref()
+                .and_then(|f| p.strip_prefix(f).ok().map(|r| r.display().to_string()))
+        })
+        .unwrap_or_else(|| path.display().to_string());
+    println!(
+        "wrote the golden sample {}; add this line to formats/MANIFEST.sha256 (sorted):\n{}  {}",
         path.display(),
-        String::from_utf8_lossy(&expected),
-        String::from_utf8_lossy(actual)
+        sha256_hex(bytes),
+        shown
     );
 }

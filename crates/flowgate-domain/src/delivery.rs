@@ -1,6 +1,29 @@
 //! Storing a batch of events so that an event the store refuses for good cannot hold the
 //! others back (D17): the sink's writers and the bus consumer both store through
 //! [`store_batch`].
+//!
+//! # Versions
+//!
+//! A dead letter names the format of its payload (`DeadLetter::format`). The letter of one
+//! event is the event as JSON, an object with the fields of [`AnalyticsEvent`] (the stored
+//! model). This release writes [`EVENT_JSON_FORMAT`] and reads every format of
+//! [`EVENT_JSON_READS`] (D26); golden samples of each version are kept, never rewritten, under
+//! `formats/flowgate.event+json/v<N>/` at the repository's root (listed in
+//! `formats/MANIFEST.sha256`), and a test reads each with this reader. (A letter may also hold
+//! a whole bus message, in the message's own format: see `flowgate_jetstream::codec`.)
+//!
+//! | Version | Changed | Written | Read |
+//! |---|---|---|---|
+//! | `flowgate.event.v1+json` | the first version: one `AnalyticsEvent` as a JSON object | yes | yes |
+//!
+//! Adding an **optional** member to the event is not a new version: the reader ignores
+//! members it does not know (a letter a newer release wrote, replayed by an older one) and
+//! takes a missing optional member as absent (`AnalyticsEvent`'s deserializer refuses no
+//! unknown member and gives every optional one, `payload` included, a default). A required
+//! member, a changed type or meaning, or a new value of an enumerated member is a new
+//! version, read by one release before a later one writes it. A letter whose format this
+//! release does not read is never replayed nor removed by it: `flowgate events dead-letters
+//! replay` skips it, saying why, and leaves it for a release that reads it.
 
 use time::OffsetDateTime;
 
@@ -8,9 +31,13 @@ use crate::events::AnalyticsEvent;
 use crate::ids::DeadLetterId;
 use crate::ports::{DeadLetter, DeadLetterStore, EventStore, StoreError};
 
-/// The format of a dead letter that holds one event: the event as JSON, with the fields of
-/// [`AnalyticsEvent`] (the stored model).
+/// The format this release writes for a dead letter that holds one event: the event as JSON,
+/// with the fields of [`AnalyticsEvent`] (the stored model).
 pub const EVENT_JSON_FORMAT: &str = "flowgate.event.v1+json";
+
+/// Every one-event letter format this release reads, [`EVENT_JSON_FORMAT`] included (see
+/// "Versions" above).
+pub const EVENT_JSON_READS: &[&str] = &[EVENT_JSON_FORMAT];
 
 /// What [`store_batch`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,7 +124,25 @@ pub fn dead_letter(
 
 /// The event of a dead letter in [`EVENT_JSON_FORMAT`].
 pub fn decode_event(payload: &[u8]) -> Result<AnalyticsEvent, String> {
-    serde_json::from_slice(payload).map_err(|e| format!("not an event in {EVENT_JSON_FORMAT}: {e}"))
+    decode_event_in(EVENT_JSON_FORMAT, payload)
+}
+
+/// Whether this release reads one-event letters in `format` (one of [`EVENT_JSON_READS`]).
+pub fn reads_event_format(format: &str) -> bool {
+    EVENT_JSON_READS.contains(&format)
+}
+
+/// The event of a dead letter whose `format` is one of [`EVENT_JSON_READS`]; an error naming
+/// the format otherwise, or when the payload is not an event in it.
+pub fn decode_event_in(format: &str, payload: &[u8]) -> Result<AnalyticsEvent, String> {
+    if !reads_event_format(format) {
+        return Err(format!(
+            "format {format:?} is not one this release reads ({})",
+            EVENT_JSON_READS.join(", ")
+        ));
+    }
+    // Every version read so far (v1) is the same JSON object: one parser.
+    serde_json::from_slice(payload).map_err(|e| format!("not an event in {format}: {e}"))
 }
 
 #[cfg(test)]

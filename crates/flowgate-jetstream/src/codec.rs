@@ -1,5 +1,5 @@
 //! The message format on the stream, versioned so that other consumers (a warehouse loader)
-//! can read it (D16).
+//! can read it (D16) and so that two releases can share the stream during an upgrade (D26).
 //!
 //! A message holds the events of one write of the publishing sink, at most
 //! [`MAX_EVENTS_PER_MESSAGE`] (the most one events request may carry) and at most the
@@ -17,13 +17,39 @@
 //!   it once within its duplicate window; a message with other events never shares it, nor one
 //!   of another app whose events use the same ids (event ids are unique per app, D25).
 //!
-//! A later format gets a new [`FORMAT`] value; a consumer refuses formats it does not know
-//! (the ingest process sets such a message aside as a dead letter, D17).
-//!
 //! One message per write rather than one per event: publishing 100 events as one message took
 //! a fraction of the time of 100 messages with their acknowledgements (`benches/shapes.rs`,
 //! figures in docs/benchmarks.md), and the store's `event_id` keeps ingestion idempotent either
 //! way.
+//!
+//! # Versions
+//!
+//! The `Flowgate-Format` header names the version. This release writes [`FORMAT`] and reads
+//! every format of [`READS`] (D26); golden samples of each version are kept, never rewritten,
+//! under `formats/flowgate.events+json/v<N>/` at the repository's root (listed in
+//! `formats/MANIFEST.sha256`), and a test reads each with this reader.
+//!
+//! | Version | Changed | Written | Read |
+//! |---|---|---|---|
+//! | `flowgate.events.v1+json` | the first version: the headers and body above | yes | yes |
+//!
+//! Within a version the body may gain **optional** members of an event: that is not a new
+//! version. A reader ignores members it does not know (a release reading what a newer one
+//! wrote) and takes a missing optional member as absent (a newer release reading what an older
+//! one wrote): `AnalyticsEvent`'s deserializer refuses no unknown member and gives every
+//! optional one (`payload` included) a default. A new version is needed for anything a
+//! reader of the previous version would misread or refuse: a required member, a member whose
+//! type or meaning changes, a new value of an enumerated member (`source`, `event_type`,
+//! `device_platform`, `reason`), another encoding. A new version is first added to
+//! [`READS`] in one release and written ([`FORMAT`]) only in a later one, so that the previous
+//! release, which may run beside it or be rolled back to, reads everything on the stream.
+//!
+//! A message whose format is not in [`READS`] is [`DecodeError::Unreadable`]: `flowgate
+//! ingest` leaves it in the stream (handed back, not acknowledged) for a release that reads it
+//! and counts it (`flowgate_ingest_unreadable_messages_total{format}`); a message without the
+//! header, or whose body is not an array of events in a format it reads, is
+//! [`DecodeError::NoFormat`] or [`DecodeError::Body`], which no release can read: a dead
+//! letter (D17).
 
 use async_nats::HeaderMap;
 use bytes::Bytes;
@@ -32,8 +58,10 @@ use sha2::{Digest, Sha256};
 
 /// The header naming a message's format.
 pub const FORMAT_HEADER: &str = "Flowgate-Format";
-/// The format of this version: a JSON array of events.
+/// The format this release writes: a JSON array of events.
 pub const FORMAT: &str = "flowgate.events.v1+json";
+/// Every format this release reads, [`FORMAT`] included (see "Versions" above).
+pub const READS: &[&str] = &[FORMAT];
 /// The header holding the number of events in a message.
 pub const COUNT_HEADER: &str = "Flowgate-Events";
 /// Most events per message: the most one events request may carry (D7).
@@ -135,20 +163,47 @@ fn finish(body: &mut Vec<u8>, ids: &mut Sha256, count: &mut usize) -> Message {
 /// Why a message could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// No `Flowgate-Format` header, or a format this version does not know.
-    #[error("unknown message format {0:?}: this version reads {FORMAT}")]
-    UnknownFormat(Option<String>),
-    /// The body is not an array of events.
-    #[error("the body is not a JSON array of events in {FORMAT}: {0}")]
-    Body(String),
+    /// A format this release does not read (a later release's, D26): the message must wait
+    /// for a release that reads it, never be set aside.
+    #[error("message format {0:?} is not one this release reads ({reads})", reads = READS.join(", "))]
+    Unreadable(String),
+    /// No `Flowgate-Format` header: no release wrote it, none can read it.
+    #[error("no {FORMAT_HEADER} header: not a flowgate message")]
+    NoFormat,
+    /// The body is not an array of events in the format its header names.
+    #[error("the body is not a JSON array of events in {format}: {error}")]
+    Body {
+        /// The format the header named.
+        format: String,
+        /// The parser's message.
+        error: String,
+    },
+}
+
+impl DecodeError {
+    /// True when a later release may read the message: it must stay in the stream.
+    pub fn is_unreadable_format(&self) -> bool {
+        matches!(self, DecodeError::Unreadable(_))
+    }
+}
+
+/// Whether this release reads messages in `format` (one of [`READS`]).
+pub fn reads(format: &str) -> bool {
+    READS.contains(&format)
 }
 
 /// The events of a message, given its `Flowgate-Format` header's value.
 pub fn decode(format: Option<&str>, payload: &[u8]) -> Result<Vec<AnalyticsEvent>, DecodeError> {
-    if format != Some(FORMAT) {
-        return Err(DecodeError::UnknownFormat(format.map(str::to_owned)));
+    let format = format.ok_or(DecodeError::NoFormat)?;
+    if !reads(format) {
+        return Err(DecodeError::Unreadable(format.to_owned()));
     }
-    serde_json::from_slice(payload).map_err(|e| DecodeError::Body(e.to_string()))
+    // Every version read so far (v1) is the same JSON array: one parser. A later version with
+    // another body gets its own arm here.
+    serde_json::from_slice(payload).map_err(|e| DecodeError::Body {
+        format: format.to_owned(),
+        error: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -266,17 +321,25 @@ mod tests {
         let e = decode(Some("flowgate.events.v9+avro"), b"[]").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown message format Some(\"flowgate.events.v9+avro\"): this version reads flowgate.events.v1+json"
+            "message format \"flowgate.events.v9+avro\" is not one this release reads (flowgate.events.v1+json)"
         );
-        assert!(matches!(
-            decode(None, b"[]"),
-            Err(DecodeError::UnknownFormat(None))
-        ));
-        assert!(matches!(
-            decode(Some(FORMAT), b"{\"not\": \"an array\"}"),
-            Err(DecodeError::Body(_))
-        ));
+        assert!(e.is_unreadable_format(), "a later release's: kept");
+        let none = decode(None, b"[]").unwrap_err();
+        assert_eq!(none, DecodeError::NoFormat);
+        assert!(!none.is_unreadable_format(), "no release reads it");
+        let body = decode(Some(FORMAT), b"{\"not\": \"an array\"}").unwrap_err();
+        assert!(matches!(body, DecodeError::Body { .. }), "{body}");
+        assert!(!body.is_unreadable_format(), "corrupt in a known format");
         assert_eq!(decode(Some(FORMAT), b"[]").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn every_readable_format_is_read_and_the_written_one_is_among_them() {
+        assert!(READS.contains(&FORMAT));
+        for format in READS {
+            assert!(reads(format));
+            assert_eq!(decode(Some(format), b"[]").unwrap(), vec![]);
+        }
     }
 
     #[test]

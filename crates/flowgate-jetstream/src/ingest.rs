@@ -4,8 +4,17 @@
 //!
 //! - A message delivered twice (an ingest process killed before its acknowledgement, an
 //!   acknowledgement lost) is stored once: the store is idempotent on `event_id`.
-//! - A message that cannot be decoded (an unknown format, a broken body) is a dead letter at
-//!   once, with the bytes as received; it is then acknowledged as terminated.
+//! - A message in a format this release does not read (a later release's, D26) is never
+//!   set aside: it is handed back (`NAK`) with [`IngestConfig::unreadable_retry`]'s delay, so
+//!   that the durable consumer delivers it again, possibly to an ingest process of a release
+//!   that reads it. The consumer never stops delivering a message (`max_deliver` = -1, see
+//!   `setup`), so it waits in the stream as long as it takes. Each delivery is counted by
+//!   format ([`IngestStats::unreadable_messages`],
+//!   `flowgate_ingest_unreadable_messages_total{format}`) and logged, at most once a minute per
+//!   format.
+//! - A message no release can read (no format header, or a body that is not events in a format
+//!   this release reads: corrupt) is a dead letter at once, with the bytes as received; it is
+//!   then acknowledged as terminated.
 //! - Events the store refuses for good are isolated and become dead letters, the rest of the
 //!   batch is stored ([`store_batch`], D17).
 //! - When the store fails transiently, the batch's messages are handed back (`NAK`) with a
@@ -14,6 +23,7 @@
 //!   the dead letters can be written (a store that is down entirely keeps every message in
 //!   the stream until it returns).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -29,7 +39,7 @@ use futures_util::StreamExt;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use crate::codec::{decode, FORMAT_HEADER};
+use crate::codec::{decode, DecodeError, FORMAT_HEADER};
 use crate::setup::{Bus, SetupError};
 
 /// Settings of the ingest loops (from `events.*`).
@@ -49,7 +59,22 @@ pub struct IngestConfig {
     pub retry_base: Duration,
     /// See `retry_base`.
     pub retry_max: Duration,
+    /// Delay before a message in a format this release does not read is delivered again
+    /// (to this process or another one, perhaps of a release that reads it).
+    pub unreadable_retry: Duration,
 }
+
+/// The default of [`IngestConfig::unreadable_retry`]: long enough that a stream holding many
+/// such messages costs little, short enough that a newer ingest process gets them soon.
+pub const UNREADABLE_RETRY: Duration = Duration::from_secs(30);
+
+/// Most distinct formats counted by name in [`IngestStats::unreadable_messages`]; the header
+/// is the publisher's, so the rest are counted as `other`.
+const MAX_UNREADABLE_FORMATS: usize = 16;
+/// Longest format name kept as a label.
+const MAX_FORMAT_LABEL_CHARS: usize = 64;
+/// One log line per format at most this often.
+const UNREADABLE_LOG_EVERY: Duration = Duration::from_secs(60);
 
 impl Default for IngestConfig {
     fn default() -> Self {
@@ -60,6 +85,7 @@ impl Default for IngestConfig {
             fetch_wait: Duration::from_secs(1),
             retry_base: Duration::from_millis(100),
             retry_max: Duration::from_secs(10),
+            unreadable_retry: UNREADABLE_RETRY,
         }
     }
 }
@@ -79,8 +105,12 @@ pub struct IngestStats {
     pub events_duplicate: AtomicU64,
     /// Events the store refused for good, now dead letters.
     pub events_dead_lettered: AtomicU64,
-    /// Messages set aside as dead letters (undecodable, or past `max_deliveries`).
+    /// Messages set aside as dead letters (no release can read them, or past
+    /// `max_deliveries`).
     pub messages_dead_lettered: AtomicU64,
+    /// Deliveries of messages in a format this release does not read, handed back to the
+    /// stream (by format: [`IngestStats::unreadable_messages`]).
+    pub messages_unreadable: AtomicU64,
     /// Store writes that failed (their messages handed back).
     pub write_failures: AtomicU64,
     /// Fetches that failed (NATS unreachable).
@@ -94,6 +124,15 @@ pub struct IngestStats {
     /// False while the last fetch failed.
     pub bus_failing: AtomicBool,
     last_error: Mutex<Option<String>>,
+    unreadable: Mutex<BTreeMap<String, Unreadable>>,
+}
+
+/// Deliveries of one unreadable format, and when one was last logged.
+#[derive(Debug)]
+struct Unreadable {
+    deliveries: u64,
+    logged_at: Option<Instant>,
+    since_logged: u64,
 }
 
 impl IngestStats {
@@ -103,6 +142,47 @@ impl IngestStats {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Deliveries of messages in a format this release does not read, by format (the label
+    /// of `flowgate_ingest_unreadable_messages_total`), in the order of their names.
+    pub fn unreadable_messages(&self) -> Vec<(String, u64)> {
+        self.unreadable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(format, u)| (format.clone(), u.deliveries))
+            .collect()
+    }
+
+    /// Counts one delivery of an unreadable message in `format`; returns the deliveries to
+    /// report when this one should be logged (the first, then at most once a minute).
+    fn count_unreadable(&self, format: &str, now: Instant) -> Option<u64> {
+        self.messages_unreadable.fetch_add(1, Ordering::Relaxed);
+        let mut formats = self
+            .unreadable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut label: String = format.chars().take(MAX_FORMAT_LABEL_CHARS).collect();
+        if !formats.contains_key(&label) && formats.len() >= MAX_UNREADABLE_FORMATS {
+            label = "other".to_owned();
+        }
+        let entry = formats.entry(label).or_insert(Unreadable {
+            deliveries: 0,
+            logged_at: None,
+            since_logged: 0,
+        });
+        entry.deliveries += 1;
+        entry.since_logged += 1;
+        let due = entry
+            .logged_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= UNREADABLE_LOG_EVERY);
+        if due {
+            entry.logged_at = Some(now);
+            Some(std::mem::take(&mut entry.since_logged))
+        } else {
+            None
+        }
     }
 
     fn failed(&self, error: String) {
@@ -234,6 +314,7 @@ impl Ingest {
         let mut events: Vec<AnalyticsEvent> = Vec::new();
         let mut decoded: Vec<Message> = Vec::with_capacity(messages.len());
         let mut undecodable: Vec<(Message, String)> = Vec::new();
+        let mut unreadable: Vec<Message> = Vec::new();
         for message in messages {
             stats.messages.fetch_add(1, Ordering::Relaxed);
             if delivered(&message) > 1 {
@@ -245,8 +326,22 @@ impl Ingest {
                     events.append(&mut more);
                     decoded.push(message);
                 }
+                Err(DecodeError::Unreadable(format)) => {
+                    if let Some(deliveries) = stats.count_unreadable(&format, Instant::now()) {
+                        tracing::warn!(
+                            format = %format,
+                            deliveries,
+                            reason = %DecodeError::Unreadable(format.clone()),
+                            "a message in a format this release does not read goes back to the stream for a release that reads it (D26); logged at most once a minute per format, deliveries since the last line"
+                        );
+                    }
+                    unreadable.push(message);
+                }
                 Err(e) => undecodable.push((message, e.to_string())),
             }
+        }
+        for message in &unreadable {
+            acknowledge(message, AckKind::Nak(Some(self.config.unreadable_retry))).await;
         }
         if !undecodable.is_empty() {
             self.set_aside(undecodable, now).await;

@@ -8,6 +8,6 @@ mod publisher;
 mod setup;
 
 pub use config::{ConfigError, JetStreamConfig};
-pub use ingest::{Ingest, IngestConfig, IngestStats};
+pub use ingest::{Ingest, IngestConfig, IngestStats, UNREADABLE_RETRY};
 pub use publisher::Publisher;
 pub use setup::{Bus, Ensured, Lag, SetupError, DUPLICATE_WINDOW};

@@ -197,8 +197,11 @@ impl Bus {
             deliver_policy: DeliverPolicy::All,
             ack_policy: AckPolicy::Explicit,
             ack_wait: self.config.ack_wait(),
-            // Ingest enforces events.jetstream.max_deliveries itself (a dead letter): the server
-            // never stops delivering a message.
+            // Unlimited, and `check` refuses any other value: the server never stops delivering a
+            // message. Ingest enforces events.jetstream.max_deliveries itself for messages it
+            // reads (a dead letter), and a message in a format it does not read (a later
+            // release's, D26) must be delivered again until a release that reads it takes it;
+            // with a finite limit the server would stop delivering it, stranded for good.
             max_deliver: -1,
             max_ack_pending: MAX_ACK_PENDING,
             num_replicas: 0,
@@ -304,9 +307,10 @@ impl Bus {
         Ok((stream_done, consumer_done))
     }
 
-    /// Refuses a stream or consumer that is missing or would break D15/D16: no stream, the
+    /// Refuses a stream or consumer that is missing or would break D15/D16/D26: no stream, the
     /// subject not among its subjects, memory storage, other replicas than configured, no
-    /// durable pull consumer with explicit acknowledgements.
+    /// durable pull consumer with explicit acknowledgements, a consumer that stops delivering a
+    /// message after some deliveries (`max_deliver` other than unlimited).
     pub async fn check(&self) -> Result<(), SetupError> {
         let c = &self.config;
         let mut stream = match self.js.get_stream(&c.stream).await {
@@ -352,6 +356,12 @@ impl Bus {
                     return Err(SetupError::Misconfigured(format!(
                         "consumer {} of stream {} is not a pull consumer with explicit acknowledgements: delete it and run `flowgate migrate`",
                         c.consumer, c.stream
+                    )));
+                }
+                if info.config.max_deliver != -1 {
+                    return Err(SetupError::Misconfigured(format!(
+                        "consumer {} of stream {} stops delivering a message after {} deliveries: a message this release cannot read yet (a later release's) would never be delivered again; run `flowgate migrate`",
+                        c.consumer, c.stream, info.config.max_deliver
                     )));
                 }
                 Ok(())

@@ -2,7 +2,7 @@
 //! keys, demo, events dead-letters. Human output goes to stdout,
 //! logs to stderr; `--json` prints one JSON document for scripts.
 
-use flowgate_domain::delivery::{decode_event, EVENT_JSON_FORMAT};
+use flowgate_domain::delivery::{decode_event_in, reads_event_format, EVENT_JSON_READS};
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
 use flowgate_domain::keys::KeyRecord;
@@ -98,15 +98,43 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
     ExitCode::Success
 }
 
+/// What a dead letter holds, read by its format (D17, D26).
+enum LetterRead {
+    /// Its events: one event, or a bus message's.
+    Events(Vec<AnalyticsEvent>),
+    /// A format this release does not read (a later release's): skipped by replay, kept.
+    Unreadable(String),
+    /// A format this release reads (or a message without one) whose payload is not events:
+    /// refused, as any failed replay.
+    Broken(String),
+}
+
+/// Whether this release reads letters in `format`: one event (`EVENT_JSON_READS`) or a bus
+/// message (`codec::READS`); the empty format (a message without a format header) is read
+/// as a message no release can read.
+fn reads_letter_format(format: &str) -> bool {
+    format.is_empty() || reads_event_format(format) || codec::reads(format)
+}
+
 /// The events of a dead letter, by its format: one event, or a bus message (D17).
-fn letter_events(letter: &DeadLetter) -> Result<Vec<AnalyticsEvent>, String> {
-    match letter.format.as_str() {
-        EVENT_JSON_FORMAT => decode_event(&letter.payload).map(|e| vec![e]),
-        _ => codec::decode(
-            Some(letter.format.as_str()).filter(|f| !f.is_empty()),
-            &letter.payload,
-        )
-        .map_err(|e| e.to_string()),
+fn letter_events(letter: &DeadLetter) -> LetterRead {
+    let format = letter.format.as_str();
+    if !reads_letter_format(format) {
+        return LetterRead::Unreadable(format!(
+            "format {format:?} is not one this release reads ({}, {}): left for a release that reads it",
+            EVENT_JSON_READS.join(", "),
+            codec::READS.join(", ")
+        ));
+    }
+    let read = if reads_event_format(format) {
+        decode_event_in(format, &letter.payload).map(|e| vec![e])
+    } else {
+        codec::decode(Some(format).filter(|f| !f.is_empty()), &letter.payload)
+            .map_err(|e| e.to_string())
+    };
+    match read {
+        Ok(events) => LetterRead::Events(events),
+        Err(e) => LetterRead::Broken(e),
     }
 }
 
@@ -117,6 +145,7 @@ fn letter_json(letter: &DeadLetter) -> serde_json::Value {
         "id": letter.id.to_string(),
         "event_id": letter.event_id.map(|id| id.to_string()),
         "format": letter.format,
+        "readable": reads_letter_format(&letter.format),
         "error": letter.error,
         "attempts": letter.attempts,
         "first_attempt_at": rfc3339(letter.first_attempt_at),
@@ -172,13 +201,21 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
                     let event = l
                         .event_id
                         .map_or_else(|| format!("(message, {})", l.format), |id| id.to_string());
+                    let error = if reads_letter_format(&l.format) {
+                        l.error.clone()
+                    } else {
+                        format!(
+                            "{} [format {} is not read by this release: replay skips it]",
+                            l.error, l.format
+                        )
+                    };
                     println!(
                         "{:<36}  {:<36}  {:>8}  {:<20}  {}",
                         l.id,
                         event,
                         l.attempts,
                         rfc3339(l.last_attempt_at),
-                        l.error
+                        error
                     );
                 }
             }
@@ -196,13 +233,19 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
             }
             let (mut replayed, mut inserted, mut duplicates) = (0usize, 0usize, 0usize);
             let mut refused = Vec::new();
+            let mut skipped = Vec::new();
             for letter in &letters {
                 let outcome = match letter_events(letter) {
-                    Ok(events) => store
+                    LetterRead::Events(events) => store
                         .append_events(&events)
                         .await
                         .map_err(|e| e.to_string()),
-                    Err(e) => Err(e),
+                    LetterRead::Broken(e) => Err(e),
+                    // Neither replayed, removed nor marked: a release that reads it will.
+                    LetterRead::Unreadable(reason) => {
+                        skipped.push((letter.id, letter.format.clone(), reason));
+                        continue;
+                    }
                 };
                 match outcome {
                     Ok(stored) => {
@@ -232,14 +275,19 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
                 print_json(&json!({
                     "replayed": replayed, "events_stored": inserted, "events_already_stored": duplicates,
                     "refused": refused.iter().map(|(id, error)| json!({"id": id.to_string(), "error": error})).collect::<Vec<_>>(),
+                    "skipped": skipped.iter().map(|(id, format, reason)| json!({"id": id.to_string(), "format": format, "reason": reason})).collect::<Vec<_>>(),
                 }));
             } else {
                 println!(
-                    "replayed {replayed} dead letter(s): {inserted} event(s) stored, {duplicates} already stored; {} still refused",
-                    refused.len()
+                    "replayed {replayed} dead letter(s): {inserted} event(s) stored, {duplicates} already stored; {} still refused; {} skipped",
+                    refused.len(),
+                    skipped.len()
                 );
                 for (id, error) in &refused {
                     println!("  {id}: {error}");
+                }
+                for (id, _, reason) in &skipped {
+                    println!("  {id}: skipped: {reason}");
                 }
             }
             if refused.is_empty() {

@@ -48,6 +48,7 @@ pub async fn ingest(config: Config) -> ExitCode {
         fetch_wait: Duration::from_secs(1),
         retry_base: sink.backoff.base,
         retry_max: sink.backoff.max,
+        unreadable_retry: flowgate_jetstream::UNREADABLE_RETRY,
     };
     let ingest = Ingest::new(
         bus.clone(),
@@ -208,7 +209,7 @@ impl Scraped for IngestAdmin {
             ("flowgate_ingest_events_stored", "Events written to the store.", &s.events_stored),
             ("flowgate_ingest_events_duplicate", "Events the store already had (a redelivery or an SDK retry).", &s.events_duplicate),
             ("flowgate_ingest_events_dead_lettered", "Events the store refused for good, set aside as dead letters (D17).", &s.events_dead_lettered),
-            ("flowgate_ingest_messages_dead_lettered", "Messages set aside as dead letters: undecodable, or not stored after max_deliveries (D17).", &s.messages_dead_lettered),
+            ("flowgate_ingest_messages_dead_lettered", "Messages set aside as dead letters: no release can read them (no format header, a corrupt body), or not stored after max_deliveries (D17).", &s.messages_dead_lettered),
             ("flowgate_ingest_write_failures", "Store writes that failed; their messages went back to the stream.", &s.write_failures),
             ("flowgate_ingest_fetch_failures", "Fetches from the stream that failed.", &s.fetch_failures),
             ("flowgate_ingest_writes", "Store writes that succeeded.", &s.writes),
@@ -216,6 +217,12 @@ impl Scraped for IngestAdmin {
         for (name, help, value) in counters {
             out.counter(name, help, value.load(Ordering::Relaxed));
         }
+        out.labelled_counter(
+            "flowgate_ingest_unreadable_messages",
+            "Deliveries of messages in a format this release does not read (a later release's, D26), by format: handed back to the stream, never acknowledged nor set aside.",
+            "format",
+            &s.unreadable_messages(),
+        );
         out.counter(
             "flowgate_ingest_write_seconds",
             "Time spent in successful store writes.",

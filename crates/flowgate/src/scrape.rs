@@ -78,6 +78,32 @@ impl Scrape<'_> {
         self.keep(result);
     }
 
+    /// A counter `name` with one sample per value of its one label `label` (`name_total{label=
+    /// "..."}`); no sample at all while `values` is empty.
+    pub(crate) fn labelled_counter(
+        &mut self,
+        name: &str,
+        help: &str,
+        label: &str,
+        values: &[(String, u64)],
+    ) {
+        if values.is_empty() {
+            return;
+        }
+        let result = self
+            .encoder
+            .encode_descriptor(name, help, None, MetricType::Counter)
+            .and_then(|mut metric| {
+                for (value, count) in values {
+                    let labels = [(label, value.as_str())];
+                    let family = metric.encode_family(&labels)?;
+                    ConstCounter::new(*count).encode(family)?;
+                }
+                Ok(())
+            });
+        self.keep(result);
+    }
+
     /// A histogram `name`.
     pub(crate) fn histogram(&mut self, name: &str, help: &str, histogram: &Histogram) {
         let result = encode(&mut self.encoder, name, help, histogram);
@@ -156,6 +182,13 @@ mod tests {
                 waits.observe(wait);
             }
             out.histogram("demo_wait_seconds", "Waits.", &waits);
+            out.labelled_counter(
+                "demo_unreadable",
+                "Unreadable.",
+                "format",
+                &[("a.v2+json".to_owned(), 2), ("b".to_owned(), 1)],
+            );
+            out.labelled_counter("demo_none", "No values yet.", "format", &[]);
         }
     }
 
@@ -172,6 +205,9 @@ mod tests {
             "# TYPE demo_reloads counter",
             "demo_reloads_total 3",
             "demo_info{sink=\"store\",ack=\"stored\"} 1",
+            "# TYPE demo_unreadable counter",
+            "demo_unreadable_total{format=\"a.v2+json\"} 2",
+            "demo_unreadable_total{format=\"b\"} 1",
             "# TYPE demo_wait_seconds histogram",
             "demo_wait_seconds_bucket{le=\"0.1\"} 2",
             "demo_wait_seconds_bucket{le=\"1.0\"} 3",

@@ -3,6 +3,7 @@
 //! how each backend gets a fresh, isolated instance).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod golden;
 mod support;
 
 /// For each case of a port module, a module `<case>` with one test per backend

@@ -182,6 +182,12 @@ impl fmt::Display for NoFlowReason {
 /// One analytics event as it is stored: an accepted SDK event (D7) or a server
 /// `resolve_no_flow` event (D8). Identity and routing fields are typed columns; the remaining
 /// optional SDK fields travel in `payload`.
+///
+/// Its JSON is the body of the bus messages and of the dead letters, formats that outlive a
+/// process (D26): the deserializer ignores members it does not know (never
+/// `deny_unknown_fields`: a later release may add optional ones) and every optional member
+/// has `#[serde(default)]`, so that one missing reads as absent. A new optional field must
+/// carry `#[serde(default)]` too.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct AnalyticsEvent {
@@ -195,10 +201,13 @@ pub struct AnalyticsEvent {
     /// The app (for SDK events, the URL's app, which the body had to match).
     pub app_id: AppId,
     /// The flow; always set on SDK events, unset on `resolve_no_flow`.
+    #[serde(default)]
     pub flow_id: Option<FlowId>,
     /// The flow version; always set on SDK events, unset on `resolve_no_flow`.
+    #[serde(default)]
     pub flow_version_id: Option<FlowVersionId>,
     /// The placement: the SDK's optional `placement_id`, or the resolved key (D8).
+    #[serde(default)]
     pub placement_key: Option<String>,
     /// Stable user identifier.
     pub user_id: String,
@@ -210,17 +219,23 @@ pub struct AnalyticsEvent {
     #[serde(with = "time::serde::rfc3339")]
     pub occurred_at: OffsetDateTime,
     /// The SDK's `sdk_version`; unset on server events.
+    #[serde(default)]
     pub sdk_version: Option<String>,
     /// Experiment fields: from the SDK event, or set on a holdout `resolve_no_flow` (D8).
+    #[serde(default)]
     pub experiment_id: Option<String>,
     /// See `experiment_id`.
+    #[serde(default)]
     pub variant_id: Option<String>,
     /// See `experiment_id`.
+    #[serde(default)]
     pub variant_name: Option<String>,
     /// Why no flow was served; only on `resolve_no_flow` (D8).
+    #[serde(default)]
     pub reason: Option<NoFlowReason>,
     /// The other validated optional SDK fields (`screen_id`, `revenue`, `properties`, ...),
     /// under their wire names. Empty for server events.
+    #[serde(default)]
     pub payload: serde_json::Map<String, serde_json::Value>,
 }
 

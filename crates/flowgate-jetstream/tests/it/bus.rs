@@ -20,6 +20,7 @@ fn ingest_config() -> IngestConfig {
         fetch_wait: Duration::from_millis(200),
         retry_base: Duration::from_millis(50),
         retry_max: Duration::from_millis(300),
+        unreadable_retry: Duration::from_millis(300),
     }
 }
 
@@ -93,6 +94,40 @@ async fn serve_and_ingest_refuse_a_misconfigured_stream() {
     assert_eq!(
         bus.ensure().await.unwrap(),
         (Ensured::Updated, Ensured::Created)
+    );
+    bus.check().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_that_stops_delivering_is_refused_and_migrate_restores_it() {
+    let (_server, bus) = ready_bus().await;
+    let js = async_nats::jetstream::new(bus.client().clone());
+    let stream = js.get_stream("FLOWGATE_EVENTS").await.unwrap();
+    // An operator limits deliveries: a message of a later release's format would be stranded.
+    let info = stream.consumer_info("flowgate-ingest").await.unwrap();
+    let limited = info.config.clone();
+    stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: limited.durable_name.clone(),
+            description: limited.description.clone(),
+            ack_policy: limited.ack_policy,
+            ack_wait: limited.ack_wait,
+            max_deliver: 5,
+            max_ack_pending: limited.max_ack_pending,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let e = bus.check().await.unwrap_err();
+    assert!(matches!(e, SetupError::Misconfigured(_)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("stops delivering a message after 5 deliveries"),
+        "{e}"
+    );
+    assert_eq!(
+        bus.ensure().await.unwrap(),
+        (Ensured::Unchanged, Ensured::Updated)
     );
     bus.check().await.unwrap();
 }
@@ -205,11 +240,12 @@ async fn a_message_delivered_twice_is_stored_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn undecodable_messages_become_dead_letters_as_received() {
+async fn messages_no_release_can_read_become_dead_letters_as_received() {
     let (_server, bus) = ready_bus().await;
     let js = async_nats::jetstream::new(bus.client().clone());
+    // A body that is not events in a format this release reads: corrupt, whatever the release.
     let mut headers = async_nats::HeaderMap::new();
-    headers.insert(FORMAT_HEADER, "flowgate.events.v9+avro");
+    headers.insert(FORMAT_HEADER, FORMAT);
     js.publish_with_headers("flowgate.events", headers, vec![0xff, 0, 1].into())
         .await
         .unwrap()
@@ -224,7 +260,7 @@ async fn undecodable_messages_become_dead_letters_as_received() {
     Publisher::new(&bus).append_events(&good).await.unwrap();
 
     let store = FaultStore::new();
-    let (stop, task, _) = start_ingest(&bus, &store);
+    let (stop, task, stats) = start_ingest(&bus, &store);
     assert!(eventually(Duration::from_secs(10), || store.ids().len() == 5).await);
     let mut letters = Vec::new();
     for _ in 0..100 {
@@ -235,26 +271,105 @@ async fn undecodable_messages_become_dead_letters_as_received() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(letters.len(), 2, "{letters:?}");
-    let avro = letters
-        .iter()
-        .find(|l| l.format == "flowgate.events.v9+avro")
-        .unwrap();
-    assert_eq!(avro.payload, vec![0xff, 0, 1], "kept byte for byte");
-    assert_eq!(avro.event_id, None);
+    let corrupt = letters.iter().find(|l| l.format == FORMAT).unwrap();
+    assert_eq!(corrupt.payload, vec![0xff, 0, 1], "kept byte for byte");
+    assert_eq!(corrupt.event_id, None);
     assert!(
-        avro.error.contains("unknown message format"),
+        corrupt
+            .error
+            .contains("the body is not a JSON array of events in flowgate.events.v1+json"),
         "{}",
-        avro.error
+        corrupt.error
     );
     let plain = letters.iter().find(|l| l.format.is_empty()).unwrap();
     assert_eq!(plain.payload, b"no header");
+    assert!(
+        plain.error.contains("no Flowgate-Format header"),
+        "{}",
+        plain.error
+    );
     // Terminated: not delivered again.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(store.dead_letters().len(), 2);
     let lag = bus.lag().await.unwrap();
     assert_eq!((lag.pending, lag.unacknowledged), (0, 0));
+    assert!(stats.unreadable_messages().is_empty());
     stop.send(true).unwrap();
     task.await.unwrap();
+}
+
+/// D26: a message in a format this release does not read (a later release's, during a rolling
+/// upgrade) is neither acknowledged nor set aside: the durable consumer delivers it again, to
+/// this process or another (a release that reads it), and each delivery is counted by format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_in_a_format_this_release_does_not_read_stays_in_the_stream() {
+    let (_server, bus) = ready_bus().await;
+    let js = async_nats::jetstream::new(bus.client().clone());
+    let later = "flowgate.events.v2+json";
+    let body = br#"[{"event_id":"80000000-0000-4000-8000-000000000007","a_v2_member":1}]"#;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(FORMAT_HEADER, later);
+    js.publish_with_headers("flowgate.events", headers, body.to_vec().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let good = events(5);
+    Publisher::new(&bus).append_events(&good).await.unwrap();
+
+    let store = FaultStore::new();
+    let (stop, task, stats) = start_ingest(&bus, &store);
+    // The readable messages are stored; the other is handed back and delivered again.
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            store.ids().len() == 5
+                && stats
+                    .unreadable_messages()
+                    .iter()
+                    .any(|(format, n)| format == later && *n >= 3)
+        })
+        .await,
+        "stored {}, unreadable {:?}",
+        store.ids().len(),
+        stats.unreadable_messages()
+    );
+    assert_eq!(stats.unreadable_messages().len(), 1, "one format");
+    assert!(store.dead_letters().is_empty(), "not set aside");
+    assert_eq!(stats.messages_dead_lettered.load(Ordering::Relaxed), 0);
+    assert!(stats.messages_unreadable.load(Ordering::Relaxed) >= 3);
+    stop.send(true).unwrap();
+    task.await.unwrap();
+
+    // Still in the stream (interest retention removes what was acknowledged: the stored
+    // messages are gone, this one is not) ...
+    let mut stream = js.get_stream("FLOWGATE_EVENTS").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 1);
+    // ... and the same durable consumer delivers it again, as received, to whoever fetches
+    // next (an ingest process of a release that reads it).
+    let consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer("flowgate-ingest").await.unwrap();
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(Duration::from_secs(5))
+        .messages()
+        .await
+        .unwrap();
+    use futures_util::StreamExt;
+    let message = batch.next().await.unwrap().unwrap();
+    assert_eq!(
+        message
+            .headers
+            .as_ref()
+            .unwrap()
+            .get(FORMAT_HEADER)
+            .unwrap()
+            .as_str(),
+        later
+    );
+    assert_eq!(&message.payload[..], &body[..]);
+    assert!(message.info().unwrap().delivered >= 4);
+    message.ack().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

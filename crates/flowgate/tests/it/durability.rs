@@ -231,3 +231,87 @@ async fn a_refused_event_is_a_dead_letter_until_replayed() {
     assert_eq!(stored.len(), 4);
     assert_eq!(s.terminate().await, Some(0));
 }
+
+/// D26: a dead letter in a format this release does not read (a later release's, during a
+/// rolling upgrade or after a rollback) is neither replayed nor removed nor marked by
+/// `flowgate events dead-letters replay`, which says which letters it skipped and why; the
+/// readable letters beside it are replayed; `list` shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_in_a_format_this_release_does_not_read_is_skipped_and_kept() {
+    use flowgate_contract_tests::fixtures::sdk_event;
+    use flowgate_domain::delivery::dead_letter;
+    use flowgate_domain::ids::{DeadLetterId, EventId};
+    use flowgate_domain::ports::{DeadLetter, DeadLetterStore, StoreError};
+
+    let db = flowgate_testkit::TestDb::sqlite().await;
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap();
+    let refused = StoreError::Unstorable {
+        detail: "refused".to_owned(),
+    };
+    let readable = dead_letter(&sdk_event(7), &refused, now).unwrap();
+    let later_event = sdk_event(8);
+    let later = DeadLetter {
+        id: DeadLetterId::new_v7(now),
+        event_id: Some(EventId::from_uuid(uuid::Uuid::new_v4())),
+        app_id: Some(later_event.app_id),
+        format: "flowgate.event.v2+json".to_owned(),
+        payload: br#"{"a_v2_shape":true}"#.to_vec(),
+        error: "refused by the store".to_owned(),
+        first_attempt_at: now,
+        last_attempt_at: now,
+        attempts: 1,
+    };
+    db.store
+        .add_dead_letters(&[readable.clone(), later.clone()])
+        .await
+        .unwrap();
+    let env = [("FLOWGATE__DATABASE__URL", db.url.as_str())];
+
+    let (code, out, stderr) = run(&["events", "dead-letters", "replay", "--json"], &env);
+    assert_eq!(code, Some(0), "skipping is no failure: {out} {stderr}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["replayed"], 1, "{report}");
+    assert_eq!(report["refused"], serde_json::json!([]), "{report}");
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{report}");
+    assert_eq!(skipped[0]["id"], later.id.to_string());
+    assert_eq!(skipped[0]["format"], "flowgate.event.v2+json");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("format \"flowgate.event.v2+json\" is not one this release reads"),
+        "{report}"
+    );
+
+    // In words, too; and again: still there, untouched.
+    let (code, out, _) = run(&["events", "dead-letters", "replay"], &env);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("replayed 0 dead letter(s)"), "{out}");
+    assert!(out.contains("1 skipped"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "{}: skipped: format \"flowgate.event.v2+json\"",
+            later.id
+        )),
+        "{out}"
+    );
+    let kept = db.store.list_dead_letters(None, 10).await.unwrap();
+    assert_eq!(
+        kept,
+        vec![later.clone()],
+        "kept as it was: no attempt recorded"
+    );
+
+    let (code, listed, _) = run(&["events", "dead-letters", "list", "--json"], &env);
+    assert_eq!(code, Some(0));
+    let letters: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(letters.as_array().unwrap().len(), 1, "{letters}");
+    assert_eq!(letters[0]["format"], "flowgate.event.v2+json");
+    assert_eq!(letters[0]["readable"], false);
+    let (_, listed, _) = run(&["events", "dead-letters", "list"], &env);
+    assert!(listed.contains(&later.id.to_string()), "{listed}");
+    assert!(listed.contains("replay skips it"), "{listed}");
+}

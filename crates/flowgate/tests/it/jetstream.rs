@@ -255,3 +255,56 @@ async fn serve_and_ingest_refuse_to_start_without_a_usable_stream() {
         "{stdout}"
     );
 }
+
+/// D26 end to end: a message in a format this release does not read (a later release's) is
+/// left in the stream by `flowgate ingest`, counted on `/metrics` by format, and set aside as
+/// no dead letter; the events published beside it are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_leaves_a_message_it_cannot_read_in_the_stream_and_counts_it() {
+    let nats = NatsServer::start();
+    let settings = bus_settings(&nats.url(), "1");
+    let settings = as_refs(&settings);
+    let Some(mut s) = Served::start_migrated(Backend::Postgres, &settings).await else {
+        return;
+    };
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Flowgate-Format", "flowgate.events.v2+json");
+    js.publish_with_headers("flowgate.events", headers, "[{\"v2\":true}]".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let path = format!("/v1/apps/{}/events", crate::fixtures::APP1);
+    let id = uuid::Uuid::new_v4().to_string();
+    let body = serde_json::json!([event(&id)]).to_string();
+    let (status, reply) = http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+    assert_eq!(status, 202, "{reply}");
+
+    let ingest = Ingester::start(&s.db.url, &settings).await;
+    wait_stored(&s.db, std::slice::from_ref(&id), Duration::from_secs(20)).await;
+    let wanted = "flowgate_ingest_unreadable_messages_total{format=\"flowgate.events.v2+json\"} ";
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, metrics) = http(ingest.admin, "GET", "/metrics", None, b"").unwrap();
+        assert_eq!(status, 200);
+        if metrics.lines().any(|l| l.starts_with(wanted)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not counted:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let env = [("FLOWGATE__DATABASE__URL", s.db.url.as_str())];
+    let (code, listed, stderr) = run(&["events", "dead-letters", "list", "--json"], &env);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(listed.trim(), "[]", "not a dead letter");
+    let mut stream = js.get_stream("FLOWGATE_EVENTS").await.unwrap();
+    assert_eq!(
+        stream.info().await.unwrap().state.messages,
+        1,
+        "the stored message is gone, the unreadable one stays"
+    );
+    drop(ingest);
+    assert_eq!(s.terminate().await, Some(0));
+}
