@@ -1,6 +1,7 @@
 //! [`StickyStore`] contract (D23): GrowthBook's assignment documents kept per app and
 //! identifier, read back exactly, merged on write (an assignment key already stored takes the
-//! new variant, other keys are kept), one app never seeing another's documents.
+//! new variant, other keys are kept), one app never seeing another's documents; entries that
+//! are not assignments (what a later version of the documents may add, D26) skipped by reads.
 //!
 //! Each case takes a fresh, empty store; the runner calls every case once per adapter.
 
@@ -263,4 +264,58 @@ pub async fn large_batches<S: StickyStore + ?Sized>(store: &S) {
         .map(|d| id(&d.attribute_name, &d.attribute_value))
         .collect();
     assert_eq!(read(store, app(1), &ids).await, docs(&list));
+}
+
+/// Version 1 of the documents (D26, the Versions section of `flowgate_domain::sticky`): an entry
+/// that is not an assignment `<key>__<non-negative integer>` → non-empty variant key, such as
+/// the metadata a later version may keep beside the assignments, is skipped by a read instead
+/// of failing it; the document's assignments read as before and merge as before, and a
+/// document of such entries only reads as no document.
+pub async fn entries_that_are_not_assignments_are_skipped<S: StickyStore + ?Sized>(store: &S) {
+    put(
+        store,
+        &[
+            write(
+                app(1),
+                doc(
+                    "user_id",
+                    "u1",
+                    &[
+                        ("a__0", "control"),
+                        ("_meta", r#"{"written_at": "2027-01-01T00:00:00Z"}"#),
+                        ("a__x", "trial"),
+                        ("a__-1", "trial"),
+                        ("__0", "trial"),
+                        ("b__1", ""),
+                    ],
+                ),
+            ),
+            write(app(1), doc("user_id", "u2", &[("written_at", "2027")])),
+        ],
+    )
+    .await;
+    let ids = [id("user_id", "u1"), id("user_id", "u2")];
+    assert_eq!(
+        read(store, app(1), &ids).await,
+        docs(&[doc("user_id", "u1", &[("a__0", "control")])])
+    );
+    put(
+        store,
+        &[write(app(1), doc("user_id", "u1", &[("b__1", "x")]))],
+    )
+    .await;
+    assert_eq!(
+        read(store, app(1), &ids).await,
+        docs(&[doc("user_id", "u1", &[("a__0", "control"), ("b__1", "x")])])
+    );
+    let reads: [(AppId, &[StickyId]); 1] = [(app(1), &ids)];
+    assert_eq!(
+        store.read_sticky_many(&reads).await.ok(),
+        Some(vec![docs(&[doc(
+            "user_id",
+            "u1",
+            &[("a__0", "control"), ("b__1", "x")]
+        )])]),
+        "a combined read skips them too"
+    );
 }

@@ -352,8 +352,9 @@ pub struct KeyRecord {
     /// Creation time.
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
-    /// Revocation time; a revoked key is rejected like an unknown one (D1).
-    #[serde(with = "time::serde::rfc3339::option")]
+    /// Revocation time; a revoked key is rejected like an unknown one (D1). Missing reads as
+    /// not revoked (D26: a missing optional member is absent).
+    #[serde(default, with = "time::serde::rfc3339::option")]
     pub revoked_at: Option<OffsetDateTime>,
 }
 

@@ -285,11 +285,18 @@ impl StickyStore for InMemoryStore {
         let docs = ids
             .iter()
             .filter_map(|id| {
-                let assignments = state.sticky.get(&(app, id.clone()))?;
-                Some(StickyDoc {
+                // As the stores read (D26): entries that are not assignments are skipped.
+                let assignments: BTreeMap<String, String> = state
+                    .sticky
+                    .get(&(app, id.clone()))?
+                    .iter()
+                    .filter(|(k, v)| crate::sticky::is_assignment(k, v))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (!assignments.is_empty()).then(|| StickyDoc {
                     attribute_name: id.attribute_name.clone(),
                     attribute_value: id.attribute_value.clone(),
-                    assignments: assignments.clone(),
+                    assignments,
                 })
             })
             .collect();

@@ -14,6 +14,25 @@
 //! key; a new assignment is always recorded in the document of the attribute that was hashed.
 //! Reading and writing the documents is the adapters' (a port); this module only decides, on
 //! the documents it is given, so resolve stays a pure function of its inputs.
+//!
+//! # Versions
+//!
+//! The stored documents outlive every process (D26). Their layout, the same in every adapter,
+//! is version [`STICKY_FORMAT`]; each adapter's module documentation says how it lays a
+//! document out (Redis: one hash, `flowgate_redis::store`; SQL: rows of `sticky_assignments`,
+//! `flowgate_store::sticky`), and golden samples are in `formats/flowgate.sticky/v<N>/`.
+//!
+//! | version | written by | what changed |
+//! |---|---|---|
+//! | 1 | 0.1.0 and later | the first: per (app, attribute name, value), entries assignment key `<experiment key>__<bucket version>` → variant key |
+//!
+//! A reader keeps only the entries of the form it knows ([`is_assignment`]: a key
+//! `<experiment key>__<non-negative integer>`, a non-empty variant key) and skips any other
+//! entry of a document instead of failing the read, so a later version may add entries of
+//! another form (metadata such as a write time) beside the assignments without a new version:
+//! this release keeps reading the assignments and writes only assignments. Changing the
+//! assignment key, the variant key or the document's identity is a new version, and must keep
+//! the stored assignments readable: losing them would bucket every user again on upgrade.
 
 use std::collections::BTreeMap;
 
@@ -163,6 +182,25 @@ pub struct StickyWrite {
     pub app_id: AppId,
     /// The document.
     pub doc: StickyDoc,
+}
+
+/// The version of the stored assignment documents this release writes and reads (see the
+/// module's Versions).
+pub const STICKY_FORMAT: u32 = 1;
+
+/// Whether a stored entry `key` → `variant` is an assignment of version [`STICKY_FORMAT`]: `key`
+/// is `<experiment key>__<bucket version>` (a non-empty experiment key, the version decimal
+/// digits of a `u32`) and `variant` a non-empty variant key. Adapters skip any other entry of
+/// a stored document when they read it (D26: what a later version added is left alone).
+pub fn is_assignment(key: &str, variant: &str) -> bool {
+    let Some((experiment, version)) = key.rsplit_once("__") else {
+        return false;
+    };
+    !experiment.is_empty()
+        && !variant.is_empty()
+        && !version.is_empty()
+        && version.bytes().all(|b| b.is_ascii_digit())
+        && version.parse::<u32>().is_ok()
 }
 
 /// The key of an experiment's assignment in a document: `key__version`.
@@ -420,6 +458,38 @@ mod tests {
             lookup(&d, USER, None, &experiment(2, 2)),
             StickyLookup::None
         );
+    }
+
+    #[test]
+    fn assignments_are_recognised_by_their_form() {
+        for (key, variant) in [
+            ("paywall__0", "control"),
+            ("paywall__12", "v"),
+            ("0192e3c4-0000-7000-8000-000000000001__4294967295", "x"),
+            ("a__b__3", "x"),
+            ("paywall__01", "x"),
+        ] {
+            assert!(is_assignment(key, variant), "{key} → {variant}");
+            assert!(
+                is_assignment(&assignment_key(key, 7), variant),
+                "what this release writes is an assignment"
+            );
+        }
+        for (key, variant) in [
+            ("paywall__0", ""),
+            ("__0", "x"),
+            ("paywall__", "x"),
+            ("paywall__-1", "x"),
+            ("paywall__+1", "x"),
+            ("paywall__1x", "x"),
+            ("paywall__4294967296", "x"),
+            ("paywall_1", "x"),
+            ("paywall", "x"),
+            ("_meta", "{\"written_at\": 1}"),
+            ("", ""),
+        ] {
+            assert!(!is_assignment(key, variant), "{key} → {variant}");
+        }
     }
 
     #[test]

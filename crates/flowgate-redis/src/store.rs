@@ -19,6 +19,19 @@
 //! document's name and value are not stored in the hash: a read rebuilds them from the
 //! identifier it asked for. Keys never expire; flowgate never deletes them.
 //!
+//! # Versions
+//!
+//! This layout is version 1 of the assignment documents, the only one so far; the versions
+//! and what a reader keeps are said once, in the Versions section of
+//! [`flowgate_domain::sticky`], and a golden sample is in `formats/flowgate.sticky/v1/`
+//! (`redis-hash.json`). No version is stored in the hash, so the hashes every release wrote
+//! are read as they are. A read keeps the fields that are assignments
+//! ([`is_assignment`]: `<key>__<non-negative integer>` with a non-empty UTF-8 variant key) and
+//! skips any other field (another name, a value that is not UTF-8) rather than failing the
+//! read, so a later version can add fields (metadata) to the hash that this release leaves
+//! alone; a hash with no assignment reads as no document. A key that is not a hash at all
+//! still fails the read (`WRONGTYPE`).
+//!
 //! # Merge semantics
 //!
 //! A write is `HSET key field value [field value ...]`: the fields written take the new
@@ -58,7 +71,7 @@ use std::time::Duration;
 
 use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::{BoxFuture, StickyStore, StoreError};
-use flowgate_domain::sticky::{StickyDoc, StickyDocs, StickyId, StickyWrite};
+use flowgate_domain::sticky::{is_assignment, StickyDoc, StickyDocs, StickyId, StickyWrite};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Pipeline, Value};
 
@@ -245,16 +258,14 @@ impl RedisStickyStore {
         for (app, ids) in reads {
             let mut docs = StickyDocs::new();
             for (id, answer) in ids.iter().zip(answers.by_ref()) {
-                let assignments =
-                    BTreeMap::<String, String>::from_redis_value(answer).map_err(|e| {
-                        StoreError::Corrupt {
-                            detail: format!(
-                                "the sticky document of `{}` in app {app} is not a hash of UTF-8 \
-                             strings: {e}",
-                                id.attribute_name
-                            ),
-                        }
-                    })?;
+                let Some(assignments) = assignments(answer) else {
+                    return Err(StoreError::Corrupt {
+                        detail: format!(
+                            "the sticky document of `{}` in app {app} is not a hash",
+                            id.attribute_name
+                        ),
+                    });
+                };
                 if assignments.is_empty() {
                     continue;
                 }
@@ -316,6 +327,39 @@ impl StickyStore for RedisStickyStore {
                 .map(drop)
         })
     }
+}
+
+/// The assignments of a document's hash (`HGETALL`'s answer, a map or a flat list of field
+/// and value): its fields of the form of an assignment with a UTF-8 variant key
+/// ([`is_assignment`]); every other field is skipped (version 1 of the documents, see the
+/// module's Versions). `None` when the answer is not a hash's at all.
+fn assignments(answer: Value) -> Option<BTreeMap<String, String>> {
+    let pairs: Vec<(Value, Value)> = match answer {
+        Value::Nil => Vec::new(),
+        Value::Map(pairs) => pairs,
+        Value::Array(items) if items.len().is_multiple_of(2) => {
+            let mut items = items.into_iter();
+            let mut pairs = Vec::with_capacity(items.len() / 2);
+            while let (Some(field), Some(value)) = (items.next(), items.next()) {
+                pairs.push((field, value));
+            }
+            pairs
+        }
+        _ => return None,
+    };
+    let mut assignments = BTreeMap::new();
+    for (field, value) in pairs {
+        let (Ok(field), Ok(value)) = (
+            String::from_redis_value(field),
+            String::from_redis_value(value),
+        ) else {
+            continue;
+        };
+        if is_assignment(&field, &value) {
+            assignments.insert(field, value);
+        }
+    }
+    Some(assignments)
 }
 
 /// `1 sticky document`, `2 sticky documents`: for error details.

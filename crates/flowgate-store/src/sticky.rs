@@ -11,6 +11,17 @@
 //! hold, is never stored on either backend (its write is skipped and its read finds nothing), so
 //! one odd identifier cannot fail a batch of other users' writes.
 //!
+//! **Versions.** This layout is version 1 of the assignment documents, the only one so far;
+//! the versions and what a reader keeps are said once, in the Versions section of
+//! [`flowgate_domain::sticky`], and a golden sample is in `formats/flowgate.sticky/v1/`
+//! (`sql-rows.json`). No version is stored in the rows, so the rows every release wrote are
+//! read as they are. A read keeps the rows that are assignments
+//! ([`is_assignment`]: `assignment_key` `<key>__<non-negative integer>`, a non-empty
+//! `variant_key`) and skips any other row of the document rather than failing the read, so a
+//! later version can add rows of another form (metadata) that this release leaves alone; a
+//! document of such rows only reads as no document. A new column is added nullable or with a
+//! default (expand/contract, D26), which this release's reads and writes do not name.
+//!
 //! **Merge on write.** [`StickyStore::write_sticky`] upserts every assignment of its batch
 //! (`ON CONFLICT (key) DO UPDATE SET variant_key = excluded.variant_key, updated_at = ...`): an
 //! assignment key already stored takes the new variant, the document's other keys are kept, so
@@ -48,7 +59,7 @@ use diesel::sql_types::{Array, Bool, Text};
 use diesel::sqlite::Sqlite;
 use flowgate_domain::ids::AppId;
 use flowgate_domain::ports::{BoxFuture, Outage, StickyStore, StoreError};
-use flowgate_domain::sticky::{StickyDocs, StickyId, StickyWrite};
+use flowgate_domain::sticky::{is_assignment, StickyDocs, StickyId, StickyWrite};
 use futures_util::future::{FutureExt, Shared};
 
 use crate::db::{columns, Db, Postgres};
@@ -154,7 +165,10 @@ async fn read_on(
             )
             .await
             .map_err(query_error)?;
-        for row in rows {
+        for row in rows
+            .into_iter()
+            .filter(|r| is_assignment(&r.assignment_key, &r.variant_key))
+        {
             docs.assignments_mut(&row.attribute_name, &row.attribute_value)
                 .insert(row.assignment_key, row.variant_key);
         }
@@ -765,8 +779,11 @@ impl Postgres {
                     detail: format!("a sticky read answered for read {read}, which was not asked"),
                 });
             };
-            docs.assignments_mut(row.get(1), row.get(2))
-                .insert(row.get(3), row.get(4));
+            let (key, variant): (String, String) = (row.get(3), row.get(4));
+            if is_assignment(&key, &variant) {
+                docs.assignments_mut(row.get(1), row.get(2))
+                    .insert(key, variant);
+            }
         }
         Ok(out)
     }

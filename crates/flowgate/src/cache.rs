@@ -5,8 +5,29 @@
 //! port and database name, never credentials), when it was written, and the [`CatalogData`]
 //! (key digests, never plaintext keys). It is written atomically (a temporary file beside it,
 //! fsync, rename, fsync of the folder) with mode 0600, so a crash mid-write leaves the previous
-//! file, and a reader never sees half of one. A file for another database, of another format
-//! or that does not parse is refused with a message saying which.
+//! file, and a reader never sees half of one. A file for another database, of a format this
+//! build does not read or that does not parse is refused with a message saying which; the
+//! server then starts as without a cache file (D20).
+//!
+//! # Versions
+//!
+//! The one place that says which versions of this file exist (D26); golden samples of each are
+//! in `formats/flowgate.catalog-cache/v<N>/`, read by this module's tests.
+//!
+//! | `format` | written by | what changed |
+//! |---|---|---|
+//! | 1 | 0.1.0 and later | the first: `{format, database, written_at, catalog}` |
+//!
+//! This build writes [`FORMAT`] and reads every format from [`OLDEST_FORMAT`] to [`FORMAT`]. A
+//! file of a newer format (written by a later release, before a rollback) is refused, saying
+//! that it is newer and which formats this build reads: this build cannot know what changed,
+//! so it starts without the cache (as with no file) rather than guess; the later release reads
+//! this build's files. Members this build does not know are ignored at every level (no
+//! `deny_unknown_fields` here or in [`CatalogData`]), and a missing optional member reads as
+//! absent (`written_at` as unknown, a key's `revoked_at` as not revoked): adding an optional
+//! member is not a new format. A new format number is for a change an older reader would
+//! misread (a member removed, renamed or whose meaning changed); its reader then keeps
+//! reading the previous formats, at least the previous release's.
 //!
 //! [`Store::identity`]: flowgate_store::Store::identity
 
@@ -20,8 +41,11 @@ use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-/// The file format this build writes and reads.
-const FORMAT: u32 = 1;
+/// The file format this build writes (see the module's Versions).
+pub const FORMAT: u32 = 1;
+
+/// The oldest file format this build reads (see the module's Versions).
+pub const OLDEST_FORMAT: u32 = 1;
 
 /// Where the cache lives and which database it belongs to.
 #[derive(Clone, Debug)]
@@ -87,9 +111,12 @@ struct Header {
     database: String,
 }
 
+/// The file as read: unknown members are ignored (no `deny_unknown_fields`), and a missing
+/// `written_at` reads as unknown (empty).
 #[derive(Deserialize)]
 struct Stored {
     database: String,
+    #[serde(default)]
     written_at: String,
     catalog: CatalogData,
 }
@@ -114,6 +141,15 @@ impl CatalogCache {
         let written_at = OffsetDateTime::now_utc()
             .format(&Rfc3339)
             .unwrap_or_default();
+        self.encode_at(data, written_at)
+    }
+
+    /// The file's bytes for `data`, written at `written_at` ([`FORMAT`]).
+    fn encode_at(
+        &self,
+        data: &CatalogData,
+        written_at: String,
+    ) -> Result<Vec<u8>, serde_json::Error> {
         serde_json::to_vec(&Envelope {
             format: FORMAT,
             database: &self.database,
@@ -145,9 +181,17 @@ impl CatalogCache {
         // decoding a catalog it does not describe.
         let header: Header = serde_json::from_slice(&bytes)
             .map_err(|e| unreadable(format!("not a catalog cache file ({e})")))?;
-        if header.format != FORMAT {
+        if header.format > FORMAT {
             return Err(unreadable(format!(
-                "format {} (this build reads format {FORMAT})",
+                "format {} is newer than this build reads (formats {OLDEST_FORMAT} to \
+                 {FORMAT}): it was written by a later release",
+                header.format
+            )));
+        }
+        if header.format < OLDEST_FORMAT {
+            return Err(unreadable(format!(
+                "format {} is no longer read by this build (formats {OLDEST_FORMAT} to \
+                 {FORMAT})",
                 header.format
             )));
         }
@@ -268,6 +312,159 @@ mod tests {
         )
         .unwrap();
         let err = cache.load().unwrap_err().to_string();
-        assert!(err.contains("format 2"), "{err}");
+        assert!(
+            err.contains(&path.display().to_string())
+                && err.contains(
+                    "format 2 is newer than this build reads (formats 1 to 1): it was written by \
+                     a later release"
+                ),
+            "{err}"
+        );
+        fs::write(
+            &path,
+            br#"{"format": 0, "database": "postgres://db:5432/fg", "written_at": "", "catalog": {}}"#,
+        )
+        .unwrap();
+        let err = cache.load().unwrap_err().to_string();
+        assert!(err.contains("format 0 is no longer read"), "{err}");
+    }
+
+    /// The database recorded in the golden samples.
+    const SAMPLE_DATABASE: &str = "postgres://db.example:5432/flowgate";
+    /// The time recorded in the golden samples.
+    const SAMPLE_WRITTEN_AT: &str = "2026-11-28T10:00:00Z";
+
+    /// `formats/flowgate.catalog-cache/v<version>/cache.json`.
+    fn sample(version: u32) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../formats/flowgate.catalog-cache")
+            .join(format!("v{version}/cache.json"))
+    }
+
+    /// What the samples hold: the contract suite's catalog, a live and a revoked key.
+    fn sample_data() -> CatalogData {
+        use flowgate_contract_tests::fixtures::{at, catalog, key_record, WS1};
+        let mut revoked = key_record(WS1, 'r', at(1));
+        revoked.revoked_at = Some(at(2));
+        CatalogData {
+            revision: 42,
+            api_keys: vec![key_record(WS1, 'a', at(0)), revoked],
+            ..catalog()
+        }
+    }
+
+    /// Everything of a catalog, as JSON text, to compare two of them.
+    fn text(data: &CatalogData) -> String {
+        serde_json::to_string(data).unwrap()
+    }
+
+    /// What this build writes is the current format's sample, byte for byte: a change to the
+    /// file's shape fails here until it is a new format with a sample of its own. A missing
+    /// sample is written with `WRITE_GOLDEN=1`; an existing one never is.
+    #[test]
+    fn this_build_writes_the_current_formats_sample() {
+        let cache = CatalogCache::new(sample(FORMAT), SAMPLE_DATABASE);
+        let bytes = cache
+            .encode_at(&sample_data(), SAMPLE_WRITTEN_AT.to_owned())
+            .unwrap();
+        let path = sample(FORMAT);
+        if !path.exists() && std::env::var("WRITE_GOLDEN").as_deref() == Ok("1") {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, &bytes).unwrap();
+        }
+        let expected = fs::read(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (WRITE_GOLDEN=1 writes it)", path.display()));
+        assert!(
+            expected == bytes,
+            "the catalog cache file changed: a new format needs FORMAT raised and a sample of \
+             its own\nexpected ({}):\n{}\nactual:\n{}",
+            path.display(),
+            String::from_utf8_lossy(&expected),
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+
+    /// Every supported format's sample starts this build with the catalog it holds.
+    #[test]
+    fn every_supported_formats_sample_reads() {
+        for version in OLDEST_FORMAT..=FORMAT {
+            let cache = CatalogCache::new(sample(version), SAMPLE_DATABASE);
+            let cached = cache
+                .load()
+                .unwrap_or_else(|e| panic!("v{version}: {e}"))
+                .unwrap_or_else(|| panic!("v{version}: no sample"));
+            assert_eq!(text(&cached.data), text(&sample_data()), "v{version}");
+            assert_eq!(cached.written_at, SAMPLE_WRITTEN_AT, "v{version}");
+            assert_eq!(
+                cached.data.api_keys[1].revoked_at,
+                sample_data().api_keys[1].revoked_at
+            );
+        }
+    }
+
+    /// A later release may add optional members anywhere in the file without a new format:
+    /// this build ignores the ones it does not know and reads missing optional ones as absent.
+    #[test]
+    fn unknown_members_are_ignored_and_missing_optional_ones_are_absent() {
+        // Edited as text: a generic JSON value would re-encode the exact `flow_schema`s.
+        let mut file = String::from_utf8(fs::read(sample(FORMAT)).unwrap()).unwrap();
+        let mut edit = |from: &str, to: &str| {
+            assert_eq!(file.matches(from).count(), 1, "{from}");
+            file = file.replacen(from, to, 1);
+        };
+        edit(
+            r#""written_at":"2026-11-28T10:00:00Z","#,
+            r#""added_by_a_later_release":{"any":["shape"]},"#,
+        );
+        edit(r#""catalog":{"#, r#""catalog":{"new_top":1,"#);
+        edit(
+            r#""name":"Acme","#,
+            r#""name":"Acme","new_workspace_member":"x","#,
+        );
+        edit(
+            r#""name":"Acme iOS","#,
+            r#""name":"Acme iOS","new_app_member":true,"#,
+        );
+        edit(
+            r#""name":"US onboarding","#,
+            r#""name":"US onboarding","new_flow_member":null,"#,
+        );
+        edit(
+            r#""version":2,"schema_version":3,"#,
+            r#""version":2,"new_version_member":[],"schema_version":3,"#,
+        );
+        edit(
+            r#"{"key":"empty","#,
+            r#"{"key":"empty","new_placement_member":{},"#,
+        );
+        edit(
+            r#"{"experiment":{"id":"50000000-0000-4000-8000-000000000001","#,
+            r#"{"new_rule_member":2,"experiment":{"new_experiment_member":3,"id":"50000000-0000-4000-8000-000000000001","#,
+        );
+        edit(
+            r#""name":"new","#,
+            r#""name":"new","new_variant_member":4,"#,
+        );
+        edit(
+            r#""name":"key r","#,
+            r#""name":"key r","new_key_member":"y","#,
+        );
+        edit(r#","revoked_at":"2026-05-01T10:02:00.000002Z""#, "");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog-cache.json");
+        fs::write(&path, &file).unwrap();
+        let cached = CatalogCache::new(&path, SAMPLE_DATABASE)
+            .load()
+            .unwrap()
+            .unwrap();
+        assert_eq!(cached.written_at, "", "a missing written_at is unknown");
+        assert_eq!(
+            cached.data.api_keys[1].revoked_at, None,
+            "missing: not revoked"
+        );
+        let mut expected = sample_data();
+        expected.api_keys[1].revoked_at = None;
+        assert_eq!(text(&cached.data), text(&expected));
     }
 }

@@ -83,4 +83,5 @@ contract_tests!(sticky_store {
     store combined_reads_keep_apps_apart,
     store identifiers_are_opaque,
     store large_batches,
+    store entries_that_are_not_assignments_are_skipped,
 });

@@ -47,7 +47,10 @@ impl CatalogFile {
             return Err(ExportError::UnknownWorkspace(id));
         }
         workspaces.sort_by_key(|ws| ws.id);
-        Ok(CatalogFile { workspaces })
+        Ok(CatalogFile {
+            format: CatalogFile::FORMAT,
+            workspaces,
+        })
     }
 
     /// The file as JSON text, pretty-printed (two-space indents) and ending with a newline:
@@ -254,7 +257,7 @@ mod tests {
             .expect("exports")
             .to_pretty_json()
             .expect("serialises");
-        assert_eq!(text, "{\n  \"workspaces\": []\n}\n");
+        assert_eq!(text, "{\n  \"format\": 1,\n  \"workspaces\": []\n}\n");
         CatalogFile::parse(&text).expect("parses");
     }
 }

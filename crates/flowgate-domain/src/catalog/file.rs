@@ -11,6 +11,38 @@
 //! Unknown fields are problems, not ignored: a misspelt `publised_version` would otherwise
 //! silently unpublish a flow. What a value means (key checksums, references, conditions,
 //! weights, immutable versions) is checked afterwards by [`super::plan_import`].
+//!
+//! # Versions
+//!
+//! The one place that says which versions of the catalog file exist (D26); golden samples of
+//! each are in `formats/flowgate.catalog/v<N>/`, read by the domain's integration tests
+//! (`tests/it/catalog_file.rs`).
+//!
+//! | `format` | written by | what changed |
+//! |---|---|---|
+//! | 1 | 0.1.0 and later | the first; the optional top-level `format` (missing: 1) from 0.2.0, whose exports write it |
+//!
+//! A file says its version in the optional top-level member `format` (an integer from 1; a
+//! file without it is format 1, as every file written before the member existed). This
+//! release reads every format up to [`CatalogFile::FORMAT`] and its exports write
+//! [`CatalogFile::FORMAT`]. A file of a newer format is refused whole, with one problem at
+//! `/format` naming its format and the newest this release reads, before anything else is
+//! checked: this release cannot know what the newer format changed.
+//!
+//! **Unknown members stay refused within a format.** The file is written by hand as often as
+//! by `flowgate catalog export`, and an ignored typo (`wieght`, `publised_version`) would
+//! silently change what is served, so this format does not allow unknown members (D26: "where
+//! the format allows"). Hence the rule for adding a member: **a release that adds a member to
+//! the file raises [`CatalogFile::FORMAT`]** (with a row above and a sample of the new
+//! version), and its export writes the *lowest* format whose members the file uses: a file
+//! that uses no new member is still written as the previous format, which the previous release
+//! imports (so a rollback keeps importing the newer release's exports of unchanged catalogs),
+//! and one that uses the new member is refused there with the clear newer-format message
+//! instead of "unknown field". The new member must be optional, and a missing one reads as
+//! absent, so the newer release keeps reading every older file unchanged.
+//!
+//! Releases from before the `format` member (0.1.0) refuse an export that carries it as having
+//! an unknown field `format`; delete that line of the export to import it into one of them.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,8 +55,16 @@ use crate::ids::{parse_hyphenated, WorkspaceId};
 /// A catalog file (D13), parsed but not yet validated beyond its structure.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CatalogFile {
+    /// The file's format (see the module's Versions): 1 when the file does not say.
+    #[serde(default = "first_format")]
+    pub format: u32,
     /// Workspaces with their keys and apps.
     pub workspaces: Vec<WorkspaceFile>,
+}
+
+/// A file without a `format` member is of the first format.
+fn first_format() -> u32 {
+    1
 }
 
 /// A workspace of a catalog file: [`WorkspaceData`](super::WorkspaceData) plus plaintext keys.
@@ -61,8 +101,13 @@ fn default_key_type() -> String {
 }
 
 impl CatalogFile {
+    /// The newest file format this release reads, and the one its exports write (see the
+    /// module's Versions).
+    pub const FORMAT: u32 = 1;
+
     /// Parses the JSON text of a catalog file. On failure every structural problem found is
-    /// returned, each with the JSON pointer of the offending value.
+    /// returned, each with the JSON pointer of the offending value; a file of a format newer
+    /// than [`CatalogFile::FORMAT`] is that one problem, at `/format`.
     pub fn parse(json: &str) -> Result<CatalogFile, Vec<Problem>> {
         let value: Value = serde_json::from_str(json).map_err(|e| {
             vec![Problem {
@@ -70,6 +115,18 @@ impl CatalogFile {
                 message: format!("not valid JSON: {e}"),
             }]
         })?;
+        if let Some(format) = value.get("format").and_then(Value::as_u64) {
+            if format > u64::from(Self::FORMAT) {
+                return Err(vec![Problem {
+                    pointer: "/format".to_owned(),
+                    message: format!(
+                        "this file is catalog format {format}, newer than this release reads \
+                         (format {}): import it with a release that reads format {format}",
+                        Self::FORMAT
+                    ),
+                }]);
+            }
+        }
         let mut problems = Vec::new();
         check(&mut problems, &FILE, &value, String::new());
         if !problems.is_empty() {
@@ -256,7 +313,10 @@ const WORKSPACE: Shape = Shape::Object(&[
     defaulted("apps", Shape::Array(&APP)),
 ]);
 
-const FILE: Shape = Shape::Object(&[required("workspaces", Shape::Array(&WORKSPACE))]);
+const FILE: Shape = Shape::Object(&[
+    defaulted("format", POSITIVE),
+    required("workspaces", Shape::Array(&WORKSPACE)),
+]);
 
 fn type_name(value: &Value) -> &'static str {
     match value {
@@ -441,6 +501,50 @@ mod tests {
                 "/workspaces/0/extra",
             ]
         );
+    }
+
+    const WS: &str = r#"[{"id": "10000000-0000-4000-8000-000000000001", "name": "A"}]"#;
+
+    #[test]
+    fn a_file_without_format_is_format_1_and_one_with_it_says_so() {
+        let file = CatalogFile::parse(&format!(r#"{{"workspaces": {WS}}}"#)).expect("parses");
+        assert_eq!(file.format, 1, "missing: the first format");
+        let file =
+            CatalogFile::parse(&format!(r#"{{"format": 1, "workspaces": {WS}}}"#)).expect("parses");
+        assert_eq!(file.format, 1);
+        assert_eq!(CatalogFile::FORMAT, 1);
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_naming_both_versions() {
+        // Whatever else it holds: this release cannot know what format 2 means.
+        let problems = CatalogFile::parse(&format!(
+            r#"{{"format": 2, "workspaces": {WS}, "added_in_2": true}}"#
+        ))
+        .expect_err("newer");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].pointer, "/format");
+        assert_eq!(
+            problems[0].message,
+            "this file is catalog format 2, newer than this release reads (format 1): import it \
+             with a release that reads format 2"
+        );
+    }
+
+    #[test]
+    fn a_format_is_a_positive_integer() {
+        for bad in ["0", "\"1\"", "null", "1.5", "-1"] {
+            let json = format!(r#"{{"format": {bad}, "workspaces": {WS}}}"#);
+            assert_eq!(pointers(&json), vec!["/format"], "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_members_stay_refused_in_a_known_format() {
+        // Typos are caught in every format this release reads (see the module's Versions).
+        let json = r#"{"format": 1, "workspaces": [{"id": "10000000-0000-4000-8000-000000000001",
+            "name": "A", "wieght": 1}], "extra": 2}"#;
+        assert_eq!(pointers(json), vec!["/workspaces/0/wieght", "/extra"]);
     }
 
     #[test]

@@ -194,9 +194,11 @@ async fn replicas_on_the_same_prefix_share_documents() {
 }
 
 /// What Redis holds at a document's key but flowgate did not write there: a key of another type
-/// is Redis's own error (`WRONGTYPE`), in the call's error and in no document; a hash whose
-/// values are not UTF-8 is corrupt. A read of several identifiers fails whole, as the port
-/// says, rather than handing back the others without the broken one.
+/// is Redis's own error (`WRONGTYPE`), in the call's error and in no document; a read of
+/// several identifiers fails whole, as the port says, rather than handing back the others
+/// without the broken one. Fields of a hash that are not assignments (a value that is not
+/// UTF-8, a field of another form: what a later version of the documents may add, D26) are
+/// skipped, and the hash's assignments read.
 #[tokio::test]
 async fn a_document_key_holding_something_else_fails_the_read() {
     let fixture = Fixture::new().await;
@@ -214,6 +216,18 @@ async fn a_document_key_holding_something_else_fails_the_read() {
         .arg(key("bytes"))
         .arg("a__0")
         .arg(&[0xff_u8, 0xfe][..])
+        .arg(&[b'c', 0xff, b'_', b'_', b'0'][..])
+        .arg("x")
+        .arg("_meta")
+        .arg("{\"written_at\": 1}")
+        .arg("b__1")
+        .arg("trial")
+        .query(&mut conn)
+        .expect("HSET");
+    let _: () = redis::cmd("HSET")
+        .arg(key("only-bytes"))
+        .arg("a__0")
+        .arg(&[0xff_u8][..])
         .query(&mut conn)
         .expect("HSET");
     fixture
@@ -232,14 +246,23 @@ async fn a_document_key_holding_something_else_fails_the_read() {
             && detail.contains("reading 2 sticky documents")),
         "{e:?}"
     );
-    let e = fixture
+    let docs = fixture
         .store
-        .read_sticky(app(1), &[id("user_id", "bytes")])
+        .read_sticky(
+            app(1),
+            &[id("user_id", "bytes"), id("user_id", "only-bytes")],
+        )
         .await
-        .unwrap_err();
-    assert!(
-        matches!(&e, StoreError::Corrupt { detail } if detail.contains("`user_id`")),
-        "{e:?}"
+        .unwrap();
+    assert_eq!(
+        docs.len(),
+        1,
+        "a hash without an assignment is no document: {docs:?}"
+    );
+    let assignments = &docs.get("user_id", "bytes").unwrap().assignments;
+    assert_eq!(
+        assignments.iter().collect::<Vec<_>>(),
+        [(&"b__1".to_owned(), &"trial".to_owned())]
     );
     // The document flowgate wrote reads as before.
     let docs = fixture
@@ -341,4 +364,109 @@ async fn a_redis_that_does_not_answer_times_out_and_is_used_again() {
             .assignments["e__0"],
         "a"
     );
+}
+
+/// `formats/flowgate.sticky/v1/redis-hashes.txt`: its `HSET` lines, each as the key and the
+/// field and value pairs.
+fn v1_sample() -> Vec<(String, Vec<(String, String)>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../formats/flowgate.sticky/v1/redis-hashes.txt");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            assert!(
+                words.len() >= 4 && words[0] == "HSET" && words.len().is_multiple_of(2),
+                "{line}"
+            );
+            let pairs = words[2..]
+                .chunks(2)
+                .map(|p| (p[0].to_owned(), p[1].to_owned()))
+                .collect();
+            (words[1].to_owned(), pairs)
+        })
+        .collect()
+}
+
+/// Version 1 of the documents (the Versions section of `flowgate_domain::sticky`): the golden
+/// sample's hashes, as a release wrote them, are read by this one as the documents they hold,
+/// and what this release writes for those documents is the sample's hashes exactly.
+#[tokio::test]
+async fn the_v1_samples_hashes_read_and_are_what_this_release_writes() {
+    let fixture = Fixture::new().await;
+    let client = redis::Client::open(redis_url()).expect("the test Redis URL");
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("the test Redis");
+    let sample = v1_sample();
+    assert_eq!(sample.len(), 2);
+    let default_prefix = format!("{}:", flowgate_redis::DEFAULT_KEY_PREFIX);
+    // Each key's app, attribute name and value (the name ends at the first `:`).
+    let mut expected: Vec<(
+        flowgate_domain::ids::AppId,
+        flowgate_domain::sticky::StickyDoc,
+    )> = Vec::new();
+    for (key, pairs) in &sample {
+        let rest = key
+            .strip_prefix(&default_prefix)
+            .expect("the default prefix");
+        let (app_id, identifier) = rest.split_at(36);
+        let (name, value) = identifier[1..].split_once(':').expect("name:value");
+        let app_id: flowgate_domain::ids::AppId = app_id.parse().expect("an app id");
+        let doc = flowgate_domain::sticky::StickyDoc {
+            attribute_name: name.to_owned(),
+            attribute_value: value.to_owned(),
+            assignments: pairs.iter().cloned().collect(),
+        };
+        expected.push((app_id, doc));
+        // Stored as that release stored it, under this test's prefix.
+        let mut hset = redis::cmd("HSET");
+        hset.arg(format!("{}:{rest}", fixture.prefix.prefix));
+        for (field, value) in pairs {
+            hset.arg(field).arg(value);
+        }
+        let _: () = hset.query(&mut conn).expect("HSET");
+    }
+    for (app_id, doc) in &expected {
+        let docs = fixture
+            .store
+            .read_sticky(*app_id, &[id(&doc.attribute_name, &doc.attribute_value)])
+            .await
+            .unwrap();
+        assert_eq!(
+            docs.get(&doc.attribute_name, &doc.attribute_value),
+            Some(doc)
+        );
+    }
+
+    // What this release writes, under a fresh prefix.
+    let other = Fixture::new().await;
+    let writes: Vec<flowgate_domain::sticky::StickyWrite> = expected
+        .iter()
+        .map(|(app_id, doc)| flowgate_domain::sticky::StickyWrite {
+            app_id: *app_id,
+            doc: doc.clone(),
+        })
+        .collect();
+    other.store.write_sticky(&writes).await.unwrap();
+    let mut keys = other.prefix.keys();
+    keys.sort();
+    let mut sample_keys: Vec<String> = sample
+        .iter()
+        .map(|(k, _)| k.replacen(&default_prefix, &format!("{}:", other.prefix.prefix), 1))
+        .collect();
+    sample_keys.sort();
+    assert_eq!(
+        keys, sample_keys,
+        "one hash per document, at the sample's keys"
+    );
+    for (key, pairs) in &sample {
+        let written: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(key.replacen(&default_prefix, &format!("{}:", other.prefix.prefix), 1))
+            .query(&mut conn)
+            .expect("HGETALL");
+        let pairs: std::collections::BTreeMap<String, String> = pairs.iter().cloned().collect();
+        assert_eq!(written, pairs, "{key}");
+    }
 }

@@ -21,4 +21,5 @@ contract!(
     combined_reads_keep_apps_apart,
     identifiers_are_opaque,
     large_batches,
+    entries_that_are_not_assignments_are_skipped,
 );

@@ -87,7 +87,142 @@ fn write(value: &str, variant: &str) -> StickyWrite {
     }
 }
 
+/// A row of `formats/flowgate.sticky/v1/sql-rows.json`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+struct SampleRow {
+    app_id: String,
+    attribute_name: String,
+    attribute_value: String,
+    assignment_key: String,
+    variant_key: String,
+}
+
+/// The rows of the version 1 sample, in the sample's order.
+fn v1_rows() -> Vec<SampleRow> {
+    #[derive(serde::Deserialize)]
+    struct Sample {
+        rows: Vec<SampleRow>,
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../formats/flowgate.sticky/v1/sql-rows.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let sample: Sample =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    sample.rows
+}
+
+/// A text literal of SQL.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A UUID literal of `db`'s backend.
+fn uuid_literal(db: &flowgate_testkit::TestDb, id: &str) -> String {
+    match db.backend() {
+        flowgate_store::Backend::Postgres => format!("{}::uuid", literal(id)),
+        flowgate_store::Backend::Sqlite => format!("X'{}'", id.replace('-', "")),
+    }
+}
+
+/// Every row of `sticky_assignments` of the sample's app, as sample rows, sorted.
+async fn stored_rows(db: &flowgate_testkit::TestDb, app_id: &str) -> Vec<SampleRow> {
+    let sql = format!(
+        "SELECT attribute_name || char(31) || attribute_value || char(31) || assignment_key \
+         || char(31) || variant_key AS t FROM sticky_assignments WHERE app_id = {}",
+        uuid_literal(db, app_id)
+    );
+    let sql = match db.backend() {
+        flowgate_store::Backend::Postgres => sql.replace("char(31)", "chr(31)"),
+        flowgate_store::Backend::Sqlite => sql,
+    };
+    let mut rows: Vec<SampleRow> = db
+        .texts(&sql)
+        .await
+        .into_iter()
+        .map(|t| {
+            let parts: Vec<&str> = t.split('\u{1f}').collect();
+            SampleRow {
+                app_id: app_id.to_owned(),
+                attribute_name: parts[0].to_owned(),
+                attribute_value: parts[1].to_owned(),
+                assignment_key: parts[2].to_owned(),
+                variant_key: parts[3].to_owned(),
+            }
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The documents the sample's rows hold, as writes.
+fn v1_writes(rows: &[SampleRow]) -> Vec<StickyWrite> {
+    let mut docs: BTreeMap<(String, String, String), BTreeMap<String, String>> = BTreeMap::new();
+    for row in rows {
+        docs.entry((
+            row.app_id.clone(),
+            row.attribute_name.clone(),
+            row.attribute_value.clone(),
+        ))
+        .or_default()
+        .insert(row.assignment_key.clone(), row.variant_key.clone());
+    }
+    docs.into_iter()
+        .map(|((app_id, name, value), assignments)| StickyWrite {
+            app_id: app_id.parse().expect("an app id"),
+            doc: StickyDoc {
+                attribute_name: name,
+                attribute_value: value,
+                assignments,
+            },
+        })
+        .collect()
+}
+
 backend_tests! {
+    async fn the_v1_samples_rows_read_and_are_what_this_release_writes(db) {
+        // Version 1 of the documents (the Versions section of `flowgate_domain::sticky`): rows
+        // as a release stored them read as their documents, and this release writes them so.
+        let rows = v1_rows();
+        assert_eq!(rows.len(), 3);
+        for row in &rows {
+            db.execute(&format!(
+                "INSERT INTO sticky_assignments (app_id, attribute_name, attribute_value, \
+                 assignment_key, variant_key) VALUES ({}, {}, {}, {}, {})",
+                uuid_literal(&db, &row.app_id),
+                literal(&row.attribute_name),
+                literal(&row.attribute_value),
+                literal(&row.assignment_key),
+                literal(&row.variant_key),
+            ))
+            .await;
+        }
+        let writes = v1_writes(&rows);
+        for write in &writes {
+            let docs = db
+                .store
+                .read_sticky(
+                    write.app_id,
+                    &[StickyId {
+                        attribute_name: write.doc.attribute_name.clone(),
+                        attribute_value: write.doc.attribute_value.clone(),
+                    }],
+                )
+                .await
+                .expect("read");
+            assert_eq!(
+                docs.get(&write.doc.attribute_name, &write.doc.attribute_value),
+                Some(&write.doc)
+            );
+        }
+        let mut sorted = rows.clone();
+        sorted.sort();
+        assert_eq!(stored_rows(&db, &rows[0].app_id).await, sorted);
+
+        db.execute("DELETE FROM sticky_assignments").await;
+        db.store.write_sticky(&writes).await.expect("write");
+        assert_eq!(stored_rows(&db, &rows[0].app_id).await, sorted, "what this release writes");
+    }
+
     async fn sticky_settings_round_trip_through_import_and_export(db) {
         let other = another(&db).await;
         let exported = round_trip(&db.store, &other.store, &text(&sticky_file())).await;
