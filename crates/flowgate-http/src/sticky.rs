@@ -262,6 +262,24 @@ impl StickyAssignments {
         &self.health
     }
 
+    /// Probes the store whenever the circuit is open and its probe is due, so that it closes
+    /// (and `/readyz` says so) when the store is back even if no request reads: a replica
+    /// without sticky traffic, or one that failed its check at start. Runs until dropped.
+    pub async fn probe_while_failing(&self) {
+        let probe = [StickyId {
+            attribute_name: "user_id".to_owned(),
+            attribute_value: "flowgate-health-probe".to_owned(),
+        }];
+        let app = AppId(uuid::Uuid::nil());
+        loop {
+            tokio::time::sleep(OPEN_FIRST).await;
+            if self.health.is_healthy() || !self.health.probe_due() {
+                continue;
+            }
+            let _ = self.store_read(app, &probe).await;
+        }
+    }
+
     /// The stored documents of `ids` in `app`, or an unreadable state when the store fails or
     /// misses the deadline. One store read per call; the API's own workers read through a
     /// reader of their own that sends the reads of one turn of their event loop as one.
@@ -480,6 +498,12 @@ impl StickyHealth {
             return None;
         }
         Some(true)
+    }
+
+    /// Whether the circuit is open and its pause is over: the next read probes.
+    fn probe_due(&self) -> bool {
+        let until = self.open_until.load(Ordering::Acquire);
+        until != 0 && self.now_ms() >= until && !self.probing.load(Ordering::Acquire)
     }
 
     /// Whether reads are paused now (and the next probe is not due yet).
@@ -1409,5 +1433,33 @@ mod tests {
         let mut kept: Vec<&str> = read.iter().map(|d| d.attribute_value.as_str()).collect();
         kept.sort_unstable();
         assert_eq!(kept, ["c", "d", "e"], "the newest kept");
+    }
+
+    #[tokio::test]
+    async fn the_circuit_closes_without_requests_when_the_store_is_back() {
+        let store = Arc::new(Recording::default());
+        let mut registry = Registry::default();
+        let (sticky, _writer) = StickyAssignments::new(
+            Arc::clone(&store) as Arc<dyn StickyStore>,
+            StickySettings::default(),
+            StickyMetrics::new(&mut registry),
+        );
+        sticky
+            .health()
+            .failed_at_start("refused at start".to_owned());
+        let prober = tokio::spawn({
+            let sticky = sticky.clone();
+            async move { sticky.probe_while_failing().await }
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !sticky.health().is_healthy() {
+            assert!(std::time::Instant::now() < deadline, "never probed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            store.calls.load(Ordering::Relaxed) >= 1,
+            "a probe read was sent"
+        );
+        prober.abort();
     }
 }
