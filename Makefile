@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up browser-up
+.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps pg-up nats-up redis-up browser-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -144,6 +144,15 @@ bench-console: pg-up
 	$(CARGO) build --release -p flowgate
 	python3 bench/console_page.py
 
+## The admin listener's work beside the API (issue 49): public resolve p99 at 100/s alone and
+## with 32 report clients, the slowest /readyz meanwhile (bench/admin_isolation.py); 12 console
+## previews of a 7.6 MiB catalog at once, the server's peak memory (bench/console_preview_rss.py).
+## SQLite, the release binary (BENCH_BIN to compare another).
+bench-admin:
+	$(CARGO) build --release -p flowgate
+	python3 bench/admin_isolation.py
+	python3 bench/console_preview_rss.py
+
 ## Pinned HTTP benchmark of single resolve (bench/pinned.py): release build; flowgate and the
 ## no-logic baseline with one worker each pinned to CPU 0 (BENCH_SERVER_CPUS=0-3 on a bigger
 ## machine: that many workers on those cores), wrk and oha pinned to the other cores. Peak
@@ -186,7 +195,16 @@ release-pgo: pg-up
 ## Every benchmark; the HTTP table comes last.
 bench: bench-domain bench-handler bench-instructions bench-store bench-http bench-http-unpinned bench-sticky
 
-ci: lint test
+ci: lint test upgrade-test
+
+## The upgrade test (D26): the previous release (UPGRADE_FROM, its commit as CHANGELOG.md names
+## it), built in a git worktree with this target directory, and this checkout's binary, side by
+## side on one PostgreSQL database and one NATS JetStream server (reliability/upgrade.sh):
+## migrated under the old one, each ingesting the other's messages, the old dead letters and
+## cache file read by the new one, rolled back; every accepted event stored exactly once.
+UPGRADE_FROM ?= 509660abafb57afe45555370045c2333a401686e
+upgrade-test: pg-up nats-up
+	bash reliability/upgrade.sh $(UPGRADE_FROM)
 
 ## Validate deploy/ (YAML, Kubernetes and compose schemas, the kustomizations built,
 ## systemd-analyze, hadolint, the alert rules with `promtool check rules` and their unit tests

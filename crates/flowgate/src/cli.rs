@@ -8,10 +8,21 @@ use flowgate_domain::keys::{KeyEnvironment, KeyType};
 
 use crate::config::Environment;
 
+/// This release's version and commit (D26), as `flowgate --version` prints them.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FLOWGATE_COMMIT"),
+    ")"
+);
+
+/// The release's commit (see build.rs).
+pub const COMMIT: &str = env!("FLOWGATE_COMMIT");
+
 /// flowgate: decides which onboarding or paywall flow an app shows, and collects what users do
 /// in it.
 #[derive(Debug, Parser)]
-#[command(name = "flowgate", version, about, long_about = None)]
+#[command(name = "flowgate", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Deployment environment: selects `config/<ENV>.toml` and its rules.
     #[arg(

@@ -505,3 +505,28 @@ impl Admin {
         Check { ok, detail }
     }
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
+}
+
+/// Registers `flowgate_build_info{version, commit} 1` (D26): which release a replica runs,
+/// for dashboards of a rolling upgrade.
+pub fn register_build_info(registry: &mut prometheus_client::registry::Registry) {
+    let info = prometheus_client::metrics::family::Family::<
+        BuildLabels,
+        prometheus_client::metrics::gauge::Gauge,
+    >::default();
+    info.get_or_create(&BuildLabels {
+        version: env!("CARGO_PKG_VERSION"),
+        commit: crate::cli::COMMIT,
+    })
+    .set(1);
+    registry.register(
+        "flowgate_build_info",
+        "The running release: its version and commit (always 1)",
+        info,
+    );
+}

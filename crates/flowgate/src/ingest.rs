@@ -75,6 +75,7 @@ pub async fn ingest(config: Config) -> ExitCode {
         maintenance,
     });
     let mut registry = prometheus_client::registry::Registry::default();
+    crate::health::register_build_info(&mut registry);
     registry.register_collector(Box::new(Collected(source.clone())));
     let state = AdminState::new(Arc::new(registry), source);
     let admin = match HttpServer::new(move || admin_app(state.clone()))

@@ -97,6 +97,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         }
     };
     let mut registry = prometheus_client::registry::Registry::default();
+    crate::health::register_build_info(&mut registry);
     let metrics = HttpMetrics::new(&mut registry);
     let results_metrics = ResultsMetrics::new(&mut registry);
     let sticky_store = match crate::sticky_store(&config, &store).await {
@@ -110,6 +111,10 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     );
     let sticky_health = Arc::clone(sticky.health());
     check_sticky_store(sticky_store.as_ref(), &sticky_health, &config).await;
+    let sticky_prober = tokio::spawn({
+        let sticky = sticky.clone();
+        async move { sticky.probe_while_failing().await }
+    });
     let sticky_writer = tokio::spawn(run_writer(sticky_writer));
     let api_state = web::Data::new(
         ApiState::new(
@@ -250,6 +255,9 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let _ = stop_tx.send(true);
     admin_handle.stop(true).await;
     let _ = tokio::join!(api_task, admin_task, refresher);
+    // The prober holds the assignments too: gone with it, the writer sees no producer left.
+    sticky_prober.abort();
+    let _ = sticky_prober.await;
     // The API's state is gone with its workers: the writer stores what is queued, then ends.
     if tokio::time::timeout(STICKY_DRAIN, sticky_writer)
         .await

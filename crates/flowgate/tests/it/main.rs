@@ -13,6 +13,7 @@ mod faults;
 mod jetstream;
 mod operators;
 mod quickstart;
+mod release;
 mod reload;
 mod results;
 mod startup;
