@@ -4,7 +4,8 @@
 //! the console): the store aggregates the events of an experiment into [`ResultsData`] (the
 //! [`ResultsSource`](crate::ports::ResultsSource) port, asked with a [`ResultsQuery`]), and
 //! [`report`] turns those counts into an [`ExperimentReport`] with the statistics of
-//! [`stats`], which are GrowthBook's (gbstats 0.8.0).
+//! [`stats`], which are GrowthBook's (gbstats 0.8.0). [`sequential`] holds gbstats' sequential
+//! test (D27), not yet chosen by the report.
 //!
 //! What is counted (D22):
 //! - **Exposure**: a user's `flow_open` event carrying the experiment's id and one of its
@@ -27,6 +28,7 @@
 
 mod aggregate;
 mod report;
+pub mod sequential;
 pub mod stats;
 
 pub use aggregate::{aggregate, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome};
@@ -34,5 +36,8 @@ pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,
     REVENUE_METRIC, SRM_WARNING_P_VALUE,
+};
+pub use sequential::{
+    compare_sequential, FrequentistEstimate, Method, SequentialConfig, DEFAULT_TUNING,
 };
 pub use stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};

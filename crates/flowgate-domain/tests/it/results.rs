@@ -1,6 +1,7 @@
 //! Experiment statistics against GrowthBook's stats engine (D22): the golden vectors of
 //! `tests/data/gbstats/vectors.json`, written by gbstats 0.8.0 itself (`generate.sh` beside
-//! them). One `check(case)`; every failure names its case. Then the report's assembly.
+//! them). One `check(case)`; every failure names its case. The sequential test's vectors
+//! (`sequential.json`, D27) have their own `check_sequential(case)`. Then the report's assembly.
 
 use std::collections::BTreeMap;
 
@@ -8,13 +9,15 @@ use flowgate_domain::catalog::ExperimentStatus;
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId, VariantId};
 use flowgate_domain::results::{
-    compare, report, srm_p_value, DailyCounts, Exposure, Folder, MetricKind, NoEstimate, Outcome,
-    ResultsData, ResultsQuery, VariantCounts, VariantSums, REVENUE_METRIC,
+    compare, compare_sequential, report, srm_p_value, DailyCounts, Exposure, Folder, MetricKind,
+    NoEstimate, Outcome, ResultsData, ResultsQuery, SequentialConfig, VariantCounts, VariantSums,
+    REVENUE_METRIC,
 };
 use serde_json::Value;
 use time::macros::{date, datetime};
 
 const VECTORS: &str = include_str!("../data/gbstats/vectors.json");
+const SEQUENTIAL_VECTORS: &str = include_str!("../data/gbstats/sequential.json");
 
 /// Relative agreement asked of every figure gbstats returns (D22).
 const RELATIVE: f64 = 1e-6;
@@ -46,11 +49,7 @@ fn reason(gbstats: &str) -> NoEstimate {
 
 /// One case: every variant against the control, and the sample ratio check.
 fn check(case: &Value) -> Result<(), String> {
-    let kind = match case["kind"].as_str() {
-        Some("conversion") => MetricKind::Conversion,
-        Some("mean") => MetricKind::Mean,
-        other => return Err(format!("kind {other:?}")),
-    };
+    let kind = kind_of(case)?;
     let variants: Vec<VariantSums> = case["variants"]
         .as_array()
         .ok_or("variants")?
@@ -173,6 +172,135 @@ fn statistics_agree_with_gbstats() {
         .sum();
     println!(
         "gbstats: {} cases, {comparisons} comparisons agree",
+        cases.len()
+    );
+}
+
+/// The relative difference of `ours` from `theirs` (absolute when `theirs` is 0).
+fn relative_difference(ours: f64, theirs: f64) -> f64 {
+    if theirs == 0.0 {
+        ours.abs()
+    } else {
+        ((ours - theirs) / theirs).abs()
+    }
+}
+
+fn kind_of(case: &Value) -> Result<MetricKind, String> {
+    match case["kind"].as_str() {
+        Some("conversion") => Ok(MetricKind::Conversion),
+        Some("mean") => Ok(MetricKind::Mean),
+        other => Err(format!("kind {other:?}")),
+    }
+}
+
+/// One sequential case: every variant against the control with the case's tuning parameter
+/// and alpha. Returns the largest relative difference, or what disagrees.
+fn check_sequential(case: &Value) -> Result<f64, String> {
+    let kind = kind_of(case)?;
+    let config = SequentialConfig::new(
+        case["tuning"].as_f64().ok_or("tuning")?,
+        case["alpha"].as_f64().ok_or("alpha")?,
+    )
+    .ok_or("tuning or alpha out of range")?;
+    let variants: Vec<VariantSums> = case["variants"]
+        .as_array()
+        .ok_or("variants")?
+        .iter()
+        .map(sums)
+        .collect();
+    let mut problems = Vec::new();
+    let mut largest: f64 = 0.0;
+    for (i, expected) in case["comparisons"]
+        .as_array()
+        .ok_or("comparisons")?
+        .iter()
+        .enumerate()
+    {
+        let v = i + 1;
+        let treatment = &variants[v];
+        match (
+            expected["error"].as_str(),
+            compare_sequential(kind, &variants[0], treatment, &config),
+        ) {
+            (Some(error), Err(no)) => {
+                // gbstats' t-tests see a variant without users as one of variance 0; flowgate
+                // names it, as its fixed-horizon test does (gbstats' Bayesian order, D22).
+                let theirs = if error == "ZERO_NEGATIVE_VARIANCE" && treatment.users == 0 {
+                    NoEstimate::NoUsers
+                } else {
+                    reason(error)
+                };
+                if no != theirs {
+                    problems.push(format!("variant {v}: ours {no:?}, gbstats {error}"));
+                }
+            }
+            (Some(error), Ok(e)) => {
+                problems.push(format!("variant {v}: ours {e:?}, gbstats {error}"));
+            }
+            (None, Err(no)) => {
+                problems.push(format!("variant {v}: ours {no:?}, gbstats an estimate"));
+            }
+            (None, Ok(e)) => {
+                for (what, ours, theirs) in [
+                    ("lift", e.lift, &expected["expected"]),
+                    ("ci_low", e.ci_low, &expected["ci"][0]),
+                    ("ci_high", e.ci_high, &expected["ci"][1]),
+                    ("p_value", e.p_value, &expected["p_value"]),
+                ] {
+                    let theirs = theirs.as_f64().unwrap_or(f64::NAN);
+                    let difference = relative_difference(ours, theirs);
+                    largest = largest.max(difference);
+                    if !close(ours, theirs) {
+                        problems.push(format!(
+                            "variant {v} {what}: ours {ours:e}, gbstats {theirs:e}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(largest)
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+#[test]
+fn the_sequential_test_agrees_with_gbstats() {
+    let vectors: Value = serde_json::from_str(SEQUENTIAL_VECTORS).expect("vectors parse");
+    let cases = vectors["cases"].as_array().expect("cases");
+    assert!(
+        cases.len() >= 40,
+        "the sequential vectors file lost cases: {}",
+        cases.len()
+    );
+    let mut largest: f64 = 0.0;
+    let mut failures = Vec::new();
+    for case in cases {
+        match check_sequential(case) {
+            Ok(difference) => largest = largest.max(difference),
+            Err(e) => failures.push(format!("  {}: {e}", case["name"].as_str().unwrap_or("?"))),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} sequential gbstats cases disagree:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+    // The vectors hold every kind of outcome: estimates and each reason for none.
+    let errors: Vec<&str> = cases
+        .iter()
+        .flat_map(|c| c["comparisons"].as_array().into_iter().flatten())
+        .filter_map(|c| c["error"].as_str())
+        .collect();
+    for error in ["ZERO_NEGATIVE_BASELINE_VARIATION", "ZERO_NEGATIVE_VARIANCE"] {
+        assert!(errors.contains(&error), "no case of {error}");
+    }
+    println!(
+        "gbstats sequential: {} cases agree, largest relative difference {largest:e}",
         cases.len()
     );
 }

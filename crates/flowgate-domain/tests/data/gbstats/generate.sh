@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates vectors.json (the experiment statistics' golden vectors, D22) with GrowthBook's
-# stats engine: installs gbstats 0.8.0 from PyPI into target/gbstats-venv, then runs
-# generate.py. The Rust tests read the committed vectors.json; they never run Python.
+# Regenerates vectors.json (the experiment statistics' golden vectors, D22) and sequential.json
+# (the sequential test's, D27) with GrowthBook's stats engine: installs gbstats 0.8.0 from PyPI
+# into target/gbstats-venv, then runs generate.py. The Rust tests read the committed files;
+# they never run Python.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../../../.." && pwd)"
