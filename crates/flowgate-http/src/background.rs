@@ -7,8 +7,9 @@
 //! thread, blocking threads for SQLite, all at a lower scheduling priority so that the API's
 //! workers win the cores when both want them), and bounds it: reports by the results reader's
 //! connections (`experiments.max_connections`, held to the end of each read), previews one at a
-//! time ([`Background::preview_permit`]), taken before the upload is read, so that the memory of
-//! previews is that of one.
+//! time ([`Background::preview_permit`], held by the work itself, so a client that leaves does
+//! not free it while the work runs on), so that the memory of previews is that of one beside
+//! the uploads being read (at most 8 MiB each, after sign-in and the CSRF check).
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -535,6 +535,17 @@ impl StickyHealth {
         }
     }
 
+    /// A write was stored: consecutive outages start again from none while the circuit is
+    /// closed. An open circuit stays open: a store that takes writes but misses the read
+    /// deadline is closed by a read or a probe in time, not by a write.
+    fn write_answered(&self) {
+        if self.open_until.load(Ordering::Acquire) == 0
+            && self.failures.load(Ordering::Relaxed) != 0
+        {
+            self.failures.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// A read failed with `error`: an outage counts toward opening the circuit; any other
     /// error is an answer (the store is up; one document is the matter).
     fn read_error(&self, error: &StoreError, probe: bool) {
@@ -874,7 +885,7 @@ async fn store_batch(writer: &StickyWriter, batch: &[StickyWrite]) {
     loop {
         match writer.store.write_sticky(batch).await {
             Ok(()) => {
-                writer.health.answered();
+                writer.health.write_answered();
                 writer.metrics.wrote("stored", batch.len());
                 if outage_logged {
                     tracing::info!(

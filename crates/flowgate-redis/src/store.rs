@@ -24,7 +24,7 @@
 //! This layout is version 1 of the assignment documents, the only one so far; the versions
 //! and what a reader keeps are said once, in the Versions section of
 //! [`flowgate_domain::sticky`], and a golden sample is in `formats/flowgate.sticky/v1/`
-//! (`redis-hash.json`). No version is stored in the hash, so the hashes every release wrote
+//! (`redis-hashes.txt`). No version is stored in the hash, so the hashes every release wrote
 //! are read as they are. A read keeps the fields that are assignments
 //! ([`is_assignment`]: `<key>__<non-negative integer>` with a non-empty UTF-8 variant key) and
 //! skips any other field (another name, a value that is not UTF-8) rather than failing the

@@ -328,6 +328,19 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
         Ok(fields) => fields,
         Err(refused) => return *refused,
     };
+    // The CSRF check first: a cross-site post cannot spend this address's attempts.
+    if !fields
+        .get("csrf")
+        .zip(console.sign_in_tokens.as_ref())
+        .is_some_and(|(t, tokens)| session::sign_in_token_matches(&req, tokens, t))
+    {
+        return sign_in_form(
+            &console,
+            &req,
+            StatusCode::FORBIDDEN,
+            Some("The sign-in form expired or came from elsewhere; sign in again."),
+        );
+    }
     let client = crate::token_guard::client_of(&req);
     let refused = console.guard.blocked(client).or_else(|| {
         let decision = console.guard.attempt(client);
@@ -347,18 +360,6 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
         return response;
-    }
-    if !fields
-        .get("csrf")
-        .zip(console.sign_in_tokens.as_ref())
-        .is_some_and(|(t, tokens)| session::sign_in_token_matches(&req, tokens, t))
-    {
-        return sign_in_form(
-            &console,
-            &req,
-            StatusCode::FORBIDDEN,
-            Some("The sign-in form expired or came from elsewhere; sign in again."),
-        );
     }
     let given = fields.get("token").unwrap_or_default();
     if !crate::admin::same_secret(given.as_bytes(), console.explain.token.as_bytes()) {
@@ -618,15 +619,6 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
     let Some(signed_in) = console.sessions.of(&req) else {
         return to_sign_in();
     };
-    // One preview at a time, from its upload on: the memory of previews is that of one.
-    let Some(_turn) = console.background.preview_permit().await else {
-        return error_page(
-            &signed_in,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Preview unavailable",
-            "The server is shutting down.",
-        );
-    };
     let upload = match read_upload(multipart).await {
         Ok(upload) => upload,
         Err(UploadError::TooLarge) => {
@@ -668,11 +660,17 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
     };
     let outcome = match String::from_utf8(bytes) {
         Ok(text) => {
-            // Parsed, validated and diffed off the admin listener's worker.
+            // Parsed, validated and diffed off the admin listener's worker, one preview at a
+            // time: the turn goes with the work, so a client that leaves does not end it early
+            // (the work runs on), and the memory of previews is that of one.
+            let turn = console.background.preview_permit().await;
             let (backend, file) = (Arc::clone(&console.backend), name.clone());
             console
                 .background
-                .run(async move { backend.preview(&file, &text).await })
+                .run(async move {
+                    let _turn = turn;
+                    backend.preview(&file, &text).await
+                })
                 .await
                 .unwrap_or_else(|| {
                     Err(PreviewError::Store(StoreError::Other {
