@@ -202,6 +202,7 @@ ci: lint test upgrade-test
 ## side on one PostgreSQL database and one NATS JetStream server (reliability/upgrade.sh):
 ## migrated under the old one, each ingesting the other's messages, the old dead letters and
 ## cache file read by the new one, rolled back; every accepted event stored exactly once.
+# 0.1.0: the oldest release this one upgrades from directly (0.2.0 wrote the same formats).
 UPGRADE_FROM ?= 509660abafb57afe45555370045c2333a401686e
 upgrade-test: pg-up nats-up
 	bash reliability/upgrade.sh $(UPGRADE_FROM)
