@@ -108,23 +108,9 @@ pub fn compare_sequential(
     treatment: &VariantSums,
     config: &SequentialConfig,
 ) -> Result<FrequentistEstimate, NoEstimate> {
-    control.computable(kind)?;
-    treatment.computable(kind)?;
-    let (mean_a, mean_b) = (control.mean(), treatment.mean());
-    if mean_a == 0.0 {
-        return Err(NoEstimate::ControlMeanZero);
-    }
-    if control.users == 0 || treatment.users == 0 {
-        return Err(NoEstimate::NoUsers);
-    }
-    let (var_a, var_b) = (control.variance(kind), treatment.variance(kind));
-    if var_a <= 0.0 || var_b <= 0.0 {
-        return Err(NoEstimate::ZeroVariance);
-    }
-    let (n_a, n_b) = (control.users as f64, treatment.users as f64);
-    let lift = (mean_b - mean_a) / mean_a;
-    // The delta method's variance of the relative lift, as in the fixed-horizon test.
-    let variance = var_b / (mean_a.powi(2) * n_b) + var_a * mean_b.powi(2) / (mean_a.powi(4) * n_a);
+    // The lift and its variance as in the fixed-horizon test.
+    let super::stats::Lift { lift, variance, .. } =
+        super::stats::relative_lift(kind, control, treatment)?;
     if !(variance.is_finite() && variance > 0.0) {
         return Err(NoEstimate::Overflow);
     }

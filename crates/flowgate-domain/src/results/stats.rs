@@ -177,23 +177,14 @@ pub fn compare(
     control: &VariantSums,
     treatment: &VariantSums,
 ) -> Result<Estimate, NoEstimate> {
-    control.computable(kind)?;
-    treatment.computable(kind)?;
-    let (mean_a, mean_b) = (control.mean(), treatment.mean());
-    if mean_a == 0.0 {
-        return Err(NoEstimate::ControlMeanZero);
-    }
-    if control.users == 0 || treatment.users == 0 {
-        return Err(NoEstimate::NoUsers);
-    }
-    let (var_a, var_b) = (control.variance(kind), treatment.variance(kind));
-    if var_a <= 0.0 || var_b <= 0.0 {
-        return Err(NoEstimate::ZeroVariance);
-    }
-    let (n_a, n_b) = (control.users as f64, treatment.users as f64);
-    let lift = (mean_b - mean_a) / mean_a;
-    // The delta method's variance of the relative lift (gbstats `frequentist_variance`).
-    let variance = var_b / (mean_a.powi(2) * n_b) + var_a * mean_b.powi(2) / (mean_a.powi(4) * n_a);
+    let Lift {
+        lift,
+        variance,
+        var_a,
+        var_b,
+        n_a,
+        n_b,
+    } = relative_lift(kind, control, treatment)?;
     let sd = variance.sqrt();
     // Welch-Satterthwaite degrees of freedom.
     let dof = (var_b / n_b + var_a / n_a).powi(2)
@@ -233,6 +224,55 @@ pub fn compare(
     } else {
         Err(NoEstimate::Overflow)
     }
+}
+
+/// The relative lift of a treatment over the control, its variance by the delta method, and
+/// the figures behind them: what the fixed-horizon and the sequential test share.
+pub(crate) struct Lift {
+    /// `(mean_b - mean_a) / mean_a`.
+    pub(crate) lift: f64,
+    /// Its variance (gbstats `frequentist_variance`); not checked for overflow here.
+    pub(crate) variance: f64,
+    /// The control's variance of one user's figure.
+    pub(crate) var_a: f64,
+    /// The treatment's.
+    pub(crate) var_b: f64,
+    /// The control's users.
+    pub(crate) n_a: f64,
+    /// The treatment's.
+    pub(crate) n_b: f64,
+}
+
+/// [`Lift`] of `treatment` over `control`, after the checks of `EffectBayesianABTest`'s order
+/// that both tests make: figures that are not finite, a control mean of 0, a variant without
+/// users, a variance that is not positive.
+pub(crate) fn relative_lift(
+    kind: MetricKind,
+    control: &VariantSums,
+    treatment: &VariantSums,
+) -> Result<Lift, NoEstimate> {
+    control.computable(kind)?;
+    treatment.computable(kind)?;
+    let (mean_a, mean_b) = (control.mean(), treatment.mean());
+    if mean_a == 0.0 {
+        return Err(NoEstimate::ControlMeanZero);
+    }
+    if control.users == 0 || treatment.users == 0 {
+        return Err(NoEstimate::NoUsers);
+    }
+    let (var_a, var_b) = (control.variance(kind), treatment.variance(kind));
+    if var_a <= 0.0 || var_b <= 0.0 {
+        return Err(NoEstimate::ZeroVariance);
+    }
+    let (n_a, n_b) = (control.users as f64, treatment.users as f64);
+    Ok(Lift {
+        lift: (mean_b - mean_a) / mean_a,
+        variance: var_b / (mean_a.powi(2) * n_b) + var_a * mean_b.powi(2) / (mean_a.powi(4) * n_a),
+        var_a,
+        var_b,
+        n_a,
+        n_b,
+    })
 }
 
 /// The `p` quantile of `t`: statrs' inverse, polished by Newton's method on its cdf. statrs
