@@ -5,7 +5,9 @@
 //! [`ResultsSource`](crate::ports::ResultsSource) port, asked with a [`ResultsQuery`]), and
 //! [`report`] turns those counts into an [`ExperimentReport`] with the statistics of
 //! [`stats`], which are GrowthBook's (gbstats 0.8.0). [`sequential`] holds gbstats' sequential
-//! test (D27), not yet chosen by the report.
+//! test (D27), not yet chosen by the report, and
+//! [`decide`] reads a report into D27's [`Decision`]: ship, roll back, keep running or no
+//! decision.
 //!
 //! What is counted (D22):
 //! - **Exposure**: a user's `flow_open` event carrying the experiment's id and one of its
@@ -27,11 +29,13 @@
 //!   first qualifying conversion fell that day; the report accumulates them.
 
 mod aggregate;
+mod decision;
 mod report;
 pub mod sequential;
 pub mod stats;
 
 pub use aggregate::{aggregate, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome};
+pub use decision::{decide, AnalysisSettings, Decision, Reason, Verdict};
 pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,

@@ -1,0 +1,625 @@
+//! What to do with an experiment (D27): ship a treatment, roll back, keep running, or no
+//! decision, read from a report's warnings, users and comparisons.
+//!
+//! The rules are [`decide`]'s.
+
+use super::report::{ExperimentReport, MetricReport, MetricVariant};
+use super::stats::{Estimate, NoEstimate};
+use crate::events::EventType;
+use crate::ids::VariantId;
+
+/// An experiment's analysis settings (D27), with their defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnalysisSettings {
+    /// The metric that decides: an event type (a conversion) or `revenue`.
+    pub primary_metric: String,
+    /// Metrics that must not get worse.
+    pub guardrail_metrics: Vec<String>,
+    /// Whether the comparisons are sequential (valid at any number of looks). Chooses the
+    /// report's method; [`decide`] reads whatever intervals the report has.
+    pub sequential: bool,
+    /// Users every variant needs before any verdict.
+    pub minimum_users: u64,
+}
+
+impl Default for AnalysisSettings {
+    /// `purchase_complete`, no guardrails, sequential, 100 users per variant (D27).
+    fn default() -> Self {
+        Self {
+            primary_metric: EventType::PurchaseComplete.as_str().to_owned(),
+            guardrail_metrics: Vec::new(),
+            sequential: true,
+            minimum_users: 100,
+        }
+    }
+}
+
+/// The verdict of a [`Decision`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Ship the decision's variant.
+    Ship,
+    /// Roll back to the control.
+    RollBack,
+    /// Not enough evidence yet: keep the experiment running.
+    KeepRunning,
+    /// The figures cannot be trusted (sample ratio mismatch).
+    NoDecision,
+}
+
+impl Verdict {
+    /// `ship`, `roll_back`, `keep_running` or `no_decision` (D27).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Ship => "ship",
+            Verdict::RollBack => "roll_back",
+            Verdict::KeepRunning => "keep_running",
+            Verdict::NoDecision => "no_decision",
+        }
+    }
+}
+
+/// What to do with an experiment, and why (D27).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Decision {
+    /// What to do.
+    pub verdict: Verdict,
+    /// With `ship`, the treatment to ship; with a `roll_back` for a guardrail, the first
+    /// treatment (in the catalog's order) whose guardrail is significantly worse; otherwise
+    /// `None`.
+    pub variant_id: Option<VariantId>,
+    /// Why, each with its metric, variant and figures in words; the deciding ones first.
+    pub reasons: Vec<Reason>,
+}
+
+/// One reason of a [`Decision`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reason {
+    /// A stable code: `srm`, `minimum_users`, `guardrail_worse`, `primary_worse`,
+    /// `primary_better`, `no_significant_difference` or `metric_missing`.
+    pub code: &'static str,
+    /// What it means, with the metric, the variant's name and the figures.
+    pub message: String,
+    /// The metric it is about, if any.
+    pub metric: Option<String>,
+    /// The variant it is about, if any.
+    pub variant_id: Option<VariantId>,
+}
+
+impl Reason {
+    fn new(
+        code: &'static str,
+        message: String,
+        metric: Option<&str>,
+        variant_id: Option<VariantId>,
+    ) -> Self {
+        Self {
+            code,
+            message,
+            metric: metric.map(str::to_owned),
+            variant_id,
+        }
+    }
+}
+
+/// Decides what to do with the experiment of `report` under `settings`, by D27's rules.
+///
+/// The rules, in order (the first that applies decides):
+/// 1. `no_decision` while the report carries the sample ratio mismatch warning (`srm`): the
+///    assignment is broken and the figures cannot be trusted.
+/// 2. `keep_running` while a variant has fewer than [`AnalysisSettings::minimum_users`].
+/// 3. `roll_back` when any treatment's guardrail metric is significantly worse than the
+///    control's, or when every treatment's primary metric is.
+/// 4. `ship` the treatment whose primary metric is significantly better with no guardrail
+///    significantly worse; among several, the highest chance to win (the first in the
+///    catalog's order on a tie).
+/// 5. Otherwise `keep_running`.
+///
+/// "Significantly worse" is a comparison whose interval lies entirely below 0 (`ci_high < 0`),
+/// "significantly better" entirely above 0 (`ci_low > 0`); a comparison without an estimate
+/// (a reason instead of figures) is neither. The intervals are the report's, so the report's
+/// method (sequential or fixed horizon) is the one read. A primary or guardrail metric the
+/// report lacks is named in a `metric_missing` reason and never read as worse or better; without
+/// its primary metric nothing ships (`keep_running`).
+pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decision {
+    let decision = |verdict, variant_id, reasons| Decision {
+        verdict,
+        variant_id,
+        reasons,
+    };
+
+    // 1. The sample ratio mismatch warning: nothing can be trusted.
+    if let Some(srm) = report.warnings.iter().find(|w| w.code == "srm") {
+        let reason = Reason::new("srm", srm.message.clone(), None, None);
+        return decision(Verdict::NoDecision, None, vec![reason]);
+    }
+
+    // 2. Every variant needs `minimum_users`.
+    let short: Vec<Reason> = report
+        .variants
+        .iter()
+        .filter(|v| v.users < settings.minimum_users)
+        .map(|v| {
+            Reason::new(
+                "minimum_users",
+                format!(
+                    "{} has {} users, fewer than the {} each variant needs before a verdict",
+                    v.name, v.users, settings.minimum_users
+                ),
+                None,
+                Some(v.variant_id),
+            )
+        })
+        .collect();
+    if !short.is_empty() {
+        return decision(Verdict::KeepRunning, None, short);
+    }
+
+    let names = Names(report);
+    let find = |name: &str| report.metrics.iter().find(|m| m.metric == name);
+    let mut missing = Vec::new();
+    let mut missing_metric = |name: &str, role: &str| {
+        missing.push(Reason::new(
+            "metric_missing",
+            format!("{name}: the {role} metric is not in the report, so it is not read"),
+            Some(name),
+            None,
+        ));
+    };
+
+    // 3a. Any treatment's guardrail significantly worse.
+    let mut guardrails_worse = Vec::new();
+    for name in &settings.guardrail_metrics {
+        let Some(metric) = find(name) else {
+            missing_metric(name, "guardrail");
+            continue;
+        };
+        for (v, e) in estimates(metric) {
+            match e {
+                Ok(e) if e.ci_high < 0.0 => guardrails_worse.push(Reason::new(
+                    "guardrail_worse",
+                    format!(
+                        "guardrail {}",
+                        names.worse(&metric.metric, v.variant_id, &e)
+                    ),
+                    Some(&metric.metric),
+                    Some(v.variant_id),
+                )),
+                _ => {}
+            }
+        }
+    }
+    let primary = find(&settings.primary_metric);
+    if primary.is_none() {
+        missing_metric(&settings.primary_metric, "primary");
+    }
+    if let Some(first) = guardrails_worse.first() {
+        let variant_id = first.variant_id;
+        guardrails_worse.append(&mut missing);
+        return decision(Verdict::RollBack, variant_id, guardrails_worse);
+    }
+    let Some(primary) = primary else {
+        return decision(Verdict::KeepRunning, None, missing);
+    };
+
+    // 3b. Every treatment's primary metric significantly worse.
+    let treatments = estimates(primary);
+    let worse: Vec<Reason> = treatments
+        .iter()
+        .filter_map(|(v, e)| {
+            let e = e.as_ref().ok().filter(|e| e.ci_high < 0.0)?;
+            Some(Reason::new(
+                "primary_worse",
+                names.worse(&primary.metric, v.variant_id, e),
+                Some(&primary.metric),
+                Some(v.variant_id),
+            ))
+        })
+        .collect();
+    if !treatments.is_empty() && worse.len() == treatments.len() {
+        let mut reasons = worse;
+        reasons.append(&mut missing);
+        return decision(Verdict::RollBack, None, reasons);
+    }
+
+    // 4. Ship the significantly better treatment with the highest chance to win. A treatment
+    // with a guardrail significantly worse has rolled back above; the filter keeps the rule
+    // whole should the order change.
+    let mut better: Vec<(&MetricVariant, Estimate)> = treatments
+        .iter()
+        .filter_map(|(v, e)| Some((*v, *e.as_ref().ok().filter(|e| e.ci_low > 0.0)?)))
+        .filter(|(v, _)| {
+            !guardrails_worse
+                .iter()
+                .any(|r| r.variant_id == Some(v.variant_id))
+        })
+        .collect();
+    // Stable: on a tie the first in the catalog's order stays first.
+    better.sort_by(|a, b| b.1.chance_to_win.total_cmp(&a.1.chance_to_win));
+    if let Some((winner, _)) = better.first() {
+        let winner = winner.variant_id;
+        let mut reasons: Vec<Reason> = better
+            .iter()
+            .map(|(v, e)| {
+                Reason::new(
+                    "primary_better",
+                    format!(
+                        "{}; chance to win {}",
+                        names.better(&primary.metric, v.variant_id, e),
+                        percent(e.chance_to_win)
+                    ),
+                    Some(&primary.metric),
+                    Some(v.variant_id),
+                )
+            })
+            .collect();
+        reasons.append(&mut missing);
+        return decision(Verdict::Ship, Some(winner), reasons);
+    }
+
+    // 5. Nothing significant enough: keep running.
+    let mut reasons: Vec<Reason> = treatments
+        .iter()
+        .map(|(v, e)| match e {
+            Ok(e) if e.ci_high < 0.0 => Reason::new(
+                "primary_worse",
+                names.worse(&primary.metric, v.variant_id, e),
+                Some(&primary.metric),
+                Some(v.variant_id),
+            ),
+            Ok(e) => Reason::new(
+                "no_significant_difference",
+                format!(
+                    "{}: {} differs from {} by {} (95% interval {} to {}), not significantly",
+                    primary.metric,
+                    names.of(v.variant_id),
+                    names.control(),
+                    percent(e.lift),
+                    percent(e.ci_low),
+                    percent(e.ci_high),
+                ),
+                Some(&primary.metric),
+                Some(v.variant_id),
+            ),
+            Err(no) => Reason::new(
+                "no_significant_difference",
+                format!(
+                    "{}: {} has no estimate against {} ({}: {no})",
+                    primary.metric,
+                    names.of(v.variant_id),
+                    names.control(),
+                    no.code(),
+                ),
+                Some(&primary.metric),
+                Some(v.variant_id),
+            ),
+        })
+        .collect();
+    reasons.append(&mut missing);
+    decision(Verdict::KeepRunning, None, reasons)
+}
+
+/// The treatments of `metric` (every variant but the control) with their estimates or why
+/// there is none.
+fn estimates(metric: &MetricReport) -> Vec<(&MetricVariant, Result<Estimate, NoEstimate>)> {
+    metric
+        .variants
+        .iter()
+        .skip(1)
+        .map(|v| {
+            let estimate = match (v.reason(metric.kind), v.comparison) {
+                (Some(no), _) => Err(no),
+                (None, Some(Ok(e))) => Ok(e),
+                (None, Some(Err(no))) => Err(no),
+                // A treatment row always has a comparison; without one it has no users.
+                (None, None) => Err(NoEstimate::NoUsers),
+            };
+            (v, estimate)
+        })
+        .collect()
+}
+
+/// Helpers naming variants and figures in words.
+struct Names<'a>(&'a ExperimentReport);
+
+impl Names<'_> {
+    fn of(&self, id: VariantId) -> String {
+        self.0
+            .variants
+            .iter()
+            .find(|v| v.variant_id == id)
+            .map_or_else(|| id.to_string(), |v| v.name.clone())
+    }
+
+    fn control(&self) -> String {
+        self.0
+            .variants
+            .first()
+            .map_or_else(|| "the control".to_owned(), |v| v.name.clone())
+    }
+
+    fn better(&self, metric: &str, id: VariantId, e: &Estimate) -> String {
+        self.compared(metric, id, e, "better")
+    }
+
+    fn worse(&self, metric: &str, id: VariantId, e: &Estimate) -> String {
+        self.compared(metric, id, e, "worse")
+    }
+
+    fn compared(&self, metric: &str, id: VariantId, e: &Estimate, word: &str) -> String {
+        format!(
+            "{metric}: {} is {} {word} than {} (95% interval {} to {})",
+            self.of(id),
+            percent(e.lift.abs()),
+            self.control(),
+            percent(e.ci_low),
+            percent(e.ci_high),
+        )
+    }
+}
+
+/// `0.123` as `12.3%`; never `-0.0%`.
+fn percent(x: f64) -> String {
+    let p = (x * 1000.0).round() / 10.0;
+    let p = if p == 0.0 { 0.0 } else { p };
+    format!("{p:.1}%")
+}
+
+#[cfg(test)]
+mod tests {
+    use time::OffsetDateTime;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::catalog::ExperimentStatus;
+    use crate::ids::{AppId, ExperimentId};
+    use crate::results::report::{VariantRow, Warning};
+    use crate::results::stats::{MetricKind, VariantSums};
+
+    fn vid(n: u128) -> VariantId {
+        VariantId::from_uuid(Uuid::from_u128(n))
+    }
+
+    /// A comparison `(lift, ci_low, ci_high, chance_to_win)`, or `None` for no estimate.
+    type Cmp = Option<(f64, f64, f64, f64)>;
+
+    /// A report of the variants `names` (the control first, ids 1, 2, …) with `users` each,
+    /// and the metrics given as the treatments' comparisons.
+    fn report(names: &[&str], users: u64, metrics: &[(&str, &[Cmp])]) -> ExperimentReport {
+        let sums = VariantSums {
+            users,
+            sum: users as f64 / 2.0,
+            sum_squares: users as f64 / 2.0,
+        };
+        ExperimentReport {
+            experiment_id: ExperimentId::from_uuid(Uuid::from_u128(100)),
+            name: "paywall".to_owned(),
+            app_id: AppId::from_uuid(Uuid::from_u128(200)),
+            status: ExperimentStatus::Running,
+            from: OffsetDateTime::UNIX_EPOCH,
+            to: OffsetDateTime::UNIX_EPOCH,
+            currency: "USD".to_owned(),
+            exposed_users: users * names.len() as u64,
+            multiple_exposures: 0,
+            unconverted_purchases: 0,
+            srm_p_value: 0.5,
+            warnings: Vec::new(),
+            variants: names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| VariantRow {
+                    variant_id: vid(i as u128 + 1),
+                    name: (*name).to_owned(),
+                    weight: 1.0 / names.len() as f64,
+                    users,
+                })
+                .collect(),
+            metrics: metrics
+                .iter()
+                .map(|(metric, cmps)| MetricReport {
+                    metric: (*metric).to_owned(),
+                    kind: MetricKind::Conversion,
+                    variants: std::iter::once(None)
+                        .chain(cmps.iter().map(|c| {
+                            Some(c.map_or(Err(NoEstimate::ZeroVariance), |(l, lo, hi, ctw)| {
+                                Ok(Estimate {
+                                    lift: l,
+                                    ci_low: lo,
+                                    ci_high: hi,
+                                    p_value: 0.01,
+                                    chance_to_win: ctw,
+                                    credible_low: lo,
+                                    credible_high: hi,
+                                })
+                            }))
+                        }))
+                        .enumerate()
+                        .map(|(i, comparison)| MetricVariant {
+                            variant_id: vid(i as u128 + 1),
+                            sums,
+                            mean: 0.5,
+                            comparison,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            daily: Vec::new(),
+        }
+    }
+
+    const BETTER: Cmp = Some((0.123, 0.041, 0.205, 0.99));
+    const WORSE: Cmp = Some((-0.081, -0.14, -0.022, 0.01));
+    const FLAT: Cmp = Some((0.012, -0.03, 0.054, 0.7));
+    const PRIMARY: &str = "purchase_complete";
+
+    fn guarded() -> AnalysisSettings {
+        AnalysisSettings {
+            guardrail_metrics: vec!["flow_complete".to_owned()],
+            ..AnalysisSettings::default()
+        }
+    }
+
+    #[test]
+    fn defaults_are_d27s() {
+        let s = AnalysisSettings::default();
+        assert_eq!(s.primary_metric, "purchase_complete");
+        assert!(s.guardrail_metrics.is_empty());
+        assert!(s.sequential);
+        assert_eq!(s.minimum_users, 100);
+        assert_eq!(Verdict::RollBack.as_str(), "roll_back");
+        assert_eq!(Verdict::KeepRunning.as_str(), "keep_running");
+        assert_eq!(Verdict::NoDecision.as_str(), "no_decision");
+        assert_eq!(Verdict::Ship.as_str(), "ship");
+    }
+
+    #[test]
+    fn a_sample_ratio_mismatch_gives_no_decision() {
+        // A clear winner otherwise: the warning alone stops it.
+        let mut r = report(&["control", "trial"], 1000, &[(PRIMARY, &[BETTER])]);
+        r.warnings.push(Warning {
+            code: "srm",
+            message: "sample ratio mismatch: 600 / 400 (p = 1.0e-9)".to_owned(),
+        });
+        let d = decide(&r, &AnalysisSettings::default());
+        assert_eq!(d.verdict, Verdict::NoDecision);
+        assert_eq!(d.variant_id, None);
+        assert_eq!(d.reasons.len(), 1);
+        assert_eq!(d.reasons[0].code, "srm");
+        assert!(d.reasons[0].message.contains("600 / 400"));
+    }
+
+    #[test]
+    fn fewer_users_than_the_minimum_keeps_it_running() {
+        let r = report(&["control", "trial"], 99, &[(PRIMARY, &[BETTER])]);
+        let d = decide(&r, &AnalysisSettings::default());
+        assert_eq!(d.verdict, Verdict::KeepRunning);
+        assert_eq!(d.variant_id, None);
+        assert_eq!(d.reasons.len(), 2);
+        assert!(d.reasons.iter().all(|r| r.code == "minimum_users"));
+        assert_eq!(d.reasons[1].variant_id, Some(vid(2)));
+        assert_eq!(
+            d.reasons[1].message,
+            "trial has 99 users, fewer than the 100 each variant needs before a verdict"
+        );
+        // At the minimum, the same report ships.
+        let r = report(&["control", "trial"], 100, &[(PRIMARY, &[BETTER])]);
+        assert_eq!(
+            decide(&r, &AnalysisSettings::default()).verdict,
+            Verdict::Ship
+        );
+    }
+
+    #[test]
+    fn a_guardrail_significantly_worse_rolls_back_naming_it_and_the_variant() {
+        // The primary metric is better: the guardrail wins.
+        let r = report(
+            &["control", "trial"],
+            1000,
+            &[("flow_complete", &[WORSE]), (PRIMARY, &[BETTER])],
+        );
+        let d = decide(&r, &guarded());
+        assert_eq!(d.verdict, Verdict::RollBack);
+        assert_eq!(d.variant_id, Some(vid(2)));
+        assert_eq!(d.reasons[0].code, "guardrail_worse");
+        assert_eq!(d.reasons[0].metric.as_deref(), Some("flow_complete"));
+        assert_eq!(d.reasons[0].variant_id, Some(vid(2)));
+        assert_eq!(
+            d.reasons[0].message,
+            "guardrail flow_complete: trial is 8.1% worse than control \
+             (95% interval -14.0% to -2.2%)"
+        );
+        // Without the guardrail setting, the same report ships.
+        assert_eq!(
+            decide(&r, &AnalysisSettings::default()).verdict,
+            Verdict::Ship
+        );
+    }
+
+    #[test]
+    fn every_treatment_primary_significantly_worse_rolls_back() {
+        let r = report(&["control", "a", "b"], 1000, &[(PRIMARY, &[WORSE, WORSE])]);
+        let d = decide(&r, &AnalysisSettings::default());
+        assert_eq!(d.verdict, Verdict::RollBack);
+        assert_eq!(d.variant_id, None);
+        assert_eq!(d.reasons.len(), 2);
+        assert!(d.reasons.iter().all(|r| r.code == "primary_worse"));
+        assert_eq!(
+            d.reasons[1].message,
+            "purchase_complete: b is 8.1% worse than control (95% interval -14.0% to -2.2%)"
+        );
+        // Only one of two worse: keep running, saying which one is worse.
+        let r = report(&["control", "a", "b"], 1000, &[(PRIMARY, &[WORSE, FLAT])]);
+        let d = decide(&r, &AnalysisSettings::default());
+        assert_eq!(d.verdict, Verdict::KeepRunning);
+        assert_eq!(d.reasons[0].code, "primary_worse");
+        assert_eq!(d.reasons[1].code, "no_significant_difference");
+    }
+
+    #[test]
+    fn one_treatment_significantly_better_ships() {
+        let r = report(
+            &["control", "a", "trial"],
+            1000,
+            &[("flow_complete", &[FLAT, FLAT]), (PRIMARY, &[FLAT, BETTER])],
+        );
+        let d = decide(&r, &guarded());
+        assert_eq!(d.verdict, Verdict::Ship);
+        assert_eq!(d.variant_id, Some(vid(3)));
+        assert_eq!(d.reasons.len(), 1);
+        assert_eq!(d.reasons[0].code, "primary_better");
+        assert_eq!(d.reasons[0].metric.as_deref(), Some(PRIMARY));
+        assert_eq!(
+            d.reasons[0].message,
+            "purchase_complete: trial is 12.3% better than control \
+             (95% interval 4.1% to 20.5%); chance to win 99.0%"
+        );
+    }
+
+    #[test]
+    fn of_several_better_treatments_the_highest_chance_to_win_ships() {
+        let good = Some((0.08, 0.01, 0.15, 0.97));
+        let r = report(
+            &["control", "a", "b", "c"],
+            1000,
+            &[(PRIMARY, &[good, BETTER, good])],
+        );
+        let d = decide(&r, &AnalysisSettings::default());
+        assert_eq!(d.verdict, Verdict::Ship);
+        assert_eq!(d.variant_id, Some(vid(3)));
+        let ids: Vec<_> = d.reasons.iter().map(|r| r.variant_id).collect();
+        assert_eq!(ids, [Some(vid(3)), Some(vid(2)), Some(vid(4))]);
+    }
+
+    #[test]
+    fn nothing_significant_keeps_it_running() {
+        let r = report(&["control", "a", "b"], 1000, &[(PRIMARY, &[FLAT, None])]);
+        let d = decide(&r, &AnalysisSettings::default());
+        assert_eq!(d.verdict, Verdict::KeepRunning);
+        assert_eq!(d.variant_id, None);
+        assert_eq!(
+            d.reasons[0].message,
+            "purchase_complete: a differs from control by 1.2% (95% interval -3.0% to 5.4%), \
+             not significantly"
+        );
+        assert_eq!(d.reasons[1].code, "no_significant_difference");
+        assert!(d.reasons[1].message.contains("zero_variance"));
+    }
+
+    #[test]
+    fn missing_metrics_are_named() {
+        let r = report(&["control", "trial"], 1000, &[(PRIMARY, &[FLAT])]);
+        let settings = AnalysisSettings {
+            primary_metric: "signup".to_owned(),
+            ..guarded()
+        };
+        let d = decide(&r, &settings);
+        assert_eq!(d.verdict, Verdict::KeepRunning);
+        let codes: Vec<_> = d.reasons.iter().map(|r| r.code).collect();
+        assert_eq!(codes, ["metric_missing", "metric_missing"]);
+        assert_eq!(d.reasons[1].metric.as_deref(), Some("signup"));
+    }
+}
