@@ -266,11 +266,7 @@ impl StickyAssignments {
     /// (and `/readyz` says so) when the store is back even if no request reads: a replica
     /// without sticky traffic, or one that failed its check at start. Runs until dropped.
     pub async fn probe_while_failing(&self) {
-        let probe = [StickyId {
-            attribute_name: "user_id".to_owned(),
-            attribute_value: "flowgate-health-probe".to_owned(),
-        }];
-        let app = AppId(uuid::Uuid::nil());
+        let (app, probe) = probe_document();
         loop {
             tokio::time::sleep(OPEN_FIRST).await;
             if self.health.is_healthy() || !self.health.probe_due() {
@@ -278,6 +274,27 @@ impl StickyAssignments {
             }
             let _ = self.store_read(app, &probe).await;
         }
+    }
+
+    /// Reads the probe document within `deadline`, at start: a store that cannot be used
+    /// (refusing connections, a database it does not have, a wrong password) opens the circuit
+    /// at once ([`StickyHealth::failed_at_start`], with `shown_store` in the cause) and the
+    /// failure is returned for the log; the service serves on, as without stored assignments.
+    pub async fn check_at_start(
+        &self,
+        deadline: Duration,
+        shown_store: &str,
+    ) -> Result<(), String> {
+        let (app, probe) = probe_document();
+        let failure =
+            match tokio::time::timeout(deadline, self.store.read_sticky(app, &probe)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {} ms", deadline.as_millis()),
+            };
+        self.health
+            .failed_at_start(format!("{shown_store}: {failure}"));
+        Err(failure)
     }
 
     /// The stored documents of `ids` in `app`, or an unreadable state when the store fails or
@@ -616,6 +633,15 @@ impl StickyHealth {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The document health checks read: nobody's (an app that does not exist).
+fn probe_document() -> (AppId, [StickyId; 1]) {
+    let probe = StickyId {
+        attribute_name: "user_id".to_owned(),
+        attribute_value: "flowgate-health-probe".to_owned(),
+    };
+    (AppId(uuid::Uuid::nil()), [probe])
 }
 
 /// What one request's read came to.
@@ -1055,16 +1081,27 @@ mod tests {
         store
     }
 
-    fn reads_of(store: &Arc<Recording>, timeout_ms: u64) -> (Rc<WorkerReads>, Registry) {
+    /// Assignments over `store` with `settings`, their writer, and the registry of their
+    /// metrics.
+    fn assignments_on(
+        store: &Arc<Recording>,
+        settings: StickySettings,
+    ) -> (StickyAssignments, StickyWriter, Registry) {
         let mut registry = Registry::default();
-        let (sticky, _writer) = StickyAssignments::new(
+        let (sticky, writer) = StickyAssignments::new(
             Arc::clone(store) as Arc<dyn StickyStore>,
-            StickySettings {
-                read_timeout: Duration::from_millis(timeout_ms),
-                ..StickySettings::default()
-            },
+            settings,
             StickyMetrics::new(&mut registry),
         );
+        (sticky, writer, registry)
+    }
+
+    fn reads_of(store: &Arc<Recording>, timeout_ms: u64) -> (Rc<WorkerReads>, Registry) {
+        let settings = StickySettings {
+            read_timeout: Duration::from_millis(timeout_ms),
+            ..StickySettings::default()
+        };
+        let (sticky, _writer, registry) = assignments_on(store, settings);
         (Rc::new(WorkerReads::new(sticky)), registry)
     }
 
@@ -1359,12 +1396,7 @@ mod tests {
     async fn writes_during_an_outage_are_held_until_the_store_answers() {
         let store = Arc::new(Recording::default());
         store.failing.store(true, Ordering::Relaxed);
-        let mut registry = Registry::default();
-        let (sticky, writer) = StickyAssignments::new(
-            Arc::clone(&store) as Arc<dyn StickyStore>,
-            StickySettings::default(),
-            StickyMetrics::new(&mut registry),
-        );
+        let (sticky, writer, registry) = assignments_on(&store, StickySettings::default());
         let task = tokio::spawn(run_writer(writer));
         let users: Vec<String> = (0..50).map(|i| format!("u{i}")).collect();
         let names: Vec<&str> = users.iter().map(String::as_str).collect();
@@ -1416,15 +1448,11 @@ mod tests {
     #[tokio::test]
     async fn past_the_bound_the_oldest_waiting_assignment_is_dropped() {
         let store = Arc::new(Recording::default());
-        let mut registry = Registry::default();
-        let (sticky, writer) = StickyAssignments::new(
-            Arc::clone(&store) as Arc<dyn StickyStore>,
-            StickySettings {
-                write_queue: 3,
-                ..StickySettings::default()
-            },
-            StickyMetrics::new(&mut registry),
-        );
+        let settings = StickySettings {
+            write_queue: 3,
+            ..StickySettings::default()
+        };
+        let (sticky, writer, registry) = assignments_on(&store, settings);
         assignments(&sticky, app(1), &["a", "b", "c", "d", "e"]);
         assert_eq!(
             metric(
@@ -1449,12 +1477,7 @@ mod tests {
     #[tokio::test]
     async fn the_circuit_closes_without_requests_when_the_store_is_back() {
         let store = Arc::new(Recording::default());
-        let mut registry = Registry::default();
-        let (sticky, _writer) = StickyAssignments::new(
-            Arc::clone(&store) as Arc<dyn StickyStore>,
-            StickySettings::default(),
-            StickyMetrics::new(&mut registry),
-        );
+        let (sticky, _writer, _registry) = assignments_on(&store, StickySettings::default());
         sticky
             .health()
             .failed_at_start("refused at start".to_owned());

@@ -110,7 +110,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         StickyMetrics::new(&mut registry),
     );
     let sticky_health = Arc::clone(sticky.health());
-    check_sticky_store(sticky_store.as_ref(), &sticky_health, &config).await;
+    check_sticky_store(&sticky, &config).await;
     let sticky_prober = tokio::spawn({
         let sticky = sticky.clone();
         async move { sticky.probe_while_failing().await }
@@ -382,40 +382,24 @@ impl Drop for BackgroundRuntime {
     }
 }
 
-/// Reads a document nobody has from the sticky assignment store (D23) within two seconds, so
-/// that a store that cannot be used (Redis refusing connections, a database number it does not
-/// have, a wrong password) is in the log at start, with its URL redacted, and `/readyz` says
-/// `degraded` from the first answer: the service still serves, resolving sticky experiments as
-/// without stored assignments until a read answers.
-async fn check_sticky_store(
-    store: &dyn flowgate_domain::ports::StickyStore,
-    health: &flowgate_http::sticky::StickyHealth,
-    config: &Config,
-) {
-    let probe = [flowgate_domain::sticky::StickyId {
-        attribute_name: "user_id".to_owned(),
-        attribute_value: "flowgate-start-check".to_owned(),
-    }];
-    let app = flowgate_domain::ids::AppId(uuid::Uuid::nil());
-    let failure =
-        match tokio::time::timeout(Duration::from_secs(2), store.read_sticky(app, &probe)).await {
-            Ok(Ok(_)) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => "no answer within 2 s".to_owned(),
-        };
+/// Checks the sticky assignment store (D23) at start, within two seconds: one that cannot be
+/// used is in the log with its URL redacted, and `/readyz` says `degraded` from the first
+/// answer (`StickyAssignments::check_at_start`); the service serves on.
+async fn check_sticky_store(sticky: &StickyAssignments, config: &Config) {
     let url = config.sticky.redis_url.trim();
     let shown = if url.is_empty() {
         config.database.redacted_url()
     } else {
         flowgate_redis::redact_url(url)
     };
-    tracing::error!(
-        store = %shown,
-        error = %failure,
-        "the sticky assignment store cannot be read: serving, with sticky experiments resolved \
-         as without stored assignments until it answers"
-    );
-    health.failed_at_start(format!("{shown}: {failure}"));
+    if let Err(error) = sticky.check_at_start(Duration::from_secs(2), &shown).await {
+        tracing::error!(
+            store = %shown,
+            %error,
+            "the sticky assignment store cannot be read: serving, with sticky experiments \
+             resolved as without stored assignments until it answers"
+        );
+    }
 }
 
 /// The API listener on `addr` (`workers` 0: one per core), running once polled; the addresses

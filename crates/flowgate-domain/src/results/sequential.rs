@@ -142,15 +142,8 @@ pub fn compare_sequential(
 
 #[cfg(test)]
 mod tests {
+    use super::super::stats::tests::conv;
     use super::*;
-
-    fn conv(users: u64, converted: u64) -> VariantSums {
-        VariantSums {
-            users,
-            sum: converted as f64,
-            sum_squares: converted as f64,
-        }
-    }
 
     #[test]
     fn the_config_refuses_meaningless_parameters() {

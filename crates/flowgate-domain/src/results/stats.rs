@@ -321,10 +321,11 @@ pub fn srm_p_value(users: &[u64], weights: &[f64]) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn conv(users: u64, converted: u64) -> VariantSums {
+    /// A conversion's sums: `converted` of `users` (each 0 or 1).
+    pub(crate) fn conv(users: u64, converted: u64) -> VariantSums {
         VariantSums {
             users,
             sum: converted as f64,
