@@ -77,6 +77,39 @@ pub async fn catalog_round_trip_is_exact<H: Harness>(h: &H) {
     }
 }
 
+/// An experiment's analysis settings (D27) load back as written, a change to them alone is a
+/// new revision, and removing them loads as none (the defaults).
+pub async fn analysis_settings_round_trip<H: Harness>(h: &H) {
+    let with = fixtures::catalog_with_analysis();
+    if let Err(e) = h.write_catalog(&with).await {
+        panic!("writing the catalog with analysis settings: {e}");
+    }
+    let loaded = load(h.store()).await;
+    assert_eq!(comparable(loaded.clone()), comparable(with));
+    let analysis = |data: &CatalogData| {
+        data.workspaces[0].apps[0].placements[2].rules[1]
+            .experiment
+            .as_ref()
+            .and_then(|e| e.analysis.clone())
+    };
+    let stored = analysis(&loaded);
+    assert_eq!(
+        stored
+            .as_ref()
+            .map(|a| (a.guardrail_metrics.clone(), a.minimum_users)),
+        Some((
+            vec!["revenue".to_owned(), "purchase_fail".to_owned()],
+            Some(250)
+        ))
+    );
+    let before = loaded.revision;
+    write_fixture_catalog(h).await;
+    let loaded = load(h.store()).await;
+    assert!(loaded.revision > before, "a new revision");
+    assert_eq!(analysis(&loaded), None, "removed: the defaults");
+    assert_eq!(comparable(loaded), comparable(fixtures::catalog()));
+}
+
 /// The revision a load reports is the one [`CatalogSource::revision`] reports.
 pub async fn loaded_revision_is_the_current_revision<H: Harness>(h: &H) {
     write_fixture_catalog(h).await;

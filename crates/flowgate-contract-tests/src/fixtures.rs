@@ -104,6 +104,32 @@ pub fn catalog() -> CatalogData {
     }
 }
 
+/// [`catalog`] with analysis settings (D27) on its running experiment [`catalogs::EXP`]: what catalog
+/// format 2 adds.
+///
+/// # Panics
+/// Never: the fixture has that experiment.
+pub fn catalog_with_analysis() -> CatalogData {
+    let mut data = catalog();
+    let experiment = data
+        .workspaces
+        .iter_mut()
+        .flat_map(|w| w.apps.iter_mut())
+        .flat_map(|a| a.placements.iter_mut())
+        .flat_map(|p| p.rules.iter_mut())
+        .filter_map(|r| r.experiment.as_mut())
+        .find(|e| e.id.to_string() == catalogs::EXP);
+    if let Some(experiment) = experiment {
+        experiment.analysis = Some(flowgate_domain::catalog::AnalysisData {
+            primary_metric: Some("flow_complete".to_owned()),
+            guardrail_metrics: vec!["revenue".to_owned(), "purchase_fail".to_owned()],
+            sequential: Some(false),
+            minimum_users: Some(250),
+        });
+    }
+    data
+}
+
 /// The plaintext test key whose random part is `fill` repeated.
 pub fn api_key(fill: char) -> ApiKey {
     ApiKey::from_random(KeyEnvironment::Test, &fill.to_string().repeat(30))

@@ -492,7 +492,7 @@ async fn list_experiments(req: HttpRequest, state: web::Data<AdminState>) -> Htt
     }
 }
 
-/// `GET /admin/v1/experiments/{id}/results[?from=&to=&metric=...]` (D22).
+/// `GET /admin/v1/experiments/{id}/results[?from=&to=&metric=...&method=]` (D22, D27).
 async fn experiment_results(
     req: HttpRequest,
     path: web::Path<String>,
@@ -503,13 +503,18 @@ async fn experiment_results(
         Err(refused) => return *refused,
     };
     let params = (|| {
-        let pairs = query_params(&req, &["from", "to", "metric"])?;
+        let pairs = query_params(&req, &["from", "to", "metric", "method"])?;
         let metrics: Vec<&str> = pairs
             .iter()
             .filter(|(n, _)| n == "metric")
             .map(|(_, v)| v.as_str())
             .collect();
-        ReportParams::parse(single(&pairs, "from")?, single(&pairs, "to")?, &metrics)
+        ReportParams::parse(
+            single(&pairs, "from")?,
+            single(&pairs, "to")?,
+            &metrics,
+            single(&pairs, "method")?,
+        )
     })();
     let report = match params {
         Ok(params) => access.report(&path, &params).await,

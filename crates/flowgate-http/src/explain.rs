@@ -186,6 +186,7 @@ mod tests {
             bucket_version: 0,
             min_bucket_version: 0,
             fallback_attribute: None,
+            analysis: None,
             variants: variants
                 .iter()
                 .enumerate()

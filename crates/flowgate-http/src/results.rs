@@ -9,7 +9,10 @@ use flowgate_domain::catalog::{App, Experiment};
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId};
 use flowgate_domain::ports::{Outage, ResultsSource, StoreError};
-use flowgate_domain::results::{report, ExperimentReport, ExposureCountQuery, ResultsQuery};
+use flowgate_domain::results::{
+    report, Decision, ExperimentReport, ExposureCountQuery, Method, MetricReport, ResultsQuery,
+    SequentialConfig, Verdict,
+};
 use flowgate_domain::Catalog;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -47,14 +50,19 @@ pub struct ReportParams {
     pub to: Option<OffsetDateTime>,
     /// More conversion metrics.
     pub metrics: Vec<EventType>,
+    /// The method for this report only (`--method`, `method=`); `None`: the experiment's
+    /// analysis settings say (D27).
+    pub method: Option<Method>,
 }
 
 impl ReportParams {
-    /// Parses the parameters as the command line and the query string give them.
+    /// Parses the parameters as the command line and the query string give them. `method` is
+    /// `sequential`, or `fixed` (also spelt `fixed_horizon`, as reports name it).
     pub fn parse(
         from: Option<&str>,
         to: Option<&str>,
         metrics: &[&str],
+        method: Option<&str>,
     ) -> Result<Self, ReportError> {
         let time = |param: &'static str, value: Option<&str>| {
             value
@@ -87,7 +95,22 @@ impl ReportParams {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Self { from, to, metrics })
+        let method = method
+            .map(|m| match m {
+                "sequential" => Ok(Method::Sequential(SequentialConfig::default())),
+                "fixed" | "fixed_horizon" => Ok(Method::FixedHorizon),
+                _ => Err(ReportError::InvalidParam {
+                    param: "method",
+                    message: format!("{m:?} is not a method; one of: fixed, sequential"),
+                }),
+            })
+            .transpose()?;
+        Ok(Self {
+            from,
+            to,
+            metrics,
+            method,
+        })
     }
 }
 
@@ -103,7 +126,7 @@ pub enum ReportError {
     /// A parameter is not acceptable: which one and why (quoting the value).
     #[error("invalid {param}: {message}")]
     InvalidParam {
-        /// `from`, `to`, `metric`, `experiment_id`, `app_id`.
+        /// `from`, `to`, `metric`, `method`, `experiment_id`, `app_id`.
         param: &'static str,
         /// What is wrong with it.
         message: String,
@@ -141,7 +164,7 @@ pub async fn experiment_report(
             ),
         });
     }
-    let query = ResultsQuery::new(
+    let mut query = ResultsQuery::new(
         app.id(),
         experiment,
         params.from,
@@ -150,6 +173,9 @@ pub async fn experiment_report(
         &settings.currency,
         settings.exchange_rates.clone(),
     );
+    if let Some(method) = params.method {
+        query = query.with_method(method);
+    }
     let data = source
         .experiment_results(&query)
         .await
@@ -329,7 +355,10 @@ pub fn report_json(r: &ExperimentReport) -> Value {
                     })
                 })
                 .collect();
-            json!({"metric": m.metric, "kind": m.kind.as_str(), "variants": variants})
+            json!({
+                "metric": m.metric, "kind": m.kind.as_str(), "role": MetricRole::of(r, m).as_str(),
+                "variants": variants,
+            })
         })
         .collect();
     json!({
@@ -349,11 +378,113 @@ pub fn report_json(r: &ExperimentReport) -> Value {
             "variant_id": v.variant_id.to_string(), "name": v.name, "weight": v.weight, "users": v.users,
         })).collect::<Vec<_>>(),
         "metrics": metrics,
+        "method": r.method.as_str(),
+        "analysis": {
+            "primary_metric": r.analysis.primary_metric,
+            "guardrail_metrics": r.analysis.guardrail_metrics,
+            "sequential": r.analysis.sequential,
+            "minimum_users": r.analysis.minimum_users,
+        },
+        "decision": decision_json(&r.decision),
         "daily": r.daily.iter().map(|d| json!({
             "date": d.date.to_string(),
             "variant_id": d.variant_id.to_string(),
             "users": d.users,
             "conversions": d.conversions.iter().map(|(t, n)| (t.as_str().to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The verdict in words (D27), as the CLI's first line and the console's heading say it:
+/// "Ship new", "Roll back to control", "Keep running", "No decision".
+pub fn verdict_words(r: &ExperimentReport) -> String {
+    let name = |id: Option<flowgate_domain::ids::VariantId>| {
+        id.and_then(|id| r.variants.iter().find(|v| v.variant_id == id))
+            .map(|v| v.name.clone())
+    };
+    match r.decision.verdict {
+        Verdict::Ship => format!(
+            "Ship {}",
+            name(r.decision.variant_id).unwrap_or_else(|| "the treatment".to_owned())
+        ),
+        Verdict::RollBack => format!(
+            "Roll back to {}",
+            r.variants
+                .first()
+                .map_or_else(|| "the control".to_owned(), |v| v.name.clone())
+        ),
+        Verdict::KeepRunning => "Keep running".to_owned(),
+        _ => "No decision".to_owned(),
+    }
+}
+
+/// A metric's part in the decision (D27).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricRole {
+    /// The metric that decides.
+    Primary,
+    /// A metric that must not get worse.
+    Guardrail,
+    /// Reported, not read by the decision.
+    Other,
+}
+
+impl MetricRole {
+    /// The part of `m` in the decision of `r`.
+    pub fn of(r: &ExperimentReport, m: &MetricReport) -> Self {
+        if m.metric == r.analysis.primary_metric {
+            MetricRole::Primary
+        } else if r.analysis.guardrail_metrics.contains(&m.metric) {
+            MetricRole::Guardrail
+        } else {
+            MetricRole::Other
+        }
+    }
+
+    /// `primary`, `guardrail` or `other`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MetricRole::Primary => "primary",
+            MetricRole::Guardrail => "guardrail",
+            MetricRole::Other => "other",
+        }
+    }
+}
+
+/// The report's metrics in the order people read them (D27): the primary metric, the
+/// guardrails in their order, then the others in the report's.
+pub fn metrics_by_role(r: &ExperimentReport) -> Vec<(&MetricReport, MetricRole)> {
+    let role = |m: &MetricReport| MetricRole::of(r, m);
+    let rank = |m: &MetricReport| match role(m) {
+        MetricRole::Primary => 0,
+        MetricRole::Guardrail => {
+            1 + r
+                .analysis
+                .guardrail_metrics
+                .iter()
+                .position(|g| *g == m.metric)
+                .unwrap_or(0)
+        }
+        MetricRole::Other => usize::MAX,
+    };
+    let mut metrics: Vec<(&MetricReport, MetricRole)> =
+        r.metrics.iter().map(|m| (m, role(m))).collect();
+    // Stable: the others keep the report's order.
+    metrics.sort_by_key(|(m, _)| rank(m));
+    metrics
+}
+
+/// D27's decision: `{"verdict", "variant_id", "reasons": [{"code", "message", "metric",
+/// "variant_id"}]}`.
+pub fn decision_json(d: &Decision) -> Value {
+    json!({
+        "verdict": d.verdict.as_str(),
+        "variant_id": d.variant_id.map(|id| id.to_string()),
+        "reasons": d.reasons.iter().map(|r| json!({
+            "code": r.code,
+            "message": r.message,
+            "metric": r.metric,
+            "variant_id": r.variant_id.map(|id| id.to_string()),
         })).collect::<Vec<_>>(),
     })
 }

@@ -102,6 +102,7 @@ diesel::table! {
         bucket_version -> Integer,
         min_bucket_version -> Integer,
         fallback_attribute -> Nullable<Text>,
+        analysis -> Nullable<Text>,
     }
 }
 

@@ -159,8 +159,9 @@ pub enum ExperimentsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// One experiment's report: per variant, exposed users, each metric with its lift, 95%
-    /// interval, p-value and chance to win; the sample ratio check; warnings.
+    /// One experiment's report: the verdict first (D27), then per variant exposed users, each
+    /// metric with its lift, 95% interval, p-value and chance to win; the sample ratio check;
+    /// warnings.
     Results {
         /// The experiment id.
         experiment: String,
@@ -174,7 +175,11 @@ pub enum ExperimentsCommand {
         /// Also report this event type as a conversion (repeatable).
         #[arg(long = "metric", value_name = "EVENT_TYPE")]
         metrics: Vec<String>,
-        /// Print D22's JSON (with the daily series).
+        /// The test for this report only: `sequential` (valid however often read) or `fixed`
+        /// (one look at a horizon set in advance); default: the experiment's analysis settings.
+        #[arg(long, value_name = "fixed|sequential")]
+        method: Option<String>,
+        /// Print D22's JSON (with the daily series and the decision).
         #[arg(long)]
         json: bool,
     },

@@ -5,11 +5,11 @@
 use std::fmt::Write as _;
 
 use flowgate_domain::ports::CatalogSource;
-use flowgate_domain::results::{Estimate, ExperimentReport, MetricKind, MetricVariant};
+use flowgate_domain::results::{Estimate, ExperimentReport, Method, MetricKind, MetricVariant};
 use flowgate_domain::Catalog;
 use flowgate_http::results::{
-    experiment_list, experiment_report, experiments_json, report_json, rfc3339, ReportError,
-    ReportParams, ResultsSettings,
+    experiment_list, experiment_report, experiments_json, metrics_by_role, report_json, rfc3339,
+    verdict_words, MetricRole, ReportError, ReportParams, ResultsSettings,
 };
 use flowgate_store::Store;
 
@@ -53,10 +53,16 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
             from,
             to,
             metrics,
+            method,
             json,
         } => {
             let metrics: Vec<&str> = metrics.iter().map(String::as_str).collect();
-            let params = match ReportParams::parse(from.as_deref(), to.as_deref(), &metrics) {
+            let params = match ReportParams::parse(
+                from.as_deref(),
+                to.as_deref(),
+                &metrics,
+                method.as_deref(),
+            ) {
                 Ok(params) => params,
                 Err(e) => return failure(&e),
             };
@@ -208,9 +214,28 @@ fn comparison(v: &MetricVariant) -> Vec<String> {
     }
 }
 
-/// The report as text: the header, the variants, a table of metrics, the warnings.
+/// The report as text: the verdict and its reasons (D27), the header, the variants, a table of
+/// metrics (the primary first, then the guardrails, each marked), the warnings.
 fn report_table(r: &ExperimentReport) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "Verdict: {}", verdict_words(r));
+    for reason in &r.decision.reasons {
+        let _ = writeln!(out, "  - {}", reason.message);
+    }
+    let _ = writeln!(
+        out,
+        "{} intervals and p-values{}; minimum {} users per variant before a verdict",
+        match r.method {
+            Method::FixedHorizon => "fixed-horizon",
+            _ => "sequential",
+        },
+        match r.method {
+            Method::FixedHorizon => " (valid for one look at a horizon set in advance)",
+            _ => " (valid however often the report is read)",
+        },
+        r.analysis.minimum_users
+    );
+    out.push('\n');
     let _ = writeln!(
         out,
         "{} ({}), {}, app {}",
@@ -264,11 +289,16 @@ fn report_table(r: &ExperimentReport) -> String {
     ]
     .map(str::to_owned)
     .to_vec()];
-    for m in &r.metrics {
+    for (m, role) in metrics_by_role(r) {
         for (i, v) in m.variants.iter().enumerate() {
+            let mark = match role {
+                MetricRole::Primary => " [primary]",
+                MetricRole::Guardrail => " [guardrail]",
+                MetricRole::Other => "",
+            };
             let metric = match (i, m.kind) {
-                (0, MetricKind::Mean) => format!("{} ({}/user)", m.metric, r.currency),
-                (0, _) => m.metric.clone(),
+                (0, MetricKind::Mean) => format!("{} ({}/user){mark}", m.metric, r.currency),
+                (0, _) => format!("{}{mark}", m.metric),
                 _ => String::new(),
             };
             let value = match (v.sums.computable(m.kind), m.kind) {

@@ -252,6 +252,7 @@ pub async fn traffic(
             from: None,
             to: None,
             metrics: Vec::new(),
+            method: None,
             json,
         },
     )

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::data::*;
 use super::{
-    App, Catalog, Experiment, Flow, FlowTarget, Placement, PublishedVersion, Rule, StickySettings,
-    Target, Variant, VersionRef, Workspace,
+    AnalysisSettings, App, Catalog, Experiment, Flow, FlowTarget, Placement, PublishedVersion,
+    Rule, StickySettings, Target, Variant, VersionRef, Workspace,
 };
 use crate::bucketing::{bucket_ranges, Namespace};
 use crate::conditions::{Condition, Patterns, SavedGroups};
@@ -483,6 +483,7 @@ fn build_experiment(
     if let Some(attribute) = &exp.fallback_attribute {
         check_attribute_name(p, format!("{ep}/fallback_attribute"), attribute);
     }
+    let analysis = build_analysis(p, &format!("{ep}/analysis"), exp.analysis.as_ref());
     if exp.variants.is_empty() {
         p.push(
             format!("{ep}/variants"),
@@ -537,6 +538,7 @@ fn build_experiment(
         id: exp.id,
         hash_version,
         sticky,
+        analysis,
         seed: exp.seed.unwrap_or_else(|| exp.id.to_string()),
         name: exp.name,
         status: exp.status,
@@ -545,6 +547,83 @@ fn build_experiment(
         variants,
         ranges,
     })
+}
+
+/// Most guardrail metrics an experiment may name.
+const MAX_GUARDRAILS: usize = 20;
+
+/// An experiment's `analysis` (D27), its defaults filled in: every metric an SDK event type
+/// or `revenue`, no guardrail twice nor the primary metric again, `minimum_users` at least 1.
+fn build_analysis(p: &mut Problems, ap: &str, data: Option<&AnalysisData>) -> AnalysisSettings {
+    let mut settings = AnalysisSettings::default();
+    let Some(data) = data else {
+        return settings;
+    };
+    let metric = |p: &mut Problems, pointer: String, name: &str| {
+        let known = name == AnalysisSettings::REVENUE
+            || crate::events::EventType::SDK_TYPES
+                .iter()
+                .any(|t| t.as_str() == name);
+        if !known {
+            let names: Vec<&str> = crate::events::EventType::SDK_TYPES
+                .iter()
+                .map(|t| t.as_str())
+                .chain([AnalysisSettings::REVENUE])
+                .collect();
+            p.push(
+                pointer,
+                format!(
+                    "{} is not a metric: one of {}",
+                    shown_str(name),
+                    names.join(", ")
+                ),
+            );
+        }
+    };
+    if let Some(primary) = &data.primary_metric {
+        metric(p, format!("{ap}/primary_metric"), primary);
+        settings.primary_metric = primary.clone();
+    }
+    if data.guardrail_metrics.len() > MAX_GUARDRAILS {
+        p.push(
+            format!("{ap}/guardrail_metrics"),
+            format!(
+                "at most {MAX_GUARDRAILS} guardrail metrics, not {}",
+                data.guardrail_metrics.len()
+            ),
+        );
+    }
+    for (i, name) in data.guardrail_metrics.iter().enumerate() {
+        let pointer = format!("{ap}/guardrail_metrics/{i}");
+        if data.guardrail_metrics[..i].contains(name) {
+            p.push(pointer, format!("{} is listed twice", shown_str(name)));
+        } else if *name == settings.primary_metric {
+            p.push(
+                pointer,
+                format!(
+                    "{} is the primary metric already: a guardrail is another metric that must \
+                     not get worse",
+                    shown_str(name)
+                ),
+            );
+        } else {
+            metric(p, pointer, name);
+        }
+    }
+    settings.guardrail_metrics = data.guardrail_metrics.clone();
+    if let Some(sequential) = data.sequential {
+        settings.sequential = sequential;
+    }
+    if let Some(minimum) = data.minimum_users {
+        if minimum == 0 {
+            p.push(
+                format!("{ap}/minimum_users"),
+                "must be at least 1, not 0".to_owned(),
+            );
+        }
+        settings.minimum_users = minimum;
+    }
+    settings
 }
 
 /// Longest attribute name a sticky experiment may read (`fallback_attribute`).

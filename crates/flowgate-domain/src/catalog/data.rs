@@ -184,8 +184,28 @@ pub struct ExperimentData {
     /// `fallbackAttribute`, D23), e.g. a device id kept across sign-in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_attribute: Option<String>,
+    /// How its results are read (D27); `None`: the defaults. A member of catalog format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisData>,
     /// At least one variant.
     pub variants: Vec<VariantData>,
+}
+
+/// An experiment's analysis settings as written (D27); a missing member takes its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalysisData {
+    /// The metric that decides: an event type or `revenue` (default `purchase_complete`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_metric: Option<String>,
+    /// Metrics that must not get worse (default none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrail_metrics: Vec<String>,
+    /// Sequential testing (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<bool>,
+    /// Users per variant before any verdict (default 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_users: Option<u64>,
 }
 
 fn is_false(value: &bool) -> bool {

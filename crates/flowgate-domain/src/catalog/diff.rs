@@ -14,8 +14,10 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::data::{CatalogData, ExperimentStatus, FlowData, PlacementData, RuleData};
-use super::{Catalog, Experiment, Target};
+use super::data::{
+    CatalogData, ExperimentData, ExperimentStatus, FlowData, PlacementData, RuleData,
+};
+use super::{AnalysisSettings, Catalog, Experiment, Target};
 use crate::bucketing::choose_variation;
 use crate::ids::{AppId, ExperimentId, VariantId};
 
@@ -60,7 +62,8 @@ pub enum Change {
 /// One entity's change.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EntityChange {
-    /// `workspace`, `app`, `flow`, `version`, `placement` or `key`.
+    /// `workspace`, `app`, `flow`, `version`, `placement`, `experiment` (its analysis
+    /// settings, D27: they change no assignment) or `key`.
     pub entity: &'static str,
     /// Its id (a placement: `app_id/key`; a key: its record id).
     pub id: String,
@@ -321,7 +324,8 @@ fn entities(before: &CatalogData, after: &CatalogData, diff: &mut CatalogDiff) {
                         );
                     }
                     Some(o) => {
-                        if to_value(o) != to_value(p) {
+                        analysis_changes(o, p, &mut push);
+                        if without_analysis(o) != without_analysis(p) {
                             push(
                                 "placement",
                                 id,
@@ -345,6 +349,97 @@ fn entities(before: &CatalogData, after: &CatalogData, diff: &mut CatalogDiff) {
             }
             Some(_) => {}
         }
+    }
+}
+
+/// `placement` as JSON without its experiments' analysis settings.
+fn without_analysis(placement: &PlacementData) -> Value {
+    let mut placement = placement.clone();
+    for rule in &mut placement.rules {
+        if let Some(e) = &mut rule.experiment {
+            e.analysis = None;
+        }
+    }
+    to_value(&placement)
+}
+
+/// An `experiment` change for each experiment of `after` that was in `before` with other
+/// analysis settings (D27), its detail naming each setting's old and new value.
+fn analysis_changes(
+    before: &PlacementData,
+    after: &PlacementData,
+    push: &mut impl FnMut(&'static str, String, String, Change, String),
+) {
+    let experiments = |p: &PlacementData| -> Vec<ExperimentData> {
+        p.rules
+            .iter()
+            .filter_map(|r| r.experiment.clone())
+            .collect()
+    };
+    let old = experiments(before);
+    for e in experiments(after) {
+        let Some(o) = old.iter().find(|o| o.id == e.id) else {
+            continue;
+        };
+        if o.analysis == e.analysis {
+            continue;
+        }
+        let (a, b) = (
+            o.analysis.clone().unwrap_or_default(),
+            e.analysis.clone().unwrap_or_default(),
+        );
+        let defaults = AnalysisSettings::default();
+        let shown = |v: &Option<String>, default: &str| v.clone().unwrap_or(default.to_owned());
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        let mut parts = Vec::new();
+        let mut part = |name: &str, from: String, to: String| {
+            if from != to {
+                parts.push(format!("{name} {from} -> {to}"));
+            }
+        };
+        part(
+            "primary_metric",
+            shown(&a.primary_metric, &defaults.primary_metric),
+            shown(&b.primary_metric, &defaults.primary_metric),
+        );
+        part(
+            "guardrail_metrics",
+            list(&a.guardrail_metrics),
+            list(&b.guardrail_metrics),
+        );
+        part(
+            "sequential",
+            a.sequential.unwrap_or(defaults.sequential).to_string(),
+            b.sequential.unwrap_or(defaults.sequential).to_string(),
+        );
+        part(
+            "minimum_users",
+            a.minimum_users
+                .unwrap_or(defaults.minimum_users)
+                .to_string(),
+            b.minimum_users
+                .unwrap_or(defaults.minimum_users)
+                .to_string(),
+        );
+        let detail = if parts.is_empty() {
+            // Written out where it was left to the defaults, or the reverse: same settings.
+            "analysis written out, same settings".to_owned()
+        } else {
+            format!("analysis: {}", parts.join("; "))
+        };
+        push(
+            "experiment",
+            e.id.to_string(),
+            e.name.clone(),
+            Change::Changed,
+            detail,
+        );
     }
 }
 
@@ -425,7 +520,15 @@ fn diff_rules(
         None => Value::Object(Default::default()),
         Some(v) => v.clone(),
     };
-    let target = |r: &RuleData| to_value(&(&r.flow_id, &r.experiment));
+    // Analysis settings (D27) change how results are read, not who sees what: an entity
+    // change of their own, not the rule's target.
+    let target = |r: &RuleData| {
+        let mut experiment = r.experiment.clone();
+        if let Some(e) = &mut experiment {
+            e.analysis = None;
+        }
+        to_value(&(&r.flow_id, &experiment))
+    };
     let mut rules = Vec::new();
     for i in 0..before.rules.len().max(after.rules.len()) {
         let change = match (before.rules.get(i), after.rules.get(i)) {

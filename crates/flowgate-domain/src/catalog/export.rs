@@ -47,10 +47,12 @@ impl CatalogFile {
             return Err(ExportError::UnknownWorkspace(id));
         }
         workspaces.sort_by_key(|ws| ws.id);
-        Ok(CatalogFile {
+        let mut file = CatalogFile {
             format: CatalogFile::FORMAT,
             workspaces,
-        })
+        };
+        file.format = file.lowest_format();
+        Ok(file)
     }
 
     /// The file as JSON text, pretty-printed (two-space indents) and ending with a newline:

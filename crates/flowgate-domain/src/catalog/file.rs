@@ -21,11 +21,12 @@
 //! | `format` | written by | what changed |
 //! |---|---|---|
 //! | 1 | 0.1.0 and later | the first; the optional top-level `format` (missing: 1) from 0.2.0, whose exports write it |
+//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27) |
 //!
 //! A file says its version in the optional top-level member `format` (an integer from 1; a
 //! file without it is format 1, as every file written before the member existed). This
-//! release reads every format up to [`CatalogFile::FORMAT`] and its exports write
-//! [`CatalogFile::FORMAT`]. A file of a newer format is refused whole, with one problem at
+//! release reads every format up to [`CatalogFile::FORMAT`] and its exports write the lowest
+//! format whose members they use ([`CatalogFile::lowest_format`]). A file of a newer format is refused whole, with one problem at
 //! `/format` naming its format and the newest this release reads, before anything else is
 //! checked: this release cannot know what the newer format changed.
 //!
@@ -40,6 +41,11 @@
 //! and one that uses the new member is refused there with the clear newer-format message
 //! instead of "unknown field". The new member must be optional, and a missing one reads as
 //! absent, so the newer release keeps reading every older file unchanged.
+//!
+//! A file of an older format than its members need (an `analysis` in a file that says format 1
+//! or nothing) is refused at each such member, naming the format that has it: a hand-written
+//! file says `"format": 2` before using `analysis`, so a release that reads only format 1
+//! refuses it with the newer-format message rather than an unknown field.
 //!
 //! Releases from before the `format` member (0.1.0) refuse an export that carries it as having
 //! an unknown field `format`; delete that line of the export to import it into one of them.
@@ -101,9 +107,8 @@ fn default_key_type() -> String {
 }
 
 impl CatalogFile {
-    /// The newest file format this release reads, and the one its exports write (see the
-    /// module's Versions).
-    pub const FORMAT: u32 = 1;
+    /// The newest file format this release reads (see the module's Versions).
+    pub const FORMAT: u32 = 2;
 
     /// Parses the JSON text of a catalog file. On failure every structural problem found is
     /// returned, each with the JSON pointer of the offending value; a file of a format newer
@@ -129,6 +134,18 @@ impl CatalogFile {
         }
         let mut problems = Vec::new();
         check(&mut problems, &FILE, &value, String::new());
+        let format = value.get("format").and_then(Value::as_u64).unwrap_or(1);
+        if format < 2 {
+            for pointer in analysis_pointers(&value) {
+                problems.push(Problem {
+                    pointer,
+                    message: format!(
+                        "`analysis` is a member of catalog format 2, and this file is format \
+                         {format}: add \"format\": 2 at the top of the file"
+                    ),
+                });
+            }
+        }
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -144,6 +161,49 @@ impl CatalogFile {
             }]
         })
     }
+}
+
+impl CatalogFile {
+    /// The lowest format whose members the file uses: 2 with an experiment's `analysis`, else
+    /// 1 (see the module's Versions). Exports are written as it, so a file that uses nothing
+    /// new still imports into the release before.
+    pub fn lowest_format(&self) -> u32 {
+        let analysis = self.workspaces.iter().any(|ws| {
+            ws.apps.iter().any(|app| {
+                app.placements.iter().any(|p| {
+                    p.rules
+                        .iter()
+                        .any(|r| r.experiment.as_ref().is_some_and(|e| e.analysis.is_some()))
+                })
+            })
+        });
+        if analysis {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// The pointer of every experiment's `analysis` in a catalog file's JSON.
+fn analysis_pointers(file: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let items = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+    for (w, ws) in items(file.get("workspaces")).iter().enumerate() {
+        for (a, app) in items(ws.get("apps")).iter().enumerate() {
+            for (p, placement) in items(app.get("placements")).iter().enumerate() {
+                for (r, rule) in items(placement.get("rules")).iter().enumerate() {
+                    let analysis = rule.get("experiment").and_then(|e| e.get("analysis"));
+                    if analysis.is_some() {
+                        found.push(format!(
+                            "/workspaces/{w}/apps/{a}/placements/{p}/rules/{r}/experiment/analysis"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    found
 }
 
 fn pointer_of(path: &serde_path_to_error::Path) -> String {
@@ -274,7 +334,15 @@ const EXPERIMENT: Shape = Shape::Object(&[
     defaulted("bucket_version", Shape::Int { min: 0, max: U32 }),
     defaulted("min_bucket_version", Shape::Int { min: 0, max: U32 }),
     optional("fallback_attribute", Shape::Str),
+    optional("analysis", ANALYSIS),
     required("variants", Shape::Array(&VARIANT)),
+]);
+
+const ANALYSIS: Shape = Shape::Object(&[
+    optional("primary_metric", Shape::Str),
+    defaulted("guardrail_metrics", Shape::Array(&Shape::Str)),
+    optional("sequential", Shape::Bool),
+    optional("minimum_users", POSITIVE),
 ]);
 
 const RULE: Shape = Shape::Object(&[
@@ -512,22 +580,73 @@ mod tests {
         let file =
             CatalogFile::parse(&format!(r#"{{"format": 1, "workspaces": {WS}}}"#)).expect("parses");
         assert_eq!(file.format, 1);
-        assert_eq!(CatalogFile::FORMAT, 1);
+        assert_eq!(CatalogFile::FORMAT, 2);
+    }
+
+    const ANALYSED: &str = r#"{"id": "10000000-0000-4000-8000-000000000001", "name": "A",
+        "apps": [{"id": "20000000-0000-4000-8000-000000000001", "name": "a",
+        "media_base_url": "https://m", "icon_base_url": "https://i", "placements": [
+        {"key": "p", "rules": [{"experiment": {"id": "30000000-0000-4000-8000-000000000001",
+        "name": "e", "status": "running", "variants": [],
+        "analysis": {"primary_metric": "flow_complete", "minimum_users": 50}}}]}]}]}"#;
+
+    #[test]
+    fn analysis_is_a_member_of_format_2_only() {
+        let at = "/workspaces/0/apps/0/placements/0/rules/0/experiment/analysis";
+        for head in ["", r#""format": 1,"#] {
+            let problems = CatalogFile::parse(&format!(r#"{{{head} "workspaces": [{ANALYSED}]}}"#))
+                .expect_err("format 1 has no analysis");
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].pointer, at);
+            assert!(
+                problems[0].message.contains("add \"format\": 2"),
+                "{problems:?}"
+            );
+        }
+        let file = CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{ANALYSED}]}}"#))
+            .expect("format 2 reads it");
+        assert_eq!(file.format, 2);
+        assert_eq!(file.lowest_format(), 2);
+        let analysis = file.workspaces[0].apps[0].placements[0].rules[0]
+            .experiment
+            .as_ref()
+            .and_then(|e| e.analysis.clone())
+            .expect("kept");
+        assert_eq!(analysis.primary_metric.as_deref(), Some("flow_complete"));
+        assert_eq!(analysis.minimum_users, Some(50));
+        assert_eq!(analysis.sequential, None, "absent: the default");
+    }
+
+    #[test]
+    fn analysis_members_are_checked_and_typos_refused() {
+        let bad = ANALYSED.replace(
+            r#""minimum_users": 50"#,
+            r#""minimum_users": 0, "sequental": true, "guardrail_metrics": "refund""#,
+        );
+        let at = "/workspaces/0/apps/0/placements/0/rules/0/experiment/analysis";
+        assert_eq!(
+            pointers(&format!(r#"{{"format": 2, "workspaces": [{bad}]}}"#)),
+            vec![
+                format!("{at}/guardrail_metrics"),
+                format!("{at}/minimum_users"),
+                format!("{at}/sequental"),
+            ]
+        );
     }
 
     #[test]
     fn a_newer_format_is_refused_naming_both_versions() {
-        // Whatever else it holds: this release cannot know what format 2 means.
+        // Whatever else it holds: this release cannot know what format 3 means.
         let problems = CatalogFile::parse(&format!(
-            r#"{{"format": 2, "workspaces": {WS}, "added_in_2": true}}"#
+            r#"{{"format": 3, "workspaces": {WS}, "added_in_3": true}}"#
         ))
         .expect_err("newer");
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].pointer, "/format");
         assert_eq!(
             problems[0].message,
-            "this file is catalog format 2, newer than this release reads (format 1): import it \
-             with a release that reads format 2"
+            "this file is catalog format 3, newer than this release reads (format 2): import it \
+             with a release that reads format 3"
         );
     }
 

@@ -32,8 +32,8 @@ use serde_json::value::RawValue;
 
 pub use build::{CatalogError, Problem};
 pub use data::{
-    AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData, Font,
-    FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
+    AnalysisData, AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData,
+    FlowVersionData, Font, FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
 };
 pub use diff::{
     diff_catalogs, CatalogDiff, Change, EntityChange, ExperimentShift, PlacementChange, RuleChange,
@@ -525,6 +525,8 @@ pub struct Experiment {
     pub(crate) hash_version: u32,
     /// Sticky assignment (D23); `None` for an experiment that does no sticky work at all.
     pub(crate) sticky: Option<StickySettings>,
+    /// How its results are read (D27).
+    pub(crate) analysis: AnalysisSettings,
 }
 
 impl Experiment {
@@ -576,6 +578,59 @@ impl Experiment {
     /// Sticky assignment's settings (D23); `None` for an experiment that does no sticky work.
     pub fn sticky(&self) -> Option<&StickySettings> {
         self.sticky.as_ref()
+    }
+
+    /// How its results are read (D27): the catalog's `analysis`, or the defaults.
+    pub fn analysis(&self) -> &AnalysisSettings {
+        &self.analysis
+    }
+}
+
+/// An experiment's analysis settings (D27), with their defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnalysisSettings {
+    /// The metric that decides: an event type (a conversion) or `revenue`.
+    pub primary_metric: String,
+    /// Metrics that must not get worse.
+    pub guardrail_metrics: Vec<String>,
+    /// Whether the comparisons are sequential (valid at any number of looks). Chooses the
+    /// report's method; [`decide`](crate::results::decide) reads whatever intervals the report has.
+    pub sequential: bool,
+    /// Users every variant needs before any verdict.
+    pub minimum_users: u64,
+}
+
+impl Default for AnalysisSettings {
+    /// `purchase_complete`, no guardrails, sequential, 100 users per variant (D27).
+    fn default() -> Self {
+        Self {
+            primary_metric: crate::events::EventType::PurchaseComplete
+                .as_str()
+                .to_owned(),
+            guardrail_metrics: Vec::new(),
+            sequential: true,
+            minimum_users: 100,
+        }
+    }
+}
+
+impl AnalysisSettings {
+    /// The metric name of revenue per user, beside the event types.
+    pub const REVENUE: &'static str = "revenue";
+
+    /// The event types among the primary and guardrail metrics (the conversions a report of
+    /// the experiment must count), in that order, each once.
+    pub fn conversion_metrics(&self) -> Vec<crate::events::EventType> {
+        let mut types = Vec::new();
+        for name in std::iter::once(&self.primary_metric).chain(&self.guardrail_metrics) {
+            if let Some(t) = crate::events::EventType::parse(name) {
+                if !types.contains(&t) {
+                    types.push(t);
+                }
+            }
+        }
+        types
     }
 }
 

@@ -5,35 +5,8 @@
 
 use super::report::{ExperimentReport, MetricReport, MetricVariant};
 use super::stats::{Estimate, NoEstimate};
-use crate::events::EventType;
+use crate::catalog::AnalysisSettings;
 use crate::ids::VariantId;
-
-/// An experiment's analysis settings (D27), with their defaults.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AnalysisSettings {
-    /// The metric that decides: an event type (a conversion) or `revenue`.
-    pub primary_metric: String,
-    /// Metrics that must not get worse.
-    pub guardrail_metrics: Vec<String>,
-    /// Whether the comparisons are sequential (valid at any number of looks). Chooses the
-    /// report's method; [`decide`] reads whatever intervals the report has.
-    pub sequential: bool,
-    /// Users every variant needs before any verdict.
-    pub minimum_users: u64,
-}
-
-impl Default for AnalysisSettings {
-    /// `purchase_complete`, no guardrails, sequential, 100 users per variant (D27).
-    fn default() -> Self {
-        Self {
-            primary_metric: EventType::PurchaseComplete.as_str().to_owned(),
-            guardrail_metrics: Vec::new(),
-            sequential: true,
-            minimum_users: 100,
-        }
-    }
-}
 
 /// The verdict of a [`Decision`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +46,17 @@ pub struct Decision {
     pub variant_id: Option<VariantId>,
     /// Why, each with its metric, variant and figures in words; the deciding ones first.
     pub reasons: Vec<Reason>,
+}
+
+impl Decision {
+    /// A placeholder while a report is assembled, before [`decide`] reads it.
+    pub(super) fn pending() -> Self {
+        Decision {
+            verdict: Verdict::NoDecision,
+            variant_id: None,
+            reasons: Vec::new(),
+        }
+    }
 }
 
 /// One reason of a [`Decision`].
@@ -448,6 +432,9 @@ mod tests {
                 })
                 .collect(),
             daily: Vec::new(),
+            method: crate::results::Method::FixedHorizon,
+            analysis: AnalysisSettings::default(),
+            decision: Decision::pending(),
         }
     }
 

@@ -4,10 +4,10 @@
 //! the console): the store aggregates the events of an experiment into [`ResultsData`] (the
 //! [`ResultsSource`](crate::ports::ResultsSource) port, asked with a [`ResultsQuery`]), and
 //! [`report`] turns those counts into an [`ExperimentReport`] with the statistics of
-//! [`stats`], which are GrowthBook's (gbstats 0.8.0). [`sequential`] holds gbstats' sequential
-//! test (D27), not yet chosen by the report, and
-//! [`decide`] reads a report into D27's [`Decision`]: ship, roll back, keep running or no
-//! decision.
+//! [`stats`], which are GrowthBook's (gbstats 0.8.0): the intervals and p-values of gbstats'
+//! sequential test ([`sequential`], valid at any number of looks) or of its fixed-horizon one,
+//! as the experiment's analysis settings or the query's [`Method`] say (D27). The report ends
+//! with D27's [`Decision`], read by [`decide`]: ship, roll back, keep running or no decision.
 //!
 //! What is counted (D22):
 //! - **Exposure**: a user's `flow_open` event carrying the experiment's id and one of its
@@ -34,8 +34,9 @@ mod report;
 pub mod sequential;
 pub mod stats;
 
+pub use crate::catalog::AnalysisSettings;
 pub use aggregate::{aggregate, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome};
-pub use decision::{decide, AnalysisSettings, Decision, Reason, Verdict};
+pub use decision::{decide, Decision, Reason, Verdict};
 pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 
 use time::{Date, OffsetDateTime};
 
+use super::decision::{decide, Decision};
+use super::sequential::{compare_sequential, Method, SequentialConfig};
 use super::stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};
-use crate::catalog::{Experiment, ExperimentStatus};
+use crate::catalog::{AnalysisSettings, Experiment, ExperimentStatus};
 use crate::events::EventType;
 use crate::ids::{AppId, ExperimentId, VariantId};
 
@@ -40,11 +42,15 @@ pub struct ResultsQuery {
     /// `EUR = 1.08`: 1 EUR is 1.08 of the reporting currency. The reporting currency itself is
     /// 1 whether listed or not.
     pub exchange_rates: BTreeMap<String, f64>,
+    /// How the comparisons are tested (D27): the experiment's `analysis.sequential` unless
+    /// [`ResultsQuery::with_method`] overrides it. The store does not read it.
+    pub method: Method,
 }
 
 impl ResultsQuery {
-    /// The query for `experiment` of `app`: its variants, the default conversions and
-    /// `extra` ones after them (repeats dropped), between `from` and `to`, in `currency`.
+    /// The query for `experiment` of `app`: its variants, the default conversions, then its
+    /// analysis metrics that are event types (D27), then `extra` ones (repeats dropped),
+    /// between `from` and `to`, in `currency`, tested by the experiment's method.
     pub fn new(
         app_id: AppId,
         experiment: &Experiment,
@@ -55,7 +61,8 @@ impl ResultsQuery {
         exchange_rates: BTreeMap<String, f64>,
     ) -> Self {
         let mut conversions = vec![EventType::FlowComplete, EventType::PurchaseComplete];
-        for metric in extra {
+        let analysis = experiment.analysis.conversion_metrics();
+        for metric in analysis.iter().chain(extra) {
             if !conversions.contains(metric) {
                 conversions.push(*metric);
             }
@@ -69,7 +76,18 @@ impl ResultsQuery {
             conversions,
             currency: currency.to_owned(),
             exchange_rates,
+            method: if experiment.analysis.sequential {
+                Method::Sequential(SequentialConfig::default())
+            } else {
+                Method::FixedHorizon
+            },
         }
+    }
+
+    /// The same query tested by `method` (`--method`, `method=`: D27).
+    pub fn with_method(mut self, method: Method) -> Self {
+        self.method = method;
+        self
     }
 
     /// What one unit of `currency` is worth in the reporting currency, if known.
@@ -189,6 +207,12 @@ pub struct ExperimentReport {
     pub metrics: Vec<MetricReport>,
     /// Cumulative per day and variant.
     pub daily: Vec<DailyRow>,
+    /// How the comparisons' intervals and p-values were computed (D27).
+    pub method: Method,
+    /// The experiment's analysis settings the decision read (D27).
+    pub analysis: AnalysisSettings,
+    /// What to do, by D27's rules under the experiment's analysis settings.
+    pub decision: Decision,
 }
 
 /// A warning: a stable code and a sentence.
@@ -305,7 +329,12 @@ pub fn report(
                 (v.variant_id, sums)
             })
             .collect();
-        metrics.push(metric(event.as_str(), MetricKind::Conversion, &sums));
+        metrics.push(metric(
+            event.as_str(),
+            MetricKind::Conversion,
+            &sums,
+            query.method,
+        ));
     }
     let revenue: Vec<(VariantId, VariantSums)> = variants
         .iter()
@@ -320,7 +349,12 @@ pub fn report(
             (v.variant_id, sums)
         })
         .collect();
-    metrics.push(metric(REVENUE_METRIC, MetricKind::Mean, &revenue));
+    metrics.push(metric(
+        REVENUE_METRIC,
+        MetricKind::Mean,
+        &revenue,
+        query.method,
+    ));
 
     let mut warnings = Vec::new();
     if srm < SRM_WARNING_P_VALUE {
@@ -390,7 +424,7 @@ pub fn report(
         .or(data.first_exposure)
         .unwrap_or(query.to)
         .min(query.to);
-    ExperimentReport {
+    let mut report = ExperimentReport {
         experiment_id: experiment.id,
         name: experiment.name.clone(),
         app_id,
@@ -406,7 +440,12 @@ pub fn report(
         daily: daily(&variants, query, data),
         variants,
         metrics,
-    }
+        method: query.method,
+        analysis: experiment.analysis.clone(),
+        decision: Decision::pending(),
+    };
+    report.decision = decide(&report, &experiment.analysis);
+    report
 }
 
 fn join(values: &[u64]) -> String {
@@ -417,8 +456,15 @@ fn join(values: &[u64]) -> String {
         .join(" / ")
 }
 
-/// One metric: the control first, each other variant compared with it.
-fn metric(name: &str, kind: MetricKind, sums: &[(VariantId, VariantSums)]) -> MetricReport {
+/// One metric: the control first, each other variant compared with it by `method`. The chance
+/// to win and the credible interval are Bayesian under either method (D22, D27); the sequential
+/// test replaces the interval and the p-value.
+fn metric(
+    name: &str,
+    kind: MetricKind,
+    sums: &[(VariantId, VariantSums)],
+    method: Method,
+) -> MetricReport {
     let control = sums.first().map(|(_, s)| *s).unwrap_or_default();
     let variants = sums
         .iter()
@@ -427,7 +473,21 @@ fn metric(name: &str, kind: MetricKind, sums: &[(VariantId, VariantSums)]) -> Me
             variant_id: *variant_id,
             sums: *s,
             mean: s.mean(),
-            comparison: (i > 0).then(|| compare(kind, &control, s)),
+            comparison: (i > 0).then(|| {
+                let estimate = compare(kind, &control, s)?;
+                match method {
+                    Method::FixedHorizon => Ok(estimate),
+                    Method::Sequential(config) => {
+                        let seq = compare_sequential(kind, &control, s, &config)?;
+                        Ok(Estimate {
+                            ci_low: seq.ci_low,
+                            ci_high: seq.ci_high,
+                            p_value: seq.p_value,
+                            ..estimate
+                        })
+                    }
+                }
+            }),
         })
         .collect();
     MetricReport {

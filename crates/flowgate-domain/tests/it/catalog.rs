@@ -361,3 +361,60 @@ fn weights_are_normalised_by_their_sum() {
     assert_eq!(ranges, vec![(0.0, 0.375), (0.75, 0.875)]);
     assert_eq!(e.seed(), EXP, "seed defaults to the experiment id");
 }
+
+/// An experiment's analysis settings (D27): each wrong value refused at its pointer, quoted.
+#[test]
+fn invalid_analysis_settings_are_refused_with_the_value_quoted() {
+    let at = "/workspaces/0/apps/0/placements/1/rules/1/experiment/analysis";
+    let cases = [
+        (
+            serde_json::json!({"primary_metric": "purchases"}),
+            "primary_metric",
+            "\"purchases\" is not a metric: one of flow_load_start",
+        ),
+        (
+            serde_json::json!({"guardrail_metrics": ["revenue", "refund"]}),
+            "guardrail_metrics/1",
+            "\"refund\" is not a metric",
+        ),
+        (
+            serde_json::json!({"guardrail_metrics": ["revenue", "revenue"]}),
+            "guardrail_metrics/1",
+            "\"revenue\" is listed twice",
+        ),
+        (
+            serde_json::json!({"primary_metric": "revenue", "guardrail_metrics": ["revenue"]}),
+            "guardrail_metrics/0",
+            "\"revenue\" is the primary metric already",
+        ),
+        (
+            serde_json::json!({"minimum_users": 0}),
+            "minimum_users",
+            "must be at least 1, not 0",
+        ),
+    ];
+    for (analysis, pointer, quoted) in cases {
+        let mut doc = catalog_json();
+        doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"]["analysis"] =
+            analysis.clone();
+        let error = Catalog::build(data_from(&doc))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            error.contains(&format!("{at}/{pointer}")) && error.contains(quoted),
+            "{analysis}: {error}"
+        );
+    }
+    // Every metric an SDK sends, and revenue, is accepted.
+    let mut doc = catalog_json();
+    doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"]["analysis"] = serde_json::json!({"primary_metric": "revenue",
+            "guardrail_metrics": ["custom", "purchase_fail", "flow_dismiss"],
+            "sequential": false, "minimum_users": 1});
+    let catalog = Catalog::build(data_from(&doc)).expect("valid");
+    let (_, experiment) = catalog
+        .experiment(EXP.parse().expect("uuid"))
+        .expect("the experiment");
+    assert_eq!(experiment.analysis().primary_metric, "revenue");
+    assert!(!experiment.analysis().sequential);
+    assert_eq!(experiment.analysis().minimum_users, 1);
+}

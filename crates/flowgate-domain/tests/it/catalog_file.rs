@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 
-use flowgate_contract_tests::fixtures::{assert_golden, catalog};
-use flowgate_domain::catalog::{plan_import, CatalogFile};
+use flowgate_contract_tests::fixtures::{
+    assert_golden, catalog, catalog_with_analysis as analysed,
+};
+use flowgate_domain::catalog::{plan_import, CatalogData, CatalogFile};
 
 /// `formats/flowgate.catalog/v<version>/<name>`.
 fn sample(version: u32, name: &str) -> PathBuf {
@@ -15,18 +17,34 @@ fn sample(version: u32, name: &str) -> PathBuf {
         .join(name)
 }
 
-/// The export of the contract suite's catalog, as `flowgate catalog export` writes it.
-fn export() -> String {
-    CatalogFile::from_data(&catalog(), None)
+/// The export of `data`, as `flowgate catalog export` writes it.
+fn export_of(data: &CatalogData) -> String {
+    CatalogFile::from_data(data, None)
         .expect("exports")
         .to_pretty_json()
         .expect("serialises")
 }
 
+/// The export of the contract suite's catalog.
+fn export() -> String {
+    export_of(&catalog())
+}
+
+/// Each export is written as the lowest format whose members it uses: the catalog without
+/// analysis settings as format 1 (which 0.2.0 imports), the one with them as format 2.
 #[test]
-fn the_export_is_the_current_formats_sample() {
-    let path = sample(CatalogFile::FORMAT, "catalog.json");
-    assert_golden(&path, export().as_bytes(), "flowgate.catalog");
+fn the_exports_are_their_formats_samples() {
+    assert_golden(
+        &sample(1, "catalog.json"),
+        export().as_bytes(),
+        "flowgate.catalog",
+    );
+    assert_golden(
+        &sample(2, "catalog.json"),
+        export_of(&analysed()).as_bytes(),
+        "flowgate.catalog",
+    );
+    assert_eq!(CatalogFile::FORMAT, 2, "the newest has a sample above");
 }
 
 /// Each sample of each version, the current one included, parses with today's reader, says
@@ -34,12 +52,13 @@ fn the_export_is_the_current_formats_sample() {
 /// exported from as no change.
 #[test]
 fn every_versions_samples_import_as_the_catalog_they_hold() {
-    let samples: [(u32, &str); 2] = [
-        (1, "catalog.json"),
+    let samples: [(u32, &str, CatalogData); 3] = [
+        (1, "catalog.json", catalog()),
         // As exports were written before the optional `format` member: absent reads as 1.
-        (1, "catalog-without-format.json"),
+        (1, "catalog-without-format.json", catalog()),
+        (2, "catalog.json", analysed()),
     ];
-    for (version, name) in samples {
+    for (version, name, data) in samples {
         let path = sample(version, name);
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -47,8 +66,8 @@ fn every_versions_samples_import_as_the_catalog_they_hold() {
             CatalogFile::parse(&text).unwrap_or_else(|p| panic!("{}: {p:?}", path.display()));
         assert_eq!(file.format, version, "{}", path.display());
         let now = time::macros::datetime!(2026-11-28 00:00 UTC);
-        let plan = plan_import(file, &catalog(), now)
-            .unwrap_or_else(|p| panic!("{}: {p:?}", path.display()));
+        let plan =
+            plan_import(file, &data, now).unwrap_or_else(|p| panic!("{}: {p:?}", path.display()));
         assert!(!plan.changed, "{}: imports as no change", path.display());
     }
     let without = std::fs::read_to_string(sample(1, "catalog-without-format.json")).unwrap();
@@ -59,7 +78,7 @@ fn every_versions_samples_import_as_the_catalog_they_hold() {
 #[test]
 fn an_export_of_a_newer_format_is_refused() {
     let newer = CatalogFile::FORMAT + 1;
-    let text = export().replacen(
+    let text = export_of(&analysed()).replacen(
         &format!("\"format\": {}", CatalogFile::FORMAT),
         &format!("\"format\": {newer}"),
         1,
@@ -69,7 +88,7 @@ fn an_export_of_a_newer_format_is_refused() {
     assert_eq!(problems[0].pointer, "/format");
     assert!(
         problems[0].message.contains(&format!(
-            "format {newer}, newer than this release reads (format 1)"
+            "format {newer}, newer than this release reads (format 2)"
         )),
         "{problems:?}"
     );

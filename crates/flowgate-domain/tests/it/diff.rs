@@ -221,3 +221,63 @@ fn entity_changes_name_what_is_added_published_and_unpublished() {
     );
     assert_eq!(onboarding.rules[0].change, ["audience"]);
 }
+
+/// Analysis settings (D27) change how results are read, not who sees what: the dry run lists
+/// the experiment with each setting's old and new value, and no placement, rule or share.
+#[test]
+fn analysis_changes_are_listed_as_the_experiments_not_as_moves() {
+    let before = catalog_json();
+    let after = with_experiment(|e| {
+        e["analysis"] = json!({"primary_metric": "flow_complete", "guardrail_metrics": ["revenue"],
+            "minimum_users": 500});
+    });
+    let diff = diff_catalogs(
+        &data_from(&before),
+        &data_from(&after),
+        &build(&before),
+        &build(&after),
+    );
+    assert!(diff.placements.is_empty(), "{:?}", diff.placements);
+    assert!(diff.experiments.is_empty(), "{:?}", diff.experiments);
+    assert_eq!(diff.entities.len(), 1, "{:?}", diff.entities);
+    let change = &diff.entities[0];
+    assert_eq!(
+        (change.entity, change.id.as_str(), change.change),
+        ("experiment", EXP, Change::Changed)
+    );
+    assert_eq!(
+        change.detail,
+        "analysis: primary_metric purchase_complete -> flow_complete; guardrail_metrics none -> \
+         revenue; minimum_users 100 -> 500"
+    );
+    // The defaults written out are the same settings: listed, said so.
+    let explicit = with_experiment(|e| e["analysis"] = json!({"sequential": true}));
+    let diff = diff_catalogs(
+        &data_from(&before),
+        &data_from(&explicit),
+        &build(&before),
+        &build(&explicit),
+    );
+    assert_eq!(
+        diff.entities[0].detail,
+        "analysis written out, same settings"
+    );
+    // An analysis change beside a reweight: both, each in its place.
+    let both = with_experiment(|e| {
+        e["analysis"] = json!({"sequential": false});
+        e["variants"][0]["weight"] = json!(0.7);
+        e["variants"][1]["weight"] = json!(0.3);
+    });
+    let diff = diff_catalogs(
+        &data_from(&before),
+        &data_from(&both),
+        &build(&before),
+        &build(&both),
+    );
+    assert_eq!(diff.entities.len(), 2, "{:?}", diff.entities);
+    assert_eq!(
+        diff.entities[0].detail,
+        "analysis: sequential true -> false"
+    );
+    assert_eq!(diff.experiments.len(), 1);
+}

@@ -9,9 +9,9 @@ use flowgate_domain::catalog::ExperimentStatus;
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId, VariantId};
 use flowgate_domain::results::{
-    compare, compare_sequential, report, srm_p_value, DailyCounts, Exposure, Folder, MetricKind,
-    NoEstimate, Outcome, ResultsData, ResultsQuery, SequentialConfig, VariantCounts, VariantSums,
-    REVENUE_METRIC,
+    compare, compare_sequential, report, srm_p_value, DailyCounts, Exposure, Folder, Method,
+    MetricKind, NoEstimate, Outcome, ResultsData, ResultsQuery, SequentialConfig, VariantCounts,
+    VariantSums, Verdict, REVENUE_METRIC,
 };
 use serde_json::Value;
 use time::macros::{date, datetime};
@@ -385,7 +385,35 @@ fn the_report_orders_variants_compares_each_metric_and_accumulates_days() {
                 DailyCounts::new(date!(2026 - 11 - 20), new, 580, vec![118, 54, 570]),
             ],
         };
-        let r = report(app, experiment, &query, &data);
+        assert_eq!(
+            query.method,
+            Method::Sequential(SequentialConfig::default()),
+            "no analysis: sequential (D27)"
+        );
+        let sequential = report(app, experiment, &query, &data);
+        let r = report(
+            app,
+            experiment,
+            &query.clone().with_method(Method::FixedHorizon),
+            &data,
+        );
+        assert_eq!(r.method, Method::FixedHorizon);
+        assert_eq!(sequential.method.as_str(), "sequential");
+        // Sequential: gbstats' sequential interval and p-value, the Bayesian figures unchanged.
+        let (a, b) = (conv(1_000, 100), conv(1_000, 130));
+        let fixed = compare(MetricKind::Conversion, &a, &b).expect("an estimate");
+        let seq = compare_sequential(MetricKind::Conversion, &a, &b, &SequentialConfig::default())
+            .expect("an estimate");
+        assert_eq!(
+            sequential.metrics[0].variants[1].comparison,
+            Some(Ok(flowgate_domain::results::Estimate {
+                ci_low: seq.ci_low,
+                ci_high: seq.ci_high,
+                p_value: seq.p_value,
+                ..fixed
+            }))
+        );
+        assert!(seq.ci_low < fixed.ci_low, "sequential intervals are wider");
         assert_eq!(r.name, "paywall-test");
         assert_eq!(
             r.from,
@@ -449,6 +477,85 @@ fn the_report_orders_variants_compares_each_metric_and_accumulates_days() {
             ]
         );
     });
+}
+
+/// An experiment's analysis settings (D27) choose the report's method, add its metrics to the
+/// query and decide the verdict the report carries.
+#[test]
+fn the_analysis_settings_choose_the_method_metrics_and_decision() {
+    let mut json = crate::fixtures::catalog_json();
+    let experiment = json
+        .pointer_mut("/workspaces/0/apps/0/placements/1/rules/1/experiment")
+        .expect("the fixture's running experiment");
+    assert_eq!(experiment["id"], crate::fixtures::EXP);
+    experiment["analysis"] = serde_json::json!({
+        "primary_metric": "screen_view",
+        "guardrail_metrics": ["revenue", "purchase_fail"],
+        "sequential": false,
+        "minimum_users": 500,
+    });
+    let catalog = crate::fixtures::build(&json);
+    let (app, experiment) = catalog
+        .experiment(ExperimentId::from_uuid(id(crate::fixtures::EXP)))
+        .expect("the fixture's experiment");
+    let query = ResultsQuery::new(
+        app.id(),
+        experiment,
+        None,
+        datetime!(2026-11-20 23:59:59 UTC),
+        &[EventType::ScreenView, EventType::LinkOpen],
+        "USD",
+        BTreeMap::new(),
+    );
+    assert_eq!(query.method, Method::FixedHorizon);
+    assert_eq!(
+        query.conversions,
+        [
+            EventType::FlowComplete,
+            EventType::PurchaseComplete,
+            EventType::ScreenView,
+            EventType::PurchaseFail,
+            EventType::LinkOpen,
+        ],
+        "the defaults, the analysis' event types, then the ones asked for, each once"
+    );
+    let (control, new) = (
+        variant(crate::fixtures::VAR_CONTROL),
+        variant(crate::fixtures::VAR_NEW),
+    );
+    let counts = |v, users, screen_views| {
+        VariantCounts::new(
+            v,
+            users,
+            vec![0, 0, screen_views, 0, 0],
+            VariantSums {
+                users,
+                ..VariantSums::default()
+            },
+        )
+    };
+    // 400 users each: under the experiment's minimum of 500, whatever the figures.
+    let data = ResultsData {
+        variants: vec![counts(control, 400, 100), counts(new, 400, 200)],
+        ..ResultsData::default()
+    };
+    let r = report(app.id(), experiment, &query, &data);
+    assert_eq!(r.decision.verdict, Verdict::KeepRunning);
+    assert_eq!(r.decision.reasons[0].code, "minimum_users");
+    assert!(
+        r.decision.reasons[0].message.contains("fewer than the 500"),
+        "{:?}",
+        r.decision.reasons
+    );
+    // 5,000 each, screen views 25% against 30%: the primary metric ships `new`.
+    let data = ResultsData {
+        variants: vec![counts(control, 5_000, 1_250), counts(new, 5_000, 1_500)],
+        ..ResultsData::default()
+    };
+    let r = report(app.id(), experiment, &query, &data);
+    assert_eq!(r.decision.verdict, Verdict::Ship, "{:?}", r.decision);
+    assert_eq!(r.decision.variant_id, Some(new));
+    assert_eq!(r.decision.reasons[0].metric.as_deref(), Some("screen_view"));
 }
 
 #[test]

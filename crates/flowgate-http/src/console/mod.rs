@@ -449,7 +449,7 @@ fn report_failure(session: &Session, error: &ReportError) -> HttpResponse {
     }
 }
 
-/// `GET /console/experiments/{id}[?from=&to=]`: one experiment's results with charts.
+/// `GET /console/experiments/{id}[?from=&to=&method=]`: one experiment's results with charts.
 async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
     let Some(session) = console.sessions.of(&req) else {
         return to_sign_in();
@@ -457,7 +457,7 @@ async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) ->
     let fields = query_fields(&req);
     let non_empty = |name| fields.get(name).filter(|v| !v.is_empty());
     let (from, to) = (non_empty("from"), non_empty("to"));
-    let report = match ReportParams::parse(from, to, &[]) {
+    let report = match ReportParams::parse(from, to, &[], non_empty("method")) {
         Ok(params) => console.results.report(&path, &params).await,
         Err(e) => Err(e),
     };

@@ -177,6 +177,17 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                 bucket_version: from_i32(e.bucket_version, "bucket_version")?,
                 min_bucket_version: from_i32(e.min_bucket_version, "min_bucket_version")?,
                 fallback_attribute: e.fallback_attribute,
+                analysis: e
+                    .analysis
+                    .map(|text| {
+                        serde_json::from_str(&text).map_err(|err| {
+                            corrupt(format!(
+                                "experiment {} has analysis {text:?}: {err}",
+                                e.id.0
+                            ))
+                        })
+                    })
+                    .transpose()?,
                 variants: variants.remove(&e.id).unwrap_or_default(),
             },
         );

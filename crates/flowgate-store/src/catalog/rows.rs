@@ -91,6 +91,8 @@ pub(super) struct ExperimentRow {
     pub(super) bucket_version: i32,
     pub(super) min_bucket_version: i32,
     pub(super) fallback_attribute: Option<String>,
+    /// The catalog file's `analysis` member as JSON text (D27).
+    pub(super) analysis: Option<String>,
 }
 
 #[derive(Queryable, Selectable, Insertable)]

@@ -167,6 +167,7 @@ pub(super) async fn write_experiment(
                 experiments::bucket_version.eq(excluded(experiments::bucket_version)),
                 experiments::min_bucket_version.eq(excluded(experiments::min_bucket_version)),
                 experiments::fallback_attribute.eq(excluded(experiments::fallback_attribute)),
+                experiments::analysis.eq(excluded(experiments::analysis)),
             )),
     )
     .await?;
@@ -352,6 +353,11 @@ pub(super) fn experiment_rows(
         bucket_version: to_i32(e.bucket_version, "bucket_version")?,
         min_bucket_version: to_i32(e.min_bucket_version, "min_bucket_version")?,
         fallback_attribute: e.fallback_attribute.clone(),
+        analysis: e
+            .analysis
+            .as_ref()
+            .map(|a| to_json(a, "analysis"))
+            .transpose()?,
     };
     let variants = e
         .variants
