@@ -338,3 +338,214 @@ async fn a_report_that_runs_out_of_time_fails_clearly_while_resolve_and_events_g
     let (status, report) = admin(&s, &results, Some(TOKEN));
     assert_eq!(status, 200, "{report}");
 }
+
+/// A seeded generator (SplitMix64): the simulation is the same on every run.
+struct Seeded(u64);
+
+impl Seeded {
+    /// Uniform in [0, 1).
+    fn next(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) as f64 / 2f64.powi(64)
+    }
+}
+
+/// Simulated users per day of [`an_experiment_without_effect_read_every_day_declares_no_winner`].
+const USERS_PER_DAY: usize = 200;
+
+/// D27 through the binary, on both stores: an experiment with no true effect (both variants
+/// convert alike), its users sent through the real API day by day over ten simulated days
+/// (event timestamps in the past), read after each day with the CLI and the admin API. Under
+/// sequential testing (the default) no look declares a winner or a loser; both readers give the
+/// same JSON, the decision included; the table opens with the verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_experiment_without_effect_read_every_day_declares_no_winner() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(s) = Served::start_on(backend, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)]).await else {
+            continue;
+        };
+        // The fixture's 50/50 experiment, both variants showing a flow (so every exposure is an
+        // SDK `flow_open` at its simulated time), read with analysis settings: purchases decide,
+        // completions must not get worse, 100 users per variant before a verdict.
+        let mut doc = fixtures::catalog_json();
+        doc["format"] = 2.into();
+        let experiment =
+            &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"];
+        assert_eq!(experiment["id"], fixtures::EXP);
+        experiment["variants"][0]["flow_id"] = fixtures::FLOW_US.into();
+        experiment["analysis"] = serde_json::json!({
+            "primary_metric": "purchase_complete", "guardrail_metrics": ["flow_complete"],
+            "minimum_users": 100,
+        });
+        crate::support::import(&s.db.url, &doc);
+        let resolve = |user: &str| {
+            let body = serde_json::json!({"user_id": user, "session_id": format!("{user}-s"),
+                "device_platform": "ios"});
+            let path = format!("/v1/apps/{}/placements/paywall/resolve", fixtures::APP1);
+            let (status, reply) = http(
+                s.api,
+                "POST",
+                &path,
+                Some(&s.key),
+                body.to_string().as_bytes(),
+            )
+            .unwrap();
+            assert_eq!(status, 200, "{reply}");
+            serde_json::from_str::<Value>(&reply).unwrap()
+        };
+        // The server serves the new catalog after its next refresh.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while (0..20).all(|i| resolve(&format!("probe-{i}"))["flow_id"] != fixtures::FLOW_US) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the catalog is not served"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+
+        let now = time::OffsetDateTime::now_utc();
+        let start = now.replace_time(time::Time::MIDNIGHT) - time::Duration::days(11);
+        let mut rng = Seeded(0x5eed_0051);
+        let mut verdicts = Vec::new();
+        let mut sent = 0;
+        for day in 0..10_i64 {
+            let mut events = Vec::new();
+            for i in 0..USERS_PER_DAY {
+                let user = format!("sim-{day}-{i}");
+                let flow = resolve(&user);
+                let at = start
+                    + time::Duration::days(day)
+                    + time::Duration::seconds((rng.next() * 80_000.0) as i64);
+                let event = |event_type: &str, after: i64| {
+                    let timestamp = (at + time::Duration::seconds(after))
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .unwrap();
+                    serde_json::json!({
+                        "event_id": uuid::Uuid::new_v4().to_string(), "app_id": fixtures::APP1,
+                        "flow_id": flow["flow_id"], "flow_version_id": flow["flow_version_id"],
+                        "experiment_id": flow["experiment_id"], "variant_id": flow["variant_id"],
+                        "placement_id": "paywall", "user_id": user, "session_id": format!("{user}-s"),
+                        "device_platform": "ios", "event_type": event_type, "timestamp": timestamp,
+                        "sdk_version": "2.0.0",
+                    })
+                };
+                events.push(event("flow_open", 0));
+                // The same chances in both variants: no true effect.
+                if rng.next() < 0.4 {
+                    events.push(event("flow_complete", 60));
+                }
+                if rng.next() < 0.1 {
+                    let mut purchase = event("purchase_complete", 90);
+                    purchase["revenue"] = 9.99.into();
+                    purchase["currency"] = "USD".into();
+                    events.push(purchase);
+                }
+            }
+            for batch in events.chunks(100) {
+                let path = format!("/v1/apps/{}/events", fixtures::APP1);
+                let body = Value::Array(batch.to_vec()).to_string();
+                let (status, reply) =
+                    http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+                assert_eq!(status, 202, "{reply}");
+                let reply: Value = serde_json::from_str(&reply).unwrap();
+                assert_eq!(reply["rejected"], 0, "{reply}");
+            }
+            sent += events.len();
+            let stored = "SELECT COUNT(*) AS n FROM analytics_events";
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while (s.db.count(stored).await as usize) < sent {
+                assert!(std::time::Instant::now() < deadline, "events stored");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+
+            // The day's look, as a growth team would take it each morning.
+            let to = (start + time::Duration::days(day + 1) - time::Duration::seconds(1))
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap();
+            let path = format!("/admin/v1/experiments/{}/results?to={to}", fixtures::EXP);
+            let (status, from_admin) = admin(&s, &path, Some(TOKEN));
+            assert_eq!(status, 200, "{from_admin}");
+            let env = [("FLOWGATE__DATABASE__URL", s.db.url.as_str())];
+            let (code, out, err) = run(
+                &[
+                    "experiments",
+                    "results",
+                    fixtures::EXP,
+                    "--to",
+                    &to,
+                    "--json",
+                ],
+                &env,
+            );
+            assert_eq!(code, Some(0), "{err}");
+            let from_cli: Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(from_cli, from_admin, "{backend:?} day {day}");
+            assert_eq!(from_admin["method"], "sequential");
+            assert_eq!(
+                from_admin["exposed_users"].as_u64(),
+                Some((day as u64 + 1) * USERS_PER_DAY as u64)
+            );
+            let decision = &from_admin["decision"];
+            verdicts.push(decision["verdict"].as_str().unwrap().to_owned());
+            let codes: Vec<&str> = decision["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["code"].as_str().unwrap())
+                .collect();
+            if day == 0 {
+                // 200 users in two variants: fewer than 100 in at least one.
+                assert_eq!(codes[0], "minimum_users", "{decision}");
+            } else if day >= 2 {
+                assert!(
+                    codes.iter().all(|c| *c == "no_significant_difference"),
+                    "{backend:?} day {day}: {decision}"
+                );
+            }
+            if day == 9 {
+                // The table opens with the same verdict, in words.
+                let (code, table, err) = run(
+                    &["experiments", "results", fixtures::EXP, "--to", &to],
+                    &env,
+                );
+                assert_eq!(code, Some(0), "{err}");
+                assert!(table.starts_with("Verdict: Keep running\n"), "{table}");
+                assert!(table.contains("purchase_complete [primary]"), "{table}");
+                assert!(table.contains("flow_complete [guardrail]"), "{table}");
+                // The same look read with the fixed-horizon test, for this report only.
+                let (status, fixed) = admin(&s, &format!("{path}&method=fixed"), Some(TOKEN));
+                assert_eq!(status, 200, "{fixed}");
+                assert_eq!(fixed["method"], "fixed_horizon");
+                let interval = |r: &Value| {
+                    let m = &r["metrics"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|m| m["metric"] == "purchase_complete")
+                        .unwrap()["variants"][1];
+                    m["ci_high"].as_f64().unwrap() - m["ci_low"].as_f64().unwrap()
+                };
+                assert!(
+                    interval(&from_admin) > interval(&fixed),
+                    "the sequential interval is the wider"
+                );
+                let (status, problem) = admin(&s, &format!("{path}&method=bayes"), Some(TOKEN));
+                assert_eq!(
+                    (status, &problem["code"]),
+                    (400, &Value::from("invalid_request"))
+                );
+                assert!(
+                    problem["detail"].as_str().unwrap().contains("\"bayes\""),
+                    "{problem}"
+                );
+            }
+        }
+        assert!(
+            verdicts.iter().all(|v| v == "keep_running"),
+            "{backend:?}: no look declares a winner or a loser: {verdicts:?}"
+        );
+    }
+}
