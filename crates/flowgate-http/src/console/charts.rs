@@ -1,12 +1,13 @@
 //! The console's charts (D24), drawn on the server as SVG by plotters: cumulative exposed
-//! users per variant per day (one line per variant), and each metric's mean per variant with
-//! its 95% interval. Plotters escapes the text it writes (variant names come from the catalog);
+//! users per variant per day (one line per variant), each metric's mean per variant with its
+//! 95% interval, and each treatment's lift over the control with the interval of the report's
+//! method (D27: sequential or fixed horizon), beside a line at 0. Plotters escapes the text it writes (variant names come from the catalog);
 //! the colours are the Okabe–Ito palette, which colour-blind readers can tell apart, and every
 //! chart has a table beside it with the same figures.
 
 use std::collections::BTreeMap;
 
-use flowgate_domain::results::{ExperimentReport, MetricKind, MetricReport};
+use flowgate_domain::results::{Estimate, ExperimentReport, MetricKind, MetricReport, NoEstimate};
 use plotters::prelude::*;
 
 /// Width and height of a chart, in SVG units (it scales to its container).
@@ -252,6 +253,131 @@ pub(super) fn means(
     }
 }
 
+/// The figures [`lifts`] draws of one metric, from its variants' `comparisons` (in the
+/// report's order, the control's `None`): per treatment with an estimate, its index among the
+/// variants, the low end of its lift's interval, the lift and the high end, in percent. A
+/// treatment without an estimate (or with figures that are not finite) is left out: the table
+/// says why.
+pub(super) fn lift_points(
+    comparisons: &[Option<&Result<Estimate, NoEstimate>>],
+) -> Vec<(usize, f64, f64, f64)> {
+    comparisons
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match c {
+            Some(Ok(e)) if [e.ci_low, e.lift, e.ci_high].iter().all(|x| x.is_finite()) => {
+                Some((i, e.ci_low * 100.0, e.lift * 100.0, e.ci_high * 100.0))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The longest variant name the lift chart writes on its axis (the table has them whole).
+const LIFT_NAME_CHARS: usize = 20;
+/// The height of a row of the lift chart, and of the rest (margins and the x axis).
+const LIFT_ROW: u32 = 56;
+const LIFT_FRAME: u32 = 84;
+/// The stroke width of the line at 0, which only it has: it is marked `polyline.zero`.
+const ZERO_WIDTH: u32 = 2;
+
+/// Each treatment's lift over the control with its interval, one row per point of
+/// [`lift_points`] (`names` are the variants' in the report's order, so a point's colour is its
+/// variant's), and a vertical line at 0 (no difference); `label` names the metric and
+/// `interval` the method the intervals are from.
+pub(super) fn lifts(
+    label: &str,
+    interval: &str,
+    names: &[&str],
+    points: &[(usize, f64, f64, f64)],
+) -> String {
+    let rows = points.len().max(1);
+    let size = (SIZE.0, LIFT_FRAME + LIFT_ROW * rows as u32);
+    let (low, high) = points
+        .iter()
+        .flat_map(|p| [p.1, p.3])
+        .fold((0.0f64, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
+    let (low, high) = if high > low {
+        let pad = (high - low) * 0.08;
+        (low - pad, high + pad)
+    } else {
+        (-1.0, 1.0)
+    };
+    // The first point on the top row.
+    let row_of = |i: usize| (rows - 1 - i) as f64;
+    let labels: Vec<String> = points
+        .iter()
+        .map(|p| {
+            let name = names.get(p.0).copied().unwrap_or("?");
+            if name.chars().count() > LIFT_NAME_CHARS {
+                let cut: String = name.chars().take(LIFT_NAME_CHARS - 1).collect();
+                format!("{cut}…")
+            } else {
+                name.to_owned()
+            }
+        })
+        .collect();
+    let mut svg = String::new();
+    let drawn = (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        let decimals = if high - low >= 10.0 { 0 } else { 1 };
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(170)
+            .build_cartesian_2d(low..high, -0.5f64..rows as f64 - 0.5)?;
+        let label = |y: &f64| {
+            let at = y.round();
+            if (y - at).abs() > 1e-6 || at < 0.0 {
+                return String::new();
+            }
+            let row = rows.saturating_sub(1 + at as usize);
+            labels.get(row).cloned().unwrap_or_default()
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(rows + 1)
+            .light_line_style(TRANSPARENT)
+            .label_style(("sans-serif", LABEL_SIZE))
+            .axis_desc_style(("sans-serif", LABEL_SIZE))
+            .y_label_formatter(&label)
+            .x_label_formatter(&|x| format!("{x:.decimals$}%"))
+            .x_desc("lift over the control (%)")
+            .draw()?;
+        let zero = ShapeStyle::from(BLACK).stroke_width(ZERO_WIDTH);
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, -0.5), (0.0, rows as f64 - 0.5)],
+            zero,
+        )))?;
+        for (row, (variant, low, lift, high)) in points.iter().copied().enumerate() {
+            // The bar spans the interval, with caps; its dot (a circle) is the lift.
+            let style = rgb(variant).filled().stroke_width(3);
+            let bar = ErrorBar::new_horizontal(row_of(row), low, lift, high, style, 12);
+            chart.draw_series(std::iter::once(bar))?;
+        }
+        root.present()?;
+        Ok(())
+    })();
+    // The line at 0 is the only one this wide, and the lifts the only circles.
+    let svg = svg
+        .replace(
+            &format!("stroke-width=\"{ZERO_WIDTH}\" points="),
+            &format!("class=\"zero\" stroke-width=\"{ZERO_WIDTH}\" points="),
+        )
+        .replace("<circle ", "<circle class=\"lift\" ");
+    match drawn {
+        Ok(()) => labelled(
+            svg,
+            &format!(
+                "{label}: lift of each treatment over the control with its {interval} 95% interval"
+            ),
+        ),
+        Err(e) => unavailable(&e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,5 +433,41 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("aria-label=\"a&quot;b: "), "{svg}");
+    }
+
+    #[test]
+    fn the_lift_chart_has_one_interval_per_treatment_with_an_estimate() {
+        let estimate = |lift: f64| Estimate {
+            lift,
+            ci_low: lift - 0.1,
+            ci_high: lift + 0.1,
+            p_value: 0.5,
+            chance_to_win: 0.6,
+            credible_low: lift - 0.1,
+            credible_high: lift + 0.1,
+        };
+        let (a, b) = (Ok(estimate(0.05)), Ok(estimate(-0.2)));
+        let none = Err(NoEstimate::NoUsers);
+        let not_finite = Ok(estimate(f64::NAN));
+        let comparisons = [None, Some(&a), Some(&none), Some(&b), Some(&not_finite)];
+        let points = lift_points(&comparisons);
+        // The control, the one without an estimate and the one not finite are left out.
+        assert_eq!(points.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 3]);
+        assert!((points[0].2 - 5.0).abs() < 1e-9, "{points:?}");
+        assert!((points[1].1 - -30.0).abs() < 1e-9, "{points:?}");
+        let names = ["control", "a", "none", "<script>b</script>", "nan"];
+        let svg = lifts("purchase_complete", "sequential", &names, &points);
+        assert_eq!(svg.matches("<circle class=\"lift\"").count(), 2, "{svg}");
+        assert_eq!(svg.matches("class=\"zero\"").count(), 1, "{svg}");
+        assert!(!svg.contains("<script>"), "{svg}");
+        assert!(svg.contains("&lt;script&gt;b&lt;/script&gt;"), "{svg}");
+        assert!(!svg.contains(">none<"), "{svg}");
+        assert!(
+            svg.contains("aria-label=\"purchase_complete: lift of each treatment over the control with its sequential 95% interval\""),
+            "{svg}"
+        );
+        // No estimate at all: a frame with the line at 0 and no interval.
+        let svg = lifts("revenue", "fixed horizon", &names, &[]);
+        assert_eq!(svg.matches("<circle").count(), 0, "{svg}");
     }
 }

@@ -9,14 +9,14 @@ use flowgate_domain::catalog::{CatalogData, ExperimentData, PlacementData};
 use flowgate_domain::explain::{Reason, Step};
 use flowgate_domain::ids::{ExperimentId, WorkspaceId};
 use flowgate_domain::keys::KeyRecord;
-use flowgate_domain::results::{ExperimentReport, MetricKind, MetricReport};
+use flowgate_domain::results::{ExperimentReport, Method, MetricKind, MetricReport};
 use flowgate_domain::Catalog;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::session::Session;
 use super::{charts, ImportEntry, NewKey, Preview, PreviewError};
 use crate::explain::Explained;
-use crate::results::Listed;
+use crate::results::{metrics_by_role, verdict_words, Listed, MetricRole};
 
 /// The pages of the navigation: path and label.
 const NAVIGATION: [(&str, &str); 6] = [
@@ -219,8 +219,64 @@ fn value(kind: MetricKind, x: f64, currency: &str) -> String {
     }
 }
 
-/// One metric: its chart of means with intervals, and its table.
-fn metric(report: &ExperimentReport, m: &MetricReport, index: usize) -> Markup {
+/// The name of a method (D27) for people: "sequential" or "fixed horizon".
+fn method_name(method: Method) -> &'static str {
+    match method {
+        Method::Sequential(_) => "sequential",
+        _ => "fixed horizon",
+    }
+}
+
+/// What a method's intervals are valid for (D27).
+fn method_validity(method: Method) -> &'static str {
+    match method {
+        Method::Sequential(_) => "valid however often you read this report",
+        _ => "valid for one look at a horizon set in advance",
+    }
+}
+
+/// The method the experiment's analysis settings choose.
+fn setting_method(report: &ExperimentReport) -> Method {
+    if report.analysis.sequential {
+        Method::Sequential(Default::default())
+    } else {
+        Method::FixedHorizon
+    }
+}
+
+/// Whether the report's method is the experiment's setting (not a `method=` of this report).
+fn method_is_setting(report: &ExperimentReport) -> bool {
+    report.method.as_str() == setting_method(report).as_str()
+}
+
+/// The verdict (D27) in words with its reasons, and what the intervals are from.
+fn verdict(report: &ExperimentReport) -> Markup {
+    let decision = &report.decision;
+    html! {
+        section #verdict .verdict data-verdict=(decision.verdict.as_str()) aria-labelledby="verdict-heading" {
+            h2 #verdict-heading { span.kicker { "Verdict: " } span.words { (verdict_words(report)) } }
+            @if !decision.reasons.is_empty() {
+                ul.reasons {
+                    @for r in &decision.reasons {
+                        li data-code=(r.code) { (r.message) }
+                    }
+                }
+            }
+            p #method .method data-method=(report.method.as_str()) {
+                "Intervals and p-values are " strong { (method_name(report.method)) } ": "
+                (method_validity(report.method)) "."
+                @if !method_is_setting(report) {
+                    " Chosen for this report; the experiment's setting is " (method_name(setting_method(report))) "."
+                }
+                " A verdict needs at least " (report.analysis.minimum_users) " users per variant."
+            }
+        }
+    }
+}
+
+/// One metric: its chart of means with intervals, its chart of lifts with the method's
+/// intervals, and its table; `role` is its part in the decision (D27).
+fn metric(report: &ExperimentReport, m: &MetricReport, role: MetricRole, index: usize) -> Markup {
     let names: Vec<&str> = m
         .variants
         .iter()
@@ -242,16 +298,51 @@ fn metric(report: &ExperimentReport, m: &MetricReport, index: usize) -> Markup {
         "{}: mean per user of each variant, with its 95% confidence interval",
         m.metric
     );
+    let method = method_name(report.method);
+    let comparisons: Vec<_> = m.variants.iter().map(|v| v.comparison.as_ref()).collect();
+    let lifts = charts::lift_points(&comparisons);
+    let lift_legend: Vec<(String, &'static str)> = lifts
+        .iter()
+        .map(|p| {
+            (
+                names.get(p.0).copied().unwrap_or("?").to_owned(),
+                charts::colour(p.0),
+            )
+        })
+        .collect();
+    let lift_caption = format!(
+        "{}: lift of each treatment over {}, with its 95% interval ({method}: {}); the line is at 0, no difference",
+        m.metric,
+        names.first().copied().unwrap_or("the control"),
+        method_validity(report.method),
+    );
     html! {
-        section.metric aria-labelledby={ "metric-" (index) } {
-            h3 #{ "metric-" (index) } { (m.metric) " " span.kind { "(" (m.kind.as_str()) ")" } }
+        section.metric data-role=(role.as_str()) data-metric=(m.metric) aria-labelledby={ "metric-" (index) } {
+            h3 #{ "metric-" (index) } {
+                (m.metric) " " span.kind { "(" (m.kind.as_str()) ")" }
+                @match role {
+                    MetricRole::Primary => { " " span.role { "primary metric" } }
+                    MetricRole::Guardrail => { " " span.role { "guardrail" } }
+                    MetricRole::Other => {}
+                }
+            }
             (figure(&format!("metric-chart-{index}"), &caption, &svg, &legend))
+            @if lifts.is_empty() {
+                p.hint.no-lift { "No lift to draw: no treatment has an estimate (the table says why)." }
+            } @else {
+                (figure(
+                    &format!("lift-chart-{index}"),
+                    &lift_caption,
+                    &charts::lifts(&m.metric, method, &names, &lifts),
+                    &lift_legend,
+                ))
+            }
             div.table {
                 table {
                     thead { tr {
                         th scope="col" { "Variant" } th.num scope="col" { "Users" }
                         th.num scope="col" { "Mean" } th.num scope="col" { "95% interval" }
-                        th.num scope="col" { "Lift" } th.num scope="col" { "Lift 95% CI" }
+                        th.num scope="col" { "Lift" } th.num.lift-interval scope="col" { "Lift 95% CI (" (method) ")" }
                         th.num scope="col" { "Chance to win" } th.num scope="col" { "p-value" }
                     } }
                     tbody {
@@ -290,7 +381,8 @@ fn metric(report: &ExperimentReport, m: &MetricReport, index: usize) -> Markup {
     }
 }
 
-/// One experiment's results: exposures over time, each metric, warnings in words.
+/// One experiment's results: the verdict first (D27), then exposures over time, warnings in
+/// words, and each metric (the primary metric first, then the guardrails).
 pub(super) fn experiment(
     session: &Session,
     report: &ExperimentReport,
@@ -303,7 +395,10 @@ pub(super) fn experiment(
         .enumerate()
         .map(|(i, v)| (v.name.clone(), charts::colour(i)))
         .collect();
+    let setting = method_is_setting(report);
+    let chosen = |method: &str| !setting && report.method.as_str() == method;
     let body = html! {
+        (verdict(report))
         p.meta {
             "App " code { (report.app_id) } " · status " span.status { (report.status.as_str()) }
             " · events from " (when(report.from)) " to " (when(report.to))
@@ -313,6 +408,14 @@ pub(super) fn experiment(
             input #from name="from" value=(from) placeholder="2026-11-01T00:00:00Z";
             label for="to" { "Events up to" }
             input #to name="to" value=(to) placeholder="now";
+            label for="method-choice" { "Method of the intervals" }
+            select #method-choice name="method" {
+                option value="" selected[setting] {
+                    "experiment's setting (" (method_name(setting_method(report))) ")"
+                }
+                option value="sequential" selected[chosen("sequential")] { "sequential" }
+                option value="fixed" selected[chosen("fixed_horizon")] { "fixed horizon" }
+            }
             button type="submit" { "Show" }
         }
         @if report.warnings.is_empty() {
@@ -363,8 +466,8 @@ pub(super) fn experiment(
             ))
         }
         h2 { "Metrics" }
-        @for (i, m) in report.metrics.iter().enumerate() {
-            (metric(report, m, i))
+        @for (i, (m, role)) in metrics_by_role(report).into_iter().enumerate() {
+            (metric(report, m, role, i))
         }
     };
     layout(Some(session), &report.name, "/console/experiments", body)

@@ -643,6 +643,97 @@ async fn wait_path(browser: &Browser, path: &str) {
     }
 }
 
+/// Waits until the element `css` selects has a text containing `part`, within 10 s, and
+/// returns that text; with `reload`, reloading the page between looks (the server reads a
+/// catalog import within its refresh interval), else waiting for a navigation to end.
+async fn wait_for_text(browser: &Browser, css: &str, part: &str, reload: bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = text(browser, css).await;
+        if now.contains(part) {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{css} shows {now:?}, without {part:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if reload {
+            browser.client.refresh().await.unwrap();
+        }
+    }
+}
+
+/// The text a script returns on the page (`return ...`), or null.
+async fn script(browser: &Browser, code: &str) -> Value {
+    browser.client.execute(code, vec![]).await.unwrap()
+}
+
+/// D27's verdict in words, as the console's heading says it when no variant is named.
+fn verdict_words(verdict: &str) -> &'static str {
+    match verdict {
+        "keep_running" => "Keep running",
+        "no_decision" => "No decision",
+        other => panic!("the test expects no {other} verdict"),
+    }
+}
+
+/// The verdict section shows `report`'s decision (the CLI's): the verdict in words, and each
+/// reason's message with its code, in order.
+async fn assert_verdict(browser: &Browser, report: &Value) {
+    let decision = &report["decision"];
+    let verdict = decision["verdict"].as_str().unwrap();
+    assert_eq!(
+        script(
+            browser,
+            "return document.querySelector('#verdict').dataset.verdict"
+        )
+        .await,
+        verdict
+    );
+    assert_eq!(
+        text(browser, "#verdict h2 .words").await,
+        verdict_words(verdict)
+    );
+    let reasons = decision["reasons"].as_array().unwrap();
+    assert!(!reasons.is_empty(), "{decision}");
+    assert_eq!(
+        count(browser, "#verdict ul.reasons li").await,
+        reasons.len()
+    );
+    for (i, reason) in reasons.iter().enumerate() {
+        let css = format!("#verdict ul.reasons li:nth-child({})", i + 1);
+        assert_eq!(
+            text(browser, &css).await,
+            reason["message"].as_str().unwrap()
+        );
+        let code = script(
+            browser,
+            &format!("return document.querySelector('{css}').dataset.code"),
+        )
+        .await;
+        assert_eq!(code, reason["code"]);
+    }
+}
+
+/// `catalog` with `analysis` (D27, catalog format 2) on the experiment `id`.
+fn with_analysis(mut catalog: Value, id: &str, analysis: Value) -> Value {
+    catalog["format"] = 2.into();
+    let experiment = catalog["workspaces"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .flat_map(|w| w["apps"].as_array_mut().unwrap().iter_mut())
+        .flat_map(|a| a["placements"].as_array_mut().unwrap().iter_mut())
+        .filter_map(|p| p.get_mut("rules").and_then(Value::as_array_mut))
+        .flat_map(|rules| rules.iter_mut())
+        .filter_map(|r| r.get_mut("experiment"))
+        .find(|e| e["id"] == id)
+        .unwrap_or_else(|| panic!("no experiment {id}"));
+    experiment["analysis"] = analysis;
+    catalog
+}
+
 #[tokio::test]
 async fn an_operator_uses_the_console_in_a_browser() {
     let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
@@ -657,6 +748,25 @@ async fn an_operator_uses_the_console_in_a_browser() {
     let (code, out, err) = run(&["demo", "--traffic", "300", "--json"], &env);
     assert_eq!(code, Some(0), "demo --traffic: {err}");
     let report: Value = serde_json::from_str(&out).unwrap();
+    // The demo experiment's analysis (D27): flow_complete is a guardrail, and a verdict needs
+    // more users than the demo sent, so the console's verdict is to keep running.
+    let (code, exported, err) = run(&["catalog", "export"], &env);
+    assert_eq!(code, Some(0), "catalog export: {err}");
+    let analysed = with_analysis(
+        serde_json::from_str(&exported).unwrap(),
+        DEMO_EXPERIMENT,
+        serde_json::json!({
+            "primary_metric": "purchase_complete",
+            "guardrail_metrics": ["flow_complete"],
+            "minimum_users": 1000,
+        }),
+    );
+    import(&s.db.url, &analysed);
+    let (code, out, err) = run(&["experiments", "results", DEMO_EXPERIMENT, "--json"], &env);
+    assert_eq!(code, Some(0), "{err}");
+    let report_analysed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report_analysed["decision"]["verdict"], "keep_running");
+    assert_eq!(report_analysed["method"], "sequential");
     let base = format!("http://{}", s.admin);
     let browser = Browser::start().await;
     let c = &browser.client;
@@ -686,6 +796,51 @@ async fn an_operator_uses_the_console_in_a_browser() {
     browser.screenshot("experiments").await;
     click(&browser, &row).await;
     wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
+    // D27: the verdict first, in words with its reasons, and which intervals the page shows.
+    let method = wait_for_text(&browser, "#verdict #method", "at least 1000 users", true).await;
+    assert!(
+        method.contains("sequential: valid however often you read this report"),
+        "{method}"
+    );
+    assert_eq!(
+        script(
+            &browser,
+            "return document.querySelector('main > h1').nextElementSibling.id"
+        )
+        .await,
+        "verdict",
+        "the verdict is the first thing under the title"
+    );
+    assert_eq!(
+        script(&browser, "return document.querySelector('main section').id").await,
+        "verdict"
+    );
+    assert_verdict(&browser, &report_analysed).await;
+    assert!(count(&browser, "#verdict li[data-code='minimum_users']").await >= 1);
+    // Then the primary metric, then the guardrail, then the others.
+    let roles = script(
+        &browser,
+        "return [...document.querySelectorAll('section.metric')].map(s => s.dataset.role + ' ' + s.dataset.metric)",
+    )
+    .await;
+    assert_eq!(
+        roles,
+        serde_json::json!([
+            "primary purchase_complete",
+            "guardrail flow_complete",
+            "other revenue"
+        ])
+    );
+    assert!(text(&browser, "section.metric[data-role='primary'] h3")
+        .await
+        .contains("primary metric"));
+    assert!(text(&browser, "section.metric[data-role='guardrail'] h3")
+        .await
+        .contains("guardrail"));
+    assert_eq!(
+        text(&browser, "section.metric th.lift-interval").await,
+        "Lift 95% CI (sequential)"
+    );
     let variants = report["variants"].as_array().unwrap().len();
     assert_eq!(variants, 2);
     assert_eq!(
@@ -698,21 +853,61 @@ async fn an_operator_uses_the_console_in_a_browser() {
         report["exposed_users"].to_string(),
         "the CLI's report"
     );
-    // Each metric has its chart (a dot per variant) and its table, chance to win included.
+    // Each metric has its chart of means (a dot per variant), its chart of lifts (an interval
+    // per treatment with an estimate) and its table, chance to win included.
     let metrics = report["metrics"].as_array().unwrap().len();
     assert_eq!(
-        count(&browser, "section.metric figure > svg").await,
+        count(&browser, "section.metric figure[id^='metric-chart'] > svg").await,
         metrics
     );
     assert_eq!(
-        count(&browser, "section.metric figure > svg circle").await,
+        count(
+            &browser,
+            "section.metric figure[id^='metric-chart'] > svg circle"
+        )
+        .await,
         metrics * variants
     );
+    let estimates = report_analysed["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["variants"].as_array().unwrap().iter().skip(1))
+        .filter(|v| v["lift"].is_number())
+        .count();
+    assert!(estimates > 0, "{report_analysed}");
+    assert_eq!(
+        count(
+            &browser,
+            "section.metric figure[id^='lift-chart'] > svg circle.lift"
+        )
+        .await,
+        estimates
+    );
+    assert_eq!(
+        count(
+            &browser,
+            "section.metric figure[id^='lift-chart'] > svg polyline.zero"
+        )
+        .await,
+        count(&browser, "section.metric figure[id^='lift-chart']").await
+    );
+    assert!(text(
+        &browser,
+        "section.metric figure[id^='lift-chart'] figcaption"
+    )
+    .await
+    .contains("95% interval (sequential"),);
     let chances = report["metrics"][0]["variants"][1]["chance_to_win"]
         .as_f64()
         .unwrap();
+    let metric = report["metrics"][0]["metric"].as_str().unwrap();
     assert_eq!(
-        text(&browser, "section.metric td.chance").await,
+        text(
+            &browser,
+            &format!("section.metric[data-metric='{metric}'] td.chance")
+        )
+        .await,
         format!("{:.2}%", chances * 100.0)
     );
     browser.screenshot("experiment").await;
@@ -798,7 +993,53 @@ async fn an_operator_uses_the_console_in_a_browser() {
         0,
         "no \"no warning\" beside them"
     );
+    // The sample ratio mismatch makes the figures untrustworthy: no decision, and why.
+    assert_eq!(after["decision"]["verdict"], "no_decision");
+    assert_verdict(&browser, &after).await;
+    assert!(count(&browser, "#verdict li[data-code='srm']").await >= 1);
     browser.screenshot("experiment-warnings").await;
+
+    // A reader may read the fixed-horizon intervals instead, for this report only.
+    assert_eq!(
+        script(
+            &browser,
+            "return document.querySelector('#method-choice').value"
+        )
+        .await,
+        "",
+        "the experiment's setting"
+    );
+    click(&browser, "#method-choice option[value='fixed']").await;
+    click(&browser, "form.window button[type=submit]").await;
+    let method = wait_for_text(&browser, "#verdict #method", "fixed horizon", false).await;
+    assert!(
+        method.contains("valid for one look at a horizon set in advance")
+            && method.contains("the experiment's setting is sequential"),
+        "{method}"
+    );
+    let url = c.current_url().await.unwrap();
+    assert!(
+        url.query().unwrap_or_default().contains("method=fixed"),
+        "{url}"
+    );
+    assert_eq!(
+        text(&browser, "section.metric th.lift-interval").await,
+        "Lift 95% CI (fixed horizon)"
+    );
+    assert_eq!(
+        script(
+            &browser,
+            "return document.querySelector('#method-choice').value"
+        )
+        .await,
+        "fixed"
+    );
+    assert!(text(
+        &browser,
+        "section.metric figure[id^='lift-chart'] figcaption"
+    )
+    .await
+    .contains("95% interval (fixed horizon"),);
 
     // The catalog: names that are markup are text in the DOM, and ran nothing.
     c.goto(&format!("{base}/console/catalog")).await.unwrap();
