@@ -2,7 +2,9 @@
 //! exposed users (default 1,000,000; about ten events each, `flowgate_contract_tests::fixtures::scale::experiment`)
 //! written with `append_events` (`COPY` on PostgreSQL), then the report's query: cold (the
 //! database restarted and the OS page cache dropped, when RESULTS_COLD=1 and this process may),
-//! warm (median of 5), and for a three-day `from`/`to` window. On PostgreSQL by default, and
+//! warm (median of 10, with the sequential test and with the fixed-horizon one in turns, D27,
+//! and the domain's report alone with each),
+//! and for a three-day `from`/`to` window. On PostgreSQL by default, and
 //! on SQLite with a tenth of the users (RESULTS_BACKENDS=postgres,sqlite). The PostgreSQL
 //! database is kept for the next run when RESULTS_KEEP=1 (loading 10,000,000 events takes about
 //! a minute). Prints a Markdown table. Run with `make bench-results` (needs PostgreSQL and psql).
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 use flowgate_contract_tests::fixtures::scale::experiment as scale;
 use flowgate_domain::ids::ExperimentId;
 use flowgate_domain::ports::{EventStore, ResultsSource};
-use flowgate_domain::results::{report, ResultsQuery};
+use flowgate_domain::results::{report, Method, ResultsQuery, SequentialConfig};
 use flowgate_domain::Catalog;
 use flowgate_store::{Store, StoreOptions};
 use flowgate_testkit::psql;
@@ -162,16 +164,49 @@ async fn run(backend: &str, url: &str, users: u64, fresh: bool, cold: bool) {
         ("whole experiment, warm", &full),
         ("three days (from/to), warm", &window),
     ] {
-        let mut times = Vec::new();
+        // Both methods (D27) in turns, so drift in the machine falls on both alike.
+        let fixed = q.clone().with_method(Method::FixedHorizon);
+        let sequential = q
+            .clone()
+            .with_method(Method::Sequential(SequentialConfig::default()));
+        let (mut times, mut fixed_times) = (Vec::new(), Vec::new());
         let mut exposed = 0;
-        for _ in 0..5 {
-            let (s, e) = timed(&store, &catalog, q).await;
+        // The store runs the same query for both (the method is the domain's); which goes
+        // first in a pair alternates, since the first of two back-to-back reads is the slower.
+        for i in 0..10 {
+            if i % 2 == 1 {
+                fixed_times.push(timed(&store, &catalog, &fixed).await.0);
+            }
+            let (s, e) = timed(&store, &catalog, &sequential).await;
             times.push(s);
             exposed = e;
+            if i % 2 == 0 {
+                fixed_times.push(timed(&store, &catalog, &fixed).await.0);
+            }
+        }
+        let (s, f) = (median(times), median(fixed_times));
+        // The method's own cost, apart from the query's noise: the domain's report alone on
+        // the data of the last read, each method 200 times in turns.
+        let data = store.experiment_results(q).await.expect("results");
+        let (app, experiment) = catalog.experiment(q.experiment_id).expect("experiment");
+        let (mut s_report, mut f_report) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..200 {
+            let start = Instant::now();
+            std::hint::black_box(report(app.id(), experiment, &sequential, &data));
+            s_report += start.elapsed();
+            let start = Instant::now();
+            std::hint::black_box(report(app.id(), experiment, &fixed, &data));
+            f_report += start.elapsed();
         }
         println!(
-            "| {backend} | {what} (median of 5) | {exposed} | {:.3} |",
-            median(times)
+            "| {backend} | {what}: the report alone, sequential / fixed horizon (200 each) | {exposed} | {:.1} µs / {:.1} µs |",
+            s_report.as_secs_f64() * 1e6 / 200.0,
+            f_report.as_secs_f64() * 1e6 / 200.0
+        );
+        println!("| {backend} | {what}, sequential (median of 10) | {exposed} | {s:.3} |");
+        println!(
+            "| {backend} | {what}, fixed horizon (median of 10) | {exposed} | {f:.3} (sequential / fixed: {:.3}) |",
+            s / f
         );
     }
 }

@@ -28,6 +28,7 @@ const VERSION_WELCOME: &str = "d0000000-0000-4000-8000-0000000000e1";
 
 fn catalog() -> String {
     let text = r#"{
+  "format": 2,
   "workspaces": [{
     "id": "WS", "name": "Demo workspace",
     "apps": [{
@@ -57,6 +58,7 @@ fn catalog() -> String {
         {"key": "paywall", "default_flow_id": "FA", "rules": [
           {"audience": {"country": {"$in": ["US", "CA", "GB"]}}, "experiment": {
             "id": "EXP", "name": "paywall-price-test", "status": "running", "coverage": 1.0,
+            "analysis": {"primary_metric": "purchase_complete", "guardrail_metrics": ["revenue"]},
             "variants": [
               {"id": "VARA", "name": "control", "weight": 1, "flow_id": "FA"},
               {"id": "VARB", "name": "trial", "weight": 1, "flow_id": "FB"}]}}]}
