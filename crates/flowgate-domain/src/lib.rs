@@ -19,6 +19,7 @@ pub mod resolve;
 pub mod results;
 pub(crate) mod shown;
 pub mod sticky;
+pub mod store_notifications;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};
 pub use identity::Platform;

@@ -560,7 +560,9 @@ fn build_analysis(p: &mut Problems, ap: &str, data: Option<&AnalysisData>) -> An
         return settings;
     };
     let metric = |p: &mut Problems, pointer: String, name: &str| {
+        let store = crate::store_notifications::STORE_METRICS;
         let known = name == AnalysisSettings::REVENUE
+            || store.contains(&name)
             || crate::events::EventType::SDK_TYPES
                 .iter()
                 .any(|t| t.as_str() == name);
@@ -569,6 +571,7 @@ fn build_analysis(p: &mut Problems, ap: &str, data: Option<&AnalysisData>) -> An
                 .iter()
                 .map(|t| t.as_str())
                 .chain([AnalysisSettings::REVENUE])
+                .chain(store)
                 .collect();
             p.push(
                 pointer,

@@ -11,6 +11,7 @@ use super::report::{DailyCounts, ResultsData, ResultsQuery, VariantCounts};
 use super::stats::VariantSums;
 use crate::events::{AnalyticsEvent, EventType, NoFlowReason};
 use crate::ids::{AppId, ExperimentId, VariantId};
+use crate::store_notifications::StoreTransaction;
 
 /// Whether `e` is an exposure event of some experiment (a `flow_open`, or a holdout
 /// `resolve_no_flow`, carrying an experiment id as resolve serves it): that experiment.
@@ -140,6 +141,18 @@ impl<'q> Folder<'q> {
 
     /// Adds one user: `exposures` (at least one) and `outcomes`, each up to the query's end.
     pub fn user(&mut self, exposures: &[Exposure], outcomes: &[Outcome]) {
+        self.user_with(exposures, outcomes, &[]);
+    }
+
+    /// As [`Folder::user`], with the user's store transactions (D30; any order, one per
+    /// notification: a transaction reported twice, bought then refunded, is one), counted
+    /// when the query asks for store metrics.
+    pub fn user_with(
+        &mut self,
+        exposures: &[Exposure],
+        outcomes: &[Outcome],
+        transactions: &[StoreTransaction],
+    ) {
         let to = self.query.to;
         let Some(first) = exposures
             .iter()
@@ -186,6 +199,19 @@ impl<'q> Folder<'q> {
                 }
             }
         }
+        if let Some(horizon) = self.query.store_horizon_days {
+            let end = (first.at + time::Duration::days(i64::from(horizon))).min(to);
+            let store = store_counts(first.at, end, transactions, self.query);
+            let counts = &mut self.variants[first.variant].store;
+            counts.trial_started += u64::from(store.trial_started);
+            counts.trial_converted += u64::from(store.trial_converted);
+            counts.paid += u64::from(store.paid);
+            counts.refunded += u64::from(store.refunded);
+            counts.proceeds.users += 1;
+            counts.proceeds.sum += store.proceeds;
+            counts.proceeds.sum_squares += store.proceeds * store.proceeds;
+            self.data.unconverted_purchases += store.unconverted;
+        }
         let counts = &mut self.variants[first.variant];
         counts.users += 1;
         counts.revenue.users += 1;
@@ -213,6 +239,73 @@ impl<'q> Folder<'q> {
         self.data.daily = self.daily.into_values().collect();
         self.data
     }
+}
+
+/// One user's store figures (D30).
+#[derive(Default)]
+struct UserStore {
+    trial_started: bool,
+    trial_converted: bool,
+    paid: bool,
+    refunded: bool,
+    proceeds: f64,
+    unconverted: u64,
+}
+
+/// One user's store figures from `transactions` bought from `start` to `end` (both inclusive):
+/// each transaction once (its notifications merged: refunded if any says so), a trial converted
+/// by a paid transaction of the same subscription bought after it, proceeds the paid prices
+/// less the refunded ones in the reporting currency (a price without a rate left out and
+/// counted).
+fn store_counts(
+    start: OffsetDateTime,
+    end: OffsetDateTime,
+    transactions: &[StoreTransaction],
+    query: &ResultsQuery,
+) -> UserStore {
+    let mut merged: BTreeMap<&str, StoreTransaction> = BTreeMap::new();
+    for t in transactions {
+        if t.purchased_at < start || t.purchased_at > end {
+            continue;
+        }
+        merged
+            .entry(t.transaction_id.as_str())
+            .and_modify(|m| {
+                m.refunded |= t.refunded;
+                m.trial |= t.trial;
+                if m.currency.is_empty() {
+                    m.currency.clone_from(&t.currency);
+                }
+                m.price = m.price.max(t.price);
+                m.purchased_at = m.purchased_at.min(t.purchased_at);
+            })
+            .or_insert_with(|| t.clone());
+    }
+    let mut user = UserStore::default();
+    let trials: Vec<&StoreTransaction> = merged.values().filter(|t| t.trial).collect();
+    user.trial_started = !trials.is_empty();
+    for t in merged.values().filter(|t| !t.trial && t.price > 0.0) {
+        user.paid = true;
+        user.trial_converted |= trials.iter().any(|trial| {
+            trial.original_transaction_id == t.original_transaction_id
+                && trial.purchased_at < t.purchased_at
+        });
+        match query.rate(&t.currency) {
+            Some(rate) => {
+                let amount = t.price * rate;
+                user.proceeds += amount;
+                if t.refunded {
+                    user.refunded = true;
+                    user.proceeds -= amount;
+                }
+            }
+            None => {
+                user.refunded |= t.refunded;
+                user.unconverted += 1;
+            }
+        }
+    }
+    user
 }
 
 /// The daily counts of `variant` on the UTC day of `at`.
@@ -278,6 +371,16 @@ pub fn aggregate<'e>(
     query: &ResultsQuery,
     events: impl IntoIterator<Item = &'e AnalyticsEvent> + Clone,
 ) -> ResultsData {
+    aggregate_with(query, events, &[])
+}
+
+/// As [`aggregate`], with the app's store transactions (D30; those of other apps are the
+/// caller's to leave out).
+pub fn aggregate_with<'e>(
+    query: &ResultsQuery,
+    events: impl IntoIterator<Item = &'e AnalyticsEvent> + Clone,
+    transactions: &[StoreTransaction],
+) -> ResultsData {
     // Ordered by user, so the sums add up in the same order every time.
     let mut exposures: BTreeMap<&str, Vec<Exposure>> = BTreeMap::new();
     for e in events.clone() {
@@ -294,9 +397,21 @@ pub fn aggregate<'e>(
             outcomes.entry(e.user_id.as_str()).or_default().push(o);
         }
     }
+    let mut bought: HashMap<&str, Vec<StoreTransaction>> = HashMap::new();
+    for t in transactions {
+        if let Some(user) = t.user_id.as_deref() {
+            if exposures.contains_key(user) {
+                bought.entry(user).or_default().push(t.clone());
+            }
+        }
+    }
     let mut folder = Folder::new(query);
     for (user, xs) in &exposures {
-        folder.user(xs, outcomes.get(user).map_or(&[][..], Vec::as_slice));
+        folder.user_with(
+            xs,
+            outcomes.get(user).map_or(&[][..], Vec::as_slice),
+            bought.get(user).map_or(&[][..], Vec::as_slice),
+        );
     }
     folder.finish()
 }

@@ -35,11 +35,14 @@ pub mod sequential;
 pub mod stats;
 
 pub use crate::catalog::AnalysisSettings;
-pub use aggregate::{aggregate, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome};
+pub use crate::store_notifications::{PROCEEDS_METRIC, STORE_METRICS};
+pub use aggregate::{
+    aggregate, aggregate_with, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome,
+};
 pub use decision::{decide, Decision, Reason, Verdict};
 pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
-    ResultsQuery, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,
+    ResultsQuery, StoreCounts, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,
     REVENUE_METRIC, SRM_WARNING_P_VALUE,
 };
 pub use sequential::{

@@ -11,9 +11,19 @@ use super::stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, Varia
 use crate::catalog::{AnalysisSettings, Experiment, ExperimentStatus};
 use crate::events::EventType;
 use crate::ids::{AppId, ExperimentId, VariantId};
+use crate::store_notifications::PROCEEDS_METRIC;
 
 /// The metric name of revenue per user.
 pub const REVENUE_METRIC: &str = "revenue";
+/// The store conversions (D30), in report order, with their counts.
+type StoreCount = fn(&StoreCounts) -> u64;
+const STORE_CONVERSIONS: [(&str, StoreCount); 4] = [
+    ("trial_started", |c| c.trial_started),
+    ("trial_converted", |c| c.trial_converted),
+    ("paid", |c| c.paid),
+    ("refunded", |c| c.refunded),
+];
+
 /// Below this sample-ratio p-value the report warns (D22).
 pub const SRM_WARNING_P_VALUE: f64 = 0.001;
 /// Above this share of multiple exposures among exposed users the report warns (D22).
@@ -45,6 +55,9 @@ pub struct ResultsQuery {
     /// How the comparisons are tested (D27): the experiment's `analysis.sequential` unless
     /// [`ResultsQuery::with_method`] overrides it. The store does not read it.
     pub method: Method,
+    /// The store metrics (D30) of transactions bought within this many days of a user's first
+    /// exposure; `None` (the default): not reported. See [`ResultsQuery::with_store_metrics`].
+    pub store_horizon_days: Option<u32>,
 }
 
 impl ResultsQuery {
@@ -76,12 +89,20 @@ impl ResultsQuery {
             conversions,
             currency: currency.to_owned(),
             exchange_rates,
+            store_horizon_days: None,
             method: if experiment.analysis.sequential {
                 Method::Sequential(SequentialConfig::default())
             } else {
                 Method::FixedHorizon
             },
         }
+    }
+
+    /// The same query with the store metrics (D30) of transactions bought within
+    /// `horizon_days` of first exposure.
+    pub fn with_store_metrics(mut self, horizon_days: u32) -> Self {
+        self.store_horizon_days = Some(horizon_days);
+        self
     }
 
     /// The same query tested by `method` (`--method`, `method=`: D27).
@@ -128,6 +149,24 @@ pub struct VariantCounts {
     /// Revenue per user: the users, the sum and the sum of squares of each user's converted
     /// revenue.
     pub revenue: VariantSums,
+    /// The store metrics (D30), when the query asks for them.
+    pub store: StoreCounts,
+}
+
+/// One variant's store metrics (D30): users with each, and proceeds per user.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StoreCounts {
+    /// Users who started a free trial.
+    pub trial_started: u64,
+    /// Users whose trial converted to a paid transaction.
+    pub trial_converted: u64,
+    /// Users with a paid transaction.
+    pub paid: u64,
+    /// Users with a paid transaction refunded.
+    pub refunded: u64,
+    /// Proceeds per user in the reporting currency: the users, the sum, the sum of squares.
+    pub proceeds: VariantSums,
 }
 
 impl VariantCounts {
@@ -143,6 +182,7 @@ impl VariantCounts {
             users,
             conversions,
             revenue,
+            store: StoreCounts::default(),
         }
     }
 }
@@ -355,6 +395,39 @@ pub fn report(
         &revenue,
         query.method,
     ));
+    if query.store_horizon_days.is_some() {
+        let store =
+            |v: &VariantRow| counts(v.variant_id).map_or_else(StoreCounts::default, |c| c.store);
+        for (name, count) in STORE_CONVERSIONS {
+            let sums: Vec<(VariantId, VariantSums)> = variants
+                .iter()
+                .map(|v| {
+                    let n = count(&store(v)) as f64;
+                    let sums = VariantSums {
+                        users: v.users,
+                        sum: n,
+                        sum_squares: n,
+                    };
+                    (v.variant_id, sums)
+                })
+                .collect();
+            metrics.push(metric(name, MetricKind::Conversion, &sums, query.method));
+        }
+        let proceeds: Vec<(VariantId, VariantSums)> = variants
+            .iter()
+            .map(|v| {
+                let mut sums = store(v).proceeds;
+                sums.users = v.users;
+                (v.variant_id, sums)
+            })
+            .collect();
+        metrics.push(metric(
+            PROCEEDS_METRIC,
+            MetricKind::Mean,
+            &proceeds,
+            query.method,
+        ));
+    }
 
     let mut warnings = Vec::new();
     if srm < SRM_WARNING_P_VALUE {

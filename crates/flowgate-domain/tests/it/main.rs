@@ -14,3 +14,4 @@ mod properties;
 mod resolve;
 mod results;
 mod sticky;
+mod store_notifications;
