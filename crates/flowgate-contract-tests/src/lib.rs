@@ -38,6 +38,7 @@ pub trait Harness: Sized {
         + DeadLetterStore
         + ResultsSource
         + StickyStore
+        + flowgate_domain::ports::NotificationStore
         + ?Sized;
 
     /// Creates a fresh, empty instance that shares nothing with any other. `None` means the

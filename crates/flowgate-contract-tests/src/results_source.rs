@@ -458,3 +458,149 @@ where
     assert_eq!(exposed, 2, "the report's exposed users: {report:?}");
     assert_eq!(report.multiple_exposures, 1, "u1");
 }
+
+/// A RevenueCat notification of `user`'s transaction, read as the route reads it.
+fn store_note(
+    app: &str,
+    id: &str,
+    user: &str,
+    transaction: (&str, &str),
+    at: OffsetDateTime,
+    price: f64,
+    kind: &str,
+    trial: bool,
+) -> flowgate_domain::store_notifications::StoreNotification {
+    let body = serde_json::json!({"api_version": "1.0", "event": {
+        "id": id, "type": kind, "app_user_id": user, "cancel_reason": "CUSTOMER_SUPPORT",
+        "transaction_id": transaction.0, "original_transaction_id": transaction.1,
+        "purchased_at_ms": at.unix_timestamp() * 1000,
+        "period_type": if trial { "TRIAL" } else { "NORMAL" },
+        "price_in_purchased_currency": price, "currency": "EUR"}});
+    flowgate_domain::store_notifications::read_revenuecat(AppId::from_uuid(uuid(app)), &body)
+        .expect("a readable notification")
+}
+
+/// D30: a notification is stored once per app, source and id (a replay changes nothing, the
+/// same id in another app is another notification), and the store metrics count what was
+/// stored for the experiment's exposed users: a trial converted, a refund, proceeds in the
+/// reporting currency, nothing of other apps, unexposed users or past the horizon.
+pub async fn store_notifications_are_stored_once_and_counted<S>(store: &S)
+where
+    S: EventStore + ResultsSource + flowgate_domain::ports::NotificationStore + ?Sized,
+{
+    let day = Duration::days(1);
+    let notes = [
+        store_note(
+            APP1,
+            "n1",
+            "u1",
+            ("t1", "o1"),
+            T0 + day,
+            0.0,
+            "INITIAL_PURCHASE",
+            true,
+        ),
+        store_note(
+            APP1,
+            "n2",
+            "u1",
+            ("t2", "o1"),
+            T0 + day * 8,
+            10.0,
+            "RENEWAL",
+            false,
+        ),
+        store_note(
+            APP1,
+            "n3",
+            "u2",
+            ("t3", "o3"),
+            T0 + day,
+            20.0,
+            "INITIAL_PURCHASE",
+            false,
+        ),
+        store_note(
+            APP1,
+            "n4",
+            "u2",
+            ("t3", "o3"),
+            T0 + day * 2,
+            20.0,
+            "CANCELLATION",
+            false,
+        ),
+        // Past the 30-day horizon, another app's, a user never exposed.
+        store_note(
+            APP1,
+            "n5",
+            "u3",
+            ("t5", "o5"),
+            T0 + day * 40,
+            50.0,
+            "RENEWAL",
+            false,
+        ),
+        store_note(
+            APP2,
+            "n6",
+            "u3",
+            ("t6", "o6"),
+            T0 + day,
+            50.0,
+            "RENEWAL",
+            false,
+        ),
+        store_note(
+            APP1,
+            "n7",
+            "nobody",
+            ("t7", "o7"),
+            T0 + day,
+            50.0,
+            "RENEWAL",
+            false,
+        ),
+    ];
+    for n in &notes {
+        assert_eq!(
+            store.record_notification(n).await,
+            Ok(true),
+            "{}",
+            n.notification_id
+        );
+    }
+    // A replay: stored already, nothing new.
+    assert_eq!(store.record_notification(&notes[1]).await, Ok(false));
+    // The same id in another app is another notification.
+    let mut other = notes[0].clone();
+    other.app_id = AppId::from_uuid(uuid(APP2));
+    assert_eq!(store.record_notification(&other).await, Ok(true));
+
+    let mut events = Events::default();
+    events.open("u1", new(), T0);
+    events.holdout("u2", control(), T0);
+    events.holdout("u3", control(), T0);
+    let q = query(None, T0 + day * 60, &[], &[("EUR", 2.0)]).with_store_metrics(30);
+    let data = results(store, &events, &q).await;
+    let variant = |id: VariantId| {
+        data.variants
+            .iter()
+            .find(|v| v.variant_id == id)
+            .map(|v| v.store)
+            .expect("the variant")
+    };
+    let (c, n) = (variant(control()), variant(new()));
+    assert_eq!(
+        (n.trial_started, n.trial_converted, n.paid, n.refunded),
+        (1, 1, 1, 0),
+        "u1: a trial converted on day 8"
+    );
+    assert_eq!(n.proceeds, sums(&[20.0]));
+    assert_eq!(
+        (c.trial_started, c.paid, c.refunded),
+        (0, 1, 1),
+        "u2 paid and was refunded; u3's only purchase is past the horizon"
+    );
+    assert_eq!(c.proceeds, sums(&[0.0, 0.0]));
+}

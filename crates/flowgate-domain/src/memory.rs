@@ -31,6 +31,8 @@ struct State {
     dead_letters: Vec<DeadLetter>,
     /// Sticky assignment documents (D23) by app and identifier.
     sticky: BTreeMap<(AppId, StickyId), BTreeMap<String, String>>,
+    /// Store notifications (D30), in the order they came.
+    notifications: Vec<crate::store_notifications::StoreNotification>,
 }
 
 /// In-memory catalog, key and event storage.
@@ -182,7 +184,19 @@ impl ResultsSource for InMemoryStore {
         &'a self,
         query: &'a ResultsQuery,
     ) -> BoxFuture<'a, Result<ResultsData, StoreError>> {
-        let data = crate::results::aggregate(query, self.lock().events.iter());
+        let state = self.lock();
+        let data = match query.store_horizon_days {
+            Some(_) => {
+                let transactions: Vec<_> = state
+                    .notifications
+                    .iter()
+                    .filter(|n| n.app_id == query.app_id)
+                    .filter_map(|n| n.transaction.clone())
+                    .collect();
+                crate::results::aggregate_with(query, state.events.iter(), &transactions)
+            }
+            None => crate::results::aggregate(query, state.events.iter()),
+        };
         Box::pin(std::future::ready(Ok(data)))
     }
 
@@ -320,5 +334,26 @@ impl StickyStore for InMemoryStore {
                 .extend(write.doc.assignments.clone());
         }
         Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+impl crate::ports::NotificationStore for InMemoryStore {
+    fn record_notification<'a>(
+        &'a self,
+        notification: &'a crate::store_notifications::StoreNotification,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let mut state = self.lock();
+        let stored = state.notifications.iter().any(|n| {
+            (n.app_id, n.source, &n.notification_id)
+                == (
+                    notification.app_id,
+                    notification.source,
+                    &notification.notification_id,
+                )
+        });
+        if !stored {
+            state.notifications.push(notification.clone());
+        }
+        Box::pin(std::future::ready(Ok(!stored)))
     }
 }

@@ -224,6 +224,17 @@ pub trait ResultsSource: Send + Sync {
     ) -> BoxFuture<'a, Result<BTreeMap<ExperimentId, u64>, StoreError>>;
 }
 
+/// Where store notifications are kept (D30): each once per app, source and notification id.
+pub trait NotificationStore: Send + Sync {
+    /// Stores `notification` unless one of its app, source and id is stored already: `true`
+    /// when it was new, `false` for a replay (nothing changed). Only once this answers may the
+    /// sender be told it was received (D15).
+    fn record_notification<'a>(
+        &'a self,
+        notification: &'a crate::store_notifications::StoreNotification,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+}
+
 /// An event, or a message of the event bus, that the store refused for good (D17), kept aside
 /// with the error so that nothing is dropped silently and it can be tried again (replayed).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -120,6 +120,24 @@ pub struct StoreTransaction {
     pub refunded: bool,
 }
 
+impl StoreTransaction {
+    /// Transaction `transaction_id` bought at `purchased_at`, its own subscription, free, not
+    /// a trial, not refunded, of no known user: set the other fields as read.
+    pub fn bought(transaction_id: String, purchased_at: OffsetDateTime) -> Self {
+        Self {
+            user_id: None,
+            original_transaction_id: transaction_id.clone(),
+            transaction_id,
+            product_id: None,
+            purchased_at,
+            price: 0.0,
+            currency: String::new(),
+            trial: false,
+            refunded: false,
+        }
+    }
+}
+
 /// Why a verified notification cannot be read: the JSON pointer and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{pointer}: {message}")]

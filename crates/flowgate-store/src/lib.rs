@@ -18,6 +18,7 @@ mod retention;
 pub mod schema;
 mod sticky;
 mod store;
+mod store_notifications;
 mod tls;
 pub mod types;
 

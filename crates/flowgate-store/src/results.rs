@@ -34,6 +34,7 @@ use flowgate_domain::ports::{BoxFuture, Outage, ResultsSource, StoreError};
 use flowgate_domain::results::{
     Exposure, ExposureCountQuery, Folder, Outcome, ResultsData, ResultsQuery,
 };
+use flowgate_domain::store_notifications::StoreTransaction;
 use futures_util::TryStreamExt;
 use time::OffsetDateTime;
 use tokio::sync::Semaphore;
@@ -195,12 +196,17 @@ where
     }
 }
 
+/// The app's store transactions by user (D30), read whole before the merge: a few per buyer,
+/// far fewer than the events.
+type Transactions = std::collections::HashMap<String, Vec<StoreTransaction>>;
+
 /// Merges the exposures (in user order) with each user's outcomes (reads in user order) and
 /// folds them one user at a time.
 async fn merge<S, R, D, O, Q, E>(
     query: &ResultsQuery,
     mut exposures: Ahead<S, Exposure, D>,
     outcomes: &mut [Ahead<O, Outcome, E>],
+    transactions: &Transactions,
 ) -> Result<ResultsData, StoreError>
 where
     S: futures_util::Stream<Item = Result<R, StoreError>> + Unpin,
@@ -218,7 +224,8 @@ where
         for read in outcomes.iter_mut() {
             read.take(&user, &mut theirs).await?;
         }
-        folder.user(&seen, &theirs);
+        let bought = transactions.get(&user).map_or(&[][..], Vec::as_slice);
+        folder.user_with(&seen, &theirs, bought);
     }
     Ok(folder.finish())
 }
@@ -305,6 +312,7 @@ impl Postgres {
         &self,
         query: &ResultsQuery,
         limit: Option<Duration>,
+        transactions: &Transactions,
     ) -> Result<ResultsData, StoreError> {
         let rfc3339 = |t: OffsetDateTime| {
             t.format(&time::format_description::well_known::Rfc3339)
@@ -416,7 +424,7 @@ impl Postgres {
             .await?;
             outcomes.push(read);
         }
-        merge(query, exposures, &mut outcomes).await
+        merge(query, exposures, &mut outcomes, transactions).await
     }
 }
 
@@ -436,7 +444,11 @@ struct SqliteRow {
 }
 
 impl Sqlite {
-    async fn experiment_results(&self, query: &ResultsQuery) -> Result<ResultsData, StoreError> {
+    async fn experiment_results(
+        &self,
+        query: &ResultsQuery,
+        transactions: &Transactions,
+    ) -> Result<ResultsData, StoreError> {
         // Microseconds from the stored RFC 3339 UTC text (fixed width, six fractional digits).
         let micros = "(CAST(strftime('%s', substr(occurred_at, 1, 19)) AS INTEGER) * 1000000 \
                       + CAST(substr(occurred_at, 21, 6) AS INTEGER))";
@@ -512,7 +524,7 @@ impl Sqlite {
             },
         )
         .await?;
-        merge(query, exposures, &mut [outcomes]).await
+        merge(query, exposures, &mut [outcomes], transactions).await
     }
 }
 
@@ -523,9 +535,10 @@ impl Store {
         query: &ResultsQuery,
         limit: Option<Duration>,
     ) -> Result<ResultsData, StoreError> {
+        let transactions = self.store_transactions(query).await?;
         match self.db() {
-            Db::Postgres(pg) => pg.experiment_results(query, limit).await,
-            Db::Sqlite(sqlite) => sqlite.experiment_results(query).await,
+            Db::Postgres(pg) => pg.experiment_results(query, limit, &transactions).await,
+            Db::Sqlite(sqlite) => sqlite.experiment_results(query, &transactions).await,
         }
     }
 

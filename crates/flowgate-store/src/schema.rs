@@ -200,6 +200,32 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    store_notifications (app_id, source, notification_id) {
+        app_id -> Uuid,
+        source -> Text,
+        notification_id -> Text,
+        format -> Integer,
+        notification_type -> Text,
+        subtype -> Nullable<Text>,
+        environment -> Nullable<Text>,
+        user_id -> Nullable<Text>,
+        transaction_id -> Nullable<Text>,
+        original_transaction_id -> Nullable<Text>,
+        product_id -> Nullable<Text>,
+        purchased_at -> Nullable<Instant>,
+        price -> Nullable<Double>,
+        currency -> Nullable<Text>,
+        trial -> Bool,
+        refunded -> Bool,
+        payload -> Text,
+        received_at -> Instant,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     catalog_revision,
     workspaces,

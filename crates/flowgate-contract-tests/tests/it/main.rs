@@ -74,6 +74,7 @@ contract_tests!(results_source {
     store user_ids_in_any_order_are_joined_to_their_own_events,
     store an_experiment_without_exposures_has_no_counts,
     store exposure_counts_per_experiment,
+    store store_notifications_are_stored_once_and_counted,
 });
 
 contract_tests!(sticky_store {
