@@ -323,3 +323,59 @@ fn store_metrics_count_each_user_once_within_the_horizon() {
     plain.store_horizon_days = None;
     assert_eq!(report(app.id(), experiment, &plain, &data).metrics.len(), 3);
 }
+
+/// `formats/flowgate.store-notification/v<N>/<name>`.
+fn sample(version: u32, name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../formats/flowgate.store-notification")
+        .join(format!("v{version}"))
+        .join(name)
+}
+
+/// The stored `payload` of each source is the current version's golden sample (D26), byte for
+/// byte, and each sample still says what this release reads from it.
+#[test]
+fn the_stored_payloads_are_their_formats_samples() {
+    use flowgate_contract_tests::fixtures::assert_golden;
+    use flowgate_domain::store_notifications::FORMAT;
+    let (n, t) = apple(
+        "DID_RENEW",
+        json!({"transactionId": "t2", "originalTransactionId": "o1", "purchaseDate": 1_764_604_800_000_i64,
+               "price": 29990, "currency": "EUR", "appAccountToken": USER}),
+    );
+    let renewal = json!({"autoRenewStatus": 1, "originalTransactionId": "o1"});
+    let apple = read_apple(app(), &n, Some(&t), Some(&renewal)).unwrap();
+    let revenuecat = read_revenuecat(
+        app(),
+        &json!({"api_version": "1.0", "event": {"id": "e1", "type": "RENEWAL", "app_user_id": "user-1",
+            "transaction_id": "t1", "original_transaction_id": "o1", "purchased_at_ms": 1_764_000_000_000_i64,
+            "period_type": "NORMAL", "price_in_purchased_currency": 29.99, "currency": "EUR"}}),
+    )
+    .unwrap();
+    for (name, read) in [("apple.json", &apple), ("revenuecat.json", &revenuecat)] {
+        let mut text = serde_json::to_string_pretty(&read.payload).unwrap();
+        text.push('\n');
+        assert_golden(
+            &sample(FORMAT, name),
+            text.as_bytes(),
+            "flowgate.store-notification",
+        );
+    }
+    // Version 1: Apple's parts under `notification`, `transaction`, `renewal`; RevenueCat's
+    // event as sent.
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sample(1, "apple.json")).unwrap()).unwrap();
+    let again = read_apple(
+        app(),
+        &stored["notification"],
+        Some(&stored["transaction"]),
+        Some(&stored["renewal"]),
+    )
+    .unwrap();
+    assert_eq!(again.transaction, apple.transaction);
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sample(1, "revenuecat.json")).unwrap())
+            .unwrap();
+    let again = read_revenuecat(app(), &json!({"event": stored})).unwrap();
+    assert_eq!(again.transaction, revenuecat.transaction);
+}
