@@ -2,6 +2,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admin;
+pub mod apple_jws;
 pub mod authorization;
 pub mod background;
 pub mod client_ip;
