@@ -459,7 +459,8 @@ where
     assert_eq!(report.multiple_exposures, 1, "u1");
 }
 
-/// A RevenueCat notification of `user`'s transaction, read as the route reads it.
+/// A RevenueCat notification of `user`'s transaction, read as the route reads it; a free one
+/// starts a trial.
 fn store_note(
     app: &str,
     id: &str,
@@ -468,8 +469,9 @@ fn store_note(
     at: OffsetDateTime,
     price: f64,
     kind: &str,
-    trial: bool,
 ) -> flowgate_domain::store_notifications::StoreNotification {
+    // A free transaction is a trial's start.
+    let trial = price == 0.0;
     let body = serde_json::json!({"api_version": "1.0", "event": {
         "id": id, "type": kind, "app_user_id": user, "cancel_reason": "CUSTOMER_SUPPORT",
         "transaction_id": transaction.0, "original_transaction_id": transaction.1,
@@ -498,7 +500,6 @@ where
             T0 + day,
             0.0,
             "INITIAL_PURCHASE",
-            true,
         ),
         store_note(
             APP1,
@@ -508,7 +509,6 @@ where
             T0 + day * 8,
             10.0,
             "RENEWAL",
-            false,
         ),
         store_note(
             APP1,
@@ -518,7 +518,6 @@ where
             T0 + day,
             20.0,
             "INITIAL_PURCHASE",
-            false,
         ),
         store_note(
             APP1,
@@ -528,7 +527,6 @@ where
             T0 + day * 2,
             20.0,
             "CANCELLATION",
-            false,
         ),
         // Past the 30-day horizon, another app's, a user never exposed.
         store_note(
@@ -539,18 +537,8 @@ where
             T0 + day * 40,
             50.0,
             "RENEWAL",
-            false,
         ),
-        store_note(
-            APP2,
-            "n6",
-            "u3",
-            ("t6", "o6"),
-            T0 + day,
-            50.0,
-            "RENEWAL",
-            false,
-        ),
+        store_note(APP2, "n6", "u3", ("t6", "o6"), T0 + day, 50.0, "RENEWAL"),
         store_note(
             APP1,
             "n7",
@@ -559,7 +547,6 @@ where
             T0 + day,
             50.0,
             "RENEWAL",
-            false,
         ),
     ];
     for n in &notes {
