@@ -60,14 +60,20 @@ impl fmt::Display for KeyEnvironment {
     }
 }
 
-/// The kind of key (D1): only `sdk` keys may call this service.
+/// The kind of key (D1, D30): `sdk` keys call the SDK routes, `webhook` keys the store
+/// notification routes, and neither the other's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KeyType {
-    /// Publishable SDK key, allowed on every `/v1` route.
+    /// Publishable SDK key, allowed on every SDK route (`/v1/.../resolve`, `/events`, ...).
     Sdk,
     /// Server-side dashboard key; rejected here with `key_type_not_allowed`.
     Secret,
+    /// A store's notifications (D30: RevenueCat sends it in the `Authorization` header),
+    /// allowed on the store routes of its workspace's apps only; the SDK routes reject it
+    /// with `key_type_not_allowed`. Stored apart from the other types (`webhook_keys`, D26:
+    /// a release that does not know the type never reads it).
+    Webhook,
 }
 
 impl KeyType {
@@ -76,14 +82,16 @@ impl KeyType {
         match self {
             KeyType::Sdk => "sdk",
             KeyType::Secret => "secret",
+            KeyType::Webhook => "webhook",
         }
     }
 
-    /// Parses `sdk` or `secret`.
+    /// Parses `sdk`, `secret` or `webhook`.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "sdk" => Some(KeyType::Sdk),
             "secret" => Some(KeyType::Secret),
+            "webhook" => Some(KeyType::Webhook),
             _ => None,
         }
     }
@@ -397,7 +405,8 @@ pub enum AuthError {
     /// Malformed, unknown or revoked key.
     #[error("invalid API key")]
     InvalidApiKey,
-    /// A key of a type other than `sdk`.
+    /// A key of a type the route does not take: other than `sdk` on the SDK routes, other
+    /// than `webhook` on the store routes (D30).
     #[error("this key type is not allowed here; use an SDK key")]
     KeyTypeNotAllowed,
     /// A key of the other environment than the deployment accepts.
@@ -486,6 +495,27 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn key_types_round_trip_by_name() {
+        for (key_type, name) in [
+            (KeyType::Sdk, "sdk"),
+            (KeyType::Secret, "secret"),
+            (KeyType::Webhook, "webhook"),
+        ] {
+            assert_eq!(key_type.as_str(), name);
+            assert_eq!(key_type.to_string(), name);
+            assert_eq!(KeyType::parse(name), Some(key_type));
+            let json = serde_json::to_string(&key_type).expect("serialises");
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(
+                serde_json::from_str::<KeyType>(&json).expect("reads"),
+                key_type
+            );
+        }
+        assert_eq!(KeyType::parse("Webhook"), None);
+        assert_eq!(KeyType::parse("admin"), None);
     }
 
     #[test]

@@ -154,6 +154,25 @@ diesel::table! {
     use diesel::sql_types::*;
     use crate::types::sql::{Instant, Uuid};
 
+    /// Keys of type `webhook` (D30), apart from `api_keys` for release 0.2.0 (D26); the same
+    /// columns.
+    webhook_keys (id) {
+        id -> Uuid,
+        workspace_id -> Uuid,
+        digest -> Binary,
+        display_prefix -> Text,
+        key_type -> Text,
+        environment -> Text,
+        name -> Text,
+        created_at -> Instant,
+        revoked_at -> Nullable<Instant>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
     analytics_dead_letters (id) {
         id -> Uuid,
         event_id -> Nullable<Uuid>,
@@ -237,6 +256,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     variants,
     rules,
     api_keys,
+    webhook_keys,
     analytics_dead_letters,
     catalog_imports,
     sticky_assignments,

@@ -29,6 +29,17 @@
 //! misread (a member removed, renamed or whose meaning changed); its reader then keeps
 //! reading the previous formats, at least the previous release's.
 //!
+//! # Webhook keys are not cached
+//!
+//! The file holds every key of the catalog but the `webhook` keys of the store notification
+//! routes (D30), whatever their state: [`CatalogCache::encode`] leaves them out, so a server
+//! started from the cache refuses those keys as unknown. Two reasons. Release 0.2.0 reads this
+//! format and takes a key type it does not know for a file that does not decode, so one webhook
+//! key in the file would leave a 0.2.0 replica beside this release (or after a rollback)
+//! without its cache during an outage (D26). And a server started from the cache cannot reach
+//! the store, where a notification must be stored before it is answered: authenticating it
+//! would only lead to a 503, and its sender retries either way.
+//!
 //! [`Store::identity`]: flowgate_store::Store::identity
 
 use std::fs::{self, File, OpenOptions};
@@ -36,6 +47,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use flowgate_domain::catalog::WorkspaceData;
+use flowgate_domain::keys::{KeyRecord, KeyType};
 use flowgate_domain::CatalogData;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
@@ -102,7 +115,46 @@ struct Envelope<'a> {
     format: u32,
     database: &'a str,
     written_at: String,
-    catalog: &'a CatalogData,
+    catalog: CachedCatalog<'a>,
+}
+
+/// What of a [`CatalogData`] the file holds: all of it but the webhook keys (see the module's
+/// doc), serialised as `CatalogData` serialises itself, without copying the catalog.
+#[derive(Serialize)]
+struct CachedCatalog<'a> {
+    revision: u64,
+    workspaces: &'a [WorkspaceData],
+    #[serde(serialize_with = "serialize_cached_keys")]
+    api_keys: &'a [KeyRecord],
+}
+
+impl<'a> CachedCatalog<'a> {
+    fn of(data: &'a CatalogData) -> Self {
+        // Every member named: one added to `CatalogData` fails to compile here until the file
+        // says what becomes of it.
+        let CatalogData {
+            revision,
+            workspaces,
+            api_keys,
+        } = data;
+        Self {
+            revision: *revision,
+            workspaces,
+            api_keys,
+        }
+    }
+}
+
+/// True for the keys the file holds: every type but `webhook`.
+fn cached_key(key: &KeyRecord) -> bool {
+    key.key_type != KeyType::Webhook
+}
+
+fn serialize_cached_keys<S: serde::Serializer>(
+    keys: &&[KeyRecord],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(keys.iter().filter(|k| cached_key(k)))
 }
 
 #[derive(Deserialize)]
@@ -136,7 +188,7 @@ impl CatalogCache {
     }
 
     /// The file's bytes for `data`, written now (serialised where the catalog is built, so
-    /// the write itself is only I/O).
+    /// the write itself is only I/O), without its webhook keys (see the module's doc).
     pub fn encode(&self, data: &CatalogData) -> Result<Vec<u8>, serde_json::Error> {
         let written_at = OffsetDateTime::now_utc()
             .format(&Rfc3339)
@@ -154,7 +206,7 @@ impl CatalogCache {
             format: FORMAT,
             database: &self.database,
             written_at,
-            catalog: data,
+            catalog: CachedCatalog::of(data),
         })
     }
 
@@ -327,6 +379,107 @@ mod tests {
         .unwrap();
         let err = cache.load().unwrap_err().to_string();
         assert!(err.contains("format 0 is no longer read"), "{err}");
+    }
+
+    /// Webhook keys (D30) stay out of the file, active or revoked; the other keys and the rest
+    /// of the catalog are written as without them, so release 0.2.0, whose reader knows the
+    /// types `sdk` and `secret` only, still reads the file.
+    #[test]
+    fn webhook_keys_are_left_out_of_the_file() {
+        use flowgate_contract_tests::fixtures::{at, catalog, key_record, WS1, WS2};
+
+        let sdk = key_record(WS1, 'a', at(0));
+        let mut webhook = key_record(WS1, 'w', at(1));
+        webhook.key_type = KeyType::Webhook;
+        let mut revoked_webhook = key_record(WS2, 'v', at(2));
+        revoked_webhook.key_type = KeyType::Webhook;
+        revoked_webhook.revoked_at = Some(at(3));
+        let secret = KeyRecord {
+            key_type: KeyType::Secret,
+            ..key_record(WS2, 's', at(4))
+        };
+        let with = CatalogData {
+            revision: 9,
+            api_keys: vec![
+                sdk.clone(),
+                webhook.clone(),
+                revoked_webhook,
+                secret.clone(),
+            ],
+            ..catalog()
+        };
+        let without = CatalogData {
+            api_keys: vec![sdk.clone(), secret.clone()],
+            ..with.clone()
+        };
+        let cache = CatalogCache::new("unused", SAMPLE_DATABASE);
+        let written = cache
+            .encode_at(&with, SAMPLE_WRITTEN_AT.to_owned())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(written.clone()).unwrap(),
+            String::from_utf8(
+                cache
+                    .encode_at(&without, SAMPLE_WRITTEN_AT.to_owned())
+                    .unwrap()
+            )
+            .unwrap(),
+            "the file is the catalog's without its webhook keys"
+        );
+        let text = String::from_utf8(written.clone()).unwrap();
+        assert!(!text.contains("webhook"), "{text}");
+        assert!(!text.contains(&webhook.digest.to_hex()), "{text}");
+
+        // A reader that knows 0.2.0's key types only (its `KeyType`) reads every key.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        enum TypeOf020 {
+            Sdk,
+            Secret,
+        }
+        #[derive(Deserialize)]
+        struct KeyOf020 {
+            key_type: TypeOf020,
+        }
+        #[derive(Deserialize)]
+        struct CatalogOf020 {
+            api_keys: Vec<KeyOf020>,
+        }
+        #[derive(Deserialize)]
+        struct FileOf020 {
+            catalog: CatalogOf020,
+        }
+        let old: FileOf020 = serde_json::from_slice(&written).expect("0.2.0 reads the file");
+        let types: Vec<_> = old
+            .catalog
+            .api_keys
+            .iter()
+            .map(|k| match k.key_type {
+                TypeOf020::Sdk => "sdk",
+                TypeOf020::Secret => "secret",
+            })
+            .collect();
+        assert_eq!(types, ["sdk", "secret"]);
+
+        // Read back by this build: the same catalog without the webhook keys, so a server
+        // started from the cache refuses them as unknown.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog-cache.json");
+        let cache = CatalogCache::new(&path, SAMPLE_DATABASE);
+        write(&cache, &with);
+        let cached = cache.load().unwrap().unwrap();
+        assert_eq!(cached.data.api_keys, [sdk, secret]);
+        assert_eq!(text_of(&cached.data), text_of(&without));
+        let catalog = flowgate_domain::Catalog::build(cached.data).unwrap();
+        assert_eq!(catalog.key(&webhook.digest), None);
+    }
+
+    /// Everything but the revision, as JSON text.
+    fn text_of(data: &CatalogData) -> String {
+        text(&CatalogData {
+            revision: 0,
+            ..data.clone()
+        })
     }
 
     /// The database recorded in the golden samples.

@@ -48,6 +48,8 @@ contract_tests!(key_store {
     harness revoke_keeps_first_time,
     harness revoke_unknown_id_is_not_found,
     harness duplicate_digest_is_conflict,
+    harness webhook_key_round_trip,
+    harness ids_and_digests_are_unique_across_key_types,
 });
 
 contract_tests!(event_store {

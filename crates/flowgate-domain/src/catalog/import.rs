@@ -297,11 +297,19 @@ impl Check<'_, '_> {
             for (ki, k) in ws.api_keys.iter().enumerate() {
                 let kp = format!("/workspaces/{wi}/api_keys/{ki}");
                 let key_type = KeyType::parse(&k.key_type);
-                if key_type.is_none() {
-                    self.problems.push(problem(
+                match key_type {
+                    None => self.problems.push(problem(
                         format!("{kp}/type"),
                         format!("`{}` is not a key type: sdk or secret", k.key_type),
-                    ));
+                    )),
+                    // Not a value of the file format (D26: a new value is a new format), and
+                    // stored apart from the keys a file writes (D30).
+                    Some(KeyType::Webhook) => self.problems.push(problem(
+                        format!("{kp}/type"),
+                        "a catalog file holds sdk and secret keys; create a webhook key with \
+                         `flowgate keys create --type webhook`",
+                    )),
+                    Some(_) => {}
                 }
                 // The message never repeats the key: it is a secret.
                 let key = match ApiKey::parse(&k.key) {

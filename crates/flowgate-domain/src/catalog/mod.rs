@@ -117,14 +117,27 @@ impl Catalog {
         self.keys.get(digest)
     }
 
-    /// Authenticates the key a caller presented (D1, D9), as its bearer token: none, a
-    /// malformed key (rejected without any lookup), an unknown or revoked key, a non-`sdk` key,
-    /// and a key of another environment than `accepted` each give their own [`AuthError`].
+    /// Authenticates the key a caller of an SDK route presented (D1, D9), as its bearer token:
+    /// none, a malformed key (rejected without any lookup), an unknown or revoked key, a
+    /// non-`sdk` key (`secret`, or `webhook`: D30), and a key of another environment than
+    /// `accepted` each give their own [`AuthError`].
     /// Reading the token out of a request (an `Authorization` header) is the transport's job.
     pub fn authenticate(
         &self,
         token: Option<&str>,
         accepted: KeyEnvironment,
+    ) -> Result<&KeyRecord, AuthError> {
+        self.key_of_type(token, accepted, KeyType::Sdk)
+    }
+
+    /// A bearer token's key record when it is an active key of type `wanted` and environment
+    /// `accepted`; the checks of [`Catalog::authenticate`], in its order.
+    #[inline]
+    fn key_of_type(
+        &self,
+        token: Option<&str>,
+        accepted: KeyEnvironment,
+        wanted: KeyType,
     ) -> Result<&KeyRecord, AuthError> {
         let token = token.ok_or(AuthError::MissingApiKey)?;
         // Checked in place: the token is not copied (it is hashed once, below).
@@ -133,13 +146,30 @@ impl Catalog {
             .keys
             .get(&KeyDigest::of(token))
             .ok_or(AuthError::InvalidApiKey)?;
-        if record.key_type != KeyType::Sdk {
+        if record.key_type != wanted {
             return Err(AuthError::KeyTypeNotAllowed);
         }
         if record.environment != accepted {
             return Err(AuthError::KeyEnvironmentMismatch);
         }
         Ok(record)
+    }
+
+    /// Authenticates the key a store's notification presented for `app` (D30), as its bearer
+    /// token: only a `webhook` key of the app's workspace passes. The key is checked as
+    /// [`Catalog::authenticate`] checks an SDK key and refused with the same [`AuthError`]s
+    /// (none, malformed, unknown or revoked, another environment than `accepted`), except
+    /// that here every type but `webhook` is [`AuthError::KeyTypeNotAllowed`]; then the app,
+    /// as [`Catalog::app_for`] (D9's order: the key, then the app).
+    pub fn authenticate_webhook(
+        &self,
+        token: Option<&str>,
+        accepted: KeyEnvironment,
+        app: AppId,
+    ) -> Result<(&KeyRecord, &App), WebhookAuthError> {
+        let record = self.key_of_type(token, accepted, KeyType::Webhook)?;
+        let app = self.app_for(record.workspace_id, app)?;
+        Ok((record, app))
     }
 
     /// The app named in a URL, as seen by a key of `workspace` (D9): 404 when no such app
@@ -177,6 +207,19 @@ pub enum AppAccessError {
     /// The app belongs to another workspace: 403 `forbidden_app`.
     #[error("the app does not belong to this key's workspace")]
     Forbidden,
+}
+
+/// Why a store notification's key may not post for an app (D30): the key (401) or the app
+/// (404, 403), in D9's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookAuthError {
+    /// The key is missing, malformed, unknown, revoked, not a `webhook` key or of another
+    /// environment: 401 with the error's code.
+    #[error(transparent)]
+    Key(#[from] AuthError),
+    /// A valid webhook key, for an app that does not exist or is another workspace's.
+    #[error(transparent)]
+    App(#[from] AppAccessError),
 }
 
 /// A workspace in the snapshot.

@@ -15,3 +15,4 @@ mod resolve;
 mod results;
 mod sticky;
 mod store_notifications;
+mod webhook_keys;

@@ -16,4 +16,5 @@ mod fuzz;
 mod legacy;
 mod openapi;
 mod resolve;
+mod webhook_keys;
 mod worker;

@@ -16,9 +16,10 @@ use super::rows::*;
 use super::{decode_revision, revision_query};
 use crate::db::{columns, Conn};
 use crate::error::corrupt;
-use crate::keys::KeyRow;
+use crate::keys::{sort_oldest_first, webhook_columns, KeyRow};
 use crate::schema::{
-    api_keys, apps, experiments, flow_versions, flows, placements, rules, variants, workspaces,
+    api_keys, apps, experiments, flow_versions, flows, placements, rules, variants, webhook_keys,
+    workspaces,
 };
 use crate::types::DbUuid;
 
@@ -75,6 +76,15 @@ pub(super) async fn load_rows(conn: &mut Conn<'_>) -> QueryResult<CatalogRows> {
                 api_keys::table
                     .select(columns::<KeyRow>())
                     .order((api_keys::created_at, api_keys::id)),
+            )
+            .await?,
+        // D30: the webhook keys, in a table of their own (crate::keys); authenticated by the
+        // snapshot like the others.
+        webhook_keys: conn
+            .rows(
+                webhook_keys::table
+                    .select(webhook_columns())
+                    .order((webhook_keys::created_at, webhook_keys::id)),
             )
             .await?,
     })
@@ -244,11 +254,17 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
             apps: apps.remove(&w.id).unwrap_or_default(),
         })
         .collect();
-    let api_keys = rows
+    // Both tables, merged into one list by creation (each query is in that order already).
+    let merge = !rows.webhook_keys.is_empty();
+    let mut api_keys = rows
         .keys
         .into_iter()
+        .chain(rows.webhook_keys)
         .map(KeyRow::into_record)
         .collect::<Result<Vec<_>, _>>()?;
+    if merge {
+        sort_oldest_first(&mut api_keys);
+    }
     Ok(CatalogData {
         revision: decode_revision(rows.revision)?,
         workspaces,

@@ -118,4 +118,6 @@ pub(super) struct CatalogRows {
     pub(super) experiments: Vec<ExperimentRow>,
     pub(super) variants: Vec<VariantRow>,
     pub(super) keys: Vec<KeyRow>,
+    /// The rows of `webhook_keys` (D30), which read as [`KeyRow`]s too.
+    pub(super) webhook_keys: Vec<KeyRow>,
 }

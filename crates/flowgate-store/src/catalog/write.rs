@@ -9,9 +9,10 @@ use flowgate_domain::ports::StoreError;
 use super::rows::*;
 use crate::db::Conn;
 use crate::error::{unstorable, TransactionError};
-use crate::keys::NewKey;
+use crate::keys::{in_webhook_table, NewKey, NewWebhookKey};
 use crate::schema::{
-    api_keys, apps, experiments, flow_versions, flows, placements, rules, variants, workspaces,
+    api_keys, apps, experiments, flow_versions, flows, placements, rules, variants, webhook_keys,
+    workspaces,
 };
 use crate::types::{sql, DbUuid};
 
@@ -98,6 +99,24 @@ pub(super) async fn write_rows(
                     api_keys::revoked_at.eq(coalesce(
                         api_keys::revoked_at,
                         excluded(api_keys::revoked_at),
+                    )),
+                )),
+        )
+        .await?;
+    }
+    // Webhook keys (D30) go to their own table (crate::keys). A catalog file holds none; only
+    // catalog data written whole (`replace_catalog`) may.
+    for row in &rows.webhook_keys {
+        conn.run(
+            diesel::insert_into(webhook_keys::table)
+                .values(row)
+                .on_conflict(webhook_keys::id)
+                .do_update()
+                .set((
+                    webhook_keys::name.eq(excluded(webhook_keys::name)),
+                    webhook_keys::revoked_at.eq(coalesce(
+                        webhook_keys::revoked_at,
+                        excluded(webhook_keys::revoked_at),
                     )),
                 )),
         )
@@ -217,6 +236,7 @@ pub(super) struct WriteRows {
     pub(super) versions: Vec<VersionRow>,
     pub(super) placements: Vec<PlacementWrite>,
     pub(super) keys: Vec<NewKey>,
+    pub(super) webhook_keys: Vec<NewWebhookKey>,
 }
 
 pub(super) fn to_i32(
@@ -241,6 +261,7 @@ impl WriteRows {
             versions: Vec::new(),
             placements: Vec::new(),
             keys: Vec::new(),
+            webhook_keys: Vec::new(),
         };
         for ws in &data.workspaces {
             rows.workspaces.push(WorkspaceRow {
@@ -252,7 +273,11 @@ impl WriteRows {
             }
         }
         for key in &data.api_keys {
-            rows.keys.push(NewKey::from_record(key));
+            if in_webhook_table(key) {
+                rows.webhook_keys.push(NewKey::from_record(key).into());
+            } else {
+                rows.keys.push(NewKey::from_record(key));
+            }
         }
         Ok(rows)
     }

@@ -1,6 +1,7 @@
 //! `KeyStore` beyond its contract suite (`flowgate_contract_tests::key_store`, run on both
 //! backends): a key of an unknown workspace, keys created by the store.
 
+use flowgate_domain::keys::KeyRecord;
 use flowgate_domain::ports::{KeyStore, StoreError};
 use time::macros::datetime;
 
@@ -79,5 +80,56 @@ backend_tests! {
             err,
             StoreError::NotFound { entity: "workspace", which: missing.to_string() }
         );
+    }
+}
+
+backend_tests! {
+    async fn a_release_0_2_0_read_of_api_keys_never_meets_a_webhook_key(db) {
+        use flowgate_domain::keys::{KeyEnvironment, KeyType};
+        use flowgate_domain::ports::CatalogSource;
+
+        // Release 0.2.0 loads its catalog's keys with every row of `api_keys` and takes a key
+        // type other than `sdk` and `secret` for corrupt data (D26): webhook keys (D30), made
+        // every way this release makes them, live in `webhook_keys`.
+        let mut data = catalog();
+        let mut imported = support::key_record(WS2, 'i', datetime!(2026-05-01 09:00 UTC));
+        imported.key_type = KeyType::Webhook;
+        data.api_keys = vec![support::key_record(WS2, 's', datetime!(2026-05-01 09:00 UTC)), imported];
+        db.store.replace_catalog(&data).await.expect("catalog with keys");
+        let at = datetime!(2026-08-01 09:30 UTC);
+        let created = db
+            .store
+            .create_key(ws(WS2), KeyEnvironment::Test, KeyType::Webhook, "revenuecat", at)
+            .await
+            .expect("created");
+        let mut inserted = support::key_record(WS2, 'w', at);
+        inserted.key_type = KeyType::Webhook;
+        db.store.insert_key(inserted.clone()).await.expect("inserted");
+        db.store.revoke_key(inserted.id, at).await.expect("revoked");
+        db.store
+            .create_key(ws(WS2), KeyEnvironment::Live, KeyType::Sdk, "android", at)
+            .await
+            .expect("created");
+
+        assert_eq!(
+            db.count("SELECT count(*) AS n FROM api_keys WHERE key_type NOT IN ('sdk', 'secret')").await,
+            0,
+            "0.2.0 would refuse its whole catalog"
+        );
+        assert_eq!(db.count("SELECT count(*) AS n FROM api_keys").await, 2, "the SDK keys");
+        assert_eq!(
+            db.count("SELECT count(*) AS n FROM webhook_keys WHERE key_type = 'webhook'").await,
+            3
+        );
+        // And this release reads both tables as one list.
+        let loaded = db.store.load_catalog().await.expect("load");
+        let webhook = loaded.api_keys.iter().filter(|k| k.key_type == KeyType::Webhook).count();
+        assert_eq!((loaded.api_keys.len(), webhook), (5, 3));
+        assert!(loaded.api_keys.iter().any(|k| k.id == created.record.id));
+        // A record inserted through the port goes to its type's table too.
+        let record = KeyRecord { key_type: KeyType::Webhook, ..support::key_record(WS2, 'x', at) };
+        db.store.insert_key(record).await.expect("inserted");
+        assert_eq!(db.count("SELECT count(*) AS n FROM api_keys").await, 2);
+        assert_eq!(db.count("SELECT count(*) AS n FROM webhook_keys").await, 4);
     }
 }

@@ -1,0 +1,2 @@
+-- Its triggers go with it.
+DROP TABLE webhook_keys;
