@@ -232,12 +232,13 @@ pub enum KeysCommand {
         /// The key environment: live (production) or test (staging, development).
         #[arg(long = "env", value_enum)]
         key_environment: KeyEnv,
-        /// The key type.
+        /// The key type: sdk (the SDK routes), webhook (the store notification routes, D30)
+        /// or secret.
         #[arg(long = "type", value_enum, default_value = "sdk")]
         key_type: KeyKind,
-        /// A name to recognise the key by.
-        #[arg(long, default_value = "sdk key")]
-        name: String,
+        /// A name to recognise the key by [default: the type and " key", e.g. "webhook key"]
+        #[arg(long)]
+        name: Option<String>,
         /// Print the key and its record as JSON.
         #[arg(long)]
         json: bool,
@@ -286,6 +287,9 @@ pub enum KeyKind {
     Sdk,
     /// Server-side dashboard key (rejected by this service's API).
     Secret,
+    /// A store's notifications, e.g. RevenueCat's webhook (D30): valid on the store routes
+    /// only.
+    Webhook,
 }
 
 impl From<KeyKind> for KeyType {
@@ -293,6 +297,7 @@ impl From<KeyKind> for KeyType {
         match k {
             KeyKind::Sdk => KeyType::Sdk,
             KeyKind::Secret => KeyType::Secret,
+            KeyKind::Webhook => KeyType::Webhook,
         }
     }
 }

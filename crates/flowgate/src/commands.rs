@@ -5,7 +5,7 @@
 use flowgate_domain::delivery::{decode_event_in, reads_event_format, EVENT_JSON_READS};
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
-use flowgate_domain::keys::KeyRecord;
+use flowgate_domain::keys::{KeyRecord, KeyType};
 use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError};
 use flowgate_jetstream::{codec, Bus};
 use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, Store};
@@ -497,11 +497,13 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
             name,
             json,
         } => {
+            let key_type: KeyType = key_type.into();
+            let name = name.unwrap_or_else(|| format!("{key_type} key"));
             match store
                 .create_key(
                     WorkspaceId::from_uuid(workspace),
                     key_environment.into(),
-                    key_type.into(),
+                    key_type,
                     name,
                     OffsetDateTime::now_utc(),
                 )
@@ -545,14 +547,19 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
                         print_json(&json!(records.iter().map(record_json).collect::<Vec<_>>()));
                     } else {
                         println!(
-                            "{:<36}  {:<12}  {:<6}  {:<4}  {:<20}  status",
+                            "{:<36}  {:<12}  {:<7}  {:<4}  {:<20}  status",
                             "id", "prefix", "type", "env", "name"
                         );
                         for r in &records {
                             let status = if r.is_revoked() { "revoked" } else { "active" };
+                            // `as_str`: the types' `Display` ignores the width.
                             println!(
-                                "{:<36}  {:<12}  {:<6}  {:<4}  {:<20}  {status}",
-                                r.id, r.display_prefix, r.key_type, r.environment, r.name
+                                "{:<36}  {:<12}  {:<7}  {:<4}  {:<20}  {status}",
+                                r.id,
+                                r.display_prefix,
+                                r.key_type.as_str(),
+                                r.environment.as_str(),
+                                r.name
                             );
                         }
                     }

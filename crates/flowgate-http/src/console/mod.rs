@@ -787,16 +787,18 @@ async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpRe
     };
     let key_type = match fields.get("type") {
         Some("sdk") => KeyType::Sdk,
+        Some("webhook") => KeyType::Webhook,
         Some("secret") => KeyType::Secret,
         other => {
             return invalid(format!(
-                "the type is sdk or secret, not {:?}",
+                "the type is sdk, webhook or secret, not {:?}",
                 other.unwrap_or_default()
             ))
         }
     };
     let name = fields.get("name").map(str::trim).unwrap_or_default();
-    let name = if name.is_empty() { "sdk key" } else { name };
+    let default_name = format!("{key_type} key");
+    let name = if name.is_empty() { &default_name } else { name };
     if name.chars().count() > 200 {
         return invalid(format!(
             "the name has {} characters; at most 200",

@@ -8,7 +8,7 @@ use actix_web::http::StatusCode;
 use flowgate_domain::catalog::{CatalogData, ExperimentData, PlacementData};
 use flowgate_domain::explain::{Reason, Step};
 use flowgate_domain::ids::{ExperimentId, WorkspaceId};
-use flowgate_domain::keys::KeyRecord;
+use flowgate_domain::keys::{KeyRecord, KeyType};
 use flowgate_domain::results::{ExperimentReport, Method, MetricKind, MetricReport};
 use flowgate_domain::Catalog;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -944,6 +944,7 @@ pub(super) fn keys(
             label for="type" { "Type" }
             select #type name="type" {
                 option value="sdk" { "sdk (publishable, in apps)" }
+                option value="webhook" { "webhook (store notifications: RevenueCat)" }
                 option value="secret" { "secret (server side)" }
             }
             label for="name" { "Name" }
@@ -972,7 +973,10 @@ pub(super) fn revoke_confirm(session: &Session, r: &KeyRecord) -> Markup {
         @if let Some(at) = r.revoked_at {
             p { "This key was revoked at " (when(at)) "." }
         } @else {
-            p { "Apps that send key " code { (r.display_prefix) "…" } " (" (r.name) ", " (r.environment.as_str()) ") will be refused (401) once the catalog refreshes. This cannot be undone." }
+            p {
+                @if r.key_type == KeyType::Webhook { "Store notifications that carry key " } @else { "Apps that send key " }
+                code { (r.display_prefix) "…" } " (" (r.name) ", " (r.key_type.as_str()) ", " (r.environment.as_str()) ") will be refused (401) once the catalog refreshes. This cannot be undone."
+            }
             form #revoke-key method="post" action={ "/console/keys/" (r.id) "/revoke?workspace=" (r.workspace_id) } {
                 (csrf(session))
                 button.danger type="submit" { "Revoke the key" }

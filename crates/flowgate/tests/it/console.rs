@@ -1287,3 +1287,91 @@ async fn wrong_admin_tokens_are_limited_and_logged_on_every_admin_route() {
         "the address is named: {warnings:?}"
     );
 }
+
+/// D30: a webhook key is created on the keys page (the type is a choice of the form), listed
+/// with its type, shown once, and revoked after the confirmation, all behind the session and
+/// its CSRF token as any key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_key_is_created_listed_and_revoked_in_the_console() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    let admin = s.admin;
+    let (cookie, csrf) = sign_in(admin);
+    let page = exchange(admin, "GET", "/console/keys", &[("Cookie", &cookie)], "");
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("<option value=\"webhook\">"),
+        "{}",
+        page.body
+    );
+
+    let before = listed_keys(&s, fixtures::WS1);
+    let create = [
+        ("workspace", fixtures::WS1),
+        ("environment", "test"),
+        ("type", "webhook"),
+        ("name", ""),
+    ];
+    let refused = post(admin, "/console/keys", &cookie, &create);
+    assert_eq!(refused.status, 403, "no CSRF token: {}", refused.body);
+    assert_eq!(listed_keys(&s, fixtures::WS1), before);
+    let mut allowed = create.to_vec();
+    allowed.push(("csrf", &csrf));
+    let created = post(admin, "/console/keys", &cookie, &allowed);
+    assert_eq!(created.status, 303, "{}", created.body);
+    let shown = exchange(
+        admin,
+        "GET",
+        "/console/keys/created",
+        &[("Cookie", &cookie)],
+        "",
+    );
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert!(
+        shown.body.contains("id=\"new-key\">fg_test_") && shown.body.contains("webhook"),
+        "{}",
+        shown.body
+    );
+    let after = listed_keys(&s, fixtures::WS1);
+    assert_eq!(after.len(), before.len() + 1);
+    let key = after.last().unwrap();
+    assert_eq!(
+        (key["type"].as_str(), key["name"].as_str()),
+        (Some("webhook"), Some("webhook key"))
+    );
+    let id = key["id"].as_str().unwrap();
+    let page = exchange(
+        admin,
+        "GET",
+        &format!("/console/keys?workspace={}", fixtures::WS1),
+        &[("Cookie", &cookie)],
+        "",
+    );
+    let row = page
+        .body
+        .split("<tr ")
+        .find(|row| row.contains(id))
+        .unwrap_or_else(|| panic!("no row for {id}: {}", page.body));
+    assert!(row.contains("<td>webhook</td>"), "{row}");
+
+    let revoke = format!("/console/keys/{id}/revoke?workspace={}", fixtures::WS1);
+    let confirm = exchange(admin, "GET", &revoke, &[("Cookie", &cookie)], "");
+    assert_eq!(confirm.status, 200);
+    assert!(
+        confirm.body.contains("Store notifications that carry key"),
+        "{}",
+        confirm.body
+    );
+    assert_eq!(
+        post(admin, &revoke, &cookie, &[("csrf", "f00d")]).status,
+        403
+    );
+    let revoked = post(admin, &revoke, &cookie, &[("csrf", &csrf)]);
+    assert_eq!(revoked.status, 303, "{}", revoked.body);
+    let key = listed_keys(&s, fixtures::WS1)
+        .into_iter()
+        .find(|k| k["id"] == id)
+        .unwrap();
+    assert!(key["revoked_at"].is_string(), "{key}");
+}

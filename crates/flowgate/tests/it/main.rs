@@ -11,6 +11,7 @@ mod console;
 mod durability;
 mod faults;
 mod jetstream;
+mod keys;
 mod operators;
 mod quickstart;
 mod release;
