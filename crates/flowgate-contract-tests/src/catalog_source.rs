@@ -77,15 +77,27 @@ pub async fn catalog_round_trip_is_exact<H: Harness>(h: &H) {
     }
 }
 
-/// An experiment's analysis settings (D27) load back as written, a change to them alone is a
-/// new revision, and removing them loads as none (the defaults).
-pub async fn analysis_settings_round_trip<H: Harness>(h: &H) {
+/// The members of catalog format 2 load back as written: an experiment's analysis settings
+/// (D27) and an app's App Store fields (D30). Changing them alone is a new revision, and
+/// removing them loads as none (the defaults).
+pub async fn format_2_members_round_trip<H: Harness>(h: &H) {
     let with = fixtures::catalog_with_analysis();
     if let Err(e) = h.write_catalog(&with).await {
-        panic!("writing the catalog with analysis settings: {e}");
+        panic!("writing the catalog with the members of format 2: {e}");
     }
     let loaded = load(h.store()).await;
     assert_eq!(comparable(loaded.clone()), comparable(with));
+    let apple = |data: &CatalogData| {
+        let app = &data.workspaces[0].apps[0];
+        (app.apple_bundle_id.clone(), app.apple_environments.clone())
+    };
+    assert_eq!(
+        apple(&loaded),
+        (
+            Some("com.example.acme".to_owned()),
+            vec!["Production".to_owned(), "Sandbox".to_owned()]
+        )
+    );
     let analysis = |data: &CatalogData| {
         data.workspaces[0].apps[0].placements[2].rules[1]
             .experiment
@@ -102,11 +114,23 @@ pub async fn analysis_settings_round_trip<H: Harness>(h: &H) {
             Some(250)
         ))
     );
+    // The environments alone changed: the app's row is updated in place, a new revision.
+    let mut sandbox = fixtures::catalog_with_analysis();
+    sandbox.workspaces[0].apps[0].apple_environments = vec!["Sandbox".to_owned()];
+    let before = loaded.revision;
+    if let Err(e) = h.write_catalog(&sandbox).await {
+        panic!("writing the catalog with other environments: {e}");
+    }
+    let loaded = load(h.store()).await;
+    assert!(loaded.revision > before, "a new revision");
+    assert_eq!(comparable(loaded.clone()), comparable(sandbox));
+
     let before = loaded.revision;
     write_fixture_catalog(h).await;
     let loaded = load(h.store()).await;
     assert!(loaded.revision > before, "a new revision");
     assert_eq!(analysis(&loaded), None, "removed: the defaults");
+    assert_eq!(apple(&loaded), (None, Vec::new()), "removed: none");
     assert_eq!(comparable(loaded), comparable(fixtures::catalog()));
 }
 

@@ -104,13 +104,18 @@ pub fn catalog() -> CatalogData {
     }
 }
 
-/// [`catalog`] with analysis settings (D27) on its running experiment [`catalogs::EXP`]: what catalog
-/// format 2 adds.
+/// [`catalog`] with every member of catalog format 2: analysis settings (D27) on its running
+/// experiment [`catalogs::EXP`], and the App Store fields (D30) on its first app
+/// (`apple_bundle_id` `com.example.acme`, `apple_environments` `["Production", "Sandbox"]`).
 ///
 /// # Panics
 /// Never: the fixture has that experiment.
 pub fn catalog_with_analysis() -> CatalogData {
     let mut data = catalog();
+    if let Some(app) = data.workspaces.iter_mut().flat_map(|w| &mut w.apps).next() {
+        app.apple_bundle_id = Some("com.example.acme".to_owned());
+        app.apple_environments = vec!["Production".to_owned(), "Sandbox".to_owned()];
+    }
     let experiment = data
         .workspaces
         .iter_mut()

@@ -248,6 +248,8 @@ mod tests {
                     media_base_url: "https://cdn.example.com/m/".into(),
                     icon_base_url: "https://cdn.example.com/i/".into(),
                     cache_ttl_seconds: None,
+                    apple_bundle_id: None,
+                    apple_environments: Vec::new(),
                     saved_groups: [("beta".to_owned(), vec![json!("u2"), json!("u7")])]
                         .into_iter()
                         .collect(),

@@ -38,6 +38,10 @@ diesel::table! {
         cache_ttl_seconds -> Nullable<Integer>,
         saved_groups -> Text,
         created_at -> Instant,
+        /// The App Store bundle id (D30); NULL: none.
+        apple_bundle_id -> Nullable<Text>,
+        /// The App Store environments as a JSON array of strings (D30); NULL: the default.
+        apple_environments -> Nullable<Text>,
     }
 }
 

@@ -34,7 +34,7 @@ macro_rules! contract_tests {
 
 contract_tests!(catalog_source {
     harness catalog_round_trip_is_exact,
-    harness analysis_settings_round_trip,
+    harness format_2_members_round_trip,
     harness loaded_revision_is_the_current_revision,
     harness revision_increases_on_catalog_write,
     harness revision_increases_on_key_insert,

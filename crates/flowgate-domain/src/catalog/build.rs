@@ -184,6 +184,12 @@ fn build_app(
     check_name(p, format!("{ap}/name"), &app.name);
     check_url(p, format!("{ap}/media_base_url"), &app.media_base_url);
     check_url(p, format!("{ap}/icon_base_url"), &app.icon_base_url);
+    let apple_environments = build_apple_fields(
+        p,
+        ap,
+        app.apple_bundle_id.as_deref(),
+        &app.apple_environments,
+    );
     for (id, values) in &app.saved_groups {
         let pointer = format!("{ap}/saved_groups/{}", escape(id));
         if id.is_empty() {
@@ -407,6 +413,8 @@ fn build_app(
         media_base_url: app.media_base_url,
         icon_base_url: app.icon_base_url,
         cache_ttl_seconds: app.cache_ttl_seconds,
+        apple_bundle_id: app.apple_bundle_id,
+        apple_environments,
         saved_groups: SavedGroups::new(app.saved_groups),
         flows,
         sticky: placements.values().any(|p| p.sticky),
@@ -627,6 +635,73 @@ fn build_analysis(p: &mut Problems, ap: &str, data: Option<&AnalysisData>) -> An
         settings.minimum_users = minimum;
     }
     settings
+}
+
+/// Longest App Store bundle id (Apple's limit).
+const MAX_BUNDLE_ID: usize = 155;
+
+/// An app's `apple_bundle_id` and `apple_environments` (D30): the bundle id 1 to 155 characters
+/// of `A-Za-z0-9.-` (what Apple allows); the environments among [`App::APPLE_ENVIRONMENTS`],
+/// each once, and only beside a bundle id. Returns the environments with their default filled
+/// in (`["Production"]` for an app with a bundle id, none for one without).
+fn build_apple_fields(
+    p: &mut Problems,
+    ap: &str,
+    bundle_id: Option<&str>,
+    environments: &[String],
+) -> Vec<String> {
+    if let Some(bundle_id) = bundle_id {
+        let well_formed = !bundle_id.is_empty()
+            && bundle_id.len() <= MAX_BUNDLE_ID
+            && bundle_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
+        if !well_formed {
+            p.push(
+                format!("{ap}/apple_bundle_id"),
+                format!(
+                    "must be an App Store bundle id, 1 to {MAX_BUNDLE_ID} characters of \
+                     A-Za-z0-9.- (e.g. \"com.example.app\"), not {}",
+                    shown_str(bundle_id)
+                ),
+            );
+        }
+    }
+    for (i, environment) in environments.iter().enumerate() {
+        let pointer = format!("{ap}/apple_environments/{i}");
+        if !App::APPLE_ENVIRONMENTS.contains(&environment.as_str()) {
+            p.push(
+                pointer,
+                format!(
+                    "{} is not an App Store environment: {}",
+                    shown_str(environment),
+                    App::APPLE_ENVIRONMENTS.join(" or ")
+                ),
+            );
+        } else if environments[..i].contains(environment) {
+            p.push(pointer, format!("{} is listed twice", shown_str(environment)));
+        }
+    }
+    match bundle_id {
+        Some(_) if environments.is_empty() => App::DEFAULT_APPLE_ENVIRONMENTS
+            .iter()
+            .map(|e| (*e).to_owned())
+            .collect(),
+        Some(_) => environments.to_vec(),
+        None => {
+            if !environments.is_empty() {
+                p.push(
+                    format!("{ap}/apple_environments"),
+                    format!(
+                        "{} needs an apple_bundle_id: the environments are those of the app's \
+                         App Store notifications (D30); add the bundle id or remove them",
+                        shown(&serde_json::json!(environments))
+                    ),
+                );
+            }
+            Vec::new()
+        }
+    }
 }
 
 /// Longest attribute name a sticky experiment may read (`fallback_attribute`).

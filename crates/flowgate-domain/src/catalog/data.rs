@@ -54,6 +54,16 @@ pub struct AppData {
     /// Freshness period; the configured default (300) applies when unset (D2, D3.9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl_seconds: Option<u32>,
+    /// The app's bundle id on the App Store (D30), e.g. `com.example.app`: 1 to 155
+    /// characters of `A-Za-z0-9.-`. App Store Server Notifications for the app must name it.
+    /// A member of catalog format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apple_bundle_id: Option<String>,
+    /// The App Store environments whose notifications the app accepts (D30): `Production`
+    /// and/or `Sandbox`, each once; empty: `["Production"]`. Only with `apple_bundle_id`. A
+    /// member of catalog format 2.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apple_environments: Vec<String>,
     /// Saved groups for `$inGroup` / `$notInGroup` (D4).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub saved_groups: BTreeMap<String, Vec<Value>>,

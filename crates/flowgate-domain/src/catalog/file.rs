@@ -21,7 +21,7 @@
 //! | `format` | written by | what changed |
 //! |---|---|---|
 //! | 1 | 0.1.0 and later | the first; the optional top-level `format` (missing: 1) from 0.2.0, whose exports write it |
-//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27) |
+//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27); an app's optional `apple_bundle_id` and `apple_environments` (D30) |
 //!
 //! A file says its version in the optional top-level member `format` (an integer from 1; a
 //! file without it is format 1, as every file written before the member existed). This
@@ -42,10 +42,11 @@
 //! instead of "unknown field". The new member must be optional, and a missing one reads as
 //! absent, so the newer release keeps reading every older file unchanged.
 //!
-//! A file of an older format than its members need (an `analysis` in a file that says format 1
-//! or nothing) is refused at each such member, naming the format that has it: a hand-written
-//! file says `"format": 2` before using `analysis`, so a release that reads only format 1
-//! refuses it with the newer-format message rather than an unknown field.
+//! A file of an older format than its members need (an `analysis`, `apple_bundle_id` or
+//! `apple_environments` in a file that says format 1 or nothing) is refused at each such
+//! member, naming the format that has it: a hand-written file says `"format": 2` before using
+//! them, so a release that reads only format 1 refuses it with the newer-format message rather
+//! than an unknown field.
 //!
 //! Releases from before the `format` member (0.1.0) refuse an export that carries it as having
 //! an unknown field `format`; delete that line of the export to import it into one of them.
@@ -136,13 +137,29 @@ impl CatalogFile {
         check(&mut problems, &FILE, &value, String::new());
         let format = value.get("format").and_then(Value::as_u64).unwrap_or(1);
         if format < 2 {
-            for pointer in analysis_pointers(&value) {
+            for (pointer, member) in format_2_members(&value) {
                 problems.push(Problem {
                     pointer,
                     message: format!(
-                        "`analysis` is a member of catalog format 2, and this file is format \
+                        "`{member}` is a member of catalog format 2, and this file is format \
                          {format}: add \"format\": 2 at the top of the file"
                     ),
+                });
+            }
+        }
+        for (pointer, app) in apps_of(&value) {
+            // An empty list would read as the default (the data leaves it out when empty):
+            // refused, so `[]` never silently means `["Production"]`.
+            if app
+                .get("apple_environments")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty)
+            {
+                problems.push(Problem {
+                    pointer: format!("{pointer}/apple_environments"),
+                    message: "must list at least one App Store environment, Production or \
+                              Sandbox, not []; leave it out for the default, [\"Production\"]"
+                        .to_owned(),
                 });
             }
         }
@@ -164,20 +181,23 @@ impl CatalogFile {
 }
 
 impl CatalogFile {
-    /// The lowest format whose members the file uses: 2 with an experiment's `analysis`, else
-    /// 1 (see the module's Versions). Exports are written as it, so a file that uses nothing
-    /// new still imports into the release before.
+    /// The lowest format whose members the file uses: 2 with an experiment's `analysis` or an
+    /// app's `apple_bundle_id` or `apple_environments`, else 1 (see the module's Versions).
+    /// Exports are written as it, so a file that uses nothing new still imports into the
+    /// release before.
     pub fn lowest_format(&self) -> u32 {
-        let analysis = self.workspaces.iter().any(|ws| {
+        let format_2 = self.workspaces.iter().any(|ws| {
             ws.apps.iter().any(|app| {
-                app.placements.iter().any(|p| {
-                    p.rules
-                        .iter()
-                        .any(|r| r.experiment.as_ref().is_some_and(|e| e.analysis.is_some()))
-                })
+                app.apple_bundle_id.is_some()
+                    || !app.apple_environments.is_empty()
+                    || app.placements.iter().any(|p| {
+                        p.rules
+                            .iter()
+                            .any(|r| r.experiment.as_ref().is_some_and(|e| e.analysis.is_some()))
+                    })
             })
         });
-        if analysis {
+        if format_2 {
             2
         } else {
             1
@@ -185,20 +205,41 @@ impl CatalogFile {
     }
 }
 
-/// The pointer of every experiment's `analysis` in a catalog file's JSON.
-fn analysis_pointers(file: &Value) -> Vec<String> {
+/// The elements of a JSON array, none when `value` is missing or not an array (the shape
+/// check reports that).
+fn items(value: Option<&Value>) -> &[Value] {
+    value.and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// Every app of a catalog file's JSON, with its pointer.
+fn apps_of(file: &Value) -> Vec<(String, &Value)> {
     let mut found = Vec::new();
-    let items = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
     for (w, ws) in items(file.get("workspaces")).iter().enumerate() {
         for (a, app) in items(ws.get("apps")).iter().enumerate() {
-            for (p, placement) in items(app.get("placements")).iter().enumerate() {
-                for (r, rule) in items(placement.get("rules")).iter().enumerate() {
-                    let analysis = rule.get("experiment").and_then(|e| e.get("analysis"));
-                    if analysis.is_some() {
-                        found.push(format!(
-                            "/workspaces/{w}/apps/{a}/placements/{p}/rules/{r}/experiment/analysis"
-                        ));
-                    }
+            found.push((format!("/workspaces/{w}/apps/{a}"), app));
+        }
+    }
+    found
+}
+
+/// The pointer and name of every member of format 2 in a catalog file's JSON, in document
+/// order: an app's `apple_bundle_id` and `apple_environments`, an experiment's `analysis`.
+fn format_2_members(file: &Value) -> Vec<(String, &'static str)> {
+    let mut found = Vec::new();
+    for (ap, app) in apps_of(file) {
+        for member in ["apple_bundle_id", "apple_environments"] {
+            if app.get(member).is_some() {
+                found.push((format!("{ap}/{member}"), member));
+            }
+        }
+        for (p, placement) in items(app.get("placements")).iter().enumerate() {
+            for (r, rule) in items(placement.get("rules")).iter().enumerate() {
+                let analysis = rule.get("experiment").and_then(|e| e.get("analysis"));
+                if analysis.is_some() {
+                    found.push((
+                        format!("{ap}/placements/{p}/rules/{r}/experiment/analysis"),
+                        "analysis",
+                    ));
                 }
             }
         }
@@ -363,6 +404,8 @@ const APP: Shape = Shape::Object(&[
     required("media_base_url", Shape::Str),
     required("icon_base_url", Shape::Str),
     optional("cache_ttl_seconds", Shape::Int { min: 0, max: U32 }),
+    optional("apple_bundle_id", Shape::Str),
+    defaulted("apple_environments", Shape::Array(&Shape::Str)),
     defaulted("saved_groups", Shape::Map(&Shape::Array(&Shape::Any))),
     defaulted("flows", Shape::Array(&FLOW)),
     defaulted("placements", Shape::Array(&PLACEMENT)),
@@ -615,6 +658,103 @@ mod tests {
         assert_eq!(analysis.primary_metric.as_deref(), Some("flow_complete"));
         assert_eq!(analysis.minimum_users, Some(50));
         assert_eq!(analysis.sequential, None, "absent: the default");
+    }
+
+    /// An app with the App Store fields (D30) and nothing else of format 2.
+    const STORE_APP: &str = r#"{"id": "10000000-0000-4000-8000-000000000001", "name": "A",
+        "apps": [{"id": "20000000-0000-4000-8000-000000000001", "name": "a",
+        "media_base_url": "https://m", "icon_base_url": "https://i",
+        "apple_bundle_id": "com.example.app", "apple_environments": ["Sandbox"]}]}"#;
+
+    #[test]
+    fn app_store_fields_are_members_of_format_2_only() {
+        let at = "/workspaces/0/apps/0";
+        for head in ["", r#""format": 1,"#] {
+            let problems =
+                CatalogFile::parse(&format!(r#"{{{head} "workspaces": [{STORE_APP}]}}"#))
+                    .expect_err("format 1 has no App Store fields");
+            let found: Vec<(&str, &str)> = problems
+                .iter()
+                .map(|p| (p.pointer.as_str(), p.message.as_str()))
+                .collect();
+            let message = |member: &str| {
+                format!(
+                    "`{member}` is a member of catalog format 2, and this file is format 1: add \
+                     \"format\": 2 at the top of the file"
+                )
+            };
+            assert_eq!(
+                found,
+                [
+                    (
+                        format!("{at}/apple_bundle_id").as_str(),
+                        message("apple_bundle_id").as_str()
+                    ),
+                    (
+                        format!("{at}/apple_environments").as_str(),
+                        message("apple_environments").as_str()
+                    ),
+                ]
+            );
+        }
+        // Either member alone is refused too.
+        let only_environments = STORE_APP.replace(r#""apple_bundle_id": "com.example.app","#, "");
+        assert_eq!(
+            pointers(&format!(r#"{{"workspaces": [{only_environments}]}}"#)),
+            [format!("{at}/apple_environments")]
+        );
+        let file = CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{STORE_APP}]}}"#))
+            .expect("format 2 reads them");
+        let app = &file.workspaces[0].apps[0];
+        assert_eq!(app.apple_bundle_id.as_deref(), Some("com.example.app"));
+        assert_eq!(app.apple_environments, ["Sandbox"]);
+    }
+
+    #[test]
+    fn an_export_using_only_the_app_store_fields_is_format_2() {
+        let file = CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{STORE_APP}]}}"#))
+            .expect("parses");
+        assert_eq!(file.lowest_format(), 2, "both fields");
+        let mut only = file.clone();
+        only.workspaces[0].apps[0].apple_environments.clear();
+        assert_eq!(only.lowest_format(), 2, "the bundle id alone");
+        only.workspaces[0].apps[0].apple_bundle_id = None;
+        assert_eq!(
+            only.lowest_format(),
+            1,
+            "neither: the previous release imports it"
+        );
+        only.workspaces[0].apps[0].apple_environments = vec!["Production".to_owned()];
+        assert_eq!(only.lowest_format(), 2, "the environments alone");
+    }
+
+    #[test]
+    fn an_empty_list_of_app_store_environments_is_refused() {
+        let empty = STORE_APP.replace(r#"["Sandbox"]"#, "[]");
+        let problems = CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{empty}]}}"#))
+            .expect_err("empty");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            problems[0].pointer,
+            "/workspaces/0/apps/0/apple_environments"
+        );
+        assert!(
+            problems[0]
+                .message
+                .starts_with("must list at least one App Store environment"),
+            "{problems:?}"
+        );
+        // Wrong JSON types are the shape's problems, at their pointers.
+        let mistyped = STORE_APP
+            .replace(r#""com.example.app""#, "7")
+            .replace(r#"["Sandbox"]"#, r#"["Sandbox", 1]"#);
+        assert_eq!(
+            pointers(&format!(r#"{{"format": 2, "workspaces": [{mistyped}]}}"#)),
+            [
+                "/workspaces/0/apps/0/apple_bundle_id",
+                "/workspaces/0/apps/0/apple_environments/1"
+            ]
+        );
     }
 
     #[test]

@@ -399,6 +399,8 @@ impl Check<'_, '_> {
                     && s.media_base_url == app.media_base_url
                     && s.icon_base_url == app.icon_base_url
                     && s.cache_ttl_seconds == app.cache_ttl_seconds
+                    && s.apple_bundle_id == app.apple_bundle_id
+                    && s.apple_environments == app.apple_environments
                     && s.saved_groups == app.saved_groups => {}
             _ => self.changed = true,
         }
@@ -843,6 +845,8 @@ impl AppData {
             media_base_url: self.media_base_url.clone(),
             icon_base_url: self.icon_base_url.clone(),
             cache_ttl_seconds: self.cache_ttl_seconds,
+            apple_bundle_id: self.apple_bundle_id.clone(),
+            apple_environments: self.apple_environments.clone(),
             saved_groups: self.saved_groups.clone(),
             flows: Vec::new(),
             placements: Vec::new(),

@@ -293,6 +293,10 @@ pub struct App {
     pub(crate) icon_base_url: String,
     /// App-level freshness; the configured default applies when `None` (D3.9).
     pub(crate) cache_ttl_seconds: Option<u32>,
+    /// The App Store bundle id (D30).
+    pub(crate) apple_bundle_id: Option<String>,
+    /// The App Store environments accepted, the default filled in (D30).
+    pub(crate) apple_environments: Vec<String>,
     /// Saved groups for `$inGroup` (D4).
     pub(crate) saved_groups: SavedGroups,
     pub(crate) flows: HashMap<FlowId, Flow>,
@@ -302,6 +306,13 @@ pub struct App {
 }
 
 impl App {
+    /// The App Store environments an app may accept (D30), as Apple names them in a
+    /// notification's `environment`.
+    pub const APPLE_ENVIRONMENTS: [&'static str; 2] = ["Production", "Sandbox"];
+
+    /// The environments of an app with an `apple_bundle_id` that lists none (D30).
+    pub const DEFAULT_APPLE_ENVIRONMENTS: [&'static str; 1] = ["Production"];
+
     /// Id.
     pub fn id(&self) -> AppId {
         self.id
@@ -330,6 +341,19 @@ impl App {
     /// App-level freshness; the configured default applies when `None` (D3.9).
     pub fn cache_ttl_seconds(&self) -> Option<u32> {
         self.cache_ttl_seconds
+    }
+
+    /// The app's App Store bundle id (D30): App Store Server Notifications for the app must
+    /// name it. `None`: the app takes no App Store notifications.
+    pub fn apple_bundle_id(&self) -> Option<&str> {
+        self.apple_bundle_id.as_deref()
+    }
+
+    /// The App Store environments whose notifications the app accepts (D30), among
+    /// [`App::APPLE_ENVIRONMENTS`]: as the catalog lists them, [`App::DEFAULT_APPLE_ENVIRONMENTS`]
+    /// when it lists none, and empty when the app has no [`App::apple_bundle_id`].
+    pub fn apple_environments(&self) -> &[String] {
+        &self.apple_environments
     }
 
     /// Saved groups for `$inGroup` (D4).

@@ -418,3 +418,111 @@ fn invalid_analysis_settings_are_refused_with_the_value_quoted() {
     assert!(!experiment.analysis().sequential);
     assert_eq!(experiment.analysis().minimum_users, 1);
 }
+
+/// An app's App Store fields (D30): each wrong value refused at its pointer, quoted, and only
+/// that problem.
+#[test]
+fn invalid_app_store_fields_are_refused_with_the_value_quoted() {
+    let long = "a".repeat(156);
+    let cases = [
+        (
+            json!({"apple_bundle_id": "com.example app"}),
+            "/apple_bundle_id",
+            "must be an App Store bundle id, 1 to 155 characters of A-Za-z0-9.- (e.g. \
+             \"com.example.app\"), not \"com.example app\""
+                .to_owned(),
+        ),
+        (
+            json!({"apple_bundle_id": "com.example_app"}),
+            "/apple_bundle_id",
+            "not \"com.example_app\"".to_owned(),
+        ),
+        (
+            json!({"apple_bundle_id": ""}),
+            "/apple_bundle_id",
+            "not \"\"".to_owned(),
+        ),
+        (
+            json!({"apple_bundle_id": long}),
+            "/apple_bundle_id",
+            format!("not \"{long}\"").chars().take(40).collect(),
+        ),
+        (
+            json!({"apple_bundle_id": "com.example.app",
+                   "apple_environments": ["Production", "Staging"]}),
+            "/apple_environments/1",
+            "\"Staging\" is not an App Store environment: Production or Sandbox".to_owned(),
+        ),
+        (
+            json!({"apple_bundle_id": "com.example.app", "apple_environments": ["sandbox"]}),
+            "/apple_environments/0",
+            "\"sandbox\" is not an App Store environment".to_owned(),
+        ),
+        (
+            json!({"apple_bundle_id": "com.example.app",
+                   "apple_environments": ["Sandbox", "Production", "Sandbox"]}),
+            "/apple_environments/2",
+            "\"Sandbox\" is listed twice".to_owned(),
+        ),
+        (
+            json!({"apple_environments": ["Sandbox"]}),
+            "/apple_environments",
+            "[\"Sandbox\"] needs an apple_bundle_id".to_owned(),
+        ),
+    ];
+    for (fields, pointer, quoted) in cases {
+        let mut doc = catalog_json();
+        for (name, value) in fields.as_object().unwrap() {
+            doc["workspaces"][0]["apps"][0][name] = value.clone();
+        }
+        let found = problems(doc);
+        assert_eq!(found.len(), 1, "{fields}: {found:?}");
+        assert_eq!(found[0].0, format!("{A}{pointer}"), "{fields}: {found:?}");
+        assert!(found[0].1.contains(&quoted), "{fields}: {found:?}");
+    }
+    // The longest bundle id Apple allows, of every allowed character, and both environments.
+    let mut doc = catalog_json();
+    let longest = format!("com.Example-9.{}", "a".repeat(141));
+    assert_eq!(longest.len(), 155);
+    doc["workspaces"][0]["apps"][0]["apple_bundle_id"] = json!(longest);
+    doc["workspaces"][0]["apps"][0]["apple_environments"] = json!(["Sandbox", "Production"]);
+    assert_eq!(problems(doc), []);
+}
+
+/// The getters (D30): no bundle id, no environments; a bundle id alone, `["Production"]`; the
+/// listed environments as listed otherwise.
+#[test]
+fn app_store_environments_default_to_production_with_a_bundle_id() {
+    let with = |fields: serde_json::Value| {
+        let mut doc = catalog_json();
+        for (name, value) in fields.as_object().unwrap() {
+            doc["workspaces"][0]["apps"][0][name] = value.clone();
+        }
+        build(&doc)
+    };
+    let catalog = with(json!({}));
+    let a = catalog.app(app(APP1)).unwrap();
+    assert_eq!(a.apple_bundle_id(), None);
+    assert!(a.apple_environments().is_empty());
+
+    let catalog = with(json!({"apple_bundle_id": "com.example.acme"}));
+    let a = catalog.app(app(APP1)).unwrap();
+    assert_eq!(a.apple_bundle_id(), Some("com.example.acme"));
+    assert_eq!(a.apple_environments(), ["Production"]);
+
+    let catalog = with(json!({"apple_bundle_id": "com.example.acme",
+                              "apple_environments": ["Sandbox"]}));
+    assert_eq!(
+        catalog.app(app(APP1)).unwrap().apple_environments(),
+        ["Sandbox"]
+    );
+    let catalog = with(json!({"apple_bundle_id": "com.example.acme",
+                              "apple_environments": ["Sandbox", "Production"]}));
+    let a = catalog.app(app(APP1)).unwrap();
+    assert_eq!(a.apple_environments(), ["Sandbox", "Production"]);
+    assert_eq!(
+        catalog.app(app(APP2)).unwrap().apple_bundle_id(),
+        None,
+        "per app"
+    );
+}

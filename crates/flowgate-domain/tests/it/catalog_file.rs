@@ -1,6 +1,10 @@
 //! The catalog file's versions (D13, D26; the Versions section of `catalog/file.rs`): the golden
 //! sample of every version, under the repository's `formats/flowgate.catalog/v<N>/`, is read
-//! by today's import, and the export writes the current version's sample byte for byte.
+//! by today's import, and the export writes the current version's newest sample byte for byte.
+//!
+//! Format 2's samples: `v2/catalog.json`, written when the format held only an experiment's
+//! `analysis` (D27), and `v2/catalog-stores.json`, with an app's `apple_bundle_id` and
+//! `apple_environments` (D30) too.
 
 use std::path::PathBuf;
 
@@ -30,8 +34,20 @@ fn export() -> String {
     export_of(&catalog())
 }
 
+/// [`analysed`] without the App Store fields (D30): what `v2/catalog.json` holds, written before
+/// format 2 had them.
+fn analysed_before_store_fields() -> CatalogData {
+    let mut data = analysed();
+    for app in data.workspaces.iter_mut().flat_map(|w| &mut w.apps) {
+        app.apple_bundle_id = None;
+        app.apple_environments.clear();
+    }
+    data
+}
+
 /// Each export is written as the lowest format whose members it uses: the catalog without
-/// analysis settings as format 1 (which 0.2.0 imports), the one with them as format 2.
+/// members of format 2 as format 1 (which 0.2.0 imports), the one with them as format 2, and
+/// one with analysis settings but no App Store fields exactly as before those existed.
 #[test]
 fn the_exports_are_their_formats_samples() {
     assert_golden(
@@ -40,8 +56,13 @@ fn the_exports_are_their_formats_samples() {
         "flowgate.catalog",
     );
     assert_golden(
-        &sample(2, "catalog.json"),
+        &sample(2, "catalog-stores.json"),
         export_of(&analysed()).as_bytes(),
+        "flowgate.catalog",
+    );
+    assert_golden(
+        &sample(2, "catalog.json"),
+        export_of(&analysed_before_store_fields()).as_bytes(),
         "flowgate.catalog",
     );
     assert_eq!(CatalogFile::FORMAT, 2, "the newest has a sample above");
@@ -52,11 +73,13 @@ fn the_exports_are_their_formats_samples() {
 /// exported from as no change.
 #[test]
 fn every_versions_samples_import_as_the_catalog_they_hold() {
-    let samples: [(u32, &str, CatalogData); 3] = [
+    let samples: [(u32, &str, CatalogData); 4] = [
         (1, "catalog.json", catalog()),
         // As exports were written before the optional `format` member: absent reads as 1.
         (1, "catalog-without-format.json", catalog()),
-        (2, "catalog.json", analysed()),
+        // Written before the App Store fields were members of format 2.
+        (2, "catalog.json", analysed_before_store_fields()),
+        (2, "catalog-stores.json", analysed()),
     ];
     for (version, name, data) in samples {
         let path = sample(version, name);
@@ -72,6 +95,12 @@ fn every_versions_samples_import_as_the_catalog_they_hold() {
     }
     let without = std::fs::read_to_string(sample(1, "catalog-without-format.json")).unwrap();
     assert!(!without.contains("\"format\""));
+    // The App Store fields are the app's own: the older sample, which has none, imported onto
+    // the catalog that has them removes them, a change.
+    let older = std::fs::read_to_string(sample(2, "catalog.json")).unwrap();
+    let now = time::macros::datetime!(2026-11-28 00:00 UTC);
+    let plan = plan_import(CatalogFile::parse(&older).unwrap(), &analysed(), now).unwrap();
+    assert!(plan.changed, "the App Store fields removed");
 }
 
 /// An export of a format newer than this release reads is refused whole, naming both.

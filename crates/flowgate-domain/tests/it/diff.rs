@@ -281,3 +281,41 @@ fn analysis_changes_are_listed_as_the_experiments_not_as_moves() {
     );
     assert_eq!(diff.experiments.len(), 1);
 }
+
+/// An app's App Store fields (D30) are the app's own fields: setting, changing or removing
+/// them is the app changed, and nothing else.
+#[test]
+fn app_store_fields_are_an_app_change() {
+    let before = catalog_json();
+    let with = |fields: Value| {
+        let mut doc = catalog_json();
+        for (name, value) in fields.as_object().unwrap() {
+            doc["workspaces"][0]["apps"][0][name] = value.clone();
+        }
+        doc
+    };
+    let diff_of =
+        |a: &Value, b: &Value| diff_catalogs(&data_from(a), &data_from(b), &build(a), &build(b));
+    let bundle = with(json!({"apple_bundle_id": "com.example.acme"}));
+    let both = with(json!({"apple_bundle_id": "com.example.acme",
+                           "apple_environments": ["Production", "Sandbox"]}));
+    for (a, b) in [
+        (&before, &bundle),
+        (&bundle, &both),
+        (&both, &before),
+        (
+            &bundle,
+            &with(json!({"apple_bundle_id": "com.example.other"})),
+        ),
+    ] {
+        let diff = diff_of(a, b);
+        let changes: Vec<(&str, &str, Change)> = diff
+            .entities
+            .iter()
+            .map(|e| (e.entity, e.id.as_str(), e.change))
+            .collect();
+        assert_eq!(changes, [("app", APP1, Change::Changed)], "{diff:?}");
+        assert!(diff.placements.is_empty() && diff.experiments.is_empty());
+    }
+    assert!(diff_of(&both, &both).is_empty());
+}

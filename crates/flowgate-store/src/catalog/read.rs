@@ -240,6 +240,12 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                 .cache_ttl_seconds
                 .map(|t| from_i32(t, "cache_ttl_seconds"))
                 .transpose()?,
+            apple_bundle_id: a.apple_bundle_id,
+            apple_environments: a
+                .apple_environments
+                .map(|text| parse_json(&text, "apple_environments"))
+                .transpose()?
+                .unwrap_or_default(),
             saved_groups: parse_json(&a.saved_groups, "saved_groups")?,
             flows: flows.remove(&a.id).unwrap_or_default(),
             placements: placements.remove(&a.id).unwrap_or_default(),

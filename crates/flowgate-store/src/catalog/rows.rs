@@ -25,6 +25,10 @@ pub(super) struct AppRow {
     pub(super) icon_base_url: String,
     pub(super) cache_ttl_seconds: Option<i32>,
     pub(super) saved_groups: String,
+    /// D30: NULL when the app has none.
+    pub(super) apple_bundle_id: Option<String>,
+    /// D30: a JSON array of strings; NULL when the catalog lists none (the default).
+    pub(super) apple_environments: Option<String>,
 }
 
 #[derive(Queryable, Selectable, Insertable)]

@@ -50,6 +50,8 @@ pub(super) async fn write_rows(
                     apps::icon_base_url.eq(excluded(apps::icon_base_url)),
                     apps::cache_ttl_seconds.eq(excluded(apps::cache_ttl_seconds)),
                     apps::saved_groups.eq(excluded(apps::saved_groups)),
+                    apps::apple_bundle_id.eq(excluded(apps::apple_bundle_id)),
+                    apps::apple_environments.eq(excluded(apps::apple_environments)),
                 )),
         )
         .await?;
@@ -295,6 +297,11 @@ impl WriteRows {
                 .map(|ttl| to_i32(ttl, "cache_ttl_seconds"))
                 .transpose()?,
             saved_groups: to_json(&app.saved_groups, "saved_groups")?,
+            apple_bundle_id: app.apple_bundle_id.clone(),
+            // NULL: the default (D30), as the catalog file leaves the member out.
+            apple_environments: (!app.apple_environments.is_empty())
+                .then(|| to_json(&app.apple_environments, "apple_environments"))
+                .transpose()?,
         });
         for flow in &app.flows {
             self.flows.push(FlowRow {

@@ -1,0 +1,2 @@
+ALTER TABLE apps DROP COLUMN apple_environments;
+ALTER TABLE apps DROP COLUMN apple_bundle_id;
