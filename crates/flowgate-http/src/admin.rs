@@ -492,7 +492,8 @@ async fn list_experiments(req: HttpRequest, state: web::Data<AdminState>) -> Htt
     }
 }
 
-/// `GET /admin/v1/experiments/{id}/results[?from=&to=&metric=...&method=]` (D22, D27).
+/// `GET /admin/v1/experiments/{id}/results[?from=&to=&metric=...&method=&horizon=]` (D22, D27,
+/// D30).
 async fn experiment_results(
     req: HttpRequest,
     path: web::Path<String>,
@@ -503,7 +504,7 @@ async fn experiment_results(
         Err(refused) => return *refused,
     };
     let params = (|| {
-        let pairs = query_params(&req, &["from", "to", "metric", "method"])?;
+        let pairs = query_params(&req, &["from", "to", "metric", "method", "horizon"])?;
         let metrics: Vec<&str> = pairs
             .iter()
             .filter(|(n, _)| n == "metric")
@@ -514,7 +515,8 @@ async fn experiment_results(
             single(&pairs, "to")?,
             &metrics,
             single(&pairs, "method")?,
-        )
+        )?
+        .with_horizon(single(&pairs, "horizon")?)
     })();
     let report = match params {
         Ok(params) => access.report(&path, &params).await,

@@ -116,6 +116,12 @@ async fn handle(
         Endpoint::Events { app } => {
             Box::pin(handlers::events::events(req, payload, worker, app)).await
         }
+        Endpoint::StoreApple { app } => {
+            Box::pin(handlers::store::apple(req, payload, worker, app)).await
+        }
+        Endpoint::StoreRevenueCat { app } => {
+            Box::pin(handlers::store::revenuecat(req, payload, worker, app)).await
+        }
         Endpoint::LegacyResolve { placement } => {
             let (reply, successor) =
                 Box::pin(handlers::legacy::resolve(req, payload, worker, placement)).await;

@@ -40,6 +40,7 @@ pub use admin::{
 };
 pub use config::{BodyPace, HttpConfig, RateLimitConfig};
 pub use connections::ConnectionLimits;
+pub use handlers::store::StoreRoutes;
 pub use metrics::HttpMetrics;
 pub use state::{ApiState, CatalogHandle};
 

@@ -192,7 +192,33 @@ fn paths() -> Value {
     ));
     legacy_events["requestBody"]["description"] = json!(EVENTS_BODY_ENCODING);
     legacy_events["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
+    let stored = ok_json(
+        "Stored: `stored` is `true`, or `false` for a notification stored before (a retry). Answered only once stored (D15).",
+        json!({"type": "object", "required": ["stored"], "properties": {"stored": {"type": "boolean"}}}),
+        false,
+    );
+    let mut apple_op = operation(
+        "storeApple",
+        "Receive an App Store Server Notification V2",
+        "App Store Connect's notification URL for this app (D30). The `signedPayload` (and its `signedTransactionInfo` and `signedRenewalInfo`) must be signed by a certificate chain to a trusted root (`stores.apple_root_certificates`; Apple Root CA - G3 by default) with Apple's marker extensions, for the app's `apple_bundle_id` and one of its `apple_environments`. Stored once per `notificationUUID`. 401 `invalid_signature` for a signature that does not verify; 400 `store_mismatch` for another bundle or environment, `store_not_configured` for an app without `apple_bundle_id`, `invalid_notification` for a body or field that cannot be read. Nothing refused is stored.",
+        vec![app_id_param()],
+        json!({"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "description": "Apple's JWS (compact form)."}}}),
+        ("200", stored.clone()),
+    );
+    apple_op["security"] = json!([]);
+    apple_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
+    let mut revenuecat_op = operation(
+        "storeRevenueCat",
+        "Receive a RevenueCat webhook",
+        "RevenueCat's webhook URL for this app (D30), with a webhook key of the app's workspace (`flowgate keys create --type webhook`) as the Authorization header's value, with or without `Bearer`. Stored once per `event.id`. 400 `invalid_notification` for a body or field that cannot be read; nothing refused is stored.",
+        vec![app_id_param()],
+        json!({"type": "object", "required": ["event"], "properties": {"api_version": {"type": "string"}, "event": {"type": "object", "required": ["id", "type"]}}}),
+        ("200", stored),
+    );
+    revenuecat_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
     json!({
+        "/v1/apps/{appId}/store/apple": {"post": apple_op},
+        "/v1/apps/{appId}/store/revenuecat": {"post": revenuecat_op},
         "/v1/apps/{appId}/placements/{placementId}/resolve": {"post": operation(
             "resolve", "Resolve a placement", resolve_desc,
             vec![app_id_param(), placement_param(), export.clone()],

@@ -35,10 +35,14 @@ pub const PROBLEM_CODES: &[(&str, u16, &str)] = &[
     ("validation_failed", 400, "Validation failed"),
     ("too_many_events", 400, "Too many events"),
     ("too_many_placements", 400, "Too many placements"),
+    ("invalid_notification", 400, "Invalid store notification"),
+    ("store_mismatch", 400, "Store notification for another app"),
+    ("store_not_configured", 400, "Store not configured"),
     ("missing_api_key", 401, "Missing API key"),
     ("invalid_api_key", 401, "Invalid API key"),
     ("key_type_not_allowed", 401, "Key type not allowed"),
     ("key_environment_mismatch", 401, "Key environment mismatch"),
+    ("invalid_signature", 401, "Invalid signature"),
     ("forbidden_app", 403, "Forbidden app"),
     ("app_not_found", 404, "App not found"),
     ("not_found", 404, "Not found"),
@@ -139,6 +143,32 @@ impl ApiError {
             "invalid_api_key",
             "the request has more than one Authorization header; send the SDK key in one",
         )
+    }
+
+    /// 400 `invalid_notification` (D30): a store notification's body or fields cannot be read.
+    pub fn invalid_notification(detail: impl Into<String>) -> Self {
+        Self::new("invalid_notification", detail)
+    }
+
+    /// 400 `store_mismatch` (D30): a notification of another bundle or environment than the
+    /// app's.
+    pub fn store_mismatch(detail: impl Into<String>) -> Self {
+        Self::new("store_mismatch", detail)
+    }
+
+    /// 400 `store_not_configured` (D30): no app of this id takes App Store notifications (it
+    /// is not in the catalog, or has no `apple_bundle_id`).
+    pub fn store_not_configured(app: flowgate_domain::ids::AppId) -> Self {
+        Self::new(
+            "store_not_configured",
+            format!("app {app} is not in the catalog or has no apple_bundle_id"),
+        )
+    }
+
+    /// 401 `invalid_signature` (D30): an App Store signature that does not verify; the detail
+    /// says which check failed.
+    pub fn invalid_signature(detail: impl Into<String>) -> Self {
+        Self::new("invalid_signature", detail)
     }
 
     /// 403 `forbidden_app`.
@@ -274,6 +304,15 @@ struct ProblemBody<'a> {
     request_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a Vec<FieldError>>,
+}
+
+/// `value` quoted for a problem's detail, cut to 64 characters.
+pub(crate) fn quoted(value: &str) -> String {
+    let mut cut: String = value.chars().take(64).collect();
+    if cut.len() < value.len() {
+        cut.push('…');
+    }
+    format!("{cut:?}")
 }
 
 #[cfg(test)]

@@ -23,13 +23,16 @@ use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-/// How revenue is reported (`experiments.currency`, `experiments.exchange_rates`).
+/// How revenue is reported (`experiments.currency`, `experiments.exchange_rates`,
+/// `stores.horizon_days`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResultsSettings {
     /// The reporting currency.
     pub currency: String,
     /// 1 unit of each currency in the reporting currency.
     pub exchange_rates: BTreeMap<String, f64>,
+    /// Store transactions count within this many days of first exposure (D30).
+    pub horizon_days: u32,
 }
 
 impl Default for ResultsSettings {
@@ -37,6 +40,7 @@ impl Default for ResultsSettings {
         Self {
             currency: "USD".to_owned(),
             exchange_rates: BTreeMap::new(),
+            horizon_days: 30,
         }
     }
 }
@@ -53,6 +57,9 @@ pub struct ReportParams {
     /// The method for this report only (`--method`, `method=`); `None`: the experiment's
     /// analysis settings say (D27).
     pub method: Option<Method>,
+    /// Store transactions count within this many days of first exposure (`--horizon`,
+    /// `horizon=`, D30); `None`: `stores.horizon_days`.
+    pub horizon_days: Option<u32>,
 }
 
 impl ReportParams {
@@ -110,7 +117,24 @@ impl ReportParams {
             to,
             metrics,
             method,
+            horizon_days: None,
         })
+    }
+
+    /// The same parameters with `horizon` (`--horizon DAYS`, `horizon=`: D30), 1 to 3650 days.
+    pub fn with_horizon(mut self, horizon: Option<&str>) -> Result<Self, ReportError> {
+        self.horizon_days = horizon
+            .map(|h| {
+                h.parse::<u32>()
+                    .ok()
+                    .filter(|d| (1..=3650).contains(d))
+                    .ok_or_else(|| ReportError::InvalidParam {
+                        param: "horizon",
+                        message: format!("{h:?} is not a number of days from 1 to 3650"),
+                    })
+            })
+            .transpose()?;
+        Ok(self)
     }
 }
 
@@ -126,7 +150,7 @@ pub enum ReportError {
     /// A parameter is not acceptable: which one and why (quoting the value).
     #[error("invalid {param}: {message}")]
     InvalidParam {
-        /// `from`, `to`, `metric`, `method`, `experiment_id`, `app_id`.
+        /// `from`, `to`, `metric`, `method`, `horizon`, `experiment_id`, `app_id`.
         param: &'static str,
         /// What is wrong with it.
         message: String,
@@ -175,6 +199,9 @@ pub async fn experiment_report(
     );
     if let Some(method) = params.method {
         query = query.with_method(method);
+    }
+    if catalog.reports_store_revenue(app.id()) {
+        query = query.with_store_metrics(params.horizon_days.unwrap_or(settings.horizon_days));
     }
     let data = source
         .experiment_results(&query)

@@ -2,7 +2,7 @@
 //!
 //! actix's router matches dynamic routes with a regex and runs every scope, resource and
 //! middleware as its own boxed service, which costs more per single resolve than the resolve
-//! itself (P8). The API has seven fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
+//! itself (P8). The API has nine fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
 //! segments, once per request, and the dispatcher calls the handler directly.
 //!
 //! The semantics are actix's, which this crate's HTTP tests pin: the path is the one actix routes on
@@ -29,6 +29,16 @@ pub enum Endpoint<'p> {
     },
     /// `/v1/apps/{appId}/events`
     Events {
+        /// The raw `appId` segment.
+        app: &'p str,
+    },
+    /// `/v1/apps/{appId}/store/apple` (D30)
+    StoreApple {
+        /// The raw `appId` segment.
+        app: &'p str,
+    },
+    /// `/v1/apps/{appId}/store/revenuecat` (D30)
+    StoreRevenueCat {
         /// The raw `appId` segment.
         app: &'p str,
     },
@@ -80,6 +90,12 @@ impl<'p> Endpoint<'p> {
                 Endpoint::Resolve { app, placement }
             }
             (Some("apps"), Some(app), Some("events"), None, None) => Endpoint::Events { app },
+            (Some("apps"), Some(app), Some("store"), Some("apple"), None) => {
+                Endpoint::StoreApple { app }
+            }
+            (Some("apps"), Some(app), Some("store"), Some("revenuecat"), None) => {
+                Endpoint::StoreRevenueCat { app }
+            }
             (Some("placements"), Some(placement), Some("resolve"), None, None) => {
                 Endpoint::LegacyResolve { placement }
             }
@@ -89,7 +105,10 @@ impl<'p> Endpoint<'p> {
         // A parameter is one non-empty segment, as `{name}` is in actix.
         let empty = match endpoint {
             Endpoint::Resolve { app, placement } => app.is_empty() || placement.is_empty(),
-            Endpoint::ResolveBatch { app } | Endpoint::Events { app } => app.is_empty(),
+            Endpoint::ResolveBatch { app }
+            | Endpoint::Events { app }
+            | Endpoint::StoreApple { app }
+            | Endpoint::StoreRevenueCat { app } => app.is_empty(),
             Endpoint::LegacyResolve { placement } => placement.is_empty(),
             _ => false,
         };
@@ -107,6 +126,8 @@ impl<'p> Endpoint<'p> {
             Endpoint::Resolve { .. } => "/v1/apps/{appId}/placements/{placementId}/resolve",
             Endpoint::ResolveBatch { .. } => "/v1/apps/{appId}/placements/resolve-batch",
             Endpoint::Events { .. } => "/v1/apps/{appId}/events",
+            Endpoint::StoreApple { .. } => "/v1/apps/{appId}/store/apple",
+            Endpoint::StoreRevenueCat { .. } => "/v1/apps/{appId}/store/revenuecat",
             Endpoint::LegacyResolve { .. } => "/v1/placements/{placementId}/resolve",
             Endpoint::LegacyEvents => "/v1/events",
             Endpoint::OpenApi => "/openapi.json",
@@ -128,7 +149,9 @@ impl<'p> Endpoint<'p> {
         match self {
             Endpoint::Resolve { app, .. }
             | Endpoint::ResolveBatch { app }
-            | Endpoint::Events { app } => Some(app),
+            | Endpoint::Events { app }
+            | Endpoint::StoreApple { app }
+            | Endpoint::StoreRevenueCat { app } => Some(app),
             _ => None,
         }
     }

@@ -35,6 +35,8 @@ pub struct ApiState {
     /// Stored assignments of sticky experiments (D23); `None`: sticky experiments bucket as
     /// non-sticky ones.
     pub(crate) sticky: Option<crate::sticky::StickyAssignments>,
+    /// The store notification routes (D30); `None`: they answer 404.
+    pub(crate) store_routes: Option<Arc<crate::handlers::store::StoreRoutes>>,
 }
 
 impl ApiState {
@@ -64,12 +66,19 @@ impl ApiState {
             compressed_flows: crate::response::CompressedFlows::default(),
             unknown_placements,
             sticky: None,
+            store_routes: None,
         }
     }
 
     /// Resolve reads and writes stored assignments through `sticky` (D23).
     pub fn with_sticky(mut self, sticky: crate::sticky::StickyAssignments) -> Self {
         self.sticky = Some(sticky);
+        self
+    }
+
+    /// Serves the store notification routes (D30) into `routes.store`.
+    pub fn with_store_routes(mut self, routes: crate::handlers::store::StoreRoutes) -> Self {
+        self.store_routes = Some(Arc::new(routes));
         self
     }
 

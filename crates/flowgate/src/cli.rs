@@ -179,6 +179,10 @@ pub enum ExperimentsCommand {
         /// (one look at a horizon set in advance); default: the experiment's analysis settings.
         #[arg(long, value_name = "fixed|sequential")]
         method: Option<String>,
+        /// Store metrics (D30) count transactions bought within this many days of a user's
+        /// first exposure (default: `stores.horizon_days`).
+        #[arg(long, value_name = "DAYS")]
+        horizon: Option<String>,
         /// Print D22's JSON (with the daily series and the decision).
         #[arg(long)]
         json: bool,

@@ -69,6 +69,8 @@ pub struct Config {
     pub experiments: ExperimentsConfig,
     /// Sticky assignment (D23).
     pub sticky: StickyConfig,
+    /// Store notifications (D30).
+    pub stores: StoresConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -422,6 +424,27 @@ impl fmt::Debug for ExperimentsConfig {
             .field("currency", &self.currency)
             .field("exchange_rates", &self.exchange_rates)
             .finish()
+    }
+}
+
+/// `[stores]` (D30): store notifications and the revenue they report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoresConfig {
+    /// PEM files of the roots App Store signatures must chain to; empty: Apple Root CA - G3,
+    /// built into the binary.
+    pub apple_root_certificates: Vec<std::path::PathBuf>,
+    /// Reports count store transactions bought within this many days of a user's first
+    /// exposure (`--horizon`, `horizon=` override it per report).
+    pub horizon_days: u32,
+}
+
+impl Default for StoresConfig {
+    fn default() -> Self {
+        Self {
+            apple_root_certificates: Vec::new(),
+            horizon_days: 30,
+        }
     }
 }
 

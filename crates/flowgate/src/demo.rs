@@ -58,7 +58,7 @@ fn catalog() -> String {
         {"key": "paywall", "default_flow_id": "FA", "rules": [
           {"audience": {"country": {"$in": ["US", "CA", "GB"]}}, "experiment": {
             "id": "EXP", "name": "paywall-price-test", "status": "running", "coverage": 1.0,
-            "analysis": {"primary_metric": "purchase_complete", "guardrail_metrics": ["revenue"]},
+            "analysis": {"primary_metric": "purchase_complete", "guardrail_metrics": ["proceeds"]},
             "variants": [
               {"id": "VARA", "name": "control", "weight": 1, "flow_id": "FA"},
               {"id": "VARB", "name": "trial", "weight": 1, "flow_id": "FB"}]}}]}
@@ -103,6 +103,26 @@ pub enum DemoError {
     /// The key could not be stored.
     #[error("the demo key could not be created: {0}")]
     Key(#[from] flowgate_domain::ports::StoreError),
+}
+
+/// A fresh webhook key (D30) of the demo workspace, for `demo --traffic`'s RevenueCat
+/// notifications.
+pub async fn webhook_key(store: &Store, environment: KeyEnvironment) -> Result<String, DemoError> {
+    let workspace: WorkspaceId = WORKSPACE.parse().map_err(|_| {
+        DemoError::Key(flowgate_domain::ports::StoreError::Other {
+            detail: "demo workspace id".into(),
+        })
+    })?;
+    let created = store
+        .create_key(
+            workspace,
+            environment,
+            KeyType::Webhook,
+            "demo webhook",
+            OffsetDateTime::now_utc(),
+        )
+        .await?;
+    Ok(created.key.expose().to_owned())
 }
 
 /// Imports the demo catalog (idempotent) and creates a fresh SDK key of `environment`.

@@ -54,6 +54,7 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
             to,
             metrics,
             method,
+            horizon,
             json,
         } => {
             let metrics: Vec<&str> = metrics.iter().map(String::as_str).collect();
@@ -62,13 +63,16 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
                 to.as_deref(),
                 &metrics,
                 method.as_deref(),
-            ) {
+            )
+            .and_then(|p| p.with_horizon(horizon.as_deref()))
+            {
                 Ok(params) => params,
                 Err(e) => return failure(&e),
             };
             let settings = ResultsSettings {
                 currency: config.experiments.currency.clone(),
                 exchange_rates: config.experiments.exchange_rates.clone(),
+                horizon_days: config.stores.horizon_days,
             };
             let now = time::OffsetDateTime::now_utc();
             match experiment_report(&catalog, &reader, &experiment, &params, &settings, now).await {

@@ -116,6 +116,10 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         async move { sticky.probe_while_failing().await }
     });
     let sticky_writer = tokio::spawn(run_writer(sticky_writer));
+    let apple_roots = match apple_roots(&config) {
+        Ok(roots) => roots,
+        Err(code) => return code,
+    };
     let api_state = web::Data::new(
         ApiState::new(
             http,
@@ -124,7 +128,11 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             Arc::new(SystemClock),
             metrics,
         )
-        .with_sticky(sticky),
+        .with_sticky(sticky)
+        .with_store_routes(flowgate_http::StoreRoutes {
+            store: Arc::new(store.clone()),
+            apple_roots,
+        }),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let refresher = tokio::spawn(refresher.run(
@@ -184,6 +192,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 settings: ResultsSettings {
                     currency: config.experiments.currency.clone(),
                     exchange_rates: config.experiments.exchange_rates.clone(),
+                    horizon_days: config.stores.horizon_days,
                 },
                 metrics: results_metrics,
             })
@@ -492,6 +501,23 @@ pub(crate) async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// The roots App Store signatures must chain to (D30): `stores.apple_root_certificates`, or
+/// Apple's root built into the binary; a file that cannot be read or holds no certificate
+/// stops the start, naming it.
+fn apple_roots(config: &Config) -> Result<flowgate_http::apple_jws::AppleRoots, ExitCode> {
+    let files = &config.stores.apple_root_certificates;
+    let roots = if files.is_empty() {
+        flowgate_http::apple_jws::AppleRoots::apple()
+    } else {
+        flowgate_http::apple_jws::AppleRoots::from_pem_files(files).map_err(|e| {
+            eprintln!("flowgate: stores.apple_root_certificates: {e}");
+            ExitCode::Config
+        })?
+    };
+    tracing::info!(roots = ?roots.fingerprints(), "App Store roots trusted");
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -24,20 +24,31 @@ struct Behaviour {
     complete: f64,
     purchase: f64,
     price: f64,
+    /// Of the purchases (each a free trial's start), the share the store reports converted to
+    /// paid (D30).
+    convert: f64,
+    /// Of the paid ones, the share refunded.
+    refund: f64,
 }
 
-/// The demo experiment's variants by name: `trial` completes and buys more, at a lower price.
+/// The demo experiment's variants by name: `trial` completes and buys more, at a lower price,
+/// but its trials convert to paid half as often, and more are refunded: what the app sees
+/// (`purchase_complete`) and what the store reports (`proceeds`, D30) disagree.
 fn behaviour(variant: &str) -> Behaviour {
     match variant {
         "trial" => Behaviour {
             complete: 0.45,
             purchase: 0.12,
             price: 24.99,
+            convert: 0.35,
+            refund: 0.10,
         },
         _ => Behaviour {
             complete: 0.35,
             purchase: 0.08,
             price: 29.99,
+            convert: 0.70,
+            refund: 0.02,
         },
     }
 }
@@ -50,23 +61,29 @@ struct Sent {
     rejected: u64,
 }
 
-/// The API with the demo key.
+/// The API with the demo key, and the demo's webhook key for its store notifications.
 struct Api {
     client: awc::Client,
     base: String,
     key: String,
+    webhook: String,
 }
 
 impl Api {
     /// POSTs `body`; a 429 (the per-address limit, D10) is retried after its `Retry-After`,
     /// as an SDK does.
     async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {
+        self.post_as(path, body, &self.key).await
+    }
+
+    /// As [`Api::post`], with `key`.
+    async fn post_as(&self, path: &str, body: &Value, key: &str) -> Result<(u16, Value), String> {
         let url = format!("{}{path}", self.base);
         loop {
             let mut response = self
                 .client
                 .post(&url)
-                .insert_header(("Authorization", format!("Bearer {}", self.key)))
+                .insert_header(("Authorization", format!("Bearer {key}")))
                 .send_json(body)
                 .await
                 .map_err(|e| format!("POST {url}: {e}"))?;
@@ -141,8 +158,44 @@ impl Api {
                 json!({"revenue": b.price, "currency": "USD",
                        "properties": {"product_id": "demo-annual"}}),
             ));
+            self.store_notifications(user, &b).await?;
         }
         Ok(events)
+    }
+
+    /// What RevenueCat would send about `user`'s purchase (D30): the free trial's start, its
+    /// conversion to paid, a refund; just after the exposure, so a report read now counts them.
+    async fn store_notifications(&self, user: &str, b: &Behaviour) -> Result<(), String> {
+        let now = time::OffsetDateTime::now_utc();
+        let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+        let event = |n: u32, kind: &str, trial: bool, at: i64| {
+            json!({"api_version": "1.0", "event": {
+                "id": format!("demo-{user}-{n}"), "type": kind, "app_user_id": user,
+                "product_id": "demo-annual", "environment": "SANDBOX", "store": "APP_STORE",
+                "period_type": if trial { "TRIAL" } else { "NORMAL" },
+                "transaction_id": format!("demo-{user}-t{}", if trial { 1 } else { 2 }),
+                "original_transaction_id": format!("demo-{user}-t1"),
+                "purchased_at_ms": at,
+                "price_in_purchased_currency": if trial { 0.0 } else { b.price },
+                "currency": "USD", "cancel_reason": "CUSTOMER_SUPPORT"}})
+        };
+        // Whole milliseconds, as the stores send them: one past now, never before the exposure.
+        let start = ms(now) + 1;
+        let mut sends = vec![event(1, "INITIAL_PURCHASE", true, start)];
+        if hash_v2("demo-convert", user) < b.convert {
+            sends.push(event(2, "RENEWAL", false, start + 1));
+            if hash_v2("demo-refund", user) < b.refund {
+                sends.push(event(3, "CANCELLATION", false, start + 1));
+            }
+        }
+        let path = format!("/v1/apps/{}/store/revenuecat", demo::APP);
+        for body in sends {
+            let (status, answer) = self.post_as(&path, &body, &self.webhook).await?;
+            if status != 200 {
+                return Err(format!("{path} answered {status}: {answer}"));
+            }
+        }
+        Ok(())
     }
 
     /// Sends `events` (at most 100) in one request.
@@ -177,6 +230,13 @@ pub async fn traffic(
             return ExitCode::Failure;
         }
     };
+    let webhook = match demo::webhook_key(store, config.auth.key_environment).await {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("flowgate: {e}");
+            return ExitCode::Failure;
+        }
+    };
     let local = tokio::task::LocalSet::new();
     let sent = local
         .run_until(send(
@@ -186,6 +246,7 @@ pub async fn traffic(
                     .finish(),
                 base: base.clone(),
                 key: created.key,
+                webhook,
             },
             users,
         ))
@@ -253,6 +314,7 @@ pub async fn traffic(
             to: None,
             metrics: Vec::new(),
             method: None,
+            horizon: None,
             json,
         },
     )
@@ -276,6 +338,18 @@ async fn send(api: Api, users: u64) -> Result<Sent, String> {
                     api.base
                 ))
             }
+        }
+    }
+    // And the webhook key: RevenueCat's TEST notification until it is accepted.
+    let path = format!("/v1/apps/{}/store/revenuecat", demo::APP);
+    let probe = json!({"api_version": "1.0", "event": {"id": format!("demo-test-{}", uuid::Uuid::new_v4()), "type": "TEST"}});
+    loop {
+        match api.post_as(&path, &probe, &api.webhook).await? {
+            (200, _) => break,
+            (401, _) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            (status, body) => return Err(format!("{path} answered {status}: {body}")),
         }
     }
     let run = uuid::Uuid::new_v4().simple().to_string();

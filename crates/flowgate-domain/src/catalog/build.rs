@@ -679,7 +679,10 @@ fn build_apple_fields(
                 ),
             );
         } else if environments[..i].contains(environment) {
-            p.push(pointer, format!("{} is listed twice", shown_str(environment)));
+            p.push(
+                pointer,
+                format!("{} is listed twice", shown_str(environment)),
+            );
         }
     }
     match bundle_id {

@@ -117,6 +117,18 @@ impl Catalog {
         self.keys.get(digest)
     }
 
+    /// Whether the experiments of `app` report the store metrics (D30): the app has an
+    /// `apple_bundle_id`, or its workspace an active webhook key.
+    pub fn reports_store_revenue(&self, app: AppId) -> bool {
+        let Some(app) = self.apps.get(&app) else {
+            return false;
+        };
+        app.apple_bundle_id.is_some()
+            || self.keys.values().any(|k| {
+                k.workspace_id == app.workspace_id && k.key_type == crate::keys::KeyType::Webhook
+            })
+    }
+
     /// Authenticates the key a caller of an SDK route presented (D1, D9), as its bearer token:
     /// none, a malformed key (rejected without any lookup), an unknown or revoked key, a
     /// non-`sdk` key (`secret`, or `webhook`: D30), and a key of another environment than

@@ -13,6 +13,7 @@ pub(crate) mod events;
 pub(crate) mod identity;
 pub(crate) mod legacy;
 pub(crate) mod resolve;
+pub(crate) mod store;
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
 

@@ -16,5 +16,6 @@ mod fuzz;
 mod legacy;
 mod openapi;
 mod resolve;
+mod store_notifications;
 mod webhook_keys;
 mod worker;

@@ -549,3 +549,301 @@ async fn an_experiment_without_effect_read_every_day_declares_no_winner() {
         );
     }
 }
+
+/// D30 through the binary, on both stores: the treatment starts more trials (its
+/// `purchase_complete` rate is higher) but converts fewer of them to paid, and more of its paid
+/// purchases are refunded. RevenueCat's webhooks, sent with a webhook key made by the CLI,
+/// are stored once; the report's store figures equal what the test's SQL counts over what it
+/// sent; and the verdict on `proceeds` (roll back) is not the one on `purchase_complete`
+/// (ship).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_revenue_decides_otherwise_than_the_purchases_the_app_saw() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let Some(s) = Served::start_on(backend, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)]).await else {
+            continue;
+        };
+        let env = [("FLOWGATE__DATABASE__URL", s.db.url.as_str())];
+        let (code, out, err) = run(
+            &[
+                "keys",
+                "create",
+                "--workspace",
+                fixtures::WS1,
+                "--env",
+                "test",
+                "--type",
+                "webhook",
+                "--json",
+            ],
+            &env,
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let webhook: Value = serde_json::from_str(&out).unwrap();
+        let webhook = webhook["key"].as_str().unwrap().to_owned();
+        let import = |primary: &str| {
+            let mut doc = fixtures::catalog_json();
+            doc["format"] = 2.into();
+            let experiment =
+                &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"];
+            experiment["variants"][0]["flow_id"] = fixtures::FLOW_US.into();
+            experiment["analysis"] =
+                serde_json::json!({"primary_metric": primary, "sequential": false});
+            crate::support::import(&s.db.url, &doc);
+        };
+        import("purchase_complete");
+        let resolve = |user: &str| {
+            let body =
+                serde_json::json!({"user_id": user, "session_id": "s", "device_platform": "ios"});
+            let path = format!("/v1/apps/{}/placements/paywall/resolve", fixtures::APP1);
+            let (status, reply) = http(
+                s.api,
+                "POST",
+                &path,
+                Some(&s.key),
+                body.to_string().as_bytes(),
+            )
+            .unwrap();
+            assert_eq!(status, 200, "{reply}");
+            serde_json::from_str::<Value>(&reply).unwrap()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while (0..20).all(|i| resolve(&format!("probe-{i}"))["flow_id"] != fixtures::FLOW_US) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the catalog is not served"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The webhook key is known to the server after its next refresh.
+        let at = time::OffsetDateTime::now_utc() - time::Duration::days(3);
+        let ms = |t: time::OffsetDateTime| t.unix_timestamp() * 1000;
+        let send = |event: Value| {
+            let path = format!("/v1/apps/{}/store/revenuecat", fixtures::APP1);
+            let body = serde_json::json!({"api_version": "1.0", "event": event}).to_string();
+            http(s.api, "POST", &path, Some(&webhook), body.as_bytes()).unwrap()
+        };
+        let probe = serde_json::json!({"id": "probe", "type": "TEST"});
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while send(probe.clone()).0 != 200 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the webhook key is not served"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+
+        let mut rng = Seeded(0x5eed_0052);
+        let mut events = Vec::new();
+        let mut sent = 0_usize;
+        for i in 0..1_200 {
+            let user = format!("buyer-{i}");
+            let flow = resolve(&user);
+            let treatment = flow["variant_name"] == "new";
+            let event = |event_type: &str, after: i64| {
+                serde_json::json!({
+                    "event_id": uuid::Uuid::new_v4().to_string(), "app_id": fixtures::APP1,
+                    "flow_id": flow["flow_id"], "flow_version_id": flow["flow_version_id"],
+                    "experiment_id": flow["experiment_id"], "variant_id": flow["variant_id"],
+                    "placement_id": "paywall", "user_id": user, "session_id": "s",
+                    "device_platform": "ios", "event_type": event_type, "sdk_version": "2.0.0",
+                    "timestamp": (at + time::Duration::seconds(after))
+                        .format(&time::format_description::well_known::Rfc3339).unwrap(),
+                })
+            };
+            events.push(event("flow_open", 0));
+            // The treatment starts more trials; fewer convert; more paid ones are refunded.
+            let (trial, convert, refund) = if treatment {
+                (0.30, 0.15, 0.5)
+            } else {
+                (0.15, 0.7, 0.05)
+            };
+            if rng.next() < trial {
+                events.push(event("purchase_complete", 60));
+                let original = format!("o-{user}");
+                let (status, reply) = send(serde_json::json!({"id": format!("e-{user}-1"),
+                    "type": "INITIAL_PURCHASE", "app_user_id": user, "period_type": "TRIAL",
+                    "transaction_id": format!("t-{user}-1"), "original_transaction_id": original,
+                    "purchased_at_ms": ms(at + time::Duration::minutes(1)), "price": 0}));
+                assert_eq!(status, 200, "{reply}");
+                sent += 1;
+                if rng.next() < convert {
+                    let paid = serde_json::json!({"id": format!("e-{user}-2"), "type": "RENEWAL",
+                        "app_user_id": user, "period_type": "NORMAL",
+                        "transaction_id": format!("t-{user}-2"), "original_transaction_id": original,
+                        "purchased_at_ms": ms(at + time::Duration::days(2)),
+                        "price_in_purchased_currency": 20.0, "currency": "USD"});
+                    assert_eq!(send(paid.clone()).0, 200);
+                    // Sent again, as RevenueCat retries: stored once.
+                    assert_eq!(send(paid.clone()).0, 200);
+                    sent += 1;
+                    if rng.next() < refund {
+                        let mut refund = paid;
+                        refund["id"] = format!("e-{user}-3").into();
+                        refund["type"] = "CANCELLATION".into();
+                        refund["cancel_reason"] = "CUSTOMER_SUPPORT".into();
+                        assert_eq!(send(refund).0, 200);
+                        sent += 1;
+                    }
+                }
+            }
+        }
+        for batch in events.chunks(100) {
+            let path = format!("/v1/apps/{}/events", fixtures::APP1);
+            let body = Value::Array(batch.to_vec()).to_string();
+            let (status, reply) =
+                http(s.api, "POST", &path, Some(&s.key), body.as_bytes()).unwrap();
+            assert_eq!(status, 202, "{reply}");
+        }
+        let stored =
+            s.db.count("SELECT COUNT(*) AS n FROM store_notifications")
+                .await as usize;
+        assert_eq!(stored, sent + 1, "each notification once (and the probe)");
+        let total = events.len();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while (s
+            .db
+            .count("SELECT COUNT(*) AS n FROM analytics_events")
+            .await as usize)
+            < total
+        {
+            assert!(std::time::Instant::now() < deadline, "events stored");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        let report = |extra: &str| {
+            let path = format!("/admin/v1/experiments/{}/results{extra}", fixtures::EXP);
+            let (status, report) = admin(&s, &path, Some(TOKEN));
+            assert_eq!(status, 200, "{report}");
+            report
+        };
+        let r = report("");
+        let names: Vec<&str> = r["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["metric"].as_str().unwrap())
+            .collect();
+        for m in [
+            "trial_started",
+            "trial_converted",
+            "paid",
+            "refunded",
+            "proceeds",
+        ] {
+            assert!(names.contains(&m), "{m} in {names:?}");
+        }
+        // The report against the test's own SQL over what was stored.
+        let exposed =
+            "SELECT user_id, variant_id FROM analytics_events WHERE event_type = 'flow_open'";
+        for (variant, name) in [
+            (fixtures::VAR_CONTROL, "control"),
+            (fixtures::VAR_NEW, "new"),
+        ] {
+            let users_of = |condition: &str| {
+                format!(
+                    "SELECT COUNT(DISTINCT x.user_id) AS n FROM ({exposed}) x JOIN store_notifications n \
+                     ON n.user_id = x.user_id WHERE x.variant_id = '{variant}' AND {condition}"
+                )
+            };
+            let figure = |metric: &str| {
+                let m = r["metrics"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|m| m["metric"] == metric)
+                    .unwrap();
+                let v = m["variants"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["variant_id"] == variant)
+                    .unwrap();
+                v["sum"].as_f64().unwrap()
+            };
+            for (metric, condition) in [
+                ("trial_started", "n.trial"),
+                ("paid", "n.price > 0 AND NOT n.trial"),
+                ("refunded", "n.refunded"),
+            ] {
+                let sql = users_of(
+                    &condition
+                        .replace(
+                            "n.trial",
+                            if backend == Backend::Sqlite {
+                                "n.trial = 1"
+                            } else {
+                                "n.trial"
+                            },
+                        )
+                        .replace(
+                            "n.refunded",
+                            if backend == Backend::Sqlite {
+                                "n.refunded = 1"
+                            } else {
+                                "n.refunded"
+                            },
+                        ),
+                );
+                assert_eq!(
+                    figure(metric),
+                    s.db.count(&sql).await as f64,
+                    "{name} {metric}"
+                );
+            }
+            assert_eq!(
+                figure("trial_converted"),
+                figure("paid"),
+                "{name}: every paid one followed a trial"
+            );
+            // Proceeds: 20 per paid user less 20 per refunded one.
+            assert_eq!(
+                figure("proceeds"),
+                20.0 * (figure("paid") - figure("refunded")),
+                "{name}"
+            );
+        }
+        // purchase_complete decides: ship the treatment; proceeds decide: roll it back.
+        assert_eq!(r["decision"]["verdict"], "ship", "{}", r["decision"]);
+        import("proceeds");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut r = report("");
+        while r["analysis"]["primary_metric"] != "proceeds" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the new analysis settings are served"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            r = report("");
+        }
+        assert_eq!(r["decision"]["verdict"], "roll_back", "{}", r["decision"]);
+        // A horizon of one day leaves out the paid purchases, bought two days after exposure,
+        // and keeps the trials, bought a minute after.
+        let short = report("?horizon=1");
+        let sum = |r: &Value, metric: &str| -> f64 {
+            let m = r["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["metric"] == metric)
+                .unwrap();
+            m["variants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["sum"].as_f64().unwrap())
+                .sum()
+        };
+        assert!(sum(&r, "paid") > 0.0);
+        assert_eq!(sum(&short, "paid"), 0.0);
+        assert_eq!(sum(&short, "trial_started"), sum(&r, "trial_started"));
+        let (status, problem) = admin(
+            &s,
+            &format!("/admin/v1/experiments/{}/results?horizon=0", fixtures::EXP),
+            Some(TOKEN),
+        );
+        assert_eq!(
+            (status, &problem["code"]),
+            (400, &Value::from("invalid_request"))
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! Store notifications (D30): `POST /v1/apps/{appId}/store/apple` (App Store Server
+//! Notifications V2, authenticated by Apple's signature) and `POST
+//! /v1/apps/{appId}/store/revenuecat` (authenticated by a webhook key). Each is verified, read,
+//! stored once and only then answered 200 (D15's promise); what cannot be verified is 401, what
+//! cannot be read or does not belong to the app is 400, and nothing of either is stored.
+
+use std::sync::Arc;
+
+use actix_web::dev::Payload;
+use actix_web::http::StatusCode;
+use actix_web::HttpRequest;
+use flowgate_domain::ids::AppId;
+use flowgate_domain::ports::NotificationStore;
+use flowgate_domain::store_notifications::{
+    apple_bundle, read_apple, read_revenuecat, NotificationError, StoreNotification, MAX_BODY,
+};
+use serde_json::Value;
+
+use super::{or_problem, Result};
+use crate::apple_jws::{verify, AppleRoots};
+use crate::guard;
+use crate::problem::ApiError;
+use crate::request_body::{read_json, Encoding};
+use crate::response::{json_response, Reply};
+use crate::worker::Worker;
+
+/// What the store routes need: where notifications are kept and whose signatures are trusted.
+pub struct StoreRoutes {
+    /// The store (the database: notifications are few, each stored before it is answered).
+    pub store: Arc<dyn NotificationStore>,
+    /// `stores.apple_root_certificates`, or Apple's root.
+    pub apple_roots: AppleRoots,
+}
+
+impl std::fmt::Debug for StoreRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreRoutes")
+            .field("apple_roots", &self.apple_roots.fingerprints())
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(e: &NotificationError) -> ApiError {
+    ApiError::invalid_notification(format!("{}: {}", e.pointer, e.message))
+}
+
+/// The routes' state, or 404 when the deployment serves none.
+fn routes(worker: &Worker) -> Result<&StoreRoutes> {
+    worker
+        .shared
+        .store_routes
+        .as_deref()
+        .ok_or_else(ApiError::not_found)
+}
+
+/// The client's rate limit, as on every `/v1` route (D10, D25).
+fn client_limit(req: &HttpRequest, worker: &Worker) -> Result<()> {
+    let state = &worker.shared;
+    let client = state.ip_limiter.check(&guard::client_address(req, state));
+    if client.allowed {
+        Ok(())
+    } else {
+        state.metrics.rate_limited("ip");
+        Err(ApiError::rate_limited(client.retry_after_secs))
+    }
+}
+
+/// Stores `notification` and answers 200 `{"stored": true}`, or `false` for a replay.
+async fn store(routes: &StoreRoutes, notification: &StoreNotification) -> Result<Reply> {
+    let new = routes
+        .store
+        .record_notification(notification)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, source = notification.source.as_str(), "a store notification could not be stored");
+            ApiError::overloaded(5)
+        })?;
+    tracing::info!(
+        source = notification.source.as_str(),
+        notification_type = %notification.notification_type,
+        new,
+        "store notification"
+    );
+    let body = serde_json::to_vec(&serde_json::json!({ "stored": new }))
+        .map_err(|_| ApiError::internal())?;
+    Ok(json_response(StatusCode::OK, body).into())
+}
+
+/// The body, at most [`MAX_BODY`] bytes of JSON.
+async fn body(req: &HttpRequest, payload: Payload, worker: &Worker) -> Result<Value> {
+    read_json(
+        req,
+        payload,
+        MAX_BODY,
+        Encoding::IdentityOnly,
+        &worker.shared.config.body_pace,
+    )
+    .await
+}
+
+/// A nested JWS of Apple's payload (`data.signedTransactionInfo`, `data.signedRenewalInfo`),
+/// verified as the payload was.
+fn nested(
+    roots: &AppleRoots,
+    payload: &Value,
+    name: &str,
+    now: time::OffsetDateTime,
+) -> Result<Option<Value>> {
+    match payload.get("data").and_then(|d| d.get(name)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(jws)) => verify(roots, jws, now)
+            .map(Some)
+            .map_err(|e| ApiError::invalid_signature(format!("data.{name}: {e} ({})", e.code()))),
+        Some(_) => Err(ApiError::invalid_notification(format!(
+            "/data/{name}: must be a signed JWS string"
+        ))),
+    }
+}
+
+/// `POST /v1/apps/{appId}/store/apple`, with the path's raw `appId`.
+pub(crate) async fn apple(
+    req: &HttpRequest,
+    payload: Payload,
+    worker: &Worker,
+    app_id: &str,
+) -> Reply {
+    let result = async {
+        let routes = routes(worker)?;
+        client_limit(req, worker)?;
+        let app_id = guard::app_id_param(app_id)?;
+        let catalog = worker.snapshot();
+        let Some((bundle, environments)) = catalog.app(app_id).and_then(apple_app) else {
+            return Err(ApiError::store_not_configured(app_id));
+        };
+        let body = body(req, payload, worker).await?;
+        let Some(Value::String(signed)) = body.get("signedPayload") else {
+            return Err(ApiError::invalid_notification(
+                "the body must be Apple's {\"signedPayload\": \"<JWS>\"}",
+            ));
+        };
+        let now = worker.shared.clock.now();
+        let roots = &routes.apple_roots;
+        let notification = verify(roots, signed, now).map_err(|e| {
+            ApiError::invalid_signature(format!("signedPayload: {e} ({})", e.code()))
+        })?;
+        let transaction = nested(roots, &notification, "signedTransactionInfo", now)?;
+        let renewal = nested(roots, &notification, "signedRenewalInfo", now)?;
+        check_app(&notification, transaction.as_ref(), &bundle, &environments)?;
+        let read = read_apple(
+            app_id,
+            &notification,
+            transaction.as_ref(),
+            renewal.as_ref(),
+        )
+        .map_err(|e| invalid(&e))?;
+        store(routes, &read).await
+    }
+    .await;
+    or_problem(req, result)
+}
+
+/// The app's `apple_bundle_id` and `apple_environments` (D30), when it takes App Store
+/// notifications.
+fn apple_app(app: &flowgate_domain::catalog::App) -> Option<(String, Vec<String>)> {
+    let bundle = app.apple_bundle_id()?;
+    Some((bundle.to_owned(), app.apple_environments().to_vec()))
+}
+
+/// Apple's notification (and its transaction) are of the app's bundle and one of its
+/// environments (D30).
+fn check_app(
+    notification: &Value,
+    transaction: Option<&Value>,
+    bundle: &str,
+    environments: &[String],
+) -> Result<()> {
+    let (their_bundle, environment) = apple_bundle(notification);
+    let their_bundle =
+        their_bundle.ok_or_else(|| ApiError::invalid_notification("/data/bundleId: is missing"))?;
+    if their_bundle != bundle {
+        return Err(ApiError::store_mismatch(format!(
+            "the notification is for bundle {}, and this app's apple_bundle_id is {bundle:?}",
+            crate::problem::quoted(their_bundle)
+        )));
+    }
+    let environment = environment.unwrap_or("Production");
+    if !environments.iter().any(|e| e == environment) {
+        return Err(ApiError::store_mismatch(format!(
+            "the notification is of environment {}, and this app takes {}",
+            crate::problem::quoted(environment),
+            environments.join(", ")
+        )));
+    }
+    if let Some(t) = transaction {
+        if let Some(b) = t.get("bundleId").and_then(Value::as_str) {
+            if b != bundle {
+                return Err(ApiError::store_mismatch(format!(
+                    "the transaction is for bundle {}, and this app's apple_bundle_id is {bundle:?}",
+                    crate::problem::quoted(b)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `POST /v1/apps/{appId}/store/revenuecat`, with the path's raw `appId`.
+pub(crate) async fn revenuecat(
+    req: &HttpRequest,
+    payload: Payload,
+    worker: &Worker,
+    app_id: &str,
+) -> Reply {
+    let result = async {
+        let routes = routes(worker)?;
+        client_limit(req, worker)?;
+        let catalog = worker.snapshot();
+        let authorization = crate::authorization::authorization_value(req.headers())?;
+        // The key first (D9), then the app: a malformed id is checked against no app.
+        let app = guard::app_id_param(app_id);
+        let probe = app
+            .as_ref()
+            .copied()
+            .unwrap_or_else(|_| AppId::from_uuid(uuid::Uuid::nil()));
+        let auth = crate::authorization::authenticate_webhook(
+            &catalog,
+            authorization,
+            probe,
+            worker.shared.config.key_environment,
+        );
+        let (record, app) = match (auth, app) {
+            (Err(e), _) if e.status == StatusCode::UNAUTHORIZED => return Err(e),
+            (_, Err(e)) | (Err(e), Ok(_)) => return Err(e),
+            (Ok(record), Ok(app)) => (record, app),
+        };
+        let key = worker.shared.key_limiter.check(&record.id);
+        if !key.allowed {
+            worker.shared.metrics.rate_limited("key");
+            return Err(ApiError::rate_limited(key.retry_after_secs));
+        }
+        let body = body(req, payload, worker).await?;
+        let read = read_revenuecat(app, &body).map_err(|e| invalid(&e))?;
+        store(routes, &read).await
+    }
+    .await;
+    or_problem(req, result)
+}

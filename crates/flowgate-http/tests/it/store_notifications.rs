@@ -1,0 +1,354 @@
+//! Store notifications (D30) through a real server and store: Apple's signed notifications of
+//! a test root configured as trusted, RevenueCat's webhooks with a webhook key. What cannot be
+//! verified or read is refused with problem+json and stores nothing; what can is stored once.
+
+use std::sync::Arc;
+
+use actix_web::{web, HttpServer};
+use arc_swap::ArcSwap;
+use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyType};
+use flowgate_domain::ports::{CatalogSource, KeyStore, SystemClock};
+use flowgate_domain::Catalog;
+use flowgate_http::apple_jws::{TestChain, TestSigner};
+use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics, StoreRoutes};
+use flowgate_testkit::TestDb;
+use serde_json::json;
+
+use crate::fixtures::{self, APP1, APP2, WS1};
+use crate::support::{on_both_stores, Backend, Reply};
+
+const BUNDLE: &str = "com.example.acme";
+const USER: &str = "5f2b6a4e-8c1d-4e7a-9b3c-0d1e2f3a4b5c";
+
+struct Served {
+    base: String,
+    db: TestDb,
+    client: awc::Client,
+    signer: TestSigner,
+    sdk: ApiKey,
+    webhook: ApiKey,
+}
+
+impl Served {
+    async fn start(backend: Backend) -> Option<Served> {
+        let db = match backend {
+            Backend::Sqlite => TestDb::sqlite().await,
+            Backend::Postgres => TestDb::postgres().await?,
+        };
+        let mut catalog = fixtures::catalog_json();
+        catalog["format"] = 2.into();
+        catalog["workspaces"][0]["apps"][0]["apple_bundle_id"] = BUNDLE.into();
+        catalog["workspaces"][0]["apps"][0]["apple_environments"] =
+            json!(["Production", "Sandbox"]);
+        db.store
+            .replace_catalog(&fixtures::data_from(&catalog))
+            .await
+            .expect("catalog written");
+        let (sdk, webhook) = (
+            fixtures::key(KeyEnvironment::Test, 'a'),
+            fixtures::key(KeyEnvironment::Test, 'w'),
+        );
+        for (i, (key, kind)) in [(&sdk, KeyType::Sdk), (&webhook, KeyType::Webhook)]
+            .into_iter()
+            .enumerate()
+        {
+            let record = fixtures::record(WS1, key, kind, 300 + i as u128);
+            db.store.insert_key(record).await.expect("key stored");
+        }
+        let catalog =
+            Catalog::build(db.store.load_catalog().await.expect("loads")).expect("builds");
+        let signer = TestSigner::new();
+        let state = web::Data::new(
+            ApiState::new(
+                HttpConfig::default(),
+                Arc::new(ArcSwap::from_pointee(catalog)),
+                Arc::new(crate::support::CollectingSink::default()),
+                Arc::new(SystemClock),
+                HttpMetrics::default(),
+            )
+            .with_store_routes(StoreRoutes {
+                store: Arc::new(db.store.clone()),
+                apple_roots: signer.roots(),
+            }),
+        );
+        let bound = HttpServer::new(move || api_app(state.clone()))
+            .workers(1)
+            .disable_signals()
+            .bind(("127.0.0.1", 0))
+            .expect("bind");
+        let addr = *bound.addrs().first().expect("bound");
+        actix_web::rt::spawn(bound.run());
+        Some(Served {
+            base: format!("http://{addr}"),
+            db,
+            client: awc::Client::default(),
+            signer,
+            sdk,
+            webhook,
+        })
+    }
+
+    async fn post(&self, path: &str, authorization: Option<String>, body: Vec<u8>) -> Reply {
+        let mut req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .insert_header(("content-type", "application/json"));
+        if let Some(value) = authorization {
+            req = req.insert_header(("authorization", value));
+        }
+        Reply::from(req.send_body(body).await.expect("sent")).await
+    }
+
+    async fn apple(&self, app: &str, signed_payload: &str) -> Reply {
+        let body = json!({ "signedPayload": signed_payload })
+            .to_string()
+            .into_bytes();
+        self.post(&format!("/v1/apps/{app}/store/apple"), None, body)
+            .await
+    }
+
+    async fn stored(&self) -> i64 {
+        self.db
+            .count("SELECT COUNT(*) AS n FROM store_notifications")
+            .await
+    }
+}
+
+fn notification(
+    signer: &TestSigner,
+    id: &str,
+    kind: &str,
+    bundle: &str,
+    environment: &str,
+) -> String {
+    let transaction = signer.sign(&json!({
+        "transactionId": "t1", "originalTransactionId": "o1", "bundleId": bundle,
+        "productId": "annual", "purchaseDate": 1_764_000_000_000_i64, "price": 29990,
+        "currency": "USD", "appAccountToken": USER, "environment": environment,
+        "signedDate": 1_764_000_000_000_i64,
+    }));
+    signer.sign(&json!({
+        "notificationType": kind, "notificationUUID": id, "version": "2.0",
+        "signedDate": 1_764_000_000_000_i64,
+        "data": {"bundleId": bundle, "environment": environment,
+                 "signedTransactionInfo": transaction},
+    }))
+}
+
+async fn apple_notifications_are_verified_stored_once_and_refused_otherwise(backend: Backend) {
+    let Some(s) = Served::start(backend).await else {
+        return;
+    };
+    let good = notification(&s.signer, "n-1", "SUBSCRIBED", BUNDLE, "Production");
+    let reply = s.apple(APP1, &good).await;
+    assert_eq!(
+        reply.status.as_u16(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(reply.json()["stored"], true);
+    // Apple retries until answered: the replay is 200 and stores nothing new.
+    let reply = s.apple(APP1, &good).await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.json()["stored"].clone()),
+        (200, json!(false))
+    );
+    assert_eq!(s.stored().await, 1);
+    let row = "SELECT COUNT(*) AS n FROM store_notifications WHERE user_id = '5f2b6a4e-8c1d-4e7a-9b3c-0d1e2f3a4b5c' \
+               AND transaction_id = 't1' AND price = 29.99 AND trial = false AND refunded = false";
+    assert_eq!(s.db.count(row).await, 1, "the transaction's columns");
+
+    // Each refused, nothing stored.
+    let other_root = TestSigner::new();
+    let tampered = {
+        let mut parts: Vec<String> = good.split('.').map(str::to_owned).collect();
+        parts[1] = parts[1].chars().rev().collect();
+        parts.join(".")
+    };
+    let unmarked = TestSigner::with(TestChain {
+        leaf_marker: false,
+        ..TestChain::default()
+    });
+    let cases: Vec<(String, &str, u16, &str)> = vec![
+        (tampered, APP1, 401, "invalid_signature"),
+        (
+            notification(&other_root, "n-2", "SUBSCRIBED", BUNDLE, "Production"),
+            APP1,
+            401,
+            "invalid_signature",
+        ),
+        (
+            notification(&unmarked, "n-3", "SUBSCRIBED", BUNDLE, "Production"),
+            APP1,
+            401,
+            "invalid_signature",
+        ),
+        (
+            "eyJhbGciOiJub25lIn0.eyJhIjoxfQ.".to_owned(),
+            APP1,
+            401,
+            "invalid_signature",
+        ),
+        (
+            notification(
+                &s.signer,
+                "n-4",
+                "SUBSCRIBED",
+                "com.example.other",
+                "Production",
+            ),
+            APP1,
+            400,
+            "store_mismatch",
+        ),
+        (
+            notification(&s.signer, "n-5", "SUBSCRIBED", BUNDLE, "Xcode"),
+            APP1,
+            400,
+            "store_mismatch",
+        ),
+        // APP2 has no apple_bundle_id; an id of no app is the same answer.
+        (
+            notification(&s.signer, "n-6", "SUBSCRIBED", BUNDLE, "Production"),
+            APP2,
+            400,
+            "store_not_configured",
+        ),
+        (
+            notification(&s.signer, "n-7", "SUBSCRIBED", BUNDLE, "Production"),
+            "6a000000-0000-4000-8000-000000000000",
+            400,
+            "store_not_configured",
+        ),
+    ];
+    for (payload, app, status, code) in cases {
+        let reply = s.apple(app, &payload).await;
+        reply.problem(status, code);
+    }
+    // A nested transaction signed by another root is refused too.
+    let foreign = other_root.sign(&json!({"transactionId": "t9", "purchaseDate": 1}));
+    let nested = s.signer.sign(&json!({"notificationType": "DID_RENEW", "notificationUUID": "n-8",
+        "data": {"bundleId": BUNDLE, "environment": "Production", "signedTransactionInfo": foreign}}));
+    s.apple(APP1, &nested)
+        .await
+        .problem(401, "invalid_signature");
+    // Bodies that are not Apple's.
+    for body in [
+        b"{}".to_vec(),
+        b"not json".to_vec(),
+        br#"{"signedPayload": 7}"#.to_vec(),
+    ] {
+        let reply = s
+            .post(&format!("/v1/apps/{APP1}/store/apple"), None, body)
+            .await;
+        assert_eq!(
+            reply.status.as_u16(),
+            400,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+    let huge = json!({"signedPayload": "a".repeat(70_000)})
+        .to_string()
+        .into_bytes();
+    let reply = s
+        .post(&format!("/v1/apps/{APP1}/store/apple"), None, huge)
+        .await;
+    reply.problem(413, "payload_too_large");
+    assert_eq!(s.stored().await, 1, "nothing refused was stored");
+}
+
+async fn revenuecat_webhooks_take_a_webhook_key_and_are_stored_once(backend: Backend) {
+    let Some(s) = Served::start(backend).await else {
+        return;
+    };
+    let path = format!("/v1/apps/{APP1}/store/revenuecat");
+    let body = |id: &str| {
+        json!({"api_version": "1.0", "event": {"id": id, "type": "INITIAL_PURCHASE",
+            "app_user_id": "user-1", "transaction_id": "t1", "original_transaction_id": "o1",
+            "purchased_at_ms": 1_764_000_000_000_i64, "period_type": "TRIAL", "price": 0,
+            "environment": "PRODUCTION"}})
+        .to_string()
+        .into_bytes()
+    };
+    // RevenueCat sends the header as configured: with the scheme or the key alone.
+    let reply = s
+        .post(
+            &path,
+            Some(format!("Bearer {}", s.webhook.expose())),
+            body("e-1"),
+        )
+        .await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.json()["stored"].clone()),
+        (200, json!(true)),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let reply = s
+        .post(&path, Some(s.webhook.expose().to_owned()), body("e-1"))
+        .await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.json()["stored"].clone()),
+        (200, json!(false))
+    );
+    assert_eq!(
+        s.db.count("SELECT COUNT(*) AS n FROM store_notifications WHERE trial = true AND user_id = 'user-1'").await,
+        1
+    );
+    // No key, an SDK key, a key of nothing: 401, nothing stored.
+    s.post(&path, None, body("e-2"))
+        .await
+        .problem(401, "missing_api_key");
+    s.post(
+        &path,
+        Some(format!("Bearer {}", s.sdk.expose())),
+        body("e-2"),
+    )
+    .await
+    .problem(401, "key_type_not_allowed");
+    let unknown = fixtures::key(KeyEnvironment::Test, 'z');
+    s.post(
+        &path,
+        Some(format!("Bearer {}", unknown.expose())),
+        body("e-2"),
+    )
+    .await
+    .problem(401, "invalid_api_key");
+    // Another workspace's app; a body that is not RevenueCat's.
+    s.post(
+        &format!("/v1/apps/{APP2}/store/revenuecat"),
+        Some(s.webhook.expose().to_owned()),
+        body("e-3"),
+    )
+    .await
+    .problem(403, "forbidden_app");
+    let reply = s
+        .post(
+            &path,
+            Some(s.webhook.expose().to_owned()),
+            br#"{"api_version": "1.0"}"#.to_vec(),
+        )
+        .await;
+    let problem = reply.problem(400, "invalid_notification");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("/event"),
+        "{problem}"
+    );
+    // The webhook key opens no SDK route.
+    let reply = s
+        .post(
+            &format!("/v1/apps/{APP1}/events"),
+            Some(format!("Bearer {}", s.webhook.expose())),
+            b"[]".to_vec(),
+        )
+        .await;
+    reply.problem(401, "key_type_not_allowed");
+    assert_eq!(s.stored().await, 1);
+}
+
+on_both_stores!(
+    apple_notifications_are_verified_stored_once_and_refused_otherwise,
+    revenuecat_webhooks_take_a_webhook_key_and_are_stored_once,
+);
