@@ -15,7 +15,7 @@ use flowgate_testkit::TestDb;
 use serde_json::json;
 
 use crate::fixtures::{self, APP1, APP2, WS1};
-use crate::support::{on_both_stores, Backend, Reply};
+use crate::support::{on_both_stores, on_sqlite, Backend, Reply};
 
 const BUNDLE: &str = "com.example.acme";
 const USER: &str = "5f2b6a4e-8c1d-4e7a-9b3c-0d1e2f3a4b5c";
@@ -31,6 +31,10 @@ struct Served {
 
 impl Served {
     async fn start(backend: Backend) -> Option<Served> {
+        Self::start_with(backend, HttpConfig::default()).await
+    }
+
+    async fn start_with(backend: Backend, config: HttpConfig) -> Option<Served> {
         let db = match backend {
             Backend::Sqlite => TestDb::sqlite().await,
             Backend::Postgres => TestDb::postgres().await?,
@@ -60,7 +64,7 @@ impl Served {
         let signer = TestSigner::new();
         let state = web::Data::new(
             ApiState::new(
-                HttpConfig::default(),
+                config,
                 Arc::new(ArcSwap::from_pointee(catalog)),
                 Arc::new(crate::support::CollectingSink::default()),
                 Arc::new(SystemClock),
@@ -347,6 +351,48 @@ async fn revenuecat_webhooks_take_a_webhook_key_and_are_stored_once(backend: Bac
     reply.problem(401, "key_type_not_allowed");
     assert_eq!(s.stored().await, 1);
 }
+
+/// D25 on the store routes: a flood from one address is limited (429 with `Retry-After`)
+/// before any body is read or verified, and what was refused is not stored.
+async fn a_flood_of_notifications_is_limited(backend: Backend) {
+    let mut config = HttpConfig::default();
+    config.rate_limit.per_ip_rps = 1;
+    config.rate_limit.per_ip_burst = 5;
+    let Some(s) = Served::start_with(backend, config).await else {
+        return;
+    };
+    let mut statuses = Vec::new();
+    for i in 0..12 {
+        let payload = notification(
+            &s.signer,
+            &format!("flood-{i}"),
+            "DID_RENEW",
+            BUNDLE,
+            "Production",
+        );
+        let reply = s.apple(APP1, &payload).await;
+        if reply.status.as_u16() == 429 {
+            assert!(reply.header("retry-after").is_some());
+            reply.problem(429, "rate_limited");
+        }
+        statuses.push(reply.status.as_u16());
+    }
+    let ok = statuses.iter().filter(|s| **s == 200).count();
+    assert!(ok <= 6 && statuses.contains(&429), "{statuses:?}");
+    assert_eq!(
+        s.stored().await as usize,
+        ok,
+        "only what was answered 200 is stored"
+    );
+    // The same address's webhooks share its budget.
+    let path = format!("/v1/apps/{APP1}/store/revenuecat");
+    let reply = s
+        .post(&path, Some(s.webhook.expose().to_owned()), b"{}".to_vec())
+        .await;
+    reply.problem(429, "rate_limited");
+}
+
+on_sqlite!(a_flood_of_notifications_is_limited);
 
 on_both_stores!(
     apple_notifications_are_verified_stored_once_and_refused_otherwise,
