@@ -817,7 +817,8 @@ async fn an_operator_uses_the_console_in_a_browser() {
     );
     assert_verdict(&browser, &report_analysed).await;
     assert!(count(&browser, "#verdict li[data-code='minimum_users']").await >= 1);
-    // Then the primary metric, then the guardrail, then the others.
+    // Then the primary metric, then the guardrail, then the others: the store's too, since
+    // the demo's traffic made a webhook key for its workspace (D30).
     let roles = script(
         &browser,
         "return [...document.querySelectorAll('section.metric')].map(s => s.dataset.role + ' ' + s.dataset.metric)",
@@ -828,7 +829,12 @@ async fn an_operator_uses_the_console_in_a_browser() {
         serde_json::json!([
             "primary purchase_complete",
             "guardrail flow_complete",
-            "other revenue"
+            "other revenue",
+            "other trial_started",
+            "other trial_converted",
+            "other paid",
+            "other refunded",
+            "other proceeds"
         ])
     );
     assert!(text(&browser, "section.metric[data-role='primary'] h3")
