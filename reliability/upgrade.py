@@ -117,8 +117,8 @@ class World:
         return e
 
     def run(self, binary, *args, env=None):
-        out = subprocess.run([binary, *args], env=env or self.env(), capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run([binary, *args], env=with_config(binary, env or self.env()),
+                             capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
             fail("%s %s: exit %d: %s" % (os.path.basename(binary), " ".join(args),
                                          out.returncode, out.stderr[-2000:]))
@@ -145,6 +145,7 @@ class Process:
             "FLOWGATE__ADMIN__LISTEN": "127.0.0.1:%d" % self.admin,
         })
         self.env.update(env or {})
+        self.env = with_config(binary, self.env)
         self.proc = subprocess.Popen([binary, command], env=self.env, stdout=subprocess.DEVNULL)
         world.procs.append(self.proc)
         deadline = time.time() + 60
@@ -300,10 +301,24 @@ def publish_raw(port, subject, headers, body):
         fail("publishing to NATS: %s" % reply)
 
 
+# Each release reads the configuration folder it shipped with, as a deployed one does (its
+# image carries it): the previous release's `config/` refuses no key of its own, while this
+# checkout's may hold sections the previous release does not know (its keys are refused).
+CONFIG_DIRS = {}
+
+
+def with_config(binary, env):
+    env = dict(env)
+    if binary in CONFIG_DIRS:
+        env["FLOWGATE_CONFIG_DIR"] = CONFIG_DIRS[binary]
+    return env
+
+
 def main():
-    if len(sys.argv) != 3:
-        fail("usage: upgrade.py PREVIOUS_BINARY CURRENT_BINARY")
-    old, new = sys.argv[1], sys.argv[2]
+    if len(sys.argv) != 4:
+        fail("usage: upgrade.py PREVIOUS_BINARY PREVIOUS_CONFIG_DIR CURRENT_BINARY")
+    old, old_config, new = sys.argv[1], sys.argv[2], sys.argv[3]
+    CONFIG_DIRS[old] = old_config
     log("from %s to %s" % (subprocess.run([old, "--version"], capture_output=True,
                                           text=True).stdout.strip(),
                            subprocess.run([new, "--version"], capture_output=True,

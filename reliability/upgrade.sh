@@ -43,4 +43,8 @@ if cmp -s "$OUT/flowgate-current" "$OUT/flowgate-$FROM"; then
 	echo "upgrade.sh: the current binary is the previous release's; the build did not relink it" >&2
 	exit 1
 fi
-python3 reliability/upgrade.py "$OUT/flowgate-$FROM" "$OUT/flowgate-current"
+# The previous release's own configuration folder, as its deployment ships it.
+CONFIG=$OUT/config-$FROM
+rm -rf "$CONFIG" && mkdir -p "$CONFIG"
+git archive "$FROM" config | tar -x -C "$CONFIG"
+python3 reliability/upgrade.py "$OUT/flowgate-$FROM" "$CONFIG/config" "$OUT/flowgate-current"
