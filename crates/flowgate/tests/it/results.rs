@@ -339,6 +339,37 @@ async fn a_report_that_runs_out_of_time_fails_clearly_while_resolve_and_events_g
     assert_eq!(status, 200, "{report}");
 }
 
+/// Resolves the paywall placement for `user` (200, asserted): the served flow and assignment.
+fn resolve_paywall(s: &Served, user: &str) -> Value {
+    let body = serde_json::json!({"user_id": user, "session_id": format!("{user}-s"),
+        "device_platform": "ios"});
+    let path = format!("/v1/apps/{}/placements/paywall/resolve", fixtures::APP1);
+    let (status, reply) = http(
+        s.api,
+        "POST",
+        &path,
+        Some(&s.key),
+        body.to_string().as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{reply}");
+    serde_json::from_str::<Value>(&reply).unwrap()
+}
+
+/// Waits (20 s at most) until the server serves an imported catalog whose experiment control
+/// shows `FLOW_US`: it learns the catalog with its next refresh.
+async fn wait_for_control_flow(s: &Served) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while (0..20).all(|i| resolve_paywall(s, &format!("probe-{i}"))["flow_id"] != fixtures::FLOW_US)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the catalog is not served"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A seeded generator (SplitMix64): the simulation is the same on every run.
 struct Seeded(u64);
 
@@ -381,30 +412,9 @@ async fn an_experiment_without_effect_read_every_day_declares_no_winner() {
             "minimum_users": 100,
         });
         crate::support::import(&s.db.url, &doc);
-        let resolve = |user: &str| {
-            let body = serde_json::json!({"user_id": user, "session_id": format!("{user}-s"),
-                "device_platform": "ios"});
-            let path = format!("/v1/apps/{}/placements/paywall/resolve", fixtures::APP1);
-            let (status, reply) = http(
-                s.api,
-                "POST",
-                &path,
-                Some(&s.key),
-                body.to_string().as_bytes(),
-            )
-            .unwrap();
-            assert_eq!(status, 200, "{reply}");
-            serde_json::from_str::<Value>(&reply).unwrap()
-        };
+        let resolve = |user: &str| resolve_paywall(&s, user);
         // The server serves the new catalog after its next refresh.
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while (0..20).all(|i| resolve(&format!("probe-{i}"))["flow_id"] != fixtures::FLOW_US) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the catalog is not served"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait_for_control_flow(&s).await;
 
         let now = time::OffsetDateTime::now_utc();
         let start = now.replace_time(time::Time::MIDNIGHT) - time::Duration::days(11);
@@ -591,29 +601,8 @@ async fn store_revenue_decides_otherwise_than_the_purchases_the_app_saw() {
             crate::support::import(&s.db.url, &doc);
         };
         import("purchase_complete");
-        let resolve = |user: &str| {
-            let body =
-                serde_json::json!({"user_id": user, "session_id": "s", "device_platform": "ios"});
-            let path = format!("/v1/apps/{}/placements/paywall/resolve", fixtures::APP1);
-            let (status, reply) = http(
-                s.api,
-                "POST",
-                &path,
-                Some(&s.key),
-                body.to_string().as_bytes(),
-            )
-            .unwrap();
-            assert_eq!(status, 200, "{reply}");
-            serde_json::from_str::<Value>(&reply).unwrap()
-        };
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while (0..20).all(|i| resolve(&format!("probe-{i}"))["flow_id"] != fixtures::FLOW_US) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the catalog is not served"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let resolve = |user: &str| resolve_paywall(&s, user);
+        wait_for_control_flow(&s).await;
         // The webhook key is known to the server after its next refresh.
         let at = time::OffsetDateTime::now_utc() - time::Duration::days(3);
         let ms = |t: time::OffsetDateTime| t.unix_timestamp() * 1000;
