@@ -136,6 +136,17 @@ impl AppleRoots {
         self.ders.iter().map(|der| fingerprint(der)).collect()
     }
 
+    /// These roots and `other`'s: both trusted.
+    #[must_use]
+    pub fn and(mut self, other: &AppleRoots) -> Self {
+        for der in &other.ders {
+            if !self.contains(der) {
+                self.ders.push(der.clone());
+            }
+        }
+        self
+    }
+
     fn contains(&self, der: &[u8]) -> bool {
         self.ders.iter().any(|root| root.as_slice() == der)
     }
@@ -662,6 +673,19 @@ fn shorten(value: &str) -> String {
     }
 }
 
+/// One PEM block: `der` in standard base64, 64 characters a line, between `label`'s lines.
+fn pem_block(label: &str, der: &[u8]) -> String {
+    let encoded = STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    // Base64 is ASCII: 64-byte lines split on character boundaries.
+    for line in encoded.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
 /// A certificate's SHA-256 fingerprint, upper-case hex bytes separated by colons.
 fn fingerprint(der: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, der);
@@ -718,9 +742,10 @@ const TEST_VALIDITY: time::Duration = time::Duration::days(3650);
 #[derive(Debug)]
 pub struct TestSigner {
     root_der: Vec<u8>,
-    root_pem: String,
     intermediate_der: Vec<u8>,
     leaf_der: Vec<u8>,
+    /// The leaf's private key, PKCS#8 DER (what [`TestSigner::to_pem`] writes).
+    leaf_pkcs8: Vec<u8>,
     leaf_key: EcdsaKeyPair,
     rng: ring::rand::SystemRandom,
 }
@@ -826,13 +851,87 @@ impl TestSigner {
             .map_err(err)?;
 
         let rng = ring::rand::SystemRandom::new();
-        let leaf_key = EcdsaKeyPair::from_pkcs8(signing_alg, &leaf_key.serialize_der(), &rng)
-            .map_err(|e| e.to_string())?;
+        let leaf_pkcs8 = leaf_key.serialize_der();
+        let leaf_key =
+            EcdsaKeyPair::from_pkcs8(signing_alg, &leaf_pkcs8, &rng).map_err(|e| e.to_string())?;
         Ok(Self {
             root_der: root.der().to_vec(),
-            root_pem: root.pem(),
             intermediate_der: intermediate.der().to_vec(),
             leaf_der: leaf.der().to_vec(),
+            leaf_pkcs8,
+            leaf_key,
+            rng,
+        })
+    }
+
+    /// The whole signer as one PEM text, for a signer that outlives its process (`flowgate
+    /// serve` trusts the root, `flowgate demo --traffic` signs): the root, intermediate and
+    /// leaf `CERTIFICATE`s, then the leaf's `PRIVATE KEY` (PKCS#8). The root's key is not
+    /// kept: nothing signs with it again. [`TestSigner::from_pem`] reads it back.
+    pub fn to_pem(&self) -> String {
+        [
+            ("CERTIFICATE", &self.root_der),
+            ("CERTIFICATE", &self.intermediate_der),
+            ("CERTIFICATE", &self.leaf_der),
+            ("PRIVATE KEY", &self.leaf_pkcs8),
+        ]
+        .into_iter()
+        .map(|(label, der)| pem_block(label, der))
+        .collect()
+    }
+
+    /// A signer as [`TestSigner::to_pem`] wrote it: three `CERTIFICATE` blocks (root,
+    /// intermediate, leaf) and the leaf's P-256 `PRIVATE KEY`, in that order. An error says
+    /// which block is wrong.
+    pub fn from_pem(pem: &[u8]) -> Result<Self, RootError> {
+        let mut blocks = Vec::new();
+        for (index, block) in Pem::iter_from_buffer(pem).enumerate() {
+            let block = block.map_err(|e| RootError::Pem {
+                index,
+                reason: e.to_string(),
+            })?;
+            blocks.push(block);
+        }
+        let expected = ["CERTIFICATE", "CERTIFICATE", "CERTIFICATE", "PRIVATE KEY"];
+        if blocks.len() != expected.len() {
+            return Err(RootError::Pem {
+                index: blocks.len().min(expected.len()),
+                reason: format!(
+                    "a signer has {} PEM blocks (root, intermediate and leaf certificates, the \
+                     leaf's private key), not {}",
+                    expected.len(),
+                    blocks.len()
+                ),
+            });
+        }
+        for (index, (block, label)) in blocks.iter().zip(expected).enumerate() {
+            if block.label != label {
+                return Err(RootError::Pem {
+                    index,
+                    reason: format!("a {:?} block, not a {label}", block.label),
+                });
+            }
+            if label == "CERTIFICATE" {
+                parse_certificate(&block.contents)
+                    .map_err(|reason| RootError::Certificate { index, reason })?;
+            }
+        }
+        let rng = ring::rand::SystemRandom::new();
+        let leaf_pkcs8 = blocks[3].contents.clone();
+        let leaf_key = EcdsaKeyPair::from_pkcs8(
+            &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &leaf_pkcs8,
+            &rng,
+        )
+        .map_err(|e| RootError::Pem {
+            index: 3,
+            reason: format!("not a P-256 private key: {e}"),
+        })?;
+        Ok(Self {
+            root_der: blocks[0].contents.clone(),
+            intermediate_der: blocks[1].contents.clone(),
+            leaf_der: blocks[2].contents.clone(),
+            leaf_pkcs8,
             leaf_key,
             rng,
         })
@@ -840,7 +939,7 @@ impl TestSigner {
 
     /// The root, as PEM: what `stores.apple_root_certificates` names to trust it.
     pub fn root_pem(&self) -> String {
-        self.root_pem.clone()
+        pem_block("CERTIFICATE", &self.root_der)
     }
 
     /// The root, as trusted roots for [`verify`].
@@ -956,6 +1055,66 @@ mod tests {
         assert_eq!(roots, signer.roots());
         let token = signer.sign(&payload());
         assert!(verify(&roots, &token, now()).is_ok());
+    }
+
+    #[test]
+    fn a_signer_written_as_pem_reads_back_and_signs_under_the_same_root() {
+        let signer = TestSigner::new();
+        let pem = signer.to_pem();
+        let read = TestSigner::from_pem(pem.as_bytes()).unwrap();
+        assert_eq!(read.roots(), signer.roots());
+        assert_eq!(read.to_pem(), pem);
+        let payload = payload();
+        let token = read.sign(&payload);
+        assert_eq!(verify(&signer.roots(), &token, now()).unwrap(), payload);
+        // Under another root, refused.
+        let other = TestSigner::new();
+        assert_eq!(
+            verify(&other.roots(), &token, now()).unwrap_err().code(),
+            "untrusted_root"
+        );
+    }
+
+    #[test]
+    fn a_signer_pem_missing_its_key_or_out_of_order_is_refused_naming_the_block() {
+        let signer = TestSigner::new();
+        let pem = signer.to_pem();
+        let certificates = &pem[..pem.find("-----BEGIN PRIVATE KEY").unwrap()];
+        let err = TestSigner::from_pem(certificates.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("not 3"), "{err}");
+        // The key first: block 0 is not a certificate.
+        let reordered = format!(
+            "{}{}",
+            &pem[pem.find("-----BEGIN PRIVATE KEY").unwrap()..],
+            certificates
+        );
+        let err = TestSigner::from_pem(reordered.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("PEM block 0: a \"PRIVATE KEY\" block"),
+            "{err}"
+        );
+        // Four certificates: the last is not a key.
+        let err = TestSigner::from_pem(format!("{certificates}{}", signer.root_pem()).as_bytes())
+            .unwrap_err();
+        assert!(err.to_string().starts_with("PEM block 3"), "{err}");
+    }
+
+    #[test]
+    fn roots_and_roots_trust_both_once() {
+        let (a, b) = (TestSigner::new(), TestSigner::new());
+        let both = AppleRoots::apple()
+            .and(&a.roots())
+            .and(&a.roots())
+            .and(&b.roots());
+        assert_eq!(both.fingerprints().len(), 3);
+        assert_eq!(
+            both.fingerprints()[0],
+            AppleRoots::apple().fingerprints()[0]
+        );
+        for signer in [&a, &b] {
+            assert!(verify(&both, &signer.sign(&payload()), now()).is_ok());
+        }
     }
 
     #[test]

@@ -434,6 +434,11 @@ pub struct StoresConfig {
     /// PEM files of the roots App Store signatures must chain to; empty: Apple Root CA - G3,
     /// built into the binary.
     pub apple_root_certificates: Vec<std::path::PathBuf>,
+    /// Development only: a PEM file holding a generated test root, its chain and the leaf's
+    /// key (`apple_jws::TestSigner`), created by `flowgate serve` when missing and trusted
+    /// beside the roots above, so that `flowgate demo --traffic` can send signed App Store
+    /// notifications. Empty: none. Refused in production.
+    pub demo_apple_signer: std::path::PathBuf,
     /// Reports count store transactions bought within this many days of a user's first
     /// exposure (`--horizon`, `horizon=` override it per report).
     pub horizon_days: u32,
@@ -443,6 +448,7 @@ impl Default for StoresConfig {
     fn default() -> Self {
         Self {
             apple_root_certificates: Vec::new(),
+            demo_apple_signer: std::path::PathBuf::new(),
             horizon_days: 30,
         }
     }
@@ -769,6 +775,15 @@ impl Config {
                     format!(
                         "production accepts live keys only (D1), not `{}`",
                         self.auth.key_environment
+                    ),
+                ));
+            }
+            if !self.stores.demo_apple_signer.as_os_str().is_empty() {
+                return Err(invalid(
+                    "stores.demo_apple_signer",
+                    format!(
+                        "production trusts no demo root; leave it empty, not {:?}",
+                        self.stores.demo_apple_signer.display().to_string()
                     ),
                 ));
             }
@@ -1301,6 +1316,37 @@ mod tests {
             )]
         )
         .is_ok());
+    }
+
+    #[test]
+    fn only_development_trusts_a_demo_app_store_root_by_default_and_production_never() {
+        let development = load(Environment::Development, &[]).unwrap();
+        assert_eq!(
+            development.stores.demo_apple_signer,
+            std::path::PathBuf::from("data/demo-apple-signer.pem")
+        );
+        for env in [Environment::Staging, Environment::Production] {
+            let url = [(
+                "FLOWGATE__DATABASE__URL",
+                "postgres://db/fg?sslmode=require",
+            )];
+            let config = load(env, &url).unwrap();
+            assert_eq!(config.stores.demo_apple_signer, std::path::PathBuf::new());
+        }
+        let err = load_error(
+            Environment::Production,
+            &[
+                (
+                    "FLOWGATE__DATABASE__URL",
+                    "postgres://db/fg?sslmode=require",
+                ),
+                ("FLOWGATE__STORES__DEMO_APPLE_SIGNER", "data/demo.pem"),
+            ],
+        );
+        assert!(
+            err.contains("stores.demo_apple_signer") && err.contains("\"data/demo.pem\""),
+            "{err}"
+        );
     }
 
     /// Production refuses a database on another host without TLS, or with TLS it may skip

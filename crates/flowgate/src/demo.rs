@@ -6,6 +6,7 @@ use std::path::Path;
 
 use flowgate_domain::ids::WorkspaceId;
 use flowgate_domain::keys::{KeyEnvironment, KeyType};
+use flowgate_http::apple_jws::TestSigner;
 use flowgate_store::import::import_text;
 use flowgate_store::import::FileFormat;
 use flowgate_store::{ImportError, Store};
@@ -23,6 +24,8 @@ pub const VARIANTS: [&str; 2] = [
     "d0000000-0000-4000-8000-0000000000b1",
     "d0000000-0000-4000-8000-0000000000b2",
 ];
+/// The demo app's App Store bundle id (`apple_bundle_id`, D30).
+pub const APPLE_BUNDLE_ID: &str = "com.example.flowgate.demo";
 const FLOW_WELCOME: &str = "d0000000-0000-4000-8000-0000000000f1";
 const VERSION_WELCOME: &str = "d0000000-0000-4000-8000-0000000000e1";
 
@@ -36,6 +39,8 @@ fn catalog() -> String {
       "media_base_url": "https://cdn.example.com/demo/media/",
       "icon_base_url": "https://cdn.example.com/demo/icons/",
       "cache_ttl_seconds": 300,
+      "apple_bundle_id": "com.example.flowgate.demo",
+      "apple_environments": ["Sandbox"],
       "saved_groups": {"beta_testers": ["demo-beta-1", "demo-beta-2"]},
       "flows": [
         {"id": "FW", "name": "Welcome onboarding", "published_version": 1, "versions": [
@@ -103,6 +108,50 @@ pub enum DemoError {
     /// The key could not be stored.
     #[error("the demo key could not be created: {0}")]
     Key(#[from] flowgate_domain::ports::StoreError),
+}
+
+/// The demo's App Store signer (`stores.demo_apple_signer`, D30): read from `path`, or, with
+/// `create`, generated and written there when the file does not exist (readable by its owner
+/// only). Concurrent creators agree: the file appears whole, once (written aside, then linked
+/// into place, which fails when another was first), and the loser reads the winner's.
+pub fn apple_signer(path: &Path, create: bool) -> Result<TestSigner, String> {
+    let read = |path: &Path| -> Result<TestSigner, String> {
+        let text =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        TestSigner::from_pem(&text).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    if !create || path.exists() {
+        return read(path);
+    }
+    let signer = TestSigner::new();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let aside = path.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
+    let written = write_private(&aside, signer.to_pem().as_bytes())
+        .and_then(|()| std::fs::hard_link(&aside, path));
+    let _ = std::fs::remove_file(&aside);
+    match written {
+        Ok(()) => Ok(signer),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read(path),
+        Err(e) => Err(format!("cannot write {}: {e}", path.display())),
+    }
+}
+
+/// Writes a new file readable and writable by its owner only.
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
 }
 
 /// A fresh webhook key (D30) of the demo workspace, for `demo --traffic`'s RevenueCat
@@ -201,5 +250,43 @@ impl Demo {
              cargo run -q -p flowgate -- demo --traffic 2000\n\n",
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_demo_signer_is_created_once_private_and_read_back_by_concurrent_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested").join("signer.pem");
+        // Reading alone does not create it.
+        let err = apple_signer(&path, false).unwrap_err();
+        assert!(
+            err.contains("cannot read") && err.contains("signer.pem"),
+            "{err}"
+        );
+        assert!(!path.exists());
+        // Eight starts at once: one signer, which all of them trust.
+        let roots: Vec<_> = std::thread::scope(|scope| {
+            let starts: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| apple_signer(&path, true).unwrap().roots()))
+                .collect();
+            starts.into_iter().map(|s| s.join().unwrap()).collect()
+        });
+        assert!(roots.windows(2).all(|pair| pair[0] == pair[1]));
+        assert_eq!(apple_signer(&path, false).unwrap().roots(), roots[0]);
+        // Nothing left aside.
+        let files = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
+        assert_eq!(files, 1);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
     }
 }

@@ -34,6 +34,11 @@ use crate::{demo, open_store};
 
 /// Runs the service until a shutdown signal.
 pub async fn serve(config: Config, env: Environment) -> ExitCode {
+    // Files the configuration names are read first: a wrong one stops the start at once.
+    let apple_roots = match apple_roots(&config) {
+        Ok(roots) => roots,
+        Err(code) => return code,
+    };
     let store = match open_store(&config).await {
         Ok(store) => store,
         Err(code) => return code,
@@ -116,10 +121,6 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         async move { sticky.probe_while_failing().await }
     });
     let sticky_writer = tokio::spawn(run_writer(sticky_writer));
-    let apple_roots = match apple_roots(&config) {
-        Ok(roots) => roots,
-        Err(code) => return code,
-    };
     let api_state = web::Data::new(
         ApiState::new(
             http,
@@ -505,10 +506,11 @@ pub(crate) async fn shutdown_signal() {
 
 /// The roots App Store signatures must chain to (D30): `stores.apple_root_certificates`, or
 /// Apple's root built into the binary; a file that cannot be read or holds no certificate
-/// stops the start, naming it.
+/// stops the start, naming it. With `stores.demo_apple_signer` (development), the demo's test
+/// root too, the signer created when missing.
 fn apple_roots(config: &Config) -> Result<flowgate_http::apple_jws::AppleRoots, ExitCode> {
     let files = &config.stores.apple_root_certificates;
-    let roots = if files.is_empty() {
+    let mut roots = if files.is_empty() {
         flowgate_http::apple_jws::AppleRoots::apple()
     } else {
         flowgate_http::apple_jws::AppleRoots::from_pem_files(files).map_err(|e| {
@@ -516,6 +518,20 @@ fn apple_roots(config: &Config) -> Result<flowgate_http::apple_jws::AppleRoots, 
             ExitCode::Config
         })?
     };
+    let demo = &config.stores.demo_apple_signer;
+    if !demo.as_os_str().is_empty() {
+        let signer = crate::demo::apple_signer(demo, true).map_err(|e| {
+            eprintln!("flowgate: stores.demo_apple_signer: {e}");
+            ExitCode::Config
+        })?;
+        roots = roots.and(&signer.roots());
+        tracing::warn!(
+            signer = %demo.display(),
+            root = ?signer.roots().fingerprints(),
+            "App Store notifications signed by the demo's test root are trusted \
+             (stores.demo_apple_signer, development only)"
+        );
+    }
     tracing::info!(roots = ?roots.fingerprints(), "App Store roots trusted");
     Ok(roots)
 }

@@ -3,6 +3,12 @@
 //! the flow it is given, and some complete it and buy, at rates that differ by variant (the
 //! `trial` variant converts better), so the report printed at the end shows a winner. Each
 //! user's draws come from the GrowthBook hash of its id: a run is reproducible.
+//!
+//! A buyer's store then reports on the purchase (D30): for about half of them RevenueCat (with
+//! the demo's webhook key), for the others the App Store, its notifications signed by the
+//! test root of `stores.demo_apple_signer`, which `flowgate serve` trusts in development
+//! (without it, RevenueCat reports on every buyer). The user ids are UUIDs, as an App Store
+//! `appAccountToken` must be.
 
 use std::time::Duration;
 
@@ -11,6 +17,8 @@ use flowgate_domain::ids::{AppId, ExperimentId};
 use flowgate_domain::ports::ResultsSource;
 use futures_util::StreamExt as _;
 use serde_json::{json, Value};
+
+use flowgate_http::apple_jws::TestSigner;
 
 use crate::cli::ExitCode;
 use crate::config::Config;
@@ -61,29 +69,37 @@ struct Sent {
     rejected: u64,
 }
 
-/// The API with the demo key, and the demo's webhook key for its store notifications.
+/// The API with the demo key, and the demo's webhook key and App Store signer for its store
+/// notifications.
 struct Api {
     client: awc::Client,
     base: String,
     key: String,
     webhook: String,
+    apple: Option<TestSigner>,
 }
 
 impl Api {
     /// POSTs `body`; a 429 (the per-address limit, D10) is retried after its `Retry-After`,
     /// as an SDK does.
     async fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {
-        self.post_as(path, body, &self.key).await
+        self.post_as(path, body, Some(&self.key)).await
     }
 
-    /// As [`Api::post`], with `key`.
-    async fn post_as(&self, path: &str, body: &Value, key: &str) -> Result<(u16, Value), String> {
+    /// As [`Api::post`], with `key`, or no key (the App Store's notifications carry none).
+    async fn post_as(
+        &self,
+        path: &str,
+        body: &Value,
+        key: Option<&str>,
+    ) -> Result<(u16, Value), String> {
         let url = format!("{}{path}", self.base);
         loop {
-            let mut response = self
-                .client
-                .post(&url)
-                .insert_header(("Authorization", format!("Bearer {key}")))
+            let mut request = self.client.post(&url);
+            if let Some(key) = key {
+                request = request.insert_header(("Authorization", format!("Bearer {key}")));
+            }
+            let mut response = request
                 .send_json(body)
                 .await
                 .map_err(|e| format!("POST {url}: {e}"))?;
@@ -158,14 +174,19 @@ impl Api {
                 json!({"revenue": b.price, "currency": "USD",
                        "properties": {"product_id": "demo-annual"}}),
             ));
-            self.store_notifications(user, &b).await?;
+            match &self.apple {
+                Some(signer) if hash_v2("demo-store", user) < 0.5 => {
+                    self.apple_notifications(user, &b, signer).await?;
+                }
+                _ => self.revenuecat_notifications(user, &b).await?,
+            }
         }
         Ok(events)
     }
 
     /// What RevenueCat would send about `user`'s purchase (D30): the free trial's start, its
     /// conversion to paid, a refund; just after the exposure, so a report read now counts them.
-    async fn store_notifications(&self, user: &str, b: &Behaviour) -> Result<(), String> {
+    async fn revenuecat_notifications(&self, user: &str, b: &Behaviour) -> Result<(), String> {
         let now = time::OffsetDateTime::now_utc();
         let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
         let event = |n: u32, kind: &str, trial: bool, at: i64| {
@@ -190,7 +211,91 @@ impl Api {
         }
         let path = format!("/v1/apps/{}/store/revenuecat", demo::APP);
         for body in sends {
-            let (status, answer) = self.post_as(&path, &body, &self.webhook).await?;
+            let (status, answer) = self.post_as(&path, &body, Some(&self.webhook)).await?;
+            if status != 200 {
+                return Err(format!("{path} answered {status}: {answer}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the App Store would send about `user`'s purchase (D30), as App Store Server
+    /// Notifications V2 signed by `signer`: `SUBSCRIBED` for the free trial's start,
+    /// `DID_RENEW` for its conversion to paid, `REFUND`.
+    async fn apple_notifications(
+        &self,
+        user: &str,
+        b: &Behaviour,
+        signer: &TestSigner,
+    ) -> Result<(), String> {
+        let now = time::OffsetDateTime::now_utc();
+        let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;
+        let start = ms(now) + 1;
+        let transaction = |n: u32, trial: bool, at: i64| {
+            let mut t = json!({
+                "transactionId": format!("{user}-t{n}"),
+                "originalTransactionId": format!("{user}-t1"),
+                "bundleId": demo::APPLE_BUNDLE_ID, "productId": "demo-annual",
+                "purchaseDate": at, "originalPurchaseDate": start,
+                "expiresDate": at + 365 * 86_400_000_i64, "quantity": 1,
+                "type": "Auto-Renewable Subscription", "appAccountToken": user,
+                "inAppOwnershipType": "PURCHASED", "signedDate": at,
+                "environment": "Sandbox", "storefront": "USA", "storefrontId": "143441",
+                "transactionReason": if trial { "PURCHASE" } else { "RENEWAL" },
+                "price": if trial { 0 } else { (b.price * 1000.0).round() as i64 },
+                "currency": "USD",
+            });
+            if trial {
+                t["offerType"] = json!(1);
+                t["offerDiscountType"] = json!("FREE_TRIAL");
+            }
+            t
+        };
+        let notification = |n: u32, kind: &str, subtype: Option<&str>, mut t: Value| {
+            if kind == "REFUND" {
+                t["revocationDate"] = t["purchaseDate"].clone();
+                t["revocationReason"] = json!(0);
+            }
+            let mut payload = json!({
+                "notificationType": kind,
+                // The user's UUID with `n` in its second group: one per notification.
+                "notificationUUID": format!("{}-{n:04x}-{}", &user[..8], &user[14..]),
+                "version": "2.0", "signedDate": t["signedDate"],
+                "data": {
+                    "bundleId": demo::APPLE_BUNDLE_ID, "environment": "Sandbox",
+                    "status": 1, "signedTransactionInfo": signer.sign(&t),
+                },
+            });
+            if let Some(subtype) = subtype {
+                payload["subtype"] = json!(subtype);
+            }
+            json!({"signedPayload": signer.sign(&payload)})
+        };
+        let mut sends = vec![notification(
+            1,
+            "SUBSCRIBED",
+            Some("INITIAL_BUY"),
+            transaction(1, true, start),
+        )];
+        if hash_v2("demo-convert", user) < b.convert {
+            sends.push(notification(
+                2,
+                "DID_RENEW",
+                None,
+                transaction(2, false, start + 1),
+            ));
+            if hash_v2("demo-refund", user) < b.refund {
+                sends.push(notification(
+                    3,
+                    "REFUND",
+                    None,
+                    transaction(2, false, start + 1),
+                ));
+            }
+        }
+        let path = format!("/v1/apps/{}/store/apple", demo::APP);
+        for body in sends {
+            let (status, answer) = self.post_as(&path, &body, None).await?;
             if status != 200 {
                 return Err(format!("{path} answered {status}: {answer}"));
             }
@@ -237,6 +342,25 @@ pub async fn traffic(
             return ExitCode::Failure;
         }
     };
+    // The App Store signer the server trusts (created by `flowgate serve` in development).
+    let signer = &config.stores.demo_apple_signer;
+    let apple = if signer.as_os_str().is_empty() {
+        eprintln!(
+            "flowgate: stores.demo_apple_signer is not set: RevenueCat reports on every buyer"
+        );
+        None
+    } else {
+        match demo::apple_signer(signer, false) {
+            Ok(signer) => Some(signer),
+            Err(e) => {
+                eprintln!(
+                    "flowgate: stores.demo_apple_signer: {e}; `flowgate serve` creates it when \
+                     missing: is it serving with the same configuration?"
+                );
+                return ExitCode::Failure;
+            }
+        }
+    };
     let local = tokio::task::LocalSet::new();
     let sent = local
         .run_until(send(
@@ -247,6 +371,7 @@ pub async fn traffic(
                 base: base.clone(),
                 key: created.key,
                 webhook,
+                apple,
             },
             users,
         ))
@@ -344,7 +469,7 @@ async fn send(api: Api, users: u64) -> Result<Sent, String> {
     let path = format!("/v1/apps/{}/store/revenuecat", demo::APP);
     let probe = json!({"api_version": "1.0", "event": {"id": format!("demo-test-{}", uuid::Uuid::new_v4()), "type": "TEST"}});
     loop {
-        match api.post_as(&path, &probe, &api.webhook).await? {
+        match api.post_as(&path, &probe, Some(&api.webhook)).await? {
             (200, _) => break,
             (401, _) if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -352,11 +477,13 @@ async fn send(api: Api, users: u64) -> Result<Sent, String> {
             (status, body) => return Err(format!("{path} answered {status}: {body}")),
         }
     }
+    // Users `<run>-0000-4000-8000-<i>`: UUIDs (an App Store `appAccountToken` is one), of
+    // this run.
     let run = uuid::Uuid::new_v4().simple().to_string();
     let run = &run[..8];
     let api = &api;
     let mut users = futures_util::stream::iter(0..users)
-        .map(|i| async move { api.user(&format!("demo-{run}-{i}")).await })
+        .map(|i| async move { api.user(&format!("{run}-0000-4000-8000-{i:012x}")).await })
         .buffer_unordered(CONCURRENCY);
     let mut total = Sent::default();
     // Events of several users share a request (at most 3 a user, 100 a request), as an SDK's

@@ -133,6 +133,37 @@ async fn demo_traffic_reads_the_same_in_the_cli_and_the_admin_api_and_matches_th
         .sum();
     assert_eq!(by_variant, exposed);
 
+    // Both stores reported on the buyers (D30): the App Store's notifications signed by the
+    // development config's demo root, which the server trusts; each buyer started a trial.
+    let notifications = |source: &str| {
+        format!("SELECT COUNT(*) AS n FROM store_notifications WHERE source = '{source}'")
+    };
+    let (apple, revenuecat) = (
+        s.db.count(&notifications("apple")).await,
+        s.db.count(&notifications("revenuecat")).await,
+    );
+    assert!(
+        apple > 0 && revenuecat > 0,
+        "{apple} from Apple, {revenuecat} from RevenueCat"
+    );
+    let trials = s
+        .db
+        .count("SELECT COUNT(DISTINCT user_id) AS n FROM store_notifications WHERE trial = true")
+        .await;
+    assert_eq!(total(&metric_sums(&report, "trial_started")), trials as f64);
+    assert_eq!(
+        total(&purchases),
+        trials as f64,
+        "each buyer's trial is reported"
+    );
+    let apple_trials =
+        s.db.count(
+            "SELECT COUNT(DISTINCT user_id) AS n FROM store_notifications \
+             WHERE trial = true AND source = 'apple'",
+        )
+        .await;
+    assert!(apple_trials > 0, "trials reported by the App Store");
+
     // The CLI and the admin API give the same report for the same window.
     let to = report["to"].as_str().unwrap().to_owned();
     let path = format!("/admin/v1/experiments/{DEMO_EXPERIMENT}/results?to={to}");

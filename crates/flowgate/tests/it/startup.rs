@@ -78,6 +78,80 @@ fn every_command_has_help_and_usage_errors_exit_2() {
 }
 
 #[test]
+fn app_store_roots_or_a_demo_signer_that_cannot_be_read_stop_the_start_naming_the_file() {
+    let dir =
+        std::env::temp_dir().join(format!("flowgate-roots-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.pem");
+    let not_a_certificate = dir.join("key.pem");
+    std::fs::write(
+        &not_a_certificate,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let serve = |stores: String| {
+        let config = dir.join(format!("{}.toml", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&config, format!("[stores]\n{stores}\n")).unwrap();
+        let out = flowgate()
+            .args(["--config", config.to_str().unwrap(), "serve"])
+            .env(
+                "FLOWGATE__DATABASE__URL",
+                format!("sqlite://{}/db.sqlite", dir.display()),
+            )
+            .env("FLOWGATE__SERVER__LISTEN", "127.0.0.1:0")
+            .env("FLOWGATE__ADMIN__LISTEN", "127.0.0.1:0")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (stores, key, file, reason) in [
+        (
+            format!(
+                "apple_root_certificates = [{:?}]",
+                missing.display().to_string()
+            ),
+            "stores.apple_root_certificates",
+            &missing,
+            "cannot read",
+        ),
+        (
+            format!(
+                "apple_root_certificates = [{:?}]",
+                not_a_certificate.display().to_string()
+            ),
+            "stores.apple_root_certificates",
+            &not_a_certificate,
+            "not a CERTIFICATE",
+        ),
+        (
+            format!(
+                "demo_apple_signer = {:?}",
+                not_a_certificate.display().to_string()
+            ),
+            "stores.demo_apple_signer",
+            &not_a_certificate,
+            "a signer has 4 PEM blocks",
+        ),
+    ] {
+        let (code, stderr) = serve(stores);
+        assert_eq!(code, Some(3), "{stderr}");
+        assert!(
+            stderr.contains(key)
+                && stderr.contains(&file.display().to_string())
+                && stderr.contains(reason),
+            "{key}, {}, {reason} in {stderr}",
+            file.display()
+        );
+    }
+    // The store was never opened: the start stopped first.
+    assert!(!dir.join("db.sqlite").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn import_problems_exit_4_and_unknown_keys_exit_5() {
     let dir = std::env::temp_dir().join(format!("flowgate-cli-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
