@@ -97,6 +97,14 @@ uuid_id!(
     /// A dead letter: an event, or a bus message, the store refused for good (D17).
     DeadLetterId
 );
+uuid_id!(
+    /// A person who may sign in to the console (D28).
+    PersonId
+);
+uuid_id!(
+    /// A proposed catalog change (D28).
+    ChangeId
+);
 
 /// A time-ordered UUIDv7 stamped with `at`; its random bits come from the operating system's
 /// generator.
@@ -116,6 +124,20 @@ impl EventId {
 
 impl DeadLetterId {
     /// A new time-ordered UUIDv7 stamped with `at`: dead letters list in the order they came.
+    pub fn new_v7(at: time::OffsetDateTime) -> Self {
+        Self(uuid_v7(at))
+    }
+}
+
+impl PersonId {
+    /// A new time-ordered UUIDv7 stamped with `at`.
+    pub fn new_v7(at: time::OffsetDateTime) -> Self {
+        Self(uuid_v7(at))
+    }
+}
+
+impl ChangeId {
+    /// A new time-ordered UUIDv7 stamped with `at`: changes list in the order they came.
     pub fn new_v7(at: time::OffsetDateTime) -> Self {
         Self(uuid_v7(at))
     }

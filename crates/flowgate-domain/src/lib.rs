@@ -14,6 +14,7 @@ pub mod keys;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
 pub mod placement;
+pub mod people;
 pub mod ports;
 pub mod resolve;
 pub mod results;

@@ -437,3 +437,170 @@ impl Clock for ManualClock {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
+
+/// People of the console, their one-time sign-in links and sessions, and the key the console
+/// signs its forms with (D28). Every replica shares them, so any replica serves any session.
+///
+/// Email addresses are compared in the form [`normalize_email`](crate::people::normalize_email)
+/// gives; times given as `now` decide what has expired (a link or session expires at its
+/// `expires_at`: from then on it is gone).
+pub trait PeopleStore: Send + Sync {
+    /// Adds a person, its email normalised. An email another person has is
+    /// [`StoreError::Conflict`], as is a taken id; an email that does not normalise is
+    /// [`StoreError::Unstorable`]. Nothing is written then.
+    fn add_person(&self, person: crate::people::Person) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The person with this id, if any.
+    fn person(
+        &self,
+        id: crate::ids::PersonId,
+    ) -> BoxFuture<'_, Result<Option<crate::people::Person>, StoreError>>;
+
+    /// The person with this email (normalised first: case and surrounding whitespace do not
+    /// matter), if any; an email that does not normalise finds nobody.
+    fn person_by_email<'a>(
+        &'a self,
+        email: &'a str,
+    ) -> BoxFuture<'a, Result<Option<crate::people::Person>, StoreError>>;
+
+    /// Every person, by email.
+    fn list_people(&self) -> BoxFuture<'_, Result<Vec<crate::people::Person>, StoreError>>;
+
+    /// Sets the fields `update` gives and `updated_at` to `at`; returns the person as updated,
+    /// or `None` (nothing written) when there is no such person. Disabling a person, or
+    /// changing its role, also deletes all its sessions in the same transaction: a session
+    /// acts with the role it began with, so it must not outlive a change of it.
+    fn update_person(
+        &self,
+        id: crate::ids::PersonId,
+        update: crate::people::PersonUpdate,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<Option<crate::people::Person>, StoreError>>;
+
+    /// Stores a sign-in link. A taken `token_hash` is [`StoreError::Conflict`]; an unknown
+    /// person is [`StoreError::NotFound`].
+    fn create_sign_in_link(
+        &self,
+        link: crate::people::SignInLink,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// Takes the link with this hash: its person when it has not expired at `now`, else
+    /// `None`. Atomic: a link is deleted when taken (expired or not), so of any number of
+    /// takes, however concurrent, at most one gets its person.
+    fn take_sign_in_link<'a>(
+        &'a self,
+        token_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<crate::ids::PersonId>, StoreError>>;
+
+    /// Stores a session. A taken `id_hash` is [`StoreError::Conflict`]; an unknown person is
+    /// [`StoreError::NotFound`].
+    fn create_session(
+        &self,
+        session: crate::people::SessionRecord,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The session with this id hash, if it has not expired at `now`.
+    fn session<'a>(
+        &'a self,
+        id_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<crate::people::SessionRecord>, StoreError>>;
+
+    /// The sessions of a person that have not expired at `now`, newest first (by `created_at`,
+    /// then `id_hash`).
+    fn sessions_of(
+        &self,
+        person: crate::ids::PersonId,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<Vec<crate::people::SessionRecord>, StoreError>>;
+
+    /// Every session that has not expired at `now` (the admin token's too), newest first.
+    fn all_sessions(
+        &self,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<Vec<crate::people::SessionRecord>, StoreError>>;
+
+    /// Deletes a session (signs it out); false when there was none.
+    fn delete_session<'a>(&'a self, id_hash: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Deletes every session of a person; returns how many there were.
+    fn delete_sessions_of(
+        &self,
+        person: crate::ids::PersonId,
+    ) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Deletes the sessions expired at `now`, and the sign-in links too; returns how many
+    /// sessions were deleted.
+    fn delete_expired_sessions(
+        &self,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// The console's signing key for its sign-in forms: `candidate` stored when no key is
+    /// stored yet, and the stored one returned. Every caller, on every replica and however
+    /// concurrent, gets the first candidate stored.
+    fn console_secret(&self, candidate: [u8; 32]) -> BoxFuture<'_, Result<[u8; 32], StoreError>>;
+}
+
+/// The audit log (D28): who did what, when. Nothing deletes entries but retention.
+pub trait AuditLog: Send + Sync {
+    /// Appends an entry in this release's format; returns it as stored, with its id (greater
+    /// than every id before it).
+    fn append_audit(
+        &self,
+        entry: crate::people::NewAuditEntry,
+    ) -> BoxFuture<'_, Result<crate::people::AuditEntry, StoreError>>;
+
+    /// The entries the query selects, newest first (by id, descending), at most its limit.
+    fn list_audit<'a>(
+        &'a self,
+        query: &'a crate::people::AuditQuery,
+    ) -> BoxFuture<'a, Result<Vec<crate::people::AuditEntry>, StoreError>>;
+
+    /// How many entries of `action` with this exact `target` are at or after `since` (e.g.
+    /// failed sign-ins of one account, to limit them).
+    fn count_audit<'a>(
+        &'a self,
+        action: crate::people::AuditAction,
+        target: &'a str,
+        since: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Deletes the entries before `cutoff` (retention, `audit.retention_days`); returns how
+    /// many.
+    fn delete_audit_before(&self, cutoff: OffsetDateTime)
+        -> BoxFuture<'_, Result<u64, StoreError>>;
+}
+
+/// Proposed catalog changes (D28), kept until decided and after.
+pub trait ChangeStore: Send + Sync {
+    /// Stores a change. A taken id is [`StoreError::Conflict`].
+    fn insert_change(
+        &self,
+        change: crate::people::ChangeRecord,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The change with this id, if any.
+    fn change(
+        &self,
+        id: crate::ids::ChangeId,
+    ) -> BoxFuture<'_, Result<Option<crate::people::ChangeRecord>, StoreError>>;
+
+    /// Up to `limit` changes, of `state` when given, newest first (by `created_at`, then id).
+    fn list_changes(
+        &self,
+        state: Option<crate::people::ChangeState>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<crate::people::ChangeRecord>, StoreError>>;
+
+    /// Records the decision on a pending change, compare-and-set: `true` when the change was
+    /// pending and now stands as decided; `false` when there is no such change or it was
+    /// decided already, and then nothing is written. A decision to `Pending` is
+    /// [`StoreError::Unstorable`].
+    fn decide_change(
+        &self,
+        id: crate::ids::ChangeId,
+        decision: crate::people::ChangeDecision,
+    ) -> BoxFuture<'_, Result<bool, StoreError>>;
+}
