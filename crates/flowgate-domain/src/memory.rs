@@ -10,11 +10,17 @@ use time::OffsetDateTime;
 
 use crate::catalog::CatalogData;
 use crate::events::AnalyticsEvent;
-use crate::ids::{AppId, DeadLetterId, EventId, ExperimentId, KeyId, WorkspaceId};
+use crate::ids::{
+    AppId, ChangeId, DeadLetterId, EventId, ExperimentId, KeyId, PersonId, WorkspaceId,
+};
 use crate::keys::KeyRecord;
+use crate::people::{
+    normalize_email, AuditAction, AuditEntry, AuditQuery, ChangeDecision, ChangeRecord,
+    ChangeState, NewAuditEntry, Person, PersonUpdate, SessionRecord, SignInLink,
+};
 use crate::ports::{
-    AppendOutcome, BoxFuture, CatalogSource, DeadLetter, DeadLetterStore, EventStore, KeyStore,
-    ResultsSource, StickyStore, StoreError,
+    AppendOutcome, AuditLog, BoxFuture, CatalogSource, ChangeStore, DeadLetter, DeadLetterStore,
+    EventStore, KeyStore, PeopleStore, ResultsSource, StickyStore, StoreError,
 };
 use crate::results::{ResultsData, ResultsQuery};
 use crate::sticky::{StickyDoc, StickyDocs, StickyId, StickyWrite};
@@ -33,6 +39,20 @@ struct State {
     sticky: BTreeMap<(AppId, StickyId), BTreeMap<String, String>>,
     /// Store notifications (D30), in the order they came.
     notifications: Vec<crate::store_notifications::StoreNotification>,
+    /// The console's people (D28) by id.
+    people: BTreeMap<PersonId, Person>,
+    /// Sign-in links by token hash.
+    sign_in_links: BTreeMap<String, SignInLink>,
+    /// Console sessions by id hash.
+    sessions: BTreeMap<String, SessionRecord>,
+    /// The console's signing key, once stored.
+    console_secret: Option<[u8; 32]>,
+    /// The audit log, in id order.
+    audit: Vec<AuditEntry>,
+    /// The id of the last audit entry appended (ids are never used twice).
+    last_audit_id: i64,
+    /// Proposed catalog changes by id.
+    changes: BTreeMap<ChangeId, ChangeRecord>,
 }
 
 /// In-memory catalog, key and event storage.
@@ -355,5 +375,323 @@ impl crate::ports::NotificationStore for InMemoryStore {
             state.notifications.push(notification.clone());
         }
         Box::pin(std::future::ready(Ok(!stored)))
+    }
+}
+
+/// A finished future: every in-memory operation completes under the lock.
+fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+/// Newest first, as the port lists sessions.
+fn newest_sessions_first(sessions: &mut [SessionRecord]) {
+    sessions.sort_by(|a, b| (b.created_at, &b.id_hash).cmp(&(a.created_at, &a.id_hash)));
+}
+
+impl PeopleStore for InMemoryStore {
+    fn add_person(&self, mut person: Person) -> BoxFuture<'_, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let result = match normalize_email(&person.email) {
+            Err(e) => Err(StoreError::Unstorable {
+                detail: e.to_string(),
+            }),
+            Ok(email) if state.people.values().any(|p| p.email == email) => {
+                Err(StoreError::Conflict {
+                    detail: format!("a person with the email `{email}` exists"),
+                })
+            }
+            Ok(_) if state.people.contains_key(&person.id) => Err(StoreError::Conflict {
+                detail: format!("person {} exists", person.id),
+            }),
+            Ok(email) => {
+                person.email = email;
+                state.people.insert(person.id, person);
+                Ok(())
+            }
+        };
+        ready(result)
+    }
+
+    fn person(&self, id: PersonId) -> BoxFuture<'_, Result<Option<Person>, StoreError>> {
+        ready(Ok(self.lock().people.get(&id).cloned()))
+    }
+
+    fn person_by_email<'a>(
+        &'a self,
+        email: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Person>, StoreError>> {
+        let found = normalize_email(email).ok().and_then(|email| {
+            self.lock()
+                .people
+                .values()
+                .find(|p| p.email == email)
+                .cloned()
+        });
+        ready(Ok(found))
+    }
+
+    fn list_people(&self) -> BoxFuture<'_, Result<Vec<Person>, StoreError>> {
+        let mut people: Vec<Person> = self.lock().people.values().cloned().collect();
+        people.sort_by(|a, b| a.email.cmp(&b.email));
+        ready(Ok(people))
+    }
+
+    fn update_person(
+        &self,
+        id: PersonId,
+        update: PersonUpdate,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<Option<Person>, StoreError>> {
+        let mut state = self.lock();
+        let Some(person) = state.people.get_mut(&id) else {
+            return ready(Ok(None));
+        };
+        let ends_sessions =
+            update.disabled == Some(true) || update.role.is_some_and(|role| role != person.role);
+        if let Some(role) = update.role {
+            person.role = role;
+        }
+        if let Some(disabled) = update.disabled {
+            person.disabled = disabled;
+        }
+        if let Some(hash) = update.password_hash {
+            person.password_hash = Some(hash);
+        }
+        person.updated_at = at;
+        let person = person.clone();
+        if ends_sessions {
+            state.sessions.retain(|_, s| s.person_id != Some(id));
+        }
+        ready(Ok(Some(person)))
+    }
+
+    fn create_sign_in_link(&self, link: SignInLink) -> BoxFuture<'_, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let result = if !state.people.contains_key(&link.person_id) {
+            Err(StoreError::NotFound {
+                entity: "person",
+                which: link.person_id.to_string(),
+            })
+        } else if state.sign_in_links.contains_key(&link.token_hash) {
+            Err(StoreError::Conflict {
+                detail: "the sign-in link exists".to_owned(),
+            })
+        } else {
+            state.sign_in_links.insert(link.token_hash.clone(), link);
+            Ok(())
+        };
+        ready(result)
+    }
+
+    fn take_sign_in_link<'a>(
+        &'a self,
+        token_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<PersonId>, StoreError>> {
+        let taken = self.lock().sign_in_links.remove(token_hash);
+        ready(Ok(taken
+            .filter(|link| link.expires_at > now)
+            .map(|link| link.person_id)))
+    }
+
+    fn create_session(&self, session: SessionRecord) -> BoxFuture<'_, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let result = match session.person_id {
+            Some(person) if !state.people.contains_key(&person) => Err(StoreError::NotFound {
+                entity: "person",
+                which: person.to_string(),
+            }),
+            _ if state.sessions.contains_key(&session.id_hash) => Err(StoreError::Conflict {
+                detail: "the session exists".to_owned(),
+            }),
+            _ => {
+                state.sessions.insert(session.id_hash.clone(), session);
+                Ok(())
+            }
+        };
+        ready(result)
+    }
+
+    fn session<'a>(
+        &'a self,
+        id_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<SessionRecord>, StoreError>> {
+        let found = self
+            .lock()
+            .sessions
+            .get(id_hash)
+            .filter(|s| s.expires_at > now)
+            .cloned();
+        ready(Ok(found))
+    }
+
+    fn sessions_of(
+        &self,
+        person: PersonId,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<Vec<SessionRecord>, StoreError>> {
+        let mut sessions: Vec<SessionRecord> = self
+            .lock()
+            .sessions
+            .values()
+            .filter(|s| s.person_id == Some(person) && s.expires_at > now)
+            .cloned()
+            .collect();
+        newest_sessions_first(&mut sessions);
+        ready(Ok(sessions))
+    }
+
+    fn all_sessions(
+        &self,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<Vec<SessionRecord>, StoreError>> {
+        let mut sessions: Vec<SessionRecord> = self
+            .lock()
+            .sessions
+            .values()
+            .filter(|s| s.expires_at > now)
+            .cloned()
+            .collect();
+        newest_sessions_first(&mut sessions);
+        ready(Ok(sessions))
+    }
+
+    fn delete_session<'a>(&'a self, id_hash: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        ready(Ok(self.lock().sessions.remove(id_hash).is_some()))
+    }
+
+    fn delete_sessions_of(&self, person: PersonId) -> BoxFuture<'_, Result<u64, StoreError>> {
+        let mut state = self.lock();
+        let before = state.sessions.len();
+        state.sessions.retain(|_, s| s.person_id != Some(person));
+        ready(Ok((before - state.sessions.len()) as u64))
+    }
+
+    fn delete_expired_sessions(
+        &self,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        let mut state = self.lock();
+        let before = state.sessions.len();
+        state.sessions.retain(|_, s| s.expires_at > now);
+        let deleted = (before - state.sessions.len()) as u64;
+        state.sign_in_links.retain(|_, l| l.expires_at > now);
+        ready(Ok(deleted))
+    }
+
+    fn console_secret(&self, candidate: [u8; 32]) -> BoxFuture<'_, Result<[u8; 32], StoreError>> {
+        let secret = *self.lock().console_secret.get_or_insert(candidate);
+        ready(Ok(secret))
+    }
+}
+
+impl AuditLog for InMemoryStore {
+    fn append_audit(&self, entry: NewAuditEntry) -> BoxFuture<'_, Result<AuditEntry, StoreError>> {
+        let mut state = self.lock();
+        state.last_audit_id += 1;
+        let entry = AuditEntry::new(state.last_audit_id, entry);
+        state.audit.push(entry.clone());
+        ready(Ok(entry))
+    }
+
+    fn list_audit<'a>(
+        &'a self,
+        query: &'a AuditQuery,
+    ) -> BoxFuture<'a, Result<Vec<AuditEntry>, StoreError>> {
+        let entries = self
+            .lock()
+            .audit
+            .iter()
+            .rev()
+            .filter(|e| query.matches(e))
+            .take(query.limit)
+            .cloned()
+            .collect();
+        ready(Ok(entries))
+    }
+
+    fn count_audit<'a>(
+        &'a self,
+        action: AuditAction,
+        target: &'a str,
+        since: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let count = self
+            .lock()
+            .audit
+            .iter()
+            .filter(|e| e.action == action && e.target.as_deref() == Some(target) && e.at >= since)
+            .count();
+        ready(Ok(count as u64))
+    }
+
+    fn delete_audit_before(
+        &self,
+        cutoff: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<u64, StoreError>> {
+        let mut state = self.lock();
+        let before = state.audit.len();
+        state.audit.retain(|e| e.at >= cutoff);
+        ready(Ok((before - state.audit.len()) as u64))
+    }
+}
+
+impl ChangeStore for InMemoryStore {
+    fn insert_change(&self, change: ChangeRecord) -> BoxFuture<'_, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let id = change.id;
+        let result = match state.changes.entry(id) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(change);
+                Ok(())
+            }
+            std::collections::btree_map::Entry::Occupied(_) => Err(StoreError::Conflict {
+                detail: format!("change {id} exists"),
+            }),
+        };
+        ready(result)
+    }
+
+    fn change(&self, id: ChangeId) -> BoxFuture<'_, Result<Option<ChangeRecord>, StoreError>> {
+        ready(Ok(self.lock().changes.get(&id).cloned()))
+    }
+
+    fn list_changes(
+        &self,
+        state: Option<ChangeState>,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ChangeRecord>, StoreError>> {
+        let mut changes: Vec<ChangeRecord> = self
+            .lock()
+            .changes
+            .values()
+            .filter(|c| state.is_none_or(|state| c.state == state))
+            .cloned()
+            .collect();
+        changes.sort_by_key(|c| std::cmp::Reverse((c.created_at, c.id)));
+        changes.truncate(limit);
+        ready(Ok(changes))
+    }
+
+    fn decide_change(
+        &self,
+        id: ChangeId,
+        decision: ChangeDecision,
+    ) -> BoxFuture<'_, Result<bool, StoreError>> {
+        if decision.state == ChangeState::Pending {
+            return ready(Err(StoreError::Unstorable {
+                detail: format!("change {id} cannot be decided to be pending"),
+            }));
+        }
+        let mut state = self.lock();
+        let decided = match state.changes.get_mut(&id) {
+            Some(change) if change.state == ChangeState::Pending => {
+                *change = change.clone().decided(decision);
+                true
+            }
+            _ => false,
+        };
+        ready(Ok(decided))
     }
 }

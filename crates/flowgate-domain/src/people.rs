@@ -9,16 +9,22 @@
 //!
 //! # Versions
 //!
-//! The one place that says which versions of the stored audit entry exist (D26). An entry is
-//! stored with the fields of [`AuditEntry`] in columns and `detail` as JSON text, with its
-//! `format`; readers take every version listed here.
+//! The one place that says which versions of the stored records of this module exist (D26).
+//! Each is stored with its fields in columns and a `format` column; a later version may add
+//! optional columns only, so readers read any version's columns as they are.
 //!
-//! | version | written by | what changed |
-//! |---|---|---|
-//! | 1 | 0.3.0 and later | the first |
+//! - an audit entry ([`AUDIT_FORMAT`]): `detail` is JSON text;
+//! - a console session ([`SESSION_FORMAT`]): a session of a version newer than this release
+//!   knows is taken as absent (its person signs in again) and left where it is;
+//! - a proposed change ([`CHANGE_RECORD_FORMAT`]): the row's version; its `change` document is
+//!   versioned by the catalog's change module, which writes and reads it, and the stores keep
+//!   it as opaque JSON text.
 //!
-//! A proposed change's `change` document is versioned by the catalog's change module, which
-//! writes it; the stores keep it as opaque JSON text.
+//! | record | version | written by | what changed |
+//! |---|---|---|---|
+//! | audit entry | 1 | 0.3.0 and later | the first |
+//! | console session | 1 | 0.3.0 and later | the first |
+//! | proposed change | 1 | 0.3.0 and later | the first |
 
 use std::fmt;
 use std::str::FromStr;
@@ -31,6 +37,13 @@ use crate::ids::{ChangeId, PersonId};
 
 /// The stored version of an audit entry this release writes (see the module's Versions).
 pub const AUDIT_FORMAT: u32 = 1;
+
+/// The stored version of a console session this release writes (see the module's Versions).
+pub const SESSION_FORMAT: u32 = 1;
+
+/// The stored version of a proposed change's record this release writes (see the module's
+/// Versions).
+pub const CHANGE_RECORD_FORMAT: u32 = 1;
 
 /// The longest email address accepted (RFC 5321's limit on a forward path, less the angle
 /// brackets).
