@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod audit;
 mod catalog;
+mod changes;
 mod copy;
 mod db;
 mod dead_letters;
@@ -12,6 +14,7 @@ mod history;
 pub mod import;
 mod keys;
 mod options;
+mod people;
 mod redact;
 mod results;
 mod retention;

@@ -265,3 +265,101 @@ diesel::allow_tables_to_appear_in_same_query!(
     catalog_imports,
     sticky_assignments,
 );
+
+// People, console sessions, sign-in links, the console's secret, the audit log and proposed
+// catalog changes (D28; `people.rs`, `audit.rs`, `changes.rs`). Never joined with each other
+// or the catalog's tables.
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    people (id) {
+        id -> Uuid,
+        email -> Text,
+        role -> Text,
+        disabled -> Bool,
+        password_hash -> Nullable<Text>,
+        created_at -> Instant,
+        updated_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    sign_in_links (token_hash) {
+        token_hash -> Text,
+        person_id -> Uuid,
+        created_at -> Instant,
+        expires_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    console_sessions (id_hash) {
+        id_hash -> Text,
+        format -> Integer,
+        person_id -> Nullable<Uuid>,
+        actor -> Text,
+        role -> Text,
+        csrf -> Text,
+        created_at -> Instant,
+        expires_at -> Instant,
+        address -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::Instant;
+
+    console_secret (id) {
+        id -> Integer,
+        secret -> Binary,
+        created_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::Instant;
+
+    audit_log (id) {
+        id -> BigInt,
+        format -> Integer,
+        at -> Instant,
+        actor -> Text,
+        action -> Text,
+        target -> Nullable<Text>,
+        comment -> Nullable<Text>,
+        revision_before -> Nullable<BigInt>,
+        revision_after -> Nullable<BigInt>,
+        detail -> Text,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    catalog_changes (id) {
+        id -> Uuid,
+        format -> Integer,
+        author -> Text,
+        created_at -> Instant,
+        base_revision -> BigInt,
+        change -> Text,
+        summary -> Text,
+        comment -> Text,
+        state -> Text,
+        decided_by -> Nullable<Text>,
+        decided_at -> Nullable<Instant>,
+        applied_revision -> Nullable<BigInt>,
+        note -> Nullable<Text>,
+    }
+}
