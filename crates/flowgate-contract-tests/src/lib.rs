@@ -1,11 +1,12 @@
 //! The port contract suite of flowgate: what every implementation of the domain's storage
 //! ports ([`CatalogSource`], [`KeyStore`], [`EventStore`], [`DeadLetterStore`],
-//! [`ResultsSource`], [`StickyStore`]) must do,
+//! [`ResultsSource`], [`StickyStore`], [`PeopleStore`], [`AuditLog`], [`ChangeStore`]) must do,
 //! written once and run against each implementation (the in-memory reference, the store on
 //! SQLite, the store on PostgreSQL).
 //!
 //! The public functions of [`catalog_source`], [`key_store`], [`event_store`],
-//! [`dead_letter_store`], [`results_source`] and [`sticky_store`] *are* the cases: each is an `async fn` generic over the
+//! [`dead_letter_store`], [`results_source`], [`sticky_store`], [`people_store`], [`audit_log`]
+//! and [`change_store`] *are* the cases: each is an `async fn` generic over the
 //! implementation that panics when the implementation breaks the contract. A runner (this
 //! crate's `tests/it`) implements [`Harness`] for every adapter and calls every case once per
 //! adapter. Cases that need catalog data (keys belong to workspaces, which a database
@@ -18,14 +19,18 @@ use std::future::Future;
 
 use flowgate_domain::catalog::CatalogData;
 use flowgate_domain::ports::{
-    CatalogSource, DeadLetterStore, EventStore, KeyStore, ResultsSource, StickyStore, StoreError,
+    AuditLog, CatalogSource, ChangeStore, DeadLetterStore, EventStore, KeyStore, PeopleStore,
+    ResultsSource, StickyStore, StoreError,
 };
 
+pub mod audit_log;
 pub mod catalog_source;
+pub mod change_store;
 pub mod dead_letter_store;
 pub mod event_store;
 pub mod fixtures;
 pub mod key_store;
+pub mod people_store;
 pub mod results_source;
 pub mod sticky_store;
 
@@ -39,6 +44,9 @@ pub trait Harness: Sized {
         + ResultsSource
         + StickyStore
         + flowgate_domain::ports::NotificationStore
+        + PeopleStore
+        + AuditLog
+        + ChangeStore
         + ?Sized;
 
     /// Creates a fresh, empty instance that shares nothing with any other. `None` means the

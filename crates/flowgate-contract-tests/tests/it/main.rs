@@ -89,3 +89,28 @@ contract_tests!(sticky_store {
     store large_batches,
     store entries_that_are_not_assignments_are_skipped,
 });
+
+contract_tests!(people_store {
+    store duplicate_email_is_conflict,
+    store emails_are_normalised,
+    store updates_end_sessions_on_role_change_and_disable,
+    store sign_in_links_work_once_before_expiry,
+    store concurrent_takes_of_a_link_have_one_winner,
+    store sessions_expire_are_listed_and_deleted,
+    store console_secret_is_the_first_candidate,
+    store concurrent_first_console_secrets_agree,
+});
+
+contract_tests!(audit_log {
+    store entries_are_appended_and_listed_newest_first,
+    store lists_are_filtered,
+    store pages_continue_below_before_id,
+    store counts_go_by_action_target_and_time,
+    store retention_deletes_only_older_entries,
+});
+
+contract_tests!(change_store {
+    store changes_round_trip_and_list_by_state,
+    store decide_is_compare_and_set,
+    store concurrent_decisions_have_one_winner,
+});
