@@ -5,7 +5,8 @@
 //! for each rule reached, whether its audience matched and, when not, the first clause that
 //! failed with the attribute values it saw (identity fields first, D3.6; dotted keys literal
 //! first, D4); for an experiment its status, namespace check, the user's hash, the variant
-//! ranges and the variant, or why the rule was skipped; then the default, if reached.
+//! ranges and the variant, or why the rule was skipped; a rule that is off (D28) as one step
+//! saying so (nothing of it is read); then the default, if reached.
 
 use std::fmt;
 
@@ -246,13 +247,33 @@ pub struct RuleStep {
     pub decided: bool,
 }
 
-/// One step of the trace: a rule, or the placement's default.
+/// A rule that is off (D28): skipped as a rule whose experiment is not running is, without
+/// reading its audience or its experiment. Its JSON is `{"rule": N, "off": true}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffStep {
+    /// Position of the rule in the placement.
+    pub rule: usize,
+}
+
+impl Serialize for OffStep {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut step = serializer.serialize_struct("OffStep", 2)?;
+        step.serialize_field("rule", &self.rule)?;
+        step.serialize_field("off", &true)?;
+        step.end()
+    }
+}
+
+/// One step of the trace: a rule, a rule that is off, or the placement's default.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 #[non_exhaustive]
 pub enum Step {
     /// A rule.
     Rule(RuleStep),
+    /// A rule that is off (D28): the walk went on to the next rule.
+    Off(OffStep),
     /// No rule decided: the default flow, or `null` when the placement has none.
     Default {
         /// The default.
@@ -305,6 +326,10 @@ impl Recorder {
 }
 
 impl Tracer for Recorder {
+    fn off(&mut self, index: usize) {
+        self.steps.push(Step::Off(OffStep { rule: index }));
+    }
+
     fn audience(
         &mut self,
         index: usize,
@@ -538,6 +563,7 @@ impl fmt::Display for Step {
                 write!(f, "default: {}", flow_text(flow))
             }
             Step::Default { default: None } => f.write_str("default: none"),
+            Step::Off(off) => write!(f, "rule {}: off; skipped", off.rule),
             Step::Rule(rule) => {
                 write!(f, "rule {}: ", rule.rule)?;
                 if let Some(m) = &rule.audience.mismatch {

@@ -330,6 +330,8 @@ impl Experiment {
 /// nothing and compile away; explain records every step. Both run `Placement::evaluate`, so
 /// they cannot disagree.
 pub(crate) trait Tracer {
+    /// Rule `index` is off (D28): skipped before anything of it is read.
+    fn off(&mut self, index: usize);
     /// Whether rule `index`'s audience (not `{}`) matches.
     fn audience(
         &mut self,
@@ -350,6 +352,8 @@ pub(crate) trait Tracer {
 pub(crate) struct Untraced;
 
 impl Tracer for Untraced {
+    #[inline(always)]
+    fn off(&mut self, _: usize) {}
     #[inline(always)]
     fn audience(
         &mut self,
@@ -394,8 +398,8 @@ impl Placement {
         self.evaluate(app, request, mode, &mut Untraced, Some(sticky))
     }
 
-    /// Whether a rule of this placement has a sticky experiment (D23): only then does resolve
-    /// need stored assignments. Fixed when the catalog is built.
+    /// Whether a rule of this placement that is on has a sticky experiment (D23): only then
+    /// does resolve need stored assignments. Fixed when the catalog is built.
     pub fn is_sticky(&self) -> bool {
         self.sticky
     }
@@ -423,7 +427,7 @@ impl Placement {
                 });
             }
         };
-        for rule in &self.rules {
+        for rule in self.rules.iter().filter(|r| r.enabled) {
             let Target::Experiment(experiment) = &rule.target else {
                 continue;
             };
@@ -441,10 +445,11 @@ impl Placement {
         }
     }
 
-    /// The one evaluation behind resolve and explain: rules in order; a stored assignment of a
-    /// sticky experiment decides before the rule's audience is checked (D23); otherwise the
-    /// first rule whose audience matches and that decides wins; an experiment decides when it
-    /// assigns a variant.
+    /// The one evaluation behind resolve and explain: rules in order, skipping a rule that is
+    /// off (D28) as one whose experiment is not running; a stored assignment of a sticky
+    /// experiment decides before the rule's audience is checked (D23); otherwise the first rule
+    /// whose audience matches and that decides wins; an experiment decides when it assigns a
+    /// variant.
     #[inline(always)]
     pub(crate) fn evaluate<'c, T: Tracer>(
         &'c self,
@@ -456,6 +461,12 @@ impl Placement {
     ) -> Resolution<'c> {
         if mode == ResolveMode::Normal {
             for (index, rule) in self.rules.iter().enumerate() {
+                // D28: nothing of a rule that is off is read, not even a stored assignment of
+                // its experiment (kept, and used again once the rule is on).
+                if !rule.enabled {
+                    tracer.off(index);
+                    continue;
+                }
                 let stored = match (&rule.target, sticky.as_deref_mut()) {
                     (Target::Experiment(experiment), Some(state)) => {
                         state.stored(experiment, request)

@@ -134,6 +134,7 @@ diesel::table! {
         audience -> Nullable<Text>,
         flow_id -> Nullable<Uuid>,
         experiment_id -> Nullable<Uuid>,
+        enabled -> Bool,
     }
 }
 

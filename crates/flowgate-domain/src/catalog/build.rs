@@ -381,7 +381,10 @@ fn build_app(
                 _ => continue,
             };
             let Some(audience) = audience else { continue };
+            // A rule that is off is checked and compiled all the same: turning it on is a
+            // change of one member, which must not make an invalid catalog.
             rules.push(Rule {
+                enabled: rule.enabled,
                 audience,
                 target: built_target,
             });
@@ -398,9 +401,9 @@ fn build_app(
             Placement {
                 key,
                 default,
-                sticky: rules
-                    .iter()
-                    .any(|r| matches!(&r.target, Target::Experiment(e) if e.sticky.is_some())),
+                sticky: rules.iter().any(|r| {
+                    r.enabled && matches!(&r.target, Target::Experiment(e) if e.sticky.is_some())
+                }),
                 rules,
             },
         );

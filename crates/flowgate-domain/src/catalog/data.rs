@@ -146,6 +146,13 @@ pub struct PlacementData {
 /// A rule: an audience and exactly one target (D2).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RuleData {
+    /// Whether the rule is on (default `true`). Resolve skips a rule that is off as it skips
+    /// one whose experiment is not running (D3.2): the walk goes on to the next rule, then the
+    /// default flow. The rule and its experiment stay in the catalog, so turning it on again
+    /// restores it and the experiment's results stay readable (D28). Written only when
+    /// `false`. A member of catalog format 2.
+    #[serde(default = "on", skip_serializing_if = "is_on")]
+    pub enabled: bool,
     /// Audience condition (D4); absent or `{}` matches everyone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<Value>,
@@ -220,6 +227,15 @@ pub struct AnalysisData {
 
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+/// A rule is on unless it says otherwise.
+fn on() -> bool {
+    true
+}
+
+fn is_on(value: &bool) -> bool {
+    *value
 }
 
 fn is_zero(value: &u32) -> bool {

@@ -98,7 +98,8 @@ pub struct PlacementChange {
 pub struct RuleChange {
     /// Position in the list.
     pub rule: usize,
-    /// What: `added`, `removed`, or the parts that differ (`audience`, `target`).
+    /// What: `added`, `removed`, or the parts that differ (`audience`, `target`), and `off`
+    /// or `on` when the rule is turned off or on (D28).
     pub change: Vec<&'static str>,
 }
 
@@ -138,6 +139,15 @@ pub struct ExperimentShift {
     /// users with a stored assignment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sticky: Option<StickyShift>,
+    /// Whether the experiment's rule is on, before and after (D28); an experiment whose rule
+    /// is off assigns no one, as one that is not running. Left out of the JSON when the rule
+    /// is on both times.
+    #[serde(skip_serializing_if = "both_on")]
+    pub rule_enabled: (bool, bool),
+}
+
+fn both_on(enabled: &(bool, bool)) -> bool {
+    enabled.0 && enabled.1
 }
 
 /// Sticky assignment's part in an experiment's shift (D23).
@@ -542,6 +552,11 @@ fn diff_rules(
                 if target(a) != target(b) {
                     parts.push("target");
                 }
+                match (a.enabled, b.enabled) {
+                    (true, false) => parts.push("off"),
+                    (false, true) => parts.push("on"),
+                    _ => {}
+                }
                 parts
             }
             (None, None) => Vec::new(),
@@ -563,13 +578,14 @@ fn diff_rules(
     }
 }
 
-/// Where an experiment's rule is, with its audience as written.
+/// Where an experiment's rule is, with its audience as written and whether it is on.
 struct Located<'c> {
     experiment: &'c Experiment,
     app: AppId,
     key: &'c str,
     rule: usize,
     audience: &'c Value,
+    enabled: bool,
 }
 
 fn locate(catalog: &Catalog) -> HashMap<ExperimentId, Located<'_>> {
@@ -586,6 +602,7 @@ fn locate(catalog: &Catalog) -> HashMap<ExperimentId, Located<'_>> {
                             key: &placement.key,
                             rule,
                             audience: r.audience.source(),
+                            enabled: r.enabled,
                         },
                     );
                 }
@@ -629,7 +646,10 @@ fn experiments(
         let (Some(any), other) = (n.or(o), o.and(n)) else {
             continue;
         };
-        let shift = shift(o.map(|l| l.experiment), n.map(|l| l.experiment));
+        let shift = shift(
+            o.map(|l| (l.experiment, l.enabled)),
+            n.map(|l| (l.experiment, l.enabled)),
+        );
         let sticky = StickyShift::of(o.map(|l| l.experiment), n.map(|l| l.experiment));
         let moves = shift.change_variant != 0.0 || shift.enter != 0.0 || shift.leave != 0.0;
         if !moves && !sticky.as_ref().is_some_and(StickyShift::changes) {
@@ -651,6 +671,7 @@ fn experiments(
             status_after: n.map(|l| l.experiment.status),
             rule_changed,
             sticky,
+            rule_enabled: (o.is_none_or(|l| l.enabled), n.is_none_or(|l| l.enabled)),
             ..shift
         });
     }
@@ -710,18 +731,22 @@ fn variant_joint(
 }
 
 /// Cells of the namespace hash by (inside before, inside after), where inside means running
-/// and inside the namespace, if any.
-fn namespace_joint(old: Option<&Experiment>, new: Option<&Experiment>) -> Counts<(bool, bool)> {
-    let inside = |e: Option<&Experiment>, j: u32| match e {
-        Some(e) if e.status == ExperimentStatus::Running => e
+/// in a rule that is on, and inside the namespace, if any. Each experiment comes with whether
+/// its rule is on.
+fn namespace_joint(
+    old: Option<(&Experiment, bool)>,
+    new: Option<(&Experiment, bool)>,
+) -> Counts<(bool, bool)> {
+    let inside = |e: Option<(&Experiment, bool)>, j: u32| match e {
+        Some((e, true)) if e.status == ExperimentStatus::Running => e
             .namespace
             .as_ref()
             .is_none_or(|ns| ns.includes(f64::from(j) / f64::from(NAMESPACE_VALUES))),
         _ => false,
     };
     let same_hash = match (
-        old.and_then(|e| e.namespace.as_ref()),
-        new.and_then(|e| e.namespace.as_ref()),
+        old.and_then(|(e, _)| e.namespace.as_ref()),
+        new.and_then(|(e, _)| e.namespace.as_ref()),
     ) {
         (Some(a), Some(b)) => a.id == b.id,
         // Without a namespace the check does not read the hash.
@@ -758,10 +783,12 @@ fn variant_at(e: Option<&Experiment>, i: Option<usize>) -> Option<&super::Varian
     i.and_then(|i| e.and_then(|e| e.variants.get(i)))
 }
 
-/// The shares of users who keep, change, gain or lose a variant.
-fn shift(old: Option<&Experiment>, new: Option<&Experiment>) -> ExperimentShift {
-    let variants = variant_joint(old, new);
+/// The shares of users who keep, change, gain or lose a variant; each experiment comes with
+/// whether its rule is on.
+fn shift(old: Option<(&Experiment, bool)>, new: Option<(&Experiment, bool)>) -> ExperimentShift {
     let namespaces = namespace_joint(old, new);
+    let (old, new) = (old.map(|(e, _)| e), new.map(|(e, _)| e));
+    let variants = variant_joint(old, new);
     let mut s = ExperimentShift {
         id: ExperimentId(uuid::Uuid::nil()),
         name: String::new(),
@@ -777,6 +804,7 @@ fn shift(old: Option<&Experiment>, new: Option<&Experiment>) -> ExperimentShift 
         variants: Vec::new(),
         rule_changed: false,
         sticky: None,
+        rule_enabled: (true, true),
     };
     // Counts over namespace cells x assignment cells; one division per share at the end.
     let mut keep = 0u64;

@@ -21,7 +21,7 @@
 //! | `format` | written by | what changed |
 //! |---|---|---|
 //! | 1 | 0.1.0 and later | the first; the optional top-level `format` (missing: 1) from 0.2.0, whose exports write it |
-//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27); an app's optional `apple_bundle_id` and `apple_environments` (D30) |
+//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27); an app's optional `apple_bundle_id` and `apple_environments` (D30); a rule's optional `enabled` (D28) |
 //!
 //! A file says its version in the optional top-level member `format` (an integer from 1; a
 //! file without it is format 1, as every file written before the member existed). This
@@ -42,9 +42,9 @@
 //! instead of "unknown field". The new member must be optional, and a missing one reads as
 //! absent, so the newer release keeps reading every older file unchanged.
 //!
-//! A file of an older format than its members need (an `analysis`, `apple_bundle_id` or
-//! `apple_environments` in a file that says format 1 or nothing) is refused at each such
-//! member, naming the format that has it: a hand-written file says `"format": 2` before using
+//! A file of an older format than its members need (an `analysis`, `apple_bundle_id`,
+//! `apple_environments` or a rule's `enabled` in a file that says format 1 or nothing) is
+//! refused at each such member, naming the format that has it: a hand-written file says `"format": 2` before using
 //! them, so a release that reads only format 1 refuses it with the newer-format message rather
 //! than an unknown field.
 //!
@@ -181,8 +181,9 @@ impl CatalogFile {
 }
 
 impl CatalogFile {
-    /// The lowest format whose members the file uses: 2 with an experiment's `analysis` or an
-    /// app's `apple_bundle_id` or `apple_environments`, else 1 (see the module's Versions).
+    /// The lowest format whose members the file uses: 2 with an experiment's `analysis`, an
+    /// app's `apple_bundle_id` or `apple_environments`, or a rule that is off (`enabled`
+    /// written only when `false`), else 1 (see the module's Versions).
     /// Exports are written as it, so a file that uses nothing new still imports into the
     /// release before.
     pub fn lowest_format(&self) -> u32 {
@@ -191,9 +192,10 @@ impl CatalogFile {
                 app.apple_bundle_id.is_some()
                     || !app.apple_environments.is_empty()
                     || app.placements.iter().any(|p| {
-                        p.rules
-                            .iter()
-                            .any(|r| r.experiment.as_ref().is_some_and(|e| e.analysis.is_some()))
+                        p.rules.iter().any(|r| {
+                            !r.enabled
+                                || r.experiment.as_ref().is_some_and(|e| e.analysis.is_some())
+                        })
                     })
             })
         });
@@ -223,7 +225,8 @@ fn apps_of(file: &Value) -> Vec<(String, &Value)> {
 }
 
 /// The pointer and name of every member of format 2 in a catalog file's JSON, in document
-/// order: an app's `apple_bundle_id` and `apple_environments`, an experiment's `analysis`.
+/// order: an app's `apple_bundle_id` and `apple_environments`, a rule's `enabled`, an
+/// experiment's `analysis`.
 fn format_2_members(file: &Value) -> Vec<(String, &'static str)> {
     let mut found = Vec::new();
     for (ap, app) in apps_of(file) {
@@ -234,6 +237,10 @@ fn format_2_members(file: &Value) -> Vec<(String, &'static str)> {
         }
         for (p, placement) in items(app.get("placements")).iter().enumerate() {
             for (r, rule) in items(placement.get("rules")).iter().enumerate() {
+                // Whatever its value: `"enabled": true` is no member of format 1 either.
+                if rule.get("enabled").is_some() {
+                    found.push((format!("{ap}/placements/{p}/rules/{r}/enabled"), "enabled"));
+                }
                 let analysis = rule.get("experiment").and_then(|e| e.get("analysis"));
                 if analysis.is_some() {
                     found.push((
@@ -387,6 +394,7 @@ const ANALYSIS: Shape = Shape::Object(&[
 ]);
 
 const RULE: Shape = Shape::Object(&[
+    defaulted("enabled", Shape::Bool),
     optional("audience", Shape::Any),
     optional("flow_id", Shape::Uuid),
     optional("experiment", EXPERIMENT),
@@ -658,6 +666,64 @@ mod tests {
         assert_eq!(analysis.primary_metric.as_deref(), Some("flow_complete"));
         assert_eq!(analysis.minimum_users, Some(50));
         assert_eq!(analysis.sequential, None, "absent: the default");
+    }
+
+    /// A placement whose second rule is off (D28), and nothing else of format 2.
+    const RULE_OFF: &str = r#"{"id": "10000000-0000-4000-8000-000000000001", "name": "A",
+        "apps": [{"id": "20000000-0000-4000-8000-000000000001", "name": "a",
+        "media_base_url": "https://m", "icon_base_url": "https://i", "placements": [
+        {"key": "p", "rules": [{"flow_id": "30000000-0000-4000-8000-000000000001"},
+        {"enabled": false, "flow_id": "30000000-0000-4000-8000-000000000002"}]}]}]}"#;
+
+    #[test]
+    fn a_rules_enabled_is_a_member_of_format_2_only() {
+        let at = "/workspaces/0/apps/0/placements/0/rules/1/enabled";
+        // `true` too: the member itself is what format 1 does not have.
+        for value in ["false", "true"] {
+            let ws = RULE_OFF.replace(r#""enabled": false"#, &format!(r#""enabled": {value}"#));
+            for head in ["", r#""format": 1,"#] {
+                let problems = CatalogFile::parse(&format!(r#"{{{head} "workspaces": [{ws}]}}"#))
+                    .expect_err("format 1 has no enabled");
+                let found: Vec<(&str, &str)> = problems
+                    .iter()
+                    .map(|p| (p.pointer.as_str(), p.message.as_str()))
+                    .collect();
+                assert_eq!(
+                    found,
+                    [(
+                        at,
+                        "`enabled` is a member of catalog format 2, and this file is format 1: \
+                         add \"format\": 2 at the top of the file"
+                    )]
+                );
+            }
+        }
+        let file = CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{RULE_OFF}]}}"#))
+            .expect("format 2 reads it");
+        let rules = &file.workspaces[0].apps[0].placements[0].rules;
+        assert!(rules[0].enabled, "absent: on");
+        assert!(!rules[1].enabled);
+        assert_eq!(file.lowest_format(), 2, "a rule that is off");
+        let mut on = file.clone();
+        on.workspaces[0].apps[0].placements[0].rules[1].enabled = true;
+        assert_eq!(
+            on.lowest_format(),
+            1,
+            "every rule on: the previous release imports it"
+        );
+        let text = serde_json::to_string(&on).expect("serialises");
+        assert!(!text.contains("enabled"), "written only when false: {text}");
+        // Not a boolean: the shape's problem, at its pointer.
+        let mistyped = RULE_OFF.replace(r#""enabled": false"#, r#""enabled": "no""#);
+        assert_eq!(
+            pointers(&format!(r#"{{"format": 2, "workspaces": [{mistyped}]}}"#)),
+            [at]
+        );
+        let null = RULE_OFF.replace(r#""enabled": false"#, r#""enabled": null"#);
+        assert_eq!(
+            pointers(&format!(r#"{{"format": 2, "workspaces": [{null}]}}"#)),
+            [at]
+        );
     }
 
     /// An app with the App Store fields (D30) and nothing else of format 2.

@@ -507,7 +507,7 @@ pub struct Placement {
     pub(crate) default: Option<FlowTarget>,
     /// Compiled rules, in order.
     pub(crate) rules: Vec<Rule>,
-    /// Whether a rule has a sticky experiment (D23).
+    /// Whether a rule that is on has a sticky experiment (D23).
     pub(crate) sticky: bool,
 }
 
@@ -553,6 +553,8 @@ impl FlowTarget {
 /// A compiled rule.
 #[derive(Debug)]
 pub struct Rule {
+    /// Whether the rule is on; resolve skips one that is off (D3.2, D28).
+    pub(crate) enabled: bool,
     /// Compiled audience.
     pub(crate) audience: Condition,
     /// What the rule serves when it decides.
@@ -560,6 +562,12 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether the rule is on. Resolve skips a rule that is off, as one whose experiment is
+    /// not running: the walk goes on to the next rule (D3.2, D28).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// The compiled audience.
     pub fn audience(&self) -> &Condition {
         &self.audience

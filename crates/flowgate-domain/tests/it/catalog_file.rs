@@ -3,8 +3,9 @@
 //! by today's import, and the export writes the current version's newest sample byte for byte.
 //!
 //! Format 2's samples: `v2/catalog.json`, written when the format held only an experiment's
-//! `analysis` (D27), and `v2/catalog-stores.json`, with an app's `apple_bundle_id` and
-//! `apple_environments` (D30) too.
+//! `analysis` (D27), `v2/catalog-stores.json`, with an app's `apple_bundle_id` and
+//! `apple_environments` (D30) too, and `v2/catalog-rule-off.json`, whose one member of format 2
+//! is a rule's `enabled` (D28).
 
 use std::path::PathBuf;
 
@@ -45,6 +46,21 @@ fn analysed_before_store_fields() -> CatalogData {
     data
 }
 
+/// The contract suite's catalog with the first rule of `onboarding` off (D28): its only member
+/// of format 2.
+fn rule_off() -> CatalogData {
+    let mut data = catalog();
+    let onboarding = data
+        .workspaces
+        .iter_mut()
+        .flat_map(|w| &mut w.apps)
+        .flat_map(|a| &mut a.placements)
+        .find(|p| p.key == "onboarding")
+        .expect("the fixture has an onboarding placement");
+    onboarding.rules[0].enabled = false;
+    data
+}
+
 /// Each export is written as the lowest format whose members it uses: the catalog without
 /// members of format 2 as format 1 (which 0.2.0 imports), the one with them as format 2, and
 /// one with analysis settings but no App Store fields exactly as before those existed.
@@ -65,6 +81,11 @@ fn the_exports_are_their_formats_samples() {
         export_of(&analysed_before_store_fields()).as_bytes(),
         "flowgate.catalog",
     );
+    assert_golden(
+        &sample(2, "catalog-rule-off.json"),
+        export_of(&rule_off()).as_bytes(),
+        "flowgate.catalog",
+    );
     assert_eq!(CatalogFile::FORMAT, 2, "the newest has a sample above");
 }
 
@@ -73,13 +94,14 @@ fn the_exports_are_their_formats_samples() {
 /// exported from as no change.
 #[test]
 fn every_versions_samples_import_as_the_catalog_they_hold() {
-    let samples: [(u32, &str, CatalogData); 4] = [
+    let samples: [(u32, &str, CatalogData); 5] = [
         (1, "catalog.json", catalog()),
         // As exports were written before the optional `format` member: absent reads as 1.
         (1, "catalog-without-format.json", catalog()),
         // Written before the App Store fields were members of format 2.
         (2, "catalog.json", analysed_before_store_fields()),
         (2, "catalog-stores.json", analysed()),
+        (2, "catalog-rule-off.json", rule_off()),
     ];
     for (version, name, data) in samples {
         let path = sample(version, name);
@@ -121,4 +143,43 @@ fn an_export_of_a_newer_format_is_refused() {
         )),
         "{problems:?}"
     );
+}
+
+/// D28: the sample with a rule that is off is refused by a format-1 reading, at that member,
+/// naming format 2; imported onto the catalog with the rule on, it turns it off.
+#[test]
+fn a_rule_that_is_off_needs_format_2() {
+    let text = std::fs::read_to_string(sample(2, "catalog-rule-off.json")).unwrap();
+    assert_eq!(
+        text.matches("\"enabled\"").count(),
+        1,
+        "written only when false"
+    );
+    let as_format_1 = text.replacen("\"format\": 2", "\"format\": 1", 1);
+    let problems = CatalogFile::parse(&as_format_1).expect_err("format 1 has no enabled");
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].pointer.ends_with("/rules/0/enabled"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[0]
+            .message
+            .starts_with("`enabled` is a member of catalog format 2"),
+        "{problems:?}"
+    );
+    let file = CatalogFile::parse(&text).unwrap();
+    let now = time::macros::datetime!(2026-12-05 00:00 UTC);
+    let plan = plan_import(file, &catalog(), now).unwrap();
+    assert!(plan.changed, "the rule turned off");
+    let onboarding = plan
+        .write
+        .workspaces
+        .iter()
+        .flat_map(|w| &w.apps)
+        .flat_map(|a| &a.placements)
+        .find(|p| p.key == "onboarding")
+        .unwrap();
+    let enabled: Vec<bool> = onboarding.rules.iter().map(|r| r.enabled).collect();
+    assert_eq!(enabled, [false, true, true]);
 }

@@ -319,3 +319,45 @@ fn app_store_fields_are_an_app_change() {
     }
     assert!(diff_of(&both, &both).is_empty());
 }
+
+/// D28: turning a rule off or on is a change of its placement's rules; turning off the rule
+/// of a running experiment takes its users out of it, and back in when it is on again.
+#[test]
+fn turning_a_rule_off_or_on_changes_its_placements_rules() {
+    let before = catalog_json();
+    let mut after = catalog_json();
+    after["workspaces"][0]["apps"][0]["placements"][0]["rules"][1]["enabled"] = json!(false);
+    let (a, b) = (data_from(&before), data_from(&after));
+    let diff = diff_catalogs(&a, &b, &build(&before), &build(&after));
+    assert_eq!(diff.placements.len(), 1, "{diff:?}");
+    let placement = &diff.placements[0];
+    assert_eq!(placement.key, "onboarding");
+    assert_eq!((placement.rules_before, placement.rules_after), (2, 2));
+    assert_eq!(placement.rules.len(), 1);
+    assert_eq!(
+        (placement.rules[0].rule, &placement.rules[0].change),
+        (1, &vec!["off"])
+    );
+    assert!(diff.experiments.is_empty(), "no experiment in that rule");
+    let back = diff_catalogs(&b, &a, &build(&after), &build(&before));
+    assert_eq!(back.placements[0].rules[0].change, ["on"]);
+
+    // The running experiment's rule.
+    let mut off = catalog_json();
+    off["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["enabled"] = json!(false);
+    let shift = shift_of(&before, &off);
+    assert_eq!(shift.rule_enabled, (true, false));
+    assert_eq!(
+        (shift.leave, shift.keep_variant, shift.enter),
+        (1.0, 0.0, 0.0)
+    );
+    assert_eq!(shift.status_after, shift.status_before, "still running");
+    let json = serde_json::to_value(&shift).unwrap();
+    assert_eq!(json["rule_enabled"], json!([true, false]));
+    let on = shift_of(&off, &before);
+    assert_eq!((on.enter, on.leave), (1.0, 0.0));
+    // A rule on both times is not mentioned.
+    let reweighted = with_experiment(|e| e["variants"][0]["weight"] = json!(3));
+    let json = serde_json::to_value(shift_of(&before, &reweighted)).unwrap();
+    assert!(json.get("rule_enabled").is_none(), "{json}");
+}

@@ -221,3 +221,38 @@ fn steps_display_for_people() {
     );
     assert!(lines[2].starts_with("default: flow "), "{lines:?}");
 }
+
+/// D28: a rule that is off is one step saying so (nothing of it is read), and the walk goes on.
+#[test]
+fn a_rule_that_is_off_says_so_and_the_walk_goes_on() {
+    let mut doc = catalog_json();
+    doc["workspaces"][0]["apps"][0]["placements"][0]["rules"][0]["enabled"] = json!(false);
+    let catalog = build(&doc);
+    let (reason, trace) = explain_json(&catalog, "onboarding", "u1", json!({"country": "US"}));
+    assert_eq!(reason, Reason::Default, "the US rule would have decided");
+    assert_eq!(trace[0], json!({"rule": 0, "off": true}));
+    assert_eq!(trace[1]["rule"], json!(1));
+    assert_eq!(trace[1]["audience"]["matched"], json!(false));
+    assert_eq!(
+        trace[2],
+        json!({"default": {"flow_id": FLOW_DEFAULT, "flow_version_id": V_DEFAULT_1}})
+    );
+    let app = catalog.app(APP1.parse::<AppId>().unwrap()).unwrap();
+    let a = attrs(json!({"country": "US"}));
+    let e = app.explain(
+        "onboarding",
+        &ResolveRequest::new("u1", "s", Platform::Ios, &a),
+    );
+    assert_eq!(e.trace[0].to_string(), "rule 0: off; skipped");
+    assert!(
+        rules(&e.trace).iter().all(|r| r.rule != 0),
+        "no rule step for it"
+    );
+
+    // An experiment's rule that is off shows no bucketing: its experiment is not read.
+    let mut doc = catalog_json();
+    doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["enabled"] = json!(false);
+    let (reason, trace) = explain_json(&build(&doc), "paywall", "u1", json!({}));
+    assert_eq!(reason, Reason::NoRuleMatched);
+    assert_eq!(trace[1], json!({"rule": 1, "off": true}));
+}

@@ -368,3 +368,63 @@ fn flow_schema_is_served_byte_for_byte() {
         r#"[{"family":"Inter","weight":400,"style":"normal","url":"https://cdn.example.com/inter.woff2"}]"#
     );
 }
+
+/// The fixture with rule `rule` of placement `placement` (by position in the fixture) off.
+fn with_rule_off(placement: usize, rule: usize) -> Value {
+    let mut doc = catalog_json();
+    doc["workspaces"][0]["apps"][0]["placements"][placement]["rules"][rule]["enabled"] =
+        json!(false);
+    doc
+}
+
+/// D28: a rule that is off is skipped as a rule whose experiment is not running is: the walk
+/// goes on to the next rule, then to the default flow.
+#[test]
+fn a_rule_that_is_off_is_skipped_for_the_next_rule_or_the_default() {
+    let on = build(&catalog_json());
+    let off = build(&with_rule_off(0, 0));
+    let rules = app1(&off).placement("onboarding").unwrap().rules();
+    assert_eq!(
+        rules.iter().map(|r| r.enabled()).collect::<Vec<_>>(),
+        [false, true]
+    );
+    let resolve = |c: &Catalog, user: &str, country: &str| {
+        let a = attrs(json!({ "country": country }));
+        let r = app1(c).resolve(
+            "onboarding",
+            &ResolveRequest::new(user, "s1", Platform::Ios, &a),
+            ResolveMode::Normal,
+        );
+        served(&r)
+    };
+    assert_eq!(resolve(&on, "u1", "US").as_deref(), Some(FLOW_US));
+    // The US rule is off: a beta user gets the next rule's flow, anyone else the default.
+    assert_eq!(resolve(&off, "u-beta-1", "US").as_deref(), Some(FLOW_NEW));
+    assert_eq!(resolve(&off, "u1", "US").as_deref(), Some(FLOW_DEFAULT));
+    assert_eq!(resolve(&off, "u1", "DE").as_deref(), Some(FLOW_DEFAULT));
+}
+
+#[test]
+fn an_experiment_whose_rule_is_off_assigns_no_one() {
+    let off = build(&with_rule_off(1, 1));
+    let none = attrs(json!({}));
+    for i in 0..200 {
+        let user = format!("user-{i}");
+        let r = app1(&off).resolve(
+            "paywall",
+            &ResolveRequest::new(&user, "s1", Platform::Ios, &none),
+            ResolveMode::Normal,
+        );
+        // The paused experiment before it is skipped too, and the paywall has no default.
+        assert!(r.assignment().is_none(), "{user}");
+        assert_eq!(r.no_flow_reason(), Some(NoFlowReason::NoRuleMatched));
+    }
+    // Batch resolve walks the same rules.
+    let batch = app1(&off)
+        .resolve_batch(
+            &["paywall"],
+            &ResolveRequest::new("user-1", "s1", Platform::Ios, &none),
+        )
+        .unwrap();
+    assert!(batch[0].resolution.assignment().is_none());
+}

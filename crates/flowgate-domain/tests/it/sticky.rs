@@ -409,3 +409,26 @@ fn a_long_fallback_value_is_no_identifier() {
         "a client cannot make the store keep large keys"
     );
 }
+
+/// D28: a sticky experiment whose rule is off reads and writes no document; its stored
+/// assignments are kept for when the rule is on again.
+#[test]
+fn a_sticky_experiment_whose_rule_is_off_reads_and_records_nothing() {
+    let on = build(&sticky_catalog(1.0, 1.0, |_| {}));
+    let mut doc = sticky_catalog(1.0, 1.0, |_| {});
+    doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["enabled"] = json!(false);
+    let off = build(&doc);
+    assert!(!app(&off).placement("paywall").unwrap().is_sticky());
+    let mut store = Store::default();
+    let variant = store.resolve(&on, "user-1", no_attributes());
+    assert!(variant.is_some());
+    let request = ResolveRequest::new("user-1", "s", Platform::Ios, no_attributes());
+    assert!(app(&off).sticky_ids(["paywall"], &request).is_empty());
+    // Even handed its documents, resolve does not use them.
+    let mut state = StickyState::new(store.0.clone());
+    let r = app(&off).resolve_sticky("paywall", &request, ResolveMode::Normal, &mut state);
+    assert!(r.assignment().is_none());
+    assert!(state.writes(app(&off).id()).is_empty());
+    // On again: the stored variant applies.
+    assert_eq!(store.resolve(&on, "user-1", no_attributes()), variant);
+}

@@ -212,6 +212,7 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                 None => None,
             };
         rules.entry(r.placement_id).or_default().push(RuleData {
+            enabled: r.enabled,
             audience: r.audience.map(|a| parse_json(&a, "audience")).transpose()?,
             flow_id: r.flow_id.map(|f| FlowId(f.0)),
             experiment,

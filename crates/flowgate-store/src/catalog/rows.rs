@@ -76,6 +76,8 @@ pub(super) struct RuleRow {
     pub(super) audience: Option<String>,
     pub(super) flow_id: Option<DbUuid>,
     pub(super) experiment_id: Option<DbUuid>,
+    /// D28: false for a rule that is off (the catalog file's `enabled`).
+    pub(super) enabled: bool,
 }
 
 #[derive(Queryable, Selectable, Insertable)]

@@ -157,6 +157,7 @@ pub(super) async fn write_placement(
             audience: rule.audience.clone(),
             flow_id: rule.flow_id,
             experiment_id: rule.experiment.as_ref().map(|(e, _)| e.id),
+            enabled: rule.enabled,
         }))
         .await?;
     }
@@ -225,6 +226,7 @@ pub(super) struct PlacementWrite {
 /// A rule to write once its placement's id is known; an experiment target comes with its
 /// variants.
 pub(super) struct RuleWrite {
+    pub(super) enabled: bool,
     pub(super) audience: Option<String>,
     pub(super) flow_id: Option<DbUuid>,
     pub(super) experiment: Option<(ExperimentRow, Vec<VariantRow>)>,
@@ -331,6 +333,7 @@ impl WriteRows {
                 .iter()
                 .map(|rule| {
                     Ok(RuleWrite {
+                        enabled: rule.enabled,
                         audience: rule
                             .audience
                             .as_ref()

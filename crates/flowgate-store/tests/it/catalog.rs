@@ -1,8 +1,8 @@
 //! Catalog writes and loads beyond the contract suite (`flowgate_contract_tests::catalog_source`,
 //! run on both backends): idempotence, rule replacement, a dangling reference, revisions per
-//! table.
+//! table, rules that are off (D28).
 
-use flowgate_domain::catalog::CatalogData;
+use flowgate_domain::catalog::{CatalogData, PlacementData};
 use flowgate_domain::ports::{CatalogSource, KeyStore, StoreError};
 use flowgate_domain::Catalog;
 use time::OffsetDateTime;
@@ -149,5 +149,54 @@ backend_tests! {
         // Revoking again changes no row, so nothing needs reloading.
         db.store.revoke_key(record.id, OffsetDateTime::now_utc()).await.expect("revoke again");
         assert_eq!(db.store.revision().await.expect("revision"), revoked);
+    }
+}
+
+/// The placement with `key` of the fixture's first app.
+fn placement<'a>(data: &'a mut CatalogData, key: &str) -> &'a mut PlacementData {
+    data.workspaces[0].apps[0]
+        .placements
+        .iter_mut()
+        .find(|p| p.key == key)
+        .expect("the fixture has the placement")
+}
+
+fn enabled(data: &mut CatalogData, key: &str) -> Vec<bool> {
+    placement(data, key)
+        .rules
+        .iter()
+        .map(|r| r.enabled)
+        .collect()
+}
+
+backend_tests! {
+    async fn a_rule_that_is_off_is_stored_and_loaded_off(db) {
+        let mut data = catalog();
+        placement(&mut data, "onboarding").rules[1].enabled = false;
+        db.store.replace_catalog(&data).await.expect("write");
+        assert_eq!(db.count("SELECT count(*) AS n FROM rules WHERE NOT enabled").await, 1);
+        let mut loaded = db.store.load_catalog().await.expect("load");
+        assert_eq!(enabled(&mut loaded, "onboarding"), [true, false, true]);
+        assert_eq!(normalized(loaded), normalized(data.clone()));
+
+        // On again: a change of the catalog, to a new revision.
+        let before = db.store.revision().await.expect("revision");
+        placement(&mut data, "onboarding").rules[1].enabled = true;
+        db.store.replace_catalog(&data).await.expect("write");
+        assert!(db.store.revision().await.expect("revision") > before);
+        assert_eq!(db.count("SELECT count(*) AS n FROM rules WHERE NOT enabled").await, 0);
+    }
+
+    async fn a_rule_written_without_the_column_is_on(db) {
+        // The previous release's write names no `enabled` (expand only, D26): its rules are on.
+        db.store.replace_catalog(&catalog()).await.expect("write");
+        db.execute(
+            "INSERT INTO rules (placement_id, position, audience, flow_id, experiment_id) \
+             SELECT placement_id, 3, audience, flow_id, experiment_id FROM rules \
+             WHERE position = 0 AND flow_id IS NOT NULL",
+        )
+        .await;
+        let mut loaded = db.store.load_catalog().await.expect("load");
+        assert_eq!(enabled(&mut loaded, "onboarding"), [true, true, true, true]);
     }
 }

@@ -153,3 +153,34 @@ async fn the_benchmark_catalog_round_trips_on_sqlite() {
         started.elapsed().as_secs_f64()
     );
 }
+
+backend_tests! {
+    async fn a_rule_that_is_off_round_trips_as_the_golden_sample(db) {
+        // D28: the contract suite's catalog with its first onboarding rule off, exported as the
+        // catalog file's format-2 sample of it.
+        let mut data = fixtures::catalog();
+        let onboarding = data.workspaces[0].apps[0]
+            .placements
+            .iter_mut()
+            .find(|p| p.key == "onboarding")
+            .expect("placement");
+        onboarding.rules[0].enabled = false;
+        let source = CatalogFile::from_data(&data, None)
+            .expect("export")
+            .to_pretty_json()
+            .expect("serialise");
+        let other = another(&db).await;
+        let exported = round_trip(&db.store, &other.store, &source).await;
+        let sample = fixtures::formats_dir().join("flowgate.catalog/v2/catalog-rule-off.json");
+        let golden = std::fs::read_to_string(&sample).expect("the sample");
+        assert!(exported == golden, "the export differs from {}:\n{exported}", sample.display());
+        let loaded = other.store.load_catalog().await.expect("load");
+        let rules = &loaded.workspaces[0].apps[0]
+            .placements
+            .iter()
+            .find(|p| p.key == "onboarding")
+            .expect("placement")
+            .rules;
+        assert_eq!(rules.iter().map(|r| r.enabled).collect::<Vec<_>>(), [false, true, true]);
+    }
+}
