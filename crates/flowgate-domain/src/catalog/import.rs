@@ -838,7 +838,7 @@ impl<'i, 'a> Merger<'i, 'a> {
 
 impl AppData {
     /// The app's own fields, without flows and placements.
-    fn clone_without_children(&self) -> AppData {
+    pub(super) fn clone_without_children(&self) -> AppData {
         AppData {
             id: self.id,
             name: self.name.clone(),

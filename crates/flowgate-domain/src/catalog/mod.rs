@@ -19,6 +19,7 @@
 //! ```
 
 mod build;
+pub mod changes;
 mod data;
 mod diff;
 mod export;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 pub use build::{CatalogError, Problem};
+pub use changes::{CatalogChange, ChangeError};
 pub use data::{
     AnalysisData, AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData,
     FlowVersionData, Font, FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,

@@ -4,6 +4,7 @@
 use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 mod catalog;
+mod catalog_changes;
 mod catalog_file;
 mod conformance;
 mod diff;

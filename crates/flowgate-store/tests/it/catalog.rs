@@ -1,10 +1,14 @@
 //! Catalog writes and loads beyond the contract suite (`flowgate_contract_tests::catalog_source`,
 //! run on both backends): idempotence, rule replacement, a dangling reference, revisions per
-//! table, rules that are off (D28).
+//! table, rules that are off (D28) and the console's changes written through the import.
 
-use flowgate_domain::catalog::{CatalogData, PlacementData};
+use std::path::Path;
+
+use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus, PlacementData};
+use flowgate_domain::ids::{AppId, FlowId};
 use flowgate_domain::ports::{CatalogSource, KeyStore, StoreError};
-use flowgate_domain::Catalog;
+use flowgate_domain::{Catalog, Platform, ResolveMode, ResolveRequest};
+use flowgate_store::import::{dry_run_text, import_text, FileFormat};
 use time::OffsetDateTime;
 
 use crate::support::{self, catalog, WS1};
@@ -169,6 +173,8 @@ fn enabled(data: &mut CatalogData, key: &str) -> Vec<bool> {
         .collect()
 }
 
+const CHANGED_AT: OffsetDateTime = time::macros::datetime!(2026-12-05 12:00 UTC);
+
 backend_tests! {
     async fn a_rule_that_is_off_is_stored_and_loaded_off(db) {
         let mut data = catalog();
@@ -198,5 +204,74 @@ backend_tests! {
         .await;
         let mut loaded = db.store.load_catalog().await.expect("load");
         assert_eq!(enabled(&mut loaded, "onboarding"), [true, true, true, true]);
+    }
+
+    async fn a_console_change_is_written_by_the_import(db) {
+        db.store.replace_catalog(&catalog()).await.expect("write");
+        let stored = db.store.load_catalog().await.expect("load");
+        let path = Path::new("console-change.json");
+        let off = CatalogChange::SetRuleEnabled {
+            app: AppId::from_uuid(support::APP1),
+            placement: "onboarding".to_owned(),
+            rule: 0,
+            enabled: false,
+        };
+        let text = off.apply(&stored).expect("applies").to_pretty_json().expect("serialises");
+        let dry = dry_run_text(&db.store, path, FileFormat::Json, &text, CHANGED_AT)
+            .await
+            .expect("dry run");
+        assert_eq!(dry.diff.placements.len(), 1);
+        assert_eq!(dry.diff.placements[0].rules[0].change, ["off"]);
+        let report = import_text(&db.store, path, FileFormat::Json, &text, CHANGED_AT)
+            .await
+            .expect("imports");
+        assert!(report.changed);
+        let mut expected = stored.clone();
+        placement(&mut expected, "onboarding").rules[0].enabled = false;
+        let loaded = db.store.load_catalog().await.expect("load");
+        assert!(loaded.revision > stored.revision);
+        assert_eq!(normalized(loaded.clone()), normalized(expected), "that rule and nothing else");
+
+        // Shipping `new` of the running paywall experiment: its users leave it (the dry run
+        // says how many), everyone the rule reached gets `new`'s flow, and the experiment stays,
+        // concluded.
+        let experiment = "50000000-0000-4000-8000-000000000001".parse().expect("uuid");
+        let ship = CatalogChange::ShipVariant {
+            experiment,
+            variant: "60000000-0000-4000-8000-000000000005".parse().expect("uuid"),
+        };
+        assert_eq!(ship.describe(&loaded), "ship `new` of `paywall-test` (paywall, Acme iOS)");
+        let text = ship.apply(&loaded).expect("applies").to_pretty_json().expect("serialises");
+        let dry = dry_run_text(&db.store, path, FileFormat::Json, &text, CHANGED_AT)
+            .await
+            .expect("dry run");
+        let shift = dry.diff.experiments.iter().find(|e| e.id == experiment).expect("a shift");
+        assert_eq!(shift.status_after, Some(ExperimentStatus::Concluded));
+        // Coverage 0.5 of namespace [0, 0.5): about a quarter of the users were in it (as the
+        // hash values fall), and all of them leave.
+        assert!((shift.leave - 0.25).abs() < 1e-3, "{shift:?}");
+        assert_eq!((shift.keep_variant, shift.change_variant, shift.enter), (0.0, 0.0, 0.0));
+        import_text(&db.store, path, FileFormat::Json, &text, CHANGED_AT)
+            .await
+            .expect("imports");
+        let mut after = db.store.load_catalog().await.expect("load");
+        let rules = &placement(&mut after, "paywall").rules;
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[1].flow_id, Some(FlowId::from_uuid(support::FLOW_US)));
+        assert!(rules[1].audience.is_none(), "the experiment rule's audience: everyone");
+        let kept = rules[2].experiment.as_ref().expect("the experiment stays");
+        assert_eq!(kept.status, ExperimentStatus::Concluded);
+        let catalog = Catalog::build(after.clone()).expect("builds");
+        let app = catalog.app(AppId::from_uuid(support::APP1)).expect("the app");
+        let none = serde_json::Map::new();
+        for i in 0..50 {
+            let user = format!("user-{i}");
+            let request = ResolveRequest::new(&user, "s", Platform::Ios, &none);
+            let r = app.resolve("paywall", &request, ResolveMode::Normal);
+            assert!(r.assignment().is_none(), "{user}");
+            assert_eq!(r.version().map(|v| v.flow_id()), Some(FlowId::from_uuid(support::FLOW_US)));
+        }
+        // Shipped is shipped: nothing to write.
+        assert_eq!(ship.apply(&after).expect_err("no change").code(), "no_change");
     }
 }
