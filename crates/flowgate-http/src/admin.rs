@@ -219,6 +219,8 @@ pub struct AdminState {
     explain: Option<Arc<ExplainAccess>>,
     results: Option<Arc<ResultsAccess>>,
     console: Option<web::Data<crate::console::Console>>,
+    /// The audit log (D28), served with the results' token.
+    audit: Option<Arc<dyn flowgate_domain::ports::AuditLog>>,
     /// Wrong admin tokens per client address, shared with the console's sign-in.
     guard: Arc<crate::token_guard::TokenGuard>,
 }
@@ -232,8 +234,16 @@ impl AdminState {
             explain: None,
             results: None,
             console: None,
+            audit: None,
             guard: Arc::new(crate::token_guard::TokenGuard::new()),
         }
+    }
+
+    /// Also serves `GET /admin/v1/audit` (D28) from `audit`, to callers presenting the
+    /// results' token (with [`AdminState::with_results`]; without it the route does not exist).
+    pub fn with_audit(mut self, audit: Arc<dyn flowgate_domain::ports::AuditLog>) -> Self {
+        self.audit = Some(audit);
+        self
     }
 
     /// Also serves `POST /admin/v1/apps/{appId}/placements/{placementId}/explain` (D18), to
@@ -471,6 +481,56 @@ fn results_access<'a>(
     }
 }
 
+/// Most entries `GET /admin/v1/audit` returns at once.
+pub const AUDIT_LIMIT: usize = 1000;
+
+/// `GET /admin/v1/audit[?since=&actor=&action=&before=&limit=]` (D28): entries newest first.
+async fn list_audit(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse {
+    let Some(audit) = state.audit.as_ref() else {
+        return crate::handlers::no_route(&req);
+    };
+    if let Err(refused) = results_access(&req, &state) {
+        return *refused;
+    }
+    let query = (|| {
+        let pairs = query_params(&req, &["since", "actor", "action", "before", "limit"])?;
+        let limit = match single(&pairs, "limit")? {
+            None => 100,
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=AUDIT_LIMIT).contains(n))
+                .ok_or_else(|| ReportError::InvalidParam {
+                    param: "limit",
+                    message: format!("must be 1 to {AUDIT_LIMIT}, not {text:?}"),
+                })?,
+        };
+        let fields = crate::console::Fields(pairs.clone());
+        crate::console::people::audit_query(&fields, limit).map_err(|message| {
+            ReportError::InvalidParam {
+                param: "query",
+                message,
+            }
+        })
+    })();
+    let query = match query {
+        Ok(query) => query,
+        Err(e) => return report_problem(&req, &e),
+    };
+    match audit.list_audit(&query).await {
+        Ok(entries) => {
+            let next = (entries.len() == query.limit)
+                .then(|| entries.last().map(|e| e.id))
+                .flatten();
+            json_ok(&serde_json::json!({
+                "entries": entries.iter().map(crate::console::people::audit_json).collect::<Vec<_>>(),
+                "next_before": next,
+            }))
+        }
+        Err(e) => report_problem(&req, &ReportError::Store(e)),
+    }
+}
+
 /// `GET /admin/v1/experiments[?app_id=]` (D22).
 async fn list_experiments(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse {
     let access = match results_access(&req, &state) {
@@ -632,6 +692,8 @@ const EXPLAIN_PATH: &str = "/admin/v1/apps/{appId}/placements/{placementId}/expl
 /// The results routes (D22).
 const EXPERIMENTS_PATH: &str = "/admin/v1/experiments";
 const RESULTS_PATH: &str = "/admin/v1/experiments/{experimentId}/results";
+/// The audit log's route (D28).
+const AUDIT_PATH: &str = "/admin/v1/audit";
 
 /// A resource answering GET with `handler` and 405 otherwise.
 fn get_only<F, Args>(path: &'static str, handler: F) -> actix_web::Resource
@@ -684,6 +746,7 @@ pub fn admin_app(
         )
         .service(get_only(EXPERIMENTS_PATH, list_experiments))
         .service(get_only(RESULTS_PATH, experiment_results))
+        .service(get_only(AUDIT_PATH, list_audit))
         .default_service(web::to(crate::handlers::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

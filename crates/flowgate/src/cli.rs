@@ -92,6 +92,18 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Manage the people who sign in to the console (D28).
+    Users {
+        /// The operation.
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+    /// Read the audit log (D28).
+    Audit {
+        /// The operation.
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Create a demo workspace with an app, flows and placements, and print a key and
     /// ready-to-paste curl commands. With `--traffic N`, send N simulated users of its paywall
     /// experiment through the API of the flowgate serving at `server.listen`, then print the
@@ -260,6 +272,106 @@ pub enum KeysCommand {
         /// The workspace id.
         #[arg(long)]
         workspace: uuid::Uuid,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `flowgate users ...` (D28).
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Add a person and print a one-time link (24 h) where they set a password.
+    Add {
+        /// Their email address.
+        email: String,
+        /// What they may do.
+        #[arg(long, value_enum)]
+        role: RoleArg,
+        /// The console's address, put before the link's path [default: http:// and
+        /// `admin.listen`].
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a new one-time link for a person (a forgotten password; earlier links still
+    /// work until used or expired).
+    Link {
+        /// Their email address.
+        email: String,
+        /// As for `add`.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the people.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a person's role (their open sessions end: they sign in again with the new one).
+    SetRole {
+        /// Their email address.
+        email: String,
+        /// The new role.
+        #[arg(value_enum)]
+        role: RoleArg,
+    },
+    /// Disable a person: they cannot sign in, and their sessions end.
+    Disable {
+        /// Their email address.
+        email: String,
+    },
+    /// Enable a disabled person again.
+    Enable {
+        /// Their email address.
+        email: String,
+    },
+}
+
+/// A console role (D28).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RoleArg {
+    /// Every page, explain, preview.
+    Viewer,
+    /// Also changes the catalog and manages keys.
+    Editor,
+    /// Also manages people.
+    Admin,
+}
+
+impl From<RoleArg> for flowgate_domain::people::Role {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Viewer => Self::Viewer,
+            RoleArg::Editor => Self::Editor,
+            RoleArg::Admin => Self::Admin,
+        }
+    }
+}
+
+/// `flowgate audit ...` (D28).
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// The newest entries first.
+    List {
+        /// Only entries at or after this time (RFC 3339).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only entries of this actor (an email, `cli`, `admin-token`, `scheduler`).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Only entries of this action (`catalog.change`, `sign_in.failed`, ...).
+        #[arg(long)]
+        action: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -510,6 +510,13 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
                 .await
             {
                 Ok(created) => {
+                    crate::people_cmd::record_cli(
+                        store,
+                        flowgate_domain::people::AuditAction::KeyCreate,
+                        Some(created.record.id.to_string()),
+                        json!({"workspace_id": workspace.to_string(), "type": key_type.to_string()}),
+                    )
+                    .await;
                     if json {
                         let mut v = record_json(&created.record);
                         v["key"] = json!(created.key.expose());
@@ -531,6 +538,13 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
             .await
         {
             Ok(record) => {
+                crate::people_cmd::record_cli(
+                    store,
+                    flowgate_domain::people::AuditAction::KeyRevoke,
+                    Some(record.id.to_string()),
+                    json!({"workspace_id": record.workspace_id.to_string()}),
+                )
+                .await;
                 if json {
                     print_json(&record_json(&record));
                 } else {

@@ -57,8 +57,12 @@ pub struct Config {
     pub database: DatabaseConfig,
     /// API keys.
     pub auth: AuthConfig,
-    /// Catalog refresh.
+    /// Catalog refresh and reviewed changes.
     pub catalog: CatalogConfig,
+    /// The operator console's sign-in (D24, D28).
+    pub console: ConsoleConfig,
+    /// The audit log (D28).
+    pub audit: AuditConfig,
     /// Resolve.
     pub resolve: ResolveConfig,
     /// Rate limits (D10).
@@ -269,6 +273,9 @@ pub struct CatalogConfig {
     /// The local copy of the last catalog that built, served when the store is unreachable at
     /// start (D20); empty: no cache.
     pub cache_path: String,
+    /// Whether a console change is applied only once another editor or admin approved it
+    /// (D28).
+    pub require_review: bool,
 }
 
 impl Default for CatalogConfig {
@@ -276,9 +283,111 @@ impl Default for CatalogConfig {
         Self {
             refresh_interval_ms: 1_000,
             cache_path: "data/catalog-cache.json".into(),
+            require_review: false,
         }
     }
 }
+
+/// `[console]` (D28): how people sign in to the operator console.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleConfig {
+    /// Whether `admin.token` signs in as a break-glass `admin`, recorded as `admin-token`.
+    pub admin_token_sign_in: bool,
+    /// Failed sign-ins an account may have within 15 minutes before its sign-in is refused
+    /// for the rest of them (per address, the admin API's limiter applies too).
+    pub failed_sign_ins_per_account: u32,
+    /// OpenID Connect sign-in; off while `issuer` is empty.
+    pub oidc: OidcConfig,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        Self {
+            admin_token_sign_in: true,
+            failed_sign_ins_per_account: 10,
+            oidc: OidcConfig::default(),
+        }
+    }
+}
+
+/// `[console.oidc]` (D28): the OpenID provider people sign in with.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OidcConfig {
+    /// The issuer URL (its discovery document is `<issuer>/.well-known/openid-configuration`);
+    /// empty: OpenID Connect is off.
+    pub issuer: String,
+    /// The console's client id at the provider.
+    pub client_id: String,
+    /// Its client secret. A secret: never logged.
+    pub client_secret: String,
+    /// Where the provider sends people back: `https://<admin host>/console/oidc/callback`.
+    pub redirect_url: String,
+    /// The ID token claim listing a person's groups.
+    pub groups_claim: String,
+    /// Who gets which role: the highest role of the rules that match; no match: refused.
+    pub roles: Vec<OidcRoleRule>,
+}
+
+/// One rule of `console.oidc.roles`: a verified email's domain, or a group, gives a role.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcRoleRule {
+    /// A verified email of this domain matches (`example.com`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email_domain: Option<String>,
+    /// Membership of this group (in `groups_claim`) matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// `viewer`, `editor` or `admin`.
+    pub role: String,
+}
+
+impl Default for OidcConfig {
+    fn default() -> Self {
+        Self {
+            issuer: String::new(),
+            client_id: String::new(),
+            client_secret: String::new(),
+            redirect_url: String::new(),
+            groups_claim: "groups".into(),
+            roles: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Debug for OidcConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OidcConfig")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("redirect_url", &self.redirect_url)
+            .field("groups_claim", &self.groups_claim)
+            .field("roles", &self.roles)
+            .finish()
+    }
+}
+
+/// `[audit]` (D28)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Entries older than this many days are deleted (the only deletion); 0 = keep all.
+    pub retention_days: u32,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            retention_days: 400,
+        }
+    }
+}
+
+/// The roles a console person may have (D28).
+pub const ROLES: [&str; 3] = ["viewer", "editor", "admin"];
 
 /// `[resolve]`
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -615,6 +724,69 @@ impl Config {
         Ok(config)
     }
 
+    /// `[console.oidc]`: when `issuer` is set, a client, a redirect URL and role rules that
+    /// each name one match and a known role.
+    fn validate_oidc(&self) -> Result<(), ConfigError> {
+        let oidc = &self.console.oidc;
+        if oidc.issuer.trim().is_empty() {
+            return Ok(());
+        }
+        let url = |key: &'static str, value: &str| -> Result<(), ConfigError> {
+            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|p| value.starts_with(p));
+            if value.starts_with("https://") || loopback {
+                Ok(())
+            } else {
+                Err(invalid(
+                    key,
+                    format!("must be an https:// URL (http:// only on loopback), not {value:?}"),
+                ))
+            }
+        };
+        url("console.oidc.issuer", &oidc.issuer)?;
+        url("console.oidc.redirect_url", &oidc.redirect_url)?;
+        if !oidc.redirect_url.ends_with("/console/oidc/callback") {
+            return Err(invalid(
+                "console.oidc.redirect_url",
+                format!(
+                    "must end in /console/oidc/callback (the console's callback), not {:?}",
+                    oidc.redirect_url
+                ),
+            ));
+        }
+        for (key, value) in [
+            ("console.oidc.client_id", &oidc.client_id),
+            ("console.oidc.client_secret", &oidc.client_secret),
+        ] {
+            if value.trim().is_empty() {
+                return Err(invalid(key, "is required with console.oidc.issuer"));
+            }
+        }
+        if oidc.roles.is_empty() {
+            return Err(invalid(
+                "console.oidc.roles",
+                "needs at least one rule (e.g. { email_domain = \"example.com\", role = \"viewer\" }): \
+                 without one nobody could sign in",
+            ));
+        }
+        for rule in &oidc.roles {
+            if rule.email_domain.is_some() == rule.group.is_some() {
+                return Err(invalid(
+                    "console.oidc.roles",
+                    format!("each rule names an email_domain or a group, one of them: {rule:?}"),
+                ));
+            }
+            if !ROLES.contains(&rule.role.as_str()) {
+                return Err(invalid(
+                    "console.oidc.roles",
+                    format!("role {:?} is not one of viewer, editor, admin", rule.role),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks what types cannot: required values per environment, addresses, ranges.
     pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
         parse_addr("server.listen", &self.server.listen)?;
@@ -743,6 +915,7 @@ impl Config {
                 ),
             ));
         }
+        self.validate_oidc()?;
         if !(60..=7 * 24 * 3600).contains(&self.admin.console_session_seconds) {
             return Err(invalid(
                 "admin.console_session_seconds",
@@ -1316,6 +1489,55 @@ mod tests {
             )]
         )
         .is_ok());
+    }
+
+    #[test]
+    fn openid_connect_needs_a_client_a_callback_and_role_rules() {
+        let base = "[console.oidc]\nissuer = \"https://id.example.com\"\nclient_id = \"fg\"\n\
+                    client_secret = \"s3cret-value\"\n\
+                    redirect_url = \"https://fg.example.com/console/oidc/callback\"\n";
+        let ok = load_file(
+            &format!("{base}roles = [{{ email_domain = \"example.com\", role = \"viewer\" }}, {{ group = \"growth\", role = \"editor\" }}]\n"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(ok.console.oidc.roles.len(), 2);
+        assert_eq!(ok.console.oidc.groups_claim, "groups");
+        assert!(!format!("{:?}", ok.console.oidc).contains("s3cret"));
+        for (file, key, quoted) in [
+            (base.to_owned(), "console.oidc.roles", "at least one rule"),
+            (
+                format!("{base}roles = [{{ group = \"g\", role = \"owner\" }}]\n"),
+                "console.oidc.roles",
+                "\"owner\"",
+            ),
+            (
+                format!("{base}roles = [{{ group = \"g\", email_domain = \"x.com\", role = \"viewer\" }}]\n"),
+                "console.oidc.roles",
+                "one of them",
+            ),
+            (
+                base.replace("https://id.example.com", "http://id.example.com")
+                    + "roles = [{ group = \"g\", role = \"viewer\" }]\n",
+                "console.oidc.issuer",
+                "\"http://id.example.com\"",
+            ),
+            (
+                base.replace("/console/oidc/callback", "/callback")
+                    + "roles = [{ group = \"g\", role = \"viewer\" }]\n",
+                "console.oidc.redirect_url",
+                "/console/oidc/callback",
+            ),
+            (
+                base.replace("client_secret = \"s3cret-value\"\n", "")
+                    + "roles = [{ group = \"g\", role = \"viewer\" }]\n",
+                "console.oidc.client_secret",
+                "required",
+            ),
+        ] {
+            let err = load_file(&file, &[]).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains(quoted), "{key} {quoted} in {err}");
+        }
     }
 
     #[test]

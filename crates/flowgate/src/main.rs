@@ -15,6 +15,7 @@ mod explain;
 mod health;
 mod heap;
 mod ingest;
+mod people_cmd;
 mod refresh;
 mod scrape;
 mod serve;
@@ -185,6 +186,8 @@ fn main() -> std::process::ExitCode {
                 experiments::experiments(&store, &config, command).await
             }
             Command::Keys { command } => commands::keys(&store, command).await,
+            Command::Users { command } => people_cmd::users(&store, &config, command).await,
+            Command::Audit { command } => people_cmd::audit(&store, command).await,
             Command::Demo {
                 json,
                 traffic: None,

@@ -145,6 +145,10 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     dead_letters.spawn_refresh(store.clone());
     let maintenance = Arc::new(EventMaintenance::default());
     maintenance.spawn(store.clone(), config.event_retention());
+    tokio::spawn(console_maintenance(
+        store.clone(),
+        config.audit.retention_days,
+    ));
     let explain = ExplainAccess {
         token: config.admin.token.clone(),
         catalog: catalog.clone(),
@@ -198,8 +202,13 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 metrics: results_metrics,
             })
             .with_explain(explain)
+            .with_audit(Arc::new(store.clone()))
             .with_console(ConsoleAccess {
                 backend: Arc::new(crate::console::StoreConsole(store.clone())),
+                people: Arc::new(store.clone()),
+                audit: Arc::new(store.clone()),
+                admin_token_sign_in: config.console.admin_token_sign_in,
+                failed_sign_ins_per_account: config.console.failed_sign_ins_per_account,
                 session_lifetime: Duration::from_secs(config.admin.console_session_seconds),
                 background: background.work(),
             })
@@ -501,6 +510,35 @@ pub(crate) async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The console's housekeeping (D28), every hour: expired sessions are deleted, and audit
+/// entries older than `audit.retention_days` (0: none). Every replica runs it; the deletes
+/// are idempotent.
+async fn console_maintenance(store: Store, retention_days: u32) {
+    use flowgate_domain::ports::{AuditLog as _, PeopleStore as _};
+    let mut every = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        every.tick().await;
+        let now = time::OffsetDateTime::now_utc();
+        match store.delete_expired_sessions(now).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(sessions = n, "expired console sessions deleted"),
+            Err(e) => tracing::warn!(error = %e, "expired console sessions could not be deleted"),
+        }
+        if retention_days > 0 {
+            let cutoff = now - time::Duration::days(i64::from(retention_days));
+            match store.delete_audit_before(cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    entries = n,
+                    retention_days,
+                    "audit entries past retention deleted"
+                ),
+                Err(e) => tracing::warn!(error = %e, "audit retention could not run"),
+            }
+        }
     }
 }
 

@@ -20,6 +20,8 @@
 
 mod charts;
 mod pages;
+pub mod passwords;
+pub mod people;
 mod session;
 
 use std::sync::Arc;
@@ -41,7 +43,11 @@ use time::OffsetDateTime;
 use crate::admin::{ExplainAccess, ResultsAccess};
 use crate::results::{experiment_list, ReportError, ReportParams};
 use crate::token_guard::TokenGuard;
-use session::{Session, Sessions, SignInTokens};
+use flowgate_domain::people::{
+    normalize_email, AuditAction, NewAuditEntry, Role, ADMIN_TOKEN_ACTOR,
+};
+use flowgate_domain::ports::{AuditLog, PeopleStore};
+use session::{Session, Sessions, Who};
 
 /// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
 /// no frame, forms posted only here.
@@ -144,6 +150,15 @@ pub trait ConsoleBackend: Send + Sync {
 pub struct ConsoleAccess {
     /// The store's side.
     pub backend: Arc<dyn ConsoleBackend>,
+    /// People and their sessions (D28).
+    pub people: Arc<dyn PeopleStore>,
+    /// The audit log (D28).
+    pub audit: Arc<dyn AuditLog>,
+    /// Whether the admin token signs in (`console.admin_token_sign_in`), as `admin-token`.
+    pub admin_token_sign_in: bool,
+    /// Failed sign-ins an account may have within [`ACCOUNT_WINDOW`]
+    /// (`console.failed_sign_ins_per_account`).
+    pub failed_sign_ins_per_account: u32,
     /// How long a session lasts after signing in (`admin.console_session_seconds`).
     pub session_lifetime: Duration,
     /// Where previews run, one at a time, off the admin listener's worker.
@@ -158,12 +173,17 @@ impl std::fmt::Debug for ConsoleAccess {
     }
 }
 
+/// The window of `console.failed_sign_ins_per_account`.
+pub const ACCOUNT_WINDOW: time::Duration = time::Duration::minutes(15);
+
 /// The console's state, shared by its pages.
 pub struct Console {
     backend: Arc<dyn ConsoleBackend>,
     sessions: Sessions,
-    /// Signs the sign-in form's CSRF tokens (none without randomness: no form then).
-    sign_in_tokens: Option<SignInTokens>,
+    people: Arc<dyn PeopleStore>,
+    audit: Arc<dyn AuditLog>,
+    admin_token_sign_in: bool,
+    failed_sign_ins_per_account: u32,
     /// Sign-in attempts per client address, shared with the admin API's wrong tokens.
     guard: Arc<TokenGuard>,
     explain: Arc<ExplainAccess>,
@@ -181,8 +201,11 @@ impl Console {
     ) -> Self {
         Self {
             backend: access.backend,
-            sessions: Sessions::new(access.session_lifetime),
-            sign_in_tokens: SignInTokens::new().ok(),
+            sessions: Sessions::new(access.session_lifetime, Arc::clone(&access.people)),
+            people: access.people,
+            audit: access.audit,
+            admin_token_sign_in: access.admin_token_sign_in,
+            failed_sign_ins_per_account: access.failed_sign_ins_per_account,
             guard,
             explain,
             results,
@@ -221,7 +244,7 @@ fn error_page(session: &Session, status: StatusCode, title: &str, message: &str)
 }
 
 /// A form's fields, in order.
-struct Fields(Vec<(String, String)>);
+pub(crate) struct Fields(pub(crate) Vec<(String, String)>);
 
 /// The fields of the request's query string (none when it does not parse: every page works
 /// without its optional parameters).
@@ -255,7 +278,7 @@ impl Fields {
         }
     }
 
-    fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(n, _)| n == name)
@@ -263,52 +286,130 @@ impl Fields {
     }
 }
 
-/// The session of a post whose form carries its CSRF token; otherwise the answer: the sign-in
-/// page without a session, 403 with one but another token.
-fn checked_post(
+/// The session of the request, when it may act as `needed`; otherwise the answer: the sign-in
+/// page without a session, 403 (nothing done) with a session of a lesser role, 503 when the
+/// store of sessions cannot be read.
+async fn signed_in(
     console: &Console,
     req: &HttpRequest,
-    csrf: Option<&str>,
+    needed: Role,
 ) -> Result<Session, Box<HttpResponse>> {
-    let Some(session) = console.sessions.of(req) else {
-        return Err(Box::new(to_sign_in()));
-    };
-    match csrf {
-        Some(token) if crate::admin::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {
-            Ok(session)
+    let session = match console.sessions.of(req).await {
+        Ok(Some(session)) => session,
+        Ok(None) => return Err(Box::new(to_sign_in())),
+        Err(e) => {
+            tracing::error!(error = %e, "console: the sessions could not be read");
+            return Err(Box::new(
+                HttpResponse::ServiceUnavailable()
+                    .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
+                    .body("The console's sessions cannot be read now; retry in a moment."),
+            ));
         }
-        _ => Err(Box::new(html(
+    };
+    if !session.role.allows(needed) {
+        return Err(Box::new(html(
             StatusCode::FORBIDDEN,
             pages::error(
                 &session,
-                "Form refused",
-                "The form did not carry this session's CSRF token, so nothing was done. Reload \
-                 the page and submit the form again.",
+                "Not allowed",
+                &format!(
+                    "This needs the {needed} role; you are signed in as {} with the {} role, \
+                     so nothing was done.",
+                    session.actor, session.role
+                ),
             ),
-        ))),
+        )));
+    }
+    Ok(session)
+}
+
+/// The session of a post whose form carries its CSRF token, when it may act as `needed`;
+/// otherwise the answer: the sign-in page without a session, 403 with one but another token
+/// or a lesser role. The token is checked first: a cross-site post learns nothing.
+async fn checked_post(
+    console: &Console,
+    req: &HttpRequest,
+    csrf: Option<&str>,
+    needed: Role,
+) -> Result<Session, Box<HttpResponse>> {
+    let session = signed_in(console, req, Role::Viewer).await?;
+    match csrf {
+        Some(token) if crate::admin::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {}
+        _ => {
+            return Err(Box::new(html(
+                StatusCode::FORBIDDEN,
+                pages::error(
+                    &session,
+                    "Form refused",
+                    "The form did not carry this session's CSRF token, so nothing was done. \
+                     Reload the page and submit the form again.",
+                ),
+            )))
+        }
+    }
+    if session.role.allows(needed) {
+        Ok(session)
+    } else {
+        signed_in(console, req, needed).await
+    }
+}
+
+/// Appends `entry` to the audit log; a failure is logged (what it records already happened).
+async fn record(console: &Console, entry: NewAuditEntry) {
+    if let Err(e) = console.audit.append_audit(entry.clone()).await {
+        tracing::error!(error = %e, action = %entry.action, actor = %entry.actor,
+            "console: the audit entry could not be written");
+    }
+}
+
+/// An audit entry of `actor` doing `action` to `target` now.
+fn audit_entry(actor: &str, action: AuditAction, target: Option<String>) -> NewAuditEntry {
+    NewAuditEntry {
+        at: OffsetDateTime::now_utc(),
+        actor: actor.to_owned(),
+        action,
+        target,
+        comment: None,
+        revision_before: None,
+        revision_after: None,
+        detail: serde_json::Value::Null,
     }
 }
 
 /// `GET /console/`: the experiments, or the sign-in page.
 async fn index(req: HttpRequest, console: Data) -> HttpResponse {
-    match console.sessions.of(&req) {
-        Some(_) => see_other("/console/experiments"),
-        None => to_sign_in(),
+    match signed_in(&console, &req, Role::Viewer).await {
+        Ok(_) => see_other("/console/experiments"),
+        Err(answer) => *answer,
     }
 }
 
-/// The sign-in page with `message`, a new double-submit token (issued and signed by this
-/// process) in its form and its cookie.
-fn sign_in_form(
+/// The sign-in page with `message`, a new double-submit token (issued and signed under the
+/// deployment's key) in its form and its cookie.
+async fn sign_in_form(
     console: &Console,
     req: &HttpRequest,
     status: StatusCode,
     message: Option<&str>,
 ) -> HttpResponse {
-    let Some(Ok(token)) = console.sign_in_tokens.as_ref().map(SignInTokens::issue) else {
-        return HttpResponse::ServiceUnavailable().body("no randomness for a sign-in form");
+    let token = match console.sessions.sign_in_tokens().await {
+        Ok(tokens) => match tokens.issue() {
+            Ok(token) => token,
+            Err(_) => {
+                return HttpResponse::ServiceUnavailable().body("no randomness for a sign-in form")
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "console: the sign-in key could not be read");
+            return HttpResponse::ServiceUnavailable()
+                .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
+                .body("The console cannot be signed in to now; retry in a moment.");
+        }
     };
-    let mut response = html(status, pages::sign_in(&token, message));
+    let methods = pages::SignInMethods {
+        admin_token: console.admin_token_sign_in,
+    };
+    let mut response = html(status, pages::sign_in(&token, &methods, message));
     // A cookie built here is always a valid header.
     let _ = response.add_cookie(&session::sign_in_cookie(req, token));
     response
@@ -316,30 +417,32 @@ fn sign_in_form(
 
 /// `GET /console/sign-in`
 async fn sign_in_page(req: HttpRequest, console: Data) -> HttpResponse {
-    if console.sessions.of(&req).is_some() {
+    if let Ok(Some(_)) = console.sessions.of(&req).await {
         return see_other("/console/experiments");
     }
-    sign_in_form(&console, &req, StatusCode::OK, None)
+    sign_in_form(&console, &req, StatusCode::OK, None).await
 }
 
-/// `POST /console/sign-in`: the admin token opens a session.
+/// `POST /console/sign-in`: an email and password, or the admin token (when
+/// `console.admin_token_sign_in`), opens a session.
 async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
     let fields = match Fields::posted(form) {
         Ok(fields) => fields,
         Err(refused) => return *refused,
     };
     // The CSRF check first: a cross-site post cannot spend this address's attempts.
-    if !fields
-        .get("csrf")
-        .zip(console.sign_in_tokens.as_ref())
-        .is_some_and(|(t, tokens)| session::sign_in_token_matches(&req, tokens, t))
-    {
+    let issued = match (fields.get("csrf"), console.sessions.sign_in_tokens().await) {
+        (Some(token), Ok(tokens)) => session::sign_in_token_matches(&req, tokens, token),
+        _ => false,
+    };
+    if !issued {
         return sign_in_form(
             &console,
             &req,
             StatusCode::FORBIDDEN,
             Some("The sign-in form expired or came from elsewhere; sign in again."),
-        );
+        )
+        .await;
     }
     let client = crate::token_guard::client_of(&req);
     let refused = console.guard.blocked(client).or_else(|| {
@@ -347,38 +450,181 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
         (!decision.allowed).then_some(decision.retry_after_secs)
     });
     if let Some(retry_after_secs) = refused {
-        let mut response = sign_in_form(
+        return too_many(
             &console,
             &req,
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(&format!(
-                "Too many sign-in attempts from this address; try again in \
-                 {retry_after_secs} s."
-            )),
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
-        return response;
+            u64::from(retry_after_secs),
+            "from this address",
+        )
+        .await;
     }
-    let given = fields.get("token").unwrap_or_default();
-    if !crate::admin::same_secret(given.as_bytes(), console.explain.token.as_bytes()) {
-        console.guard.wrong_sign_in(client);
-        return sign_in_form(
-            &console,
-            &req,
-            StatusCode::UNAUTHORIZED,
-            Some("That is not the admin token."),
-        );
-    }
-    let Ok(opened) = console.sessions.open() else {
-        return HttpResponse::ServiceUnavailable().body("no randomness for a session");
+    let address = Some(client.to_string());
+    let email = fields.get("email").map(str::trim).unwrap_or_default();
+    let who = if email.is_empty() {
+        // The admin token, when it may sign in.
+        let given = fields.get("token").unwrap_or_default();
+        if !console.admin_token_sign_in
+            || console.explain.token.is_empty()
+            || !crate::admin::same_secret(given.as_bytes(), console.explain.token.as_bytes())
+        {
+            console.guard.wrong_sign_in(client);
+            let mut entry = audit_entry(ADMIN_TOKEN_ACTOR, AuditAction::SignInFailed, None);
+            entry.detail = serde_json::json!({"address": client.to_string()});
+            record(&console, entry).await;
+            let message = if console.admin_token_sign_in {
+                "That is not the admin token."
+            } else {
+                "Signing in with the admin token is off (console.admin_token_sign_in)."
+            };
+            return sign_in_form(&console, &req, StatusCode::UNAUTHORIZED, Some(message)).await;
+        }
+        Who {
+            person_id: None,
+            actor: ADMIN_TOKEN_ACTOR.to_owned(),
+            role: Role::Admin,
+        }
+    } else {
+        match password_sign_in(&console, email, fields.get("password").unwrap_or_default()).await {
+            Ok(who) => who,
+            Err(SignInRefusal::TooMany(retry_after_secs)) => {
+                return too_many(&console, &req, retry_after_secs, "for this account").await
+            }
+            Err(SignInRefusal::Wrong(target)) => {
+                console.guard.wrong_sign_in(client);
+                let mut entry =
+                    audit_entry(&target, AuditAction::SignInFailed, Some(target.clone()));
+                entry.detail = serde_json::json!({"address": client.to_string()});
+                record(&console, entry).await;
+                return sign_in_form(
+                    &console,
+                    &req,
+                    StatusCode::UNAUTHORIZED,
+                    Some("That email and password do not sign in."),
+                )
+                .await;
+            }
+            Err(SignInRefusal::Store(e)) => {
+                tracing::error!(error = %e, "console: sign-in could not read the people");
+                return HttpResponse::ServiceUnavailable()
+                    .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
+                    .body("The console cannot be signed in to now; retry in a moment.");
+            }
+        }
     };
+    open_session(&console, &req, who, address).await
+}
+
+/// Opens a session for `who` and sends the browser to the experiments with its cookie.
+async fn open_session(
+    console: &Console,
+    req: &HttpRequest,
+    who: Who,
+    address: Option<String>,
+) -> HttpResponse {
+    let actor = who.actor.clone();
+    let target = who.person_id.is_some().then(|| actor.clone());
+    let (id, _) = match console.sessions.open(who, address.clone()).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            tracing::error!(error = %e, "console: a session could not be opened");
+            return HttpResponse::ServiceUnavailable()
+                .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
+                .body("The console cannot be signed in to now; retry in a moment.");
+        }
+    };
+    let mut entry = audit_entry(&actor, AuditAction::SignIn, target);
+    entry.detail = serde_json::json!({"address": address});
+    record(console, entry).await;
     let mut response = see_other("/console/experiments");
-    let cookie = session::session_cookie(&req, &opened, console.sessions.lifetime());
+    let cookie = session::session_cookie(req, id, console.sessions.lifetime());
     let _ = response.add_cookie(&cookie);
-    let _ = response.add_cookie(&session::removal(&req, session::SIGN_IN_COOKIE));
+    let _ = response.add_cookie(&session::removal(req, session::SIGN_IN_COOKIE));
     response
+}
+
+/// The sign-in page answering 429 with `Retry-After`.
+async fn too_many(
+    console: &Console,
+    req: &HttpRequest,
+    retry_after_secs: u64,
+    whose: &str,
+) -> HttpResponse {
+    let mut response = sign_in_form(
+        console,
+        req,
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(&format!(
+            "Too many sign-in attempts {whose}; try again in {retry_after_secs} s."
+        )),
+    )
+    .await;
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    response
+}
+
+/// Why a password sign-in was refused.
+enum SignInRefusal {
+    /// Unknown email, no password set, disabled, or a wrong password: one answer for all (the
+    /// normalised email, or the text given, for the audit log).
+    Wrong(String),
+    /// The account's failed sign-ins reached `console.failed_sign_ins_per_account`; retry
+    /// after this many seconds.
+    TooMany(u64),
+    /// The store failed.
+    Store(StoreError),
+}
+
+/// Checks an email and password: the person, enabled, with this password, and fewer failed
+/// sign-ins than allowed within [`ACCOUNT_WINDOW`]. The password is hashed whatever the
+/// outcome, so the answer's time says nothing of which it was.
+async fn password_sign_in(
+    console: &Console,
+    email: &str,
+    password: &str,
+) -> Result<Who, SignInRefusal> {
+    let Ok(email) = normalize_email(email) else {
+        let _ = passwords::verify(password, None);
+        return Err(SignInRefusal::Wrong(email.chars().take(254).collect()));
+    };
+    let now = OffsetDateTime::now_utc();
+    let failed = console
+        .audit
+        .count_audit(AuditAction::SignInFailed, &email, now - ACCOUNT_WINDOW)
+        .await
+        .map_err(SignInRefusal::Store)?;
+    if failed >= u64::from(console.failed_sign_ins_per_account) {
+        return Err(SignInRefusal::TooMany(
+            u64::try_from(ACCOUNT_WINDOW.whole_seconds()).unwrap_or(900),
+        ));
+    }
+    let person = console
+        .people
+        .person_by_email(&email)
+        .await
+        .map_err(SignInRefusal::Store)?;
+    let stored = person.as_ref().and_then(|p| p.password_hash.clone());
+    let password = password.to_owned();
+    // argon2id takes tens of milliseconds of CPU: on a blocking thread of the background
+    // runtime, off the admin listener's worker.
+    let matches = console
+        .background
+        .run(async move {
+            tokio::task::spawn_blocking(move || passwords::verify(&password, stored.as_deref()))
+                .await
+                .unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false);
+    match person {
+        Some(person) if matches && !person.disabled => Ok(Who {
+            person_id: Some(person.id),
+            actor: person.email,
+            role: person.role,
+        }),
+        _ => Err(SignInRefusal::Wrong(email)),
+    }
 }
 
 /// `POST /console/sign-out`
@@ -387,11 +633,24 @@ async fn sign_out(req: HttpRequest, form: PostedForm, console: Data) -> HttpResp
         Ok(fields) => fields,
         Err(refused) => return *refused,
     };
-    let session = match checked_post(&console, &req, fields.get("csrf")) {
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Viewer).await {
         Ok(session) => session,
         Err(answer) => return *answer,
     };
-    console.sessions.close(&session);
+    if let Err(e) = console.sessions.close(&session).await {
+        tracing::error!(error = %e, "console: a session could not be closed");
+        return error_page(
+            &session,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not signed out",
+            "The session could not be ended now; retry in a moment.",
+        );
+    }
+    record(
+        &console,
+        audit_entry(&session.actor, AuditAction::SignOut, None),
+    )
+    .await;
     let mut response = to_sign_in();
     let _ = response.add_cookie(&session::removal(&req, session::SESSION_COOKIE));
     response
@@ -399,8 +658,9 @@ async fn sign_out(req: HttpRequest, form: PostedForm, console: Data) -> HttpResp
 
 /// `GET /console/experiments`
 async fn experiments(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     let access = &console.results;
     let catalog = access.catalog.load();
@@ -451,8 +711,9 @@ fn report_failure(session: &Session, error: &ReportError) -> HttpResponse {
 
 /// `GET /console/experiments/{id}[?from=&to=&method=]`: one experiment's results with charts.
 async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     let fields = query_fields(&req);
     let non_empty = |name| fields.get(name).filter(|v| !v.is_empty());
@@ -477,8 +738,9 @@ async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) ->
 
 /// `GET /console/catalog`
 async fn catalog(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     match console.backend.catalog().await {
         Ok(data) => html(StatusCode::OK, pages::catalog(&session, &data)),
@@ -498,8 +760,9 @@ fn store_failure(session: &Session, what: &str, error: &StoreError) -> HttpRespo
 
 /// `GET /console/explain`: the form.
 async fn explain_form(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     let catalog = console.explain.catalog.load();
     html(
@@ -514,7 +777,7 @@ async fn explain_run(req: HttpRequest, form: PostedForm, console: Data) -> HttpR
         Ok(fields) => fields,
         Err(refused) => return *refused,
     };
-    let session = match checked_post(&console, &req, fields.get("csrf")) {
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Viewer).await {
         Ok(session) => session,
         Err(answer) => return *answer,
     };
@@ -564,8 +827,9 @@ async fn explain_run(req: HttpRequest, form: PostedForm, console: Data) -> HttpR
 
 /// `GET /console/preview`: the upload form.
 async fn preview_form(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     html(StatusCode::OK, pages::preview(&session, None))
 }
@@ -616,8 +880,9 @@ async fn read_upload(mut multipart: Multipart) -> Result<Upload, UploadError> {
 
 /// `POST /console/preview`: the D19 dry run of an uploaded file; nothing is written.
 async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> HttpResponse {
-    let Some(signed_in) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let signed_in = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     let upload = match read_upload(multipart).await {
         Ok(upload) => upload,
@@ -640,7 +905,7 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
             );
         }
     };
-    let session = match checked_post(&console, &req, upload.csrf.as_deref()) {
+    let session = match checked_post(&console, &req, upload.csrf.as_deref(), Role::Viewer).await {
         Ok(session) => session,
         Err(answer) => return *answer,
     };
@@ -695,8 +960,9 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
 
 /// `GET /console/history`: the applied imports.
 async fn history(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     match console.backend.import_history(HISTORY_LIMIT).await {
         Ok(entries) => html(StatusCode::OK, pages::history(&session, &entries)),
@@ -723,8 +989,9 @@ fn workspace_param(console: &Console, given: Option<&str>) -> Result<Option<Work
 
 /// `GET /console/keys[?workspace=]`: a workspace's keys and the form to create one.
 async fn keys(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     let query = query_fields(&req);
     let workspace = match workspace_param(&console, query.get("workspace")) {
@@ -758,7 +1025,7 @@ async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpRe
         Ok(fields) => fields,
         Err(refused) => return *refused,
     };
-    let session = match checked_post(&console, &req, fields.get("csrf")) {
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
         Ok(session) => session,
         Err(answer) => return *answer,
     };
@@ -812,6 +1079,16 @@ async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpRe
     {
         Ok(created) => {
             tracing::info!(key = %created.record.id, workspace = %workspace, "console: key created");
+            let mut entry = audit_entry(
+                &session.actor,
+                AuditAction::KeyCreate,
+                Some(created.record.id.to_string()),
+            );
+            entry.detail = serde_json::json!({
+                "workspace_id": workspace.to_string(), "type": key_type.to_string(),
+                "environment": environment.to_string(), "name": created.record.name,
+            });
+            record(&console, entry).await;
             // Post/Redirect/Get: reloading the page that shows the key creates no other.
             console.sessions.hold_new_key(&session, created);
             see_other(KEY_CREATED_PATH)
@@ -826,8 +1103,9 @@ const KEY_CREATED_PATH: &str = "/console/keys/created";
 /// `GET /console/keys/created`: the key the session just created, shown this once; after
 /// that (a reload), the keys.
 async fn key_created(req: HttpRequest, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Editor).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     match console.sessions.take_new_key(&session) {
         Some(created) => html(StatusCode::OK, pages::key_created(&session, &created)),
@@ -869,8 +1147,9 @@ async fn revoked_key(
 
 /// `GET /console/keys/{id}/revoke?workspace=`: the confirmation.
 async fn revoke_confirm(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
-    let Some(session) = console.sessions.of(&req) else {
-        return to_sign_in();
+    let session = match signed_in(&console, &req, Role::Editor).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
     };
     match revoked_key(&console, &req, &path).await {
         Ok(record) => html(StatusCode::OK, pages::revoke_confirm(&session, &record)),
@@ -889,7 +1168,7 @@ async fn revoke(
         Ok(fields) => fields,
         Err(refused) => return *refused,
     };
-    let session = match checked_post(&console, &req, fields.get("csrf")) {
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
         Ok(session) => session,
         Err(answer) => return *answer,
     };
@@ -900,6 +1179,13 @@ async fn revoke(
     match console.backend.revoke_key(record.id).await {
         Ok(record) => {
             tracing::info!(key = %record.id, "console: key revoked");
+            let mut entry = audit_entry(
+                &session.actor,
+                AuditAction::KeyRevoke,
+                Some(record.id.to_string()),
+            );
+            entry.detail = serde_json::json!({"workspace_id": record.workspace_id.to_string()});
+            self::record(&console, entry).await;
             see_other(&format!("/console/keys?workspace={}", record.workspace_id))
         }
         Err(e) => store_failure(&session, "The key was not revoked", &e),
@@ -922,14 +1208,14 @@ async fn stylesheet() -> HttpResponse {
 
 /// Anything else under `/console`: the sign-in page without a session, 404 with one.
 async fn not_found(req: HttpRequest, console: Data) -> HttpResponse {
-    match console.sessions.of(&req) {
-        Some(session) => error_page(
+    match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => error_page(
             &session,
             StatusCode::NOT_FOUND,
             "Not found",
             "There is no such page.",
         ),
-        None => to_sign_in(),
+        Err(answer) => *answer,
     }
 }
 
@@ -996,6 +1282,20 @@ pub(crate) fn scope(
                 .route(web::post().to(sign_in)),
         )
         .service(route!("/sign-out").route(web::post().to(sign_out)))
+        .service(
+            route!("/set-password")
+                .route(web::get().to(people::set_password_page))
+                .route(web::post().to(people::set_password)),
+        )
+        .service(
+            route!("/people")
+                .route(web::get().to(people::people))
+                .route(web::post().to(people::add_person)),
+        )
+        .service(route!("/people/{personId}").route(web::post().to(people::change_person)))
+        .service(route!("/sessions").route(web::get().to(people::sessions)))
+        .service(route!("/sessions/revoke").route(web::post().to(people::revoke_session)))
+        .service(route!("/audit").route(web::get().to(people::audit)))
         .service(route!("/experiments").route(web::get().to(experiments)))
         .service(route!("/experiments/{experimentId}").route(web::get().to(experiment)))
         .service(route!("/catalog").route(web::get().to(catalog)))

@@ -9,6 +9,7 @@ use flowgate_domain::catalog::{CatalogData, ExperimentData, PlacementData};
 use flowgate_domain::explain::{Reason, Step};
 use flowgate_domain::ids::{ExperimentId, WorkspaceId};
 use flowgate_domain::keys::{KeyRecord, KeyType};
+use flowgate_domain::people::Role;
 use flowgate_domain::results::{ExperimentReport, Method, MetricKind, MetricReport};
 use flowgate_domain::Catalog;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -18,18 +19,26 @@ use super::{charts, ImportEntry, NewKey, Preview, PreviewError};
 use crate::explain::Explained;
 use crate::results::{metrics_by_role, verdict_words, Listed, MetricRole};
 
-/// The pages of the navigation: path and label.
-const NAVIGATION: [(&str, &str); 6] = [
-    ("/console/experiments", "Experiments"),
-    ("/console/catalog", "Catalog"),
-    ("/console/explain", "Explain"),
-    ("/console/preview", "Change preview"),
-    ("/console/history", "Import history"),
-    ("/console/keys", "SDK keys"),
+/// The pages of the navigation: path, label and the role that sees it.
+const NAVIGATION: [(&str, &str, Role); 9] = [
+    ("/console/experiments", "Experiments", Role::Viewer),
+    ("/console/catalog", "Catalog", Role::Viewer),
+    ("/console/explain", "Explain", Role::Viewer),
+    ("/console/preview", "Change preview", Role::Viewer),
+    ("/console/history", "Import history", Role::Viewer),
+    ("/console/keys", "SDK keys", Role::Viewer),
+    ("/console/audit", "Audit log", Role::Viewer),
+    ("/console/sessions", "Sessions", Role::Viewer),
+    ("/console/people", "People", Role::Admin),
 ];
 
 /// The page around `body`: the navigation and the sign-out form when signed in.
-fn layout(session: Option<&Session>, title: &str, current: &str, body: Markup) -> Markup {
+pub(super) fn layout(
+    session: Option<&Session>,
+    title: &str,
+    current: &str,
+    body: Markup,
+) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -46,9 +55,9 @@ fn layout(session: Option<&Session>, title: &str, current: &str, body: Markup) -
                     @if let Some(session) = session {
                         nav aria-label="Console" {
                             ul {
-                                @for (path, label) in NAVIGATION {
+                                @for (path, label, _) in NAVIGATION.iter().filter(|(_, _, role)| session.role.allows(*role)) {
                                     li {
-                                        @if path == current {
+                                        @if *path == current {
                                             a href=(path) aria-current="page" { (label) }
                                         } @else {
                                             a href=(path) { (label) }
@@ -57,6 +66,7 @@ fn layout(session: Option<&Session>, title: &str, current: &str, body: Markup) -
                                 }
                             }
                         }
+                        span.who { (session.actor) " (" (session.role) ")" }
                         form.sign-out method="post" action="/console/sign-out" {
                             input type="hidden" name="csrf" value=(session.csrf);
                             button type="submit" { "Sign out" }
@@ -73,12 +83,12 @@ fn layout(session: Option<&Session>, title: &str, current: &str, body: Markup) -
 }
 
 /// The hidden CSRF field of a session's forms.
-fn csrf(session: &Session) -> Markup {
+pub(super) fn csrf(session: &Session) -> Markup {
     html! { input type="hidden" name="csrf" value=(session.csrf); }
 }
 
 /// A time for people: UTC to the second.
-fn when(t: time::OffsetDateTime) -> String {
+pub(super) fn when(t: time::OffsetDateTime) -> String {
     let format =
         time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
     t.to_offset(time::UtcOffset::UTC)
@@ -113,19 +123,47 @@ fn p_value(p: f64) -> String {
     }
 }
 
-/// The sign-in page, its form carrying `token`, with `message` when a try failed.
-pub(super) fn sign_in(token: &str, message: Option<&str>) -> Markup {
+/// How people may sign in, as the sign-in page offers it.
+#[derive(Clone, Debug)]
+pub(super) struct SignInMethods {
+    /// The admin token's break-glass form (`console.admin_token_sign_in`).
+    pub admin_token: bool,
+}
+
+/// The sign-in page, its forms carrying `token`, with `message` when a try failed: an email
+/// and password, and the admin token when it may sign in.
+pub(super) fn sign_in(token: &str, methods: &SignInMethods, message: Option<&str>) -> Markup {
     let body = html! {
         @if let Some(message) = message {
             p.error role="alert" { (message) }
         }
-        form #sign-in method="post" action="/console/sign-in" {
+        form #password-sign-in method="post" action="/console/sign-in" {
             input type="hidden" name="csrf" value=(token);
-            label for="token" { "Admin token" }
-            input #token type="password" name="token" autocomplete="current-password" required autofocus;
+            label for="email" { "Email" }
+            input #email type="email" name="email" autocomplete="username" required autofocus;
+            label for="password" { "Password" }
+            input #password type="password" name="password" autocomplete="current-password" required;
             button type="submit" { "Sign in" }
         }
-        p.hint { "The token is the server's " code { "admin.token" } " setting." }
+        p.hint {
+            "An admin adds people with " code { "flowgate users add EMAIL --role ROLE" }
+            ", which prints a link to set a password."
+        }
+        @if methods.admin_token {
+            details {
+                summary { "Sign in with the admin token (break glass)" }
+                form #sign-in method="post" action="/console/sign-in" {
+                    input type="hidden" name="csrf" value=(token);
+                    label for="token" { "Admin token" }
+                    input #token type="password" name="token" autocomplete="off" required;
+                    button type="submit" { "Sign in with the token" }
+                }
+                p.hint {
+                    "The token is the server's " code { "admin.token" } " setting; the audit \
+                     log records its use as " code { "admin-token" } "."
+                }
+            }
+        }
     };
     layout(None, "Sign in", "", body)
 }

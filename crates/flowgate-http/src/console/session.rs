@@ -1,22 +1,27 @@
-//! The console's sessions and CSRF tokens (D24).
+//! The console's sessions and CSRF tokens (D24, D28).
 //!
-//! Signing in with the admin token opens a session: a random 256-bit id in a cookie
-//! (`HttpOnly`, `SameSite=Strict`, `Path=/console`, `Secure` over TLS, expiring with the
-//! session) and a CSRF token of its own, which every form of the session carries and every post
-//! must return. Sessions live in this process's memory: signing out or expiring removes one,
-//! and a restart signs everyone out. The sign-in form, which has no session yet, carries a token
-//! that must equal a cookie set with the form (a double-submit token) and that this server
-//! issued: random bits and the time of issue, signed with HMAC-SHA-256 under a key drawn when
-//! the process starts ([`SignInTokens`]), and accepted for an hour. A pair of cookie and field
-//! made up elsewhere (say, a cookie planted by a sibling domain) is refused, so another site
-//! cannot sign a browser in either.
+//! Signing in opens a session: a random 256-bit id in a cookie (`HttpOnly`, `SameSite=Strict`,
+//! `Path=/console`, `Secure` over TLS, expiring with the session) and a CSRF token of its own,
+//! which every form of the session carries and every post must return. Sessions live in the
+//! store ([`PeopleStore`]), keyed by the SHA-256 of the id (the id itself is never stored), so
+//! any replica serves any session, a restart signs nobody out, and a person's sessions can be
+//! listed and ended. The sign-in form, which has no session yet, carries a token that must
+//! equal a cookie set with the form (a double-submit token) and that a replica of this
+//! deployment issued: random bits and the time of issue, signed with HMAC-SHA-256 under a key
+//! every replica reads from the store ([`PeopleStore::console_secret`], drawn by the first),
+//! and accepted for an hour. A pair of cookie and field made up elsewhere (say, a cookie
+//! planted by a sibling domain) is refused, so another site cannot sign a browser in either.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::HttpRequest;
+use flowgate_domain::ids::PersonId;
+use flowgate_domain::people::{sha256_hex, Role, SessionRecord};
+use flowgate_domain::ports::{PeopleStore, StoreError};
+use time::OffsetDateTime;
 
 use super::NewKey;
 
@@ -28,32 +33,85 @@ pub(crate) const SIGN_IN_COOKIE: &str = "flowgate_console_sign_in";
 const COOKIE_PATH: &str = "/console";
 /// How long a sign-in form may be left open before it is posted.
 const SIGN_IN_FORM_LIFETIME: Duration = Duration::from_secs(3600);
-/// Open sessions at most; the oldest is closed to open another (operators are few).
-const MAX_SESSIONS: usize = 256;
 
 /// One open session.
 #[derive(Clone, Debug)]
 pub(crate) struct Session {
-    /// Its id (the cookie's value).
-    pub id: String,
+    /// The SHA-256 of its id (the cookie's value): how the store knows it.
+    pub id_hash: String,
     /// The token its forms carry.
     pub csrf: String,
-    expires: Instant,
+    /// Who: the person's email, or `admin-token`.
+    pub actor: String,
+    /// What the session may do.
+    pub role: Role,
+    /// The person, `None` for the admin token's session.
+    pub person_id: Option<PersonId>,
 }
 
-/// The open sessions.
-#[derive(Debug)]
+impl Session {
+    fn of_record(record: SessionRecord) -> Self {
+        Self {
+            id_hash: record.id_hash,
+            csrf: record.csrf,
+            actor: record.actor,
+            role: record.role,
+            person_id: record.person_id,
+        }
+    }
+}
+
+/// Who a new session is for.
+#[derive(Clone, Debug)]
+pub(crate) struct Who {
+    /// The person, `None` for the admin token.
+    pub person_id: Option<PersonId>,
+    /// The person's email, or `admin-token`.
+    pub actor: String,
+    /// The role the session acts with.
+    pub role: Role,
+}
+
+/// Why a session could not be opened or read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// No random bytes for an id.
+    #[error("no randomness for a session: {0}")]
+    Random(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The sessions, in the store.
 pub(crate) struct Sessions {
     lifetime: Duration,
-    open: Mutex<HashMap<String, Session>>,
-    /// A key each session created and has not shown yet (by session id): the key creation's
-    /// post redirects to the page that shows it once (Post/Redirect/Get).
+    people: Arc<dyn PeopleStore>,
+    /// The sign-in form's token signer, its key read from the store once.
+    tokens: tokio::sync::OnceCell<SignInTokens>,
+    /// A key each session created and has not shown yet (by session id hash): the key
+    /// creation's post redirects to the page that shows it once (Post/Redirect/Get). Kept by
+    /// the replica that created it (a key is shown once; another replica shows none).
     held: Mutex<HashMap<String, NewKey>>,
 }
 
+impl From<getrandom::Error> for SessionError {
+    fn from(e: getrandom::Error) -> Self {
+        Self::Random(e.to_string())
+    }
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Signs and checks the sign-in form's tokens: 8 random bytes, the issue time (8 bytes, seconds
-/// since the Unix epoch) and the first 16 bytes of their HMAC-SHA-256 under a per-process key,
-/// as 64 hex digits. Stateless, so a flood of sign-in pages stores nothing.
+/// since the Unix epoch) and the first 16 bytes of their HMAC-SHA-256 under the deployment's
+/// console key, as 64 hex digits. Stateless, so a flood of sign-in pages stores nothing.
 pub(crate) struct SignInTokens {
     key: [u8; 32],
 }
@@ -89,10 +147,16 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 
 impl SignInTokens {
     /// A new signing key from the operating system.
+    #[cfg(test)]
     pub fn new() -> Result<Self, getrandom::Error> {
         let mut key = [0u8; 32];
         getrandom::fill(&mut key)?;
         Ok(Self { key })
+    }
+
+    /// Signing with `key`.
+    pub fn with_key(key: [u8; 32]) -> Self {
+        Self { key }
     }
 
     fn sign(&self, body: &[u8; 16]) -> [u8; 16] {
@@ -146,11 +210,12 @@ pub(crate) fn random_token() -> Result<String, getrandom::Error> {
 }
 
 impl Sessions {
-    /// No session yet; each one opened lasts `lifetime`.
-    pub fn new(lifetime: Duration) -> Self {
+    /// The sessions of `people`; each one opened lasts `lifetime`.
+    pub fn new(lifetime: Duration, people: Arc<dyn PeopleStore>) -> Self {
         Self {
             lifetime,
-            open: Mutex::new(HashMap::new()),
+            people,
+            tokens: tokio::sync::OnceCell::new(),
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -160,54 +225,65 @@ impl Sessions {
         self.lifetime
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        // A panic while holding the map leaves it consistent (every change is one call).
-        self.open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The sign-in form's token signer, under the deployment's key (drawn by the first replica
+    /// to ask, then read).
+    pub async fn sign_in_tokens(&self) -> Result<&SignInTokens, SessionError> {
+        self.tokens
+            .get_or_try_init(|| async {
+                let mut candidate = [0u8; 32];
+                getrandom::fill(&mut candidate)?;
+                let key = self.people.console_secret(candidate).await?;
+                Ok::<_, SessionError>(SignInTokens::with_key(key))
+            })
+            .await
     }
 
-    /// Opens a session.
-    pub fn open(&self) -> Result<Session, getrandom::Error> {
-        let session = Session {
-            id: random_token()?,
+    /// Opens a session for `who`; the id to set in the cookie comes back with it.
+    pub async fn open(
+        &self,
+        who: Who,
+        address: Option<String>,
+    ) -> Result<(String, Session), SessionError> {
+        let id = random_token()?;
+        let now = OffsetDateTime::now_utc();
+        let lifetime =
+            time::Duration::seconds(i64::try_from(self.lifetime.as_secs()).unwrap_or(i64::MAX));
+        let record = SessionRecord {
+            id_hash: sha256_hex(id.as_bytes()),
+            person_id: who.person_id,
+            actor: who.actor,
+            role: who.role,
             csrf: random_token()?,
-            expires: Instant::now() + self.lifetime,
+            created_at: now,
+            expires_at: now + lifetime,
+            address,
         };
-        let mut open = self.lock();
-        if open.len() >= MAX_SESSIONS {
-            let now = Instant::now();
-            open.retain(|_, s| s.expires > now);
-        }
-        if open.len() >= MAX_SESSIONS {
-            let oldest = open
-                .values()
-                .min_by_key(|s| s.expires)
-                .map(|s| s.id.clone());
-            if let Some(oldest) = oldest {
-                open.remove(&oldest);
-            }
-        }
-        open.insert(session.id.clone(), session.clone());
-        Ok(session)
+        self.people.create_session(record.clone()).await?;
+        Ok((id, Session::of_record(record)))
     }
 
     /// The session of the request's cookie, when open and not expired.
-    pub fn of(&self, req: &HttpRequest) -> Option<Session> {
-        let cookie = req.cookie(SESSION_COOKIE)?;
-        let mut open = self.lock();
-        let session = open.get(cookie.value())?;
-        if session.expires <= Instant::now() {
-            open.remove(cookie.value());
-            return None;
+    pub async fn of(&self, req: &HttpRequest) -> Result<Option<Session>, StoreError> {
+        let Some(cookie) = req.cookie(SESSION_COOKIE) else {
+            return Ok(None);
+        };
+        // A session id is 64 hex digits: anything else is no session, without a store read.
+        if cookie.value().len() != 64 || !cookie.value().bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
         }
-        Some(session.clone())
+        let hash = sha256_hex(cookie.value().as_bytes());
+        let found = self
+            .people
+            .session(&hash, OffsetDateTime::now_utc())
+            .await?;
+        Ok(found.map(Session::of_record))
     }
 
     /// Closes a session (signing out).
-    pub fn close(&self, session: &Session) {
-        self.lock().remove(&session.id);
-        self.held().remove(&session.id);
+    pub async fn close(&self, session: &Session) -> Result<(), StoreError> {
+        self.held().remove(&session.id_hash);
+        self.people.delete_session(&session.id_hash).await?;
+        Ok(())
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, NewKey>> {
@@ -216,24 +292,19 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Holds `key`, just created by `session`, until the session's next look at it (one). Keys
-    /// held for sessions no longer open are dropped.
+    /// Holds `key`, just created by `session`, until the session's next look at it (one). At
+    /// most one key a session, and a bounded number in all.
     pub fn hold_new_key(&self, session: &Session, key: NewKey) {
-        let open = self.lock();
         let mut held = self.held();
-        held.retain(|id, _| open.contains_key(id));
-        held.insert(session.id.clone(), key);
+        if held.len() >= 256 {
+            held.clear();
+        }
+        held.insert(session.id_hash.clone(), key);
     }
 
     /// The key `session` created and has not seen yet; it is then forgotten (shown once).
     pub fn take_new_key(&self, session: &Session) -> Option<NewKey> {
-        self.held().remove(&session.id)
-    }
-
-    /// Open sessions (for tests).
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.lock().len()
+        self.held().remove(&session.id_hash)
     }
 }
 
@@ -261,13 +332,9 @@ fn cookie(
         .finish()
 }
 
-/// The cookie that carries `session`.
-pub(crate) fn session_cookie(
-    req: &HttpRequest,
-    session: &Session,
-    lifetime: Duration,
-) -> Cookie<'static> {
-    cookie(req, SESSION_COOKIE, session.id.clone(), lifetime)
+/// The cookie that carries a session's `id`.
+pub(crate) fn session_cookie(req: &HttpRequest, id: String, lifetime: Duration) -> Cookie<'static> {
+    cookie(req, SESSION_COOKIE, id, lifetime)
 }
 
 /// The sign-in form's cookie, holding `token`.
@@ -291,48 +358,76 @@ pub(crate) fn sign_in_token_matches(req: &HttpRequest, tokens: &SignInTokens, to
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
     use actix_web::test::TestRequest;
+    use flowgate_domain::memory::InMemoryStore;
 
-    #[test]
-    fn a_session_is_found_by_its_cookie_until_closed() {
-        let sessions = Sessions::new(Duration::from_secs(60));
-        let session = sessions.open().unwrap();
-        assert_eq!(session.id.len(), 64);
-        assert_ne!(session.id, session.csrf);
-        let req = TestRequest::default()
-            .cookie(Cookie::new(SESSION_COOKIE, session.id.clone()))
-            .to_http_request();
-        assert_eq!(
-            sessions.of(&req).map(|s| s.csrf),
-            Some(session.csrf.clone())
-        );
-        let other = TestRequest::default()
-            .cookie(Cookie::new(SESSION_COOKIE, "0".repeat(64)))
-            .to_http_request();
-        assert!(sessions.of(&other).is_none());
-        sessions.close(&session);
-        assert!(sessions.of(&req).is_none());
+    fn sessions(lifetime: Duration) -> (Arc<InMemoryStore>, Sessions) {
+        let store = Arc::new(InMemoryStore::default());
+        let sessions = Sessions::new(lifetime, store.clone());
+        (store, sessions)
     }
 
-    #[test]
-    fn an_expired_session_is_gone() {
-        let sessions = Sessions::new(Duration::ZERO);
-        let session = sessions.open().unwrap();
-        let req = TestRequest::default()
-            .cookie(Cookie::new(SESSION_COOKIE, session.id))
-            .to_http_request();
-        assert!(sessions.of(&req).is_none());
-        assert_eq!(sessions.len(), 0, "removed when found expired");
-    }
-
-    #[test]
-    fn sessions_are_bounded() {
-        let sessions = Sessions::new(Duration::from_secs(60));
-        for _ in 0..MAX_SESSIONS + 10 {
-            sessions.open().unwrap();
+    fn admin() -> Who {
+        Who {
+            person_id: None,
+            actor: "admin-token".into(),
+            role: Role::Admin,
         }
-        assert_eq!(sessions.len(), MAX_SESSIONS);
+    }
+
+    #[tokio::test]
+    async fn a_session_is_found_by_its_cookie_until_closed_and_only_its_hash_is_stored() {
+        let (store, sessions) = sessions(Duration::from_secs(60));
+        let (id, session) = sessions.open(admin(), None).await.unwrap();
+        assert_eq!(id.len(), 64);
+        assert_ne!(id, session.csrf);
+        assert_eq!(session.id_hash, sha256_hex(id.as_bytes()));
+        let stored = store.all_sessions(OffsetDateTime::now_utc()).await.unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_ne!(stored[0].id_hash, id, "the id itself is not stored");
+        let req = TestRequest::default()
+            .cookie(Cookie::new(SESSION_COOKIE, id.clone()))
+            .to_http_request();
+        let found = sessions.of(&req).await.unwrap().unwrap();
+        assert_eq!(
+            (found.csrf, found.role),
+            (session.csrf.clone(), Role::Admin)
+        );
+        // Another replica (another Sessions over the same store) knows it too.
+        let other_replica = Sessions::new(Duration::from_secs(60), store.clone());
+        assert!(other_replica.of(&req).await.unwrap().is_some());
+        for forged in ["0".repeat(64), "zz".repeat(32), id[..63].to_owned()] {
+            let other = TestRequest::default()
+                .cookie(Cookie::new(SESSION_COOKIE, forged))
+                .to_http_request();
+            assert!(sessions.of(&other).await.unwrap().is_none());
+        }
+        sessions.close(&session).await.unwrap();
+        assert!(sessions.of(&req).await.unwrap().is_none());
+        assert!(other_replica.of(&req).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_expired_session_is_gone() {
+        let (_, sessions) = sessions(Duration::ZERO);
+        let (id, _) = sessions.open(admin(), None).await.unwrap();
+        let req = TestRequest::default()
+            .cookie(Cookie::new(SESSION_COOKIE, id))
+            .to_http_request();
+        assert!(sessions.of(&req).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn every_replica_signs_sign_in_forms_with_the_same_key() {
+        let (store, a) = sessions(Duration::from_secs(60));
+        let b = Sessions::new(Duration::from_secs(60), store.clone());
+        let token = a.sign_in_tokens().await.unwrap().issue().unwrap();
+        assert!(b.sign_in_tokens().await.unwrap().issued(&token));
+        let (_, elsewhere) = sessions(Duration::from_secs(60));
+        assert!(!elsewhere.sign_in_tokens().await.unwrap().issued(&token));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::browser::Browser;
 use crate::fixtures;
 use crate::support::{import, run, Served};
 
-const TOKEN: &str = "console-admin-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "console-admin-token-0123456789abcdef";
 const DEMO_WORKSPACE: &str = "d0000000-0000-4000-8000-000000000001";
 const DEMO_APP: &str = "d0000000-0000-4000-8000-0000000000a1";
 const DEMO_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
@@ -35,14 +35,14 @@ const SECURITY_HEADERS: [(&str, &str); 4] = [
 ];
 
 /// One HTTP/1.1 exchange: status, headers (names in lower case) and body.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -58,7 +58,7 @@ impl Answer {
     }
 
     /// The value of cookie `name` this answer sets.
-    fn cookie(&self, name: &str) -> Option<String> {
+    pub(crate) fn cookie(&self, name: &str) -> Option<String> {
         self.cookies().into_iter().find_map(|c| {
             c.split(';')
                 .next()
@@ -69,7 +69,7 @@ impl Answer {
     }
 
     /// The CSRF token of the page's first form.
-    fn csrf(&self) -> String {
+    pub(crate) fn csrf(&self) -> String {
         let at = self
             .body
             .find("name=\"csrf\" value=\"")
@@ -77,7 +77,7 @@ impl Answer {
         self.body[at + 19..at + 19 + 64].to_owned()
     }
 
-    fn assert_security_headers(&self, what: &str) {
+    pub(crate) fn assert_security_headers(&self, what: &str) {
         for (name, value) in SECURITY_HEADERS {
             let got = self.header(name);
             // The stylesheet may be cached; everything else may not.
@@ -89,7 +89,7 @@ impl Answer {
     }
 }
 
-fn exchange(
+pub(crate) fn exchange(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -132,7 +132,7 @@ fn exchange(
 }
 
 /// A form post, with cookies.
-fn post(addr: SocketAddr, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
+pub(crate) fn post(addr: SocketAddr, path: &str, cookie: &str, form: &[(&str, &str)]) -> Answer {
     let body: Vec<String> = form
         .iter()
         .map(|(n, v)| format!("{n}={}", encode(v)))
@@ -162,7 +162,7 @@ fn encode(value: &str) -> String {
 
 /// Asks for the sign-in form, then posts it with `token` (and the form's own CSRF token and
 /// cookie): the answer to the post.
-fn try_sign_in(addr: SocketAddr, token: &str) -> Answer {
+pub(crate) fn try_sign_in(addr: SocketAddr, token: &str) -> Answer {
     let form = exchange(addr, "GET", "/console/sign-in", &[], "");
     let pre = format!(
         "flowgate_console_sign_in={}",
@@ -177,7 +177,7 @@ fn try_sign_in(addr: SocketAddr, token: &str) -> Answer {
 }
 
 /// Signs in over HTTP; the session cookie (`name=value`) and the session's CSRF token.
-fn sign_in(addr: SocketAddr) -> (String, String) {
+pub(crate) fn sign_in(addr: SocketAddr) -> (String, String) {
     let signed = try_sign_in(addr, TOKEN);
     assert_eq!(signed.status, 303, "{}", signed.body);
     let cookie = format!(
@@ -778,6 +778,8 @@ async fn an_operator_uses_the_console_in_a_browser() {
     wait_path(&browser, "/console/sign-in").await;
     browser.screenshot("sign-in").await;
     for token in ["not-the-admin-token-at-all", TOKEN] {
+        // The admin token's break-glass form is folded under the people's sign-in.
+        click(&browser, "details summary").await;
         type_into(&browser, "#token", token).await;
         click(&browser, "#sign-in button[type=submit]").await;
         if token != TOKEN {

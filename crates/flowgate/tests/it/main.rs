@@ -13,6 +13,7 @@ mod faults;
 mod jetstream;
 mod keys;
 mod operators;
+mod people;
 mod quickstart;
 mod release;
 mod reload;

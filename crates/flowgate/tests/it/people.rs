@@ -1,0 +1,471 @@
+//! People, roles, sessions in the store and the audit log (D28) through the binary: the
+//! command line adds people, the one-time link sets a password, each role can do what it may
+//! and nothing more, and everything lands in the audit log (console page, CLI, admin API).
+
+use std::net::SocketAddr;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use flowgate_store::Backend;
+use serde_json::Value;
+
+use crate::console::{exchange, post, sign_in, try_sign_in, Answer, TOKEN};
+use crate::support::{flowgate, http, run, Served};
+
+/// The path and query of a link the CLI printed (`http://host:port/console/...`).
+fn path_of(link: &str) -> String {
+    let rest = link.split_once("://").map_or(link, |(_, rest)| rest);
+    rest[rest.find('/').unwrap()..].to_owned()
+}
+
+/// `flowgate users add EMAIL --role ROLE --json` against `s`: the link's path.
+fn add(s: &Served, email: &str, role: &str) -> String {
+    let admin = s.admin.to_string();
+    let env = [
+        ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
+        ("FLOWGATE__ADMIN__LISTEN", admin.as_str()),
+    ];
+    let (code, out, err) = run(&["users", "add", email, "--role", role, "--json"], &env);
+    assert_eq!(code, Some(0), "users add: {err}");
+    let added: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(added["role"], role);
+    assert_eq!(added["password_set"], false);
+    let link = added["link"].as_str().unwrap();
+    assert!(
+        link.starts_with(&format!("http://{admin}/console/set-password?token=")),
+        "{link}"
+    );
+    path_of(link)
+}
+
+/// Opens the link's page and posts `password` twice (or `confirm`); the answer.
+fn set_password(addr: SocketAddr, path: &str, password: &str, confirm: &str) -> Answer {
+    let page = exchange(addr, "GET", path, &[], "");
+    assert_eq!(page.status, 200, "{}", page.body);
+    page.assert_security_headers("the password page");
+    let token = path.rsplit_once("token=").unwrap().1;
+    let pre = format!(
+        "flowgate_console_sign_in={}",
+        page.cookie("flowgate_console_sign_in").unwrap()
+    );
+    post(
+        addr,
+        "/console/set-password",
+        &pre,
+        &[
+            ("csrf", &page.csrf()),
+            ("token", token),
+            ("password", password),
+            ("confirm", confirm),
+        ],
+    )
+}
+
+/// Signs in with an email and a password; the answer to the post.
+fn password_sign_in(addr: SocketAddr, email: &str, password: &str) -> Answer {
+    let form = exchange(addr, "GET", "/console/sign-in", &[], "");
+    let pre = format!(
+        "flowgate_console_sign_in={}",
+        form.cookie("flowgate_console_sign_in").unwrap()
+    );
+    post(
+        addr,
+        "/console/sign-in",
+        &pre,
+        &[
+            ("csrf", &form.csrf()),
+            ("email", email),
+            ("password", password),
+        ],
+    )
+}
+
+/// The session cookie an answer set, and the CSRF token of the experiments page it opens.
+fn session_of(addr: SocketAddr, answer: &Answer) -> (String, String) {
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let cookie = format!(
+        "flowgate_console={}",
+        answer.cookie("flowgate_console").unwrap()
+    );
+    let page = get(addr, "/console/experiments", &cookie);
+    assert_eq!(page.status, 200, "{}", page.body);
+    (cookie, page.csrf())
+}
+
+fn get(addr: SocketAddr, path: &str, cookie: &str) -> Answer {
+    exchange(addr, "GET", path, &[("Cookie", cookie)], "")
+}
+
+/// The audit log as `flowgate audit list --json` prints it.
+fn audit_cli(s: &Served, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["audit", "list", "--json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = run(&all, &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())]);
+    assert_eq!(code, Some(0), "audit list: {err}");
+    serde_json::from_str::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn has(entries: &[Value], actor: &str, action: &str, target: Option<&str>) -> bool {
+    entries.iter().any(|e| {
+        e["actor"] == actor && e["action"] == action && target.is_none_or(|t| e["target"] == t)
+    })
+}
+
+fn keys_of(s: &Served) -> usize {
+    let (code, out, err) = run(
+        &[
+            "keys",
+            "list",
+            "--workspace",
+            crate::fixtures::WS1,
+            "--json",
+        ],
+        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    serde_json::from_str::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn people_sign_in_with_their_own_password_and_act_within_their_role() {
+    let s = Served::start_on(
+        Backend::Sqlite,
+        &[
+            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+            ("FLOWGATE__CONSOLE__FAILED_SIGN_INS_PER_ACCOUNT", "3"),
+        ],
+    )
+    .await
+    .unwrap();
+    let addr = s.admin;
+
+    // The link: a short password and two that differ are refused and leave it working; a
+    // good one signs in; the link works once.
+    let vera = add(&s, "Vera@Example.com", "viewer");
+    let short = set_password(addr, &vera, "too-short", "too-short");
+    assert_eq!(short.status, 400, "{}", short.body);
+    assert!(
+        short.body.contains("at least 12 characters"),
+        "{}",
+        short.body
+    );
+    let differ = set_password(addr, &vera, "a good long password", "a good long passw0rd");
+    assert_eq!(differ.status, 400);
+    assert!(differ.body.contains("differ"), "{}", differ.body);
+    let set = set_password(addr, &vera, "a good long password", "a good long password");
+    let (vera_cookie, vera_csrf) = session_of(addr, &set);
+    let again = set_password(
+        addr,
+        &vera,
+        "another long password",
+        "another long password",
+    );
+    assert_eq!(again.status, 410, "a link works once: {}", again.body);
+    let forged = exchange(
+        addr,
+        "GET",
+        "/console/set-password?token=%3Cscript%3E",
+        &[],
+        "",
+    );
+    assert_eq!(forged.status, 404);
+    assert!(!forged.body.contains("<script>"));
+
+    // The viewer sees the pages, not People, and a post beyond the role changes nothing.
+    let page = get(addr, "/console/experiments", &vera_cookie);
+    assert!(
+        page.body.contains("vera@example.com (viewer)"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("/console/people"),
+        "no People link for a viewer"
+    );
+    assert_eq!(get(addr, "/console/people", &vera_cookie).status, 403);
+    assert_eq!(get(addr, "/console/keys/created", &vera_cookie).status, 403);
+    let before = keys_of(&s);
+    let create = post(
+        addr,
+        "/console/keys",
+        &vera_cookie,
+        &[
+            ("csrf", &vera_csrf),
+            ("workspace", crate::fixtures::WS1),
+            ("environment", "test"),
+            ("type", "sdk"),
+        ],
+    );
+    assert_eq!(create.status, 403, "{}", create.body);
+    assert!(
+        create.body.contains("needs the editor role"),
+        "{}",
+        create.body
+    );
+    assert_eq!(keys_of(&s), before, "the viewer's post created nothing");
+    let add_person = post(
+        addr,
+        "/console/people",
+        &vera_cookie,
+        &[
+            ("csrf", &vera_csrf),
+            ("email", "x@example.com"),
+            ("role", "admin"),
+        ],
+    );
+    assert_eq!(add_person.status, 403);
+
+    // An editor creates a key; the audit log names them.
+    let edna = add(&s, "edna@example.com", "editor");
+    let (edna_cookie, edna_csrf) = session_of(
+        addr,
+        &set_password(addr, &edna, "edna's long password", "edna's long password"),
+    );
+    let create = post(
+        addr,
+        "/console/keys",
+        &edna_cookie,
+        &[
+            ("csrf", &edna_csrf),
+            ("workspace", crate::fixtures::WS1),
+            ("environment", "test"),
+            ("type", "sdk"),
+        ],
+    );
+    assert_eq!(create.status, 303, "{}", create.body);
+    assert_eq!(keys_of(&s), before + 1);
+
+    // Signing in: a wrong password is one answer for every cause, counted per account; past
+    // the account's limit even the right password waits (429), whatever the address.
+    let wrong = password_sign_in(addr, "vera@example.com", "not her password");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("do not sign in"), "{}", wrong.body);
+    let unknown = password_sign_in(addr, "nobody@example.com", "whatever password");
+    assert_eq!(unknown.status, 401);
+    assert!(unknown.body.contains("do not sign in"));
+    let right = password_sign_in(addr, "VERA@example.com", "a good long password");
+    session_of(addr, &right);
+    for _ in 0..2 {
+        assert_eq!(
+            password_sign_in(addr, "vera@example.com", "wrong again!!").status,
+            401
+        );
+    }
+    let limited = password_sign_in(addr, "vera@example.com", "a good long password");
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    assert!(limited.header("retry-after").is_some());
+    // Another account is not affected.
+    session_of(
+        addr,
+        &password_sign_in(addr, "edna@example.com", "edna's long password"),
+    );
+
+    // An admin disables the viewer: her sessions end at once, on every page.
+    let (admin_cookie, admin_csrf) = sign_in(addr);
+    let people = get(addr, "/console/people", &admin_cookie);
+    assert_eq!(people.status, 200);
+    people.assert_security_headers("the people page");
+    let vera_id = {
+        let at = people.body.find("data-email=\"vera@example.com\"").unwrap();
+        let action = people.body[at..].find("action=\"/console/people/").unwrap() + at;
+        people.body[action + 24..action + 24 + 36].to_owned()
+    };
+    let disabled = post(
+        addr,
+        &format!("/console/people/{vera_id}"),
+        &admin_cookie,
+        &[("csrf", &admin_csrf), ("action", "disable")],
+    );
+    assert_eq!(disabled.status, 303, "{}", disabled.body);
+    let gone = get(addr, "/console/experiments", &vera_cookie);
+    assert_eq!(gone.status, 303);
+    assert_eq!(gone.header("location"), Some("/console/sign-in"));
+    let (code, out, _) = run(
+        &["users", "list", "--json"],
+        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+    );
+    assert_eq!(code, Some(0));
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let vera_listed = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["email"] == "vera@example.com")
+        .unwrap();
+    assert_eq!(vera_listed["disabled"], true);
+    assert_eq!(vera_listed["password_set"], true);
+
+    // The audit log: the same entries in the CLI, the admin API and the console.
+    let entries = audit_cli(&s, &[]);
+    assert!(has(&entries, "cli", "person.add", Some("vera@example.com")));
+    assert!(has(
+        &entries,
+        "vera@example.com",
+        "person.password",
+        Some("vera@example.com")
+    ));
+    assert!(has(
+        &entries,
+        "vera@example.com",
+        "sign_in",
+        Some("vera@example.com")
+    ));
+    assert!(has(
+        &entries,
+        "vera@example.com",
+        "sign_in.failed",
+        Some("vera@example.com")
+    ));
+    assert!(has(&entries, "nobody@example.com", "sign_in.failed", None));
+    assert!(has(&entries, "edna@example.com", "key.create", None));
+    assert!(has(&entries, "admin-token", "sign_in", None));
+    assert!(has(
+        &entries,
+        "admin-token",
+        "person.disable",
+        Some("vera@example.com")
+    ));
+    let ids: Vec<i64> = entries.iter().map(|e| e["id"].as_i64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
+    let failed = audit_cli(
+        &s,
+        &["--action", "sign_in.failed", "--actor", "vera@example.com"],
+    );
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    let (code, _, err) = run(
+        &["audit", "list", "--action", "sign_in.nope"],
+        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+    );
+    assert_eq!(code, Some(4));
+    assert!(err.contains("sign_in.nope"), "{err}");
+
+    let (status, body) = http(addr, "GET", "/admin/v1/audit?limit=1000", Some(TOKEN), b"").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let from_api: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(from_api["entries"].as_array().unwrap(), &entries);
+    let (status, _) = http(addr, "GET", "/admin/v1/audit", None, b"").unwrap();
+    assert_eq!(status, 401);
+    let (status, body) = http(
+        addr,
+        "GET",
+        "/admin/v1/audit?since=yesterday",
+        Some(TOKEN),
+        b"",
+    )
+    .unwrap();
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("yesterday") && body.contains("invalid_request"),
+        "{body}"
+    );
+
+    let page = get(addr, "/console/audit?action=person.disable", &admin_cookie);
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("person.disable") && page.body.contains("vera@example.com"));
+    assert!(
+        !page.body.contains(">key.create<"),
+        "filtered: {}",
+        page.body
+    );
+}
+
+/// A replica of `s`'s database with the same settings: another `flowgate serve`.
+struct Replica {
+    admin: SocketAddr,
+    child: Child,
+}
+
+impl Replica {
+    async fn start(db_url: &str) -> Replica {
+        let admin: SocketAddr = format!("127.0.0.1:{}", flowgate_testkit::free_port())
+            .parse()
+            .unwrap();
+        let api = format!("127.0.0.1:{}", flowgate_testkit::free_port());
+        let child = flowgate()
+            .arg("serve")
+            .env("FLOWGATE__DATABASE__URL", db_url)
+            .env("FLOWGATE__SERVER__LISTEN", &api)
+            .env("FLOWGATE__ADMIN__LISTEN", admin.to_string())
+            .env("FLOWGATE__ADMIN__TOKEN", TOKEN)
+            .env("FLOWGATE__CATALOG__CACHE_PATH", "")
+            .env("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "200")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, _)) = http(admin, "GET", "/readyz", None, b"") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the second replica never got ready"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Replica { admin, child }
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// Multi-threaded: the proxy in front of PostgreSQL runs on this runtime while the test's
+// requests block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_opened_on_one_replica_works_on_another_and_ends_on_both() {
+    let s = Served::start_on(Backend::Postgres, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .expect("PostgreSQL runs (make pg-up)");
+    let other = Replica::start(&s.db.url).await;
+
+    // A sign-in form issued by one replica is accepted by the other (one key in the store).
+    let form = exchange(s.admin, "GET", "/console/sign-in", &[], "");
+    assert_eq!(form.status, 200, "{}", form.body);
+    let pre = format!(
+        "flowgate_console_sign_in={}",
+        form.cookie("flowgate_console_sign_in").unwrap()
+    );
+    let signed = post(
+        other.admin,
+        "/console/sign-in",
+        &pre,
+        &[("csrf", &form.csrf()), ("token", TOKEN)],
+    );
+    assert_eq!(signed.status, 303, "{}", signed.body);
+    let cookie = format!(
+        "flowgate_console={}",
+        signed.cookie("flowgate_console").unwrap()
+    );
+    // The session, opened on the other replica, works on the first, and its CSRF token too.
+    let page = get(s.admin, "/console/experiments", &cookie);
+    assert_eq!(page.status, 200, "{}", page.body);
+    let csrf = page.csrf();
+    let out = post(s.admin, "/console/sign-out", &cookie, &[("csrf", &csrf)]);
+    assert_eq!(out.status, 303);
+    // Signed out on the first: gone on the second as well.
+    let gone = get(other.admin, "/console/experiments", &cookie);
+    assert_eq!(gone.status, 303);
+    // A restart signs nobody out: sessions are in the store.
+    let kept = try_sign_in(other.admin, TOKEN);
+    let (kept_cookie, _) = session_of(other.admin, &kept);
+    drop(other);
+    let restarted = Replica::start(&s.db.url).await;
+    assert_eq!(
+        get(restarted.admin, "/console/experiments", &kept_cookie).status,
+        200
+    );
+}
