@@ -235,6 +235,7 @@ mod tests {
                 experiment: target.as_ref().map(|(status, coverage, ns, variants)| {
                     experiment(i, *status, *coverage, *ns, variants)
                 }),
+                enabled: true,
             })
             .collect();
         let data = CatalogData {

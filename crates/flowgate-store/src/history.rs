@@ -47,6 +47,15 @@ pub(crate) struct ImportEntry {
     pub(crate) sha256: String,
     pub(crate) file: String,
     pub(crate) summary: ImportSummary,
+    /// The audit entry of the write (D28), written in the same transaction with the revisions
+    /// before and after it filled in.
+    pub(crate) audit: Option<flowgate_domain::people::NewAuditEntry>,
+    /// The reviewed change this write applies (D28), decided (applied) in the same
+    /// transaction; a change decided meanwhile undoes the whole write.
+    pub(crate) decision: Option<(
+        flowgate_domain::ids::ChangeId,
+        flowgate_domain::people::ChangeDecision,
+    )>,
 }
 
 /// A row of `catalog_imports` (its `id` is generated and only orders the rows).

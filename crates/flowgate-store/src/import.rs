@@ -18,8 +18,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use flowgate_domain::catalog::{
-    plan_dry_run, plan_import, CatalogDiff, CatalogFile, DryRun, ImportSummary, Problem,
+    plan_dry_run, plan_import, CatalogChange, CatalogDiff, CatalogFile, ChangeError, DryRun,
+    ImportSummary, Problem,
 };
+use flowgate_domain::ids::ChangeId;
+use flowgate_domain::people::{AuditAction, ChangeDecision, NewAuditEntry};
 use flowgate_domain::ports::{CatalogSource, StoreError};
 use time::OffsetDateTime;
 
@@ -196,9 +199,24 @@ pub async fn import_file(
 
 /// Imports catalog text read elsewhere; `path` labels the problems and names the file in the
 /// import history (D19), which records an import that changed the store with the SHA-256 of
-/// `text`'s bytes and `now` as its time.
+/// `text`'s bytes and `now` as its time. The audit log (D28) records it as done by `cli`.
 pub async fn import_text(
     store: &Store,
+    path: &Path,
+    format: FileFormat,
+    text: &str,
+    now: OffsetDateTime,
+) -> Result<ImportReport, ImportError> {
+    import_text_as(store, CLI_ACTOR, path, format, text, now).await
+}
+
+/// Who the audit log names for the command line (D28).
+pub const CLI_ACTOR: &str = "cli";
+
+/// [`import_text`], recorded in the audit log as done by `actor`.
+pub async fn import_text_as(
+    store: &Store,
+    actor: &str,
     path: &Path,
     format: FileFormat,
     text: &str,
@@ -207,14 +225,32 @@ pub async fn import_text(
     let file = parse(path, format, text)?;
     let sha256 = sha256_hex(text.as_bytes());
     let (recorded_sha256, file_name) = (sha256.clone(), path.display().to_string());
+    let actor = actor.to_owned();
     let outcome = store
         .update_catalog(move |stored| {
             let plan = plan_import(file, &stored, now)?;
+            let s = &plan.summary;
+            let audit = NewAuditEntry {
+                at: now,
+                actor,
+                action: AuditAction::CatalogImport,
+                target: Some(file_name.clone()),
+                comment: None,
+                revision_before: None,
+                revision_after: None,
+                detail: serde_json::json!({
+                    "sha256": recorded_sha256, "workspaces": s.workspaces, "apps": s.apps,
+                    "flows": s.flows, "versions": s.versions, "placements": s.placements,
+                    "keys": s.keys,
+                }),
+            };
             let entry = ImportEntry {
                 imported_at: now,
                 sha256: recorded_sha256,
                 file: file_name,
                 summary: plan.summary,
+                audit: Some(audit),
+                decision: None,
             };
             let write = plan.changed.then_some((plan.write, entry));
             Ok((write, (plan.summary, plan.changed, plan.warnings)))
@@ -276,6 +312,190 @@ pub async fn dry_run_text(
             warnings,
         ),
         diff,
+    })
+}
+
+/// What a console change (D28) would do: the catalog revision it is made on, what it changes
+/// (the D19 dry run: users moved per experiment) and its description.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangePreview {
+    /// The stored revision the preview was made on: the change's base.
+    pub revision: u64,
+    /// What would change.
+    pub diff: CatalogDiff,
+    /// One line for people.
+    pub description: String,
+    /// The import's warnings.
+    pub warnings: Vec<String>,
+}
+
+/// A console change applied (D28).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppliedChange {
+    /// The revision it was made on.
+    pub revision_before: u64,
+    /// The revision it left.
+    pub revision: u64,
+    /// What it changed.
+    pub diff: CatalogDiff,
+    /// One line for people.
+    pub description: String,
+}
+
+/// Why a console change was not previewed or applied. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeFailure {
+    /// The catalog changed since the change was made (another change, an import, a schedule).
+    #[error(
+        "the catalog changed since this change was made (revision {base}; it is at {current} \
+         now): nothing was written; look at the change again on the current catalog"
+    )]
+    Stale {
+        /// The revision the change was made on.
+        base: u64,
+        /// The stored revision.
+        current: u64,
+    },
+    /// The change does not fit the catalog (an unknown experiment, a holdout shipped, ...).
+    #[error(transparent)]
+    Change(#[from] ChangeError),
+    /// The catalog after the change would not be valid.
+    #[error("the catalog after this change would not be valid: {}", .0.iter().map(|p| format!("{}: {}", p.pointer, p.message)).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<Problem>),
+    /// The reviewed change was decided (applied, withdrawn) meanwhile.
+    #[error("this change was decided meanwhile; nothing was written")]
+    Decided,
+    /// The store failed.
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl ChangeFailure {
+    /// A stable code for the failure (`stale_base`, the change error's, `invalid_catalog`,
+    /// `already_decided`, `store`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Stale { .. } => "stale_base",
+            Self::Change(e) => e.code(),
+            Self::Invalid(_) => "invalid_catalog",
+            Self::Decided => "already_decided",
+            Self::Store(_) => "store",
+        }
+    }
+}
+
+impl From<StoreError> for ChangeFailure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { ref detail } if detail.contains("decided meanwhile") => {
+                Self::Decided
+            }
+            other => Self::Store(other),
+        }
+    }
+}
+
+/// The users a diff moves, per experiment, as the audit log keeps them.
+fn moved_json(diff: &CatalogDiff) -> serde_json::Value {
+    let status = |s: Option<flowgate_domain::catalog::ExperimentStatus>| s.map(|s| s.as_str());
+    serde_json::Value::Array(
+        diff.experiments
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "experiment_id": e.id.to_string(), "name": e.name,
+                    "placement": e.placement_key,
+                    "status_before": status(e.status_before), "status_after": status(e.status_after),
+                    "change_variant": e.change_variant, "enter": e.enter, "leave": e.leave,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// What `change` would do to the stored catalog (D28's preview, D19's dry run); nothing is
+/// written.
+pub async fn preview_change(
+    store: &Store,
+    change: &CatalogChange,
+    now: OffsetDateTime,
+) -> Result<ChangePreview, ChangeFailure> {
+    let stored = store.load_catalog().await?;
+    let file = change.apply(&stored)?;
+    let DryRun { plan, diff } = plan_dry_run(file, &stored, now).map_err(ChangeFailure::Invalid)?;
+    Ok(ChangePreview {
+        revision: stored.revision,
+        diff,
+        description: change.describe(&stored),
+        warnings: plan.warnings.into_iter().map(|w| w.message).collect(),
+    })
+}
+
+/// Applies `change`, made on catalog revision `base`, through the catalog's one write path
+/// (validation, revision, replicas notified, history), recording who did it and why in the
+/// audit log, and the reviewed change's `decision` when it is one, all in one transaction. A
+/// catalog changed since `base` is [`ChangeFailure::Stale`] and nothing is written.
+pub async fn apply_change(
+    store: &Store,
+    change: &CatalogChange,
+    base: u64,
+    actor: &str,
+    comment: &str,
+    decision: Option<(ChangeId, ChangeDecision)>,
+    now: OffsetDateTime,
+) -> Result<AppliedChange, ChangeFailure> {
+    let change_json = change.to_json();
+    let actor = actor.to_owned();
+    let comment = comment.to_owned();
+    let target = decision.as_ref().map(|(id, _)| id.to_string());
+    let outcome = store
+        .update_catalog(move |stored| {
+            if stored.revision != base {
+                return Err(ChangeFailure::Stale {
+                    base,
+                    current: stored.revision,
+                });
+            }
+            let file = change.apply(&stored)?;
+            let description = change.describe(&stored);
+            let DryRun { plan, diff } =
+                plan_dry_run(file, &stored, now).map_err(ChangeFailure::Invalid)?;
+            if !plan.changed {
+                return Err(ChangeFailure::Change(ChangeError::NoChange(description)));
+            }
+            let sha256 = sha256_hex(change_json.to_string().as_bytes());
+            let audit = NewAuditEntry {
+                at: now,
+                actor: actor.clone(),
+                action: AuditAction::CatalogChange,
+                target,
+                comment: Some(comment).filter(|c| !c.is_empty()),
+                revision_before: None,
+                revision_after: None,
+                detail: serde_json::json!({
+                    "description": description, "change": change_json, "moved": moved_json(&diff),
+                }),
+            };
+            let entry = ImportEntry {
+                imported_at: now,
+                sha256,
+                file: format!("console: {description} (by {actor})"),
+                summary: plan.summary,
+                audit: Some(audit),
+                decision,
+            };
+            Ok((
+                Some((plan.write, entry)),
+                (diff, description, stored.revision),
+            ))
+        })
+        .await?;
+    let ((diff, description, revision_before), revision) = outcome?;
+    Ok(AppliedChange {
+        revision_before,
+        revision,
+        diff,
+        description,
     })
 }
 

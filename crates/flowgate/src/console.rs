@@ -1,14 +1,18 @@
-//! The store's side of the operator console (D24): [`ConsoleBackend`] on the store, with the
-//! functions `flowgate catalog history`, `flowgate import --dry-run` and `flowgate keys` call.
+//! The store's side of the operator console (D24, D28): [`ConsoleBackend`] on the store, with
+//! the functions `flowgate catalog history`, `flowgate import --dry-run` and `flowgate keys`
+//! call, and catalog changes through the import's one write path.
 
 use std::path::Path;
 
-use flowgate_domain::catalog::CatalogData;
-use flowgate_domain::ids::{KeyId, WorkspaceId};
+use flowgate_domain::catalog::{CatalogChange, CatalogData};
+use flowgate_domain::ids::{ChangeId, KeyId, WorkspaceId};
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::people::ChangeDecision;
 use flowgate_domain::ports::{BoxFuture, CatalogSource, KeyStore, StoreError};
-use flowgate_http::console::{ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError};
-use flowgate_store::import::FileFormat;
+use flowgate_http::console::{
+    ChangeOutcome, ChangeRefusal, ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError,
+};
+use flowgate_store::import::{apply_change, preview_change, ChangeFailure, FileFormat};
 use flowgate_store::{dry_run_text, DryRunReport, ImportError, Store};
 use time::OffsetDateTime;
 
@@ -16,6 +20,45 @@ use time::OffsetDateTime;
 pub struct StoreConsole(pub Store);
 
 impl ConsoleBackend for StoreConsole {
+    fn preview_change(
+        &self,
+        change: CatalogChange,
+    ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>> {
+        Box::pin(async move {
+            let previewed = preview_change(&self.0, &change, OffsetDateTime::now_utc())
+                .await
+                .map_err(refusal)?;
+            Ok(ChangeOutcome {
+                revision_before: previewed.revision,
+                revision: previewed.revision,
+                diff: previewed.diff,
+                description: previewed.description,
+            })
+        })
+    }
+
+    fn apply_change(
+        &self,
+        change: CatalogChange,
+        base: u64,
+        actor: String,
+        comment: String,
+        decision: Option<(ChangeId, ChangeDecision)>,
+    ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>> {
+        Box::pin(async move {
+            let now = OffsetDateTime::now_utc();
+            let applied = apply_change(&self.0, &change, base, &actor, &comment, decision, now)
+                .await
+                .map_err(refusal)?;
+            Ok(ChangeOutcome {
+                revision_before: applied.revision_before,
+                revision: applied.revision,
+                diff: applied.diff,
+                description: applied.description,
+            })
+        })
+    }
+
     fn catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>> {
         self.0.load_catalog()
     }
@@ -102,5 +145,17 @@ impl ConsoleBackend for StoreConsole {
 
     fn revoke_key(&self, id: KeyId) -> BoxFuture<'_, Result<KeyRecord, StoreError>> {
         self.0.revoke_key(id, OffsetDateTime::now_utc())
+    }
+}
+
+/// A change's failure as the console shows it.
+fn refusal(failure: ChangeFailure) -> ChangeRefusal {
+    if let ChangeFailure::Store(e) = &failure {
+        tracing::error!(error = %e, "console: a catalog change could not be read or written");
+    }
+    ChangeRefusal {
+        code: failure.code().to_owned(),
+        message: failure.to_string(),
+        unavailable: matches!(failure, ChangeFailure::Store(_)),
     }
 }

@@ -207,6 +207,8 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 backend: Arc::new(crate::console::StoreConsole(store.clone())),
                 people: Arc::new(store.clone()),
                 audit: Arc::new(store.clone()),
+                changes: Arc::new(store.clone()),
+                require_review: config.catalog.require_review,
                 admin_token_sign_in: config.console.admin_token_sign_in,
                 failed_sign_ins_per_account: config.console.failed_sign_ins_per_account,
                 session_lifetime: Duration::from_secs(config.admin.console_session_seconds),

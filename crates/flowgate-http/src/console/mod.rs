@@ -18,6 +18,7 @@
 //! escapes the text in it. Sign-in attempts are rate limited per client address, with the API's
 //! limiter (D10): 429 and `Retry-After` past the limit.
 
+mod changes;
 mod charts;
 mod pages;
 pub mod passwords;
@@ -32,9 +33,11 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, HttpRequest, HttpResponse};
-use flowgate_domain::catalog::{CatalogData, CatalogDiff, ImportSummary};
+use flowgate_domain::catalog::{CatalogChange, CatalogData, CatalogDiff, ImportSummary};
+use flowgate_domain::ids::ChangeId;
 use flowgate_domain::ids::{KeyId, WorkspaceId};
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::people::ChangeDecision;
 use flowgate_domain::ports::{BoxFuture, StoreError};
 use futures_util::StreamExt as _;
 use maud::Markup;
@@ -46,7 +49,7 @@ use crate::token_guard::TokenGuard;
 use flowgate_domain::people::{
     normalize_email, AuditAction, NewAuditEntry, Role, ADMIN_TOKEN_ACTOR,
 };
-use flowgate_domain::ports::{AuditLog, PeopleStore};
+use flowgate_domain::ports::{AuditLog, ChangeStore, PeopleStore};
 use session::{Session, Sessions, Who};
 
 /// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
@@ -113,6 +116,31 @@ pub struct NewKey {
     pub record: KeyRecord,
 }
 
+/// What a catalog change (D28) would do, or did: the revision it is (was) made on, the D19 diff
+/// (users moved per experiment), its description.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangeOutcome {
+    /// The revision the change is made on.
+    pub revision_before: u64,
+    /// The revision after it (the same as before for a preview).
+    pub revision: u64,
+    /// What changes.
+    pub diff: CatalogDiff,
+    /// One line for people.
+    pub description: String,
+}
+
+/// Why a change was not previewed or applied; nothing was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangeRefusal {
+    /// A stable code (`stale_base`, `unknown_variant`, `no_change`, `already_decided`, ...).
+    pub code: String,
+    /// What is wrong, in a sentence quoting the value at fault.
+    pub message: String,
+    /// Whether the store failed (503) rather than the change (409 or 400).
+    pub unavailable: bool,
+}
+
 /// The store's side of the console: what `flowgate catalog`, `flowgate import --dry-run` and
 /// `flowgate keys` read and write, implemented by the binary with the same store functions.
 pub trait ConsoleBackend: Send + Sync {
@@ -142,6 +170,22 @@ pub trait ConsoleBackend: Send + Sync {
     ) -> BoxFuture<'_, Result<NewKey, StoreError>>;
     /// Revokes a key (revoking twice keeps the first time).
     fn revoke_key(&self, id: KeyId) -> BoxFuture<'_, Result<KeyRecord, StoreError>>;
+    /// What `change` would do to the stored catalog (D28), writing nothing.
+    fn preview_change(
+        &self,
+        change: CatalogChange,
+    ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>>;
+    /// Applies `change` made on revision `base` through the catalog's one write path, with
+    /// its audit entry (`actor`, `comment`) and the reviewed change's `decision`, in one
+    /// transaction; a catalog changed since `base` refuses it (`stale_base`).
+    fn apply_change(
+        &self,
+        change: CatalogChange,
+        base: u64,
+        actor: String,
+        comment: String,
+        decision: Option<(ChangeId, ChangeDecision)>,
+    ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>>;
 }
 
 /// What the console needs beyond the admin API's access: the store's side and how long a
@@ -154,6 +198,10 @@ pub struct ConsoleAccess {
     pub people: Arc<dyn PeopleStore>,
     /// The audit log (D28).
     pub audit: Arc<dyn AuditLog>,
+    /// Proposed catalog changes (D28).
+    pub changes: Arc<dyn ChangeStore>,
+    /// Whether console changes wait for another person's approval (`catalog.require_review`).
+    pub require_review: bool,
     /// Whether the admin token signs in (`console.admin_token_sign_in`), as `admin-token`.
     pub admin_token_sign_in: bool,
     /// Failed sign-ins an account may have within [`ACCOUNT_WINDOW`]
@@ -182,6 +230,8 @@ pub struct Console {
     sessions: Sessions,
     people: Arc<dyn PeopleStore>,
     audit: Arc<dyn AuditLog>,
+    changes: Arc<dyn ChangeStore>,
+    require_review: bool,
     admin_token_sign_in: bool,
     failed_sign_ins_per_account: u32,
     /// Sign-in attempts per client address, shared with the admin API's wrong tokens.
@@ -204,6 +254,8 @@ impl Console {
             sessions: Sessions::new(access.session_lifetime, Arc::clone(&access.people)),
             people: access.people,
             audit: access.audit,
+            changes: access.changes,
+            require_review: access.require_review,
             admin_token_sign_in: access.admin_token_sign_in,
             failed_sign_ins_per_account: access.failed_sign_ins_per_account,
             guard,
@@ -722,6 +774,17 @@ async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) ->
         Ok(params) => console.results.report(&path, &params).await,
         Err(e) => Err(e),
     };
+    // The change forms need the catalog as stored; without it the page shows no forms.
+    let forms = match (&report, session.role.allows(Role::Editor)) {
+        (Ok(report), true) => match console.backend.catalog().await {
+            Ok(data) => changes::experiment_forms(&session, &data, report.experiment_id),
+            Err(e) => {
+                tracing::warn!(error = %e, "console: the catalog could not be read for the change forms");
+                maud::html! {}
+            }
+        },
+        _ => maud::html! {},
+    };
     match report {
         Ok(report) => html(
             StatusCode::OK,
@@ -730,6 +793,7 @@ async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) ->
                 &report,
                 from.unwrap_or_default(),
                 to.unwrap_or_default(),
+                forms,
             ),
         ),
         Err(e) => report_failure(&session, &e),
@@ -1296,6 +1360,15 @@ pub(crate) fn scope(
         .service(route!("/sessions").route(web::get().to(people::sessions)))
         .service(route!("/sessions/revoke").route(web::post().to(people::revoke_session)))
         .service(route!("/audit").route(web::get().to(people::audit)))
+        .service(
+            route!("/changes")
+                .route(web::get().to(changes::list))
+                .route(web::post().to(changes::post_change)),
+        )
+        .service(route!("/changes/new").route(web::get().to(changes::new_change)))
+        .service(route!("/changes/{changeId}").route(web::get().to(changes::show)))
+        .service(route!("/changes/{changeId}/approve").route(web::post().to(changes::approve)))
+        .service(route!("/changes/{changeId}/withdraw").route(web::post().to(changes::withdraw)))
         .service(route!("/experiments").route(web::get().to(experiments)))
         .service(route!("/experiments/{experimentId}").route(web::get().to(experiment)))
         .service(route!("/catalog").route(web::get().to(catalog)))

@@ -20,13 +20,14 @@ use crate::explain::Explained;
 use crate::results::{metrics_by_role, verdict_words, Listed, MetricRole};
 
 /// The pages of the navigation: path, label and the role that sees it.
-const NAVIGATION: [(&str, &str, Role); 9] = [
+const NAVIGATION: [(&str, &str, Role); 10] = [
     ("/console/experiments", "Experiments", Role::Viewer),
     ("/console/catalog", "Catalog", Role::Viewer),
     ("/console/explain", "Explain", Role::Viewer),
     ("/console/preview", "Change preview", Role::Viewer),
     ("/console/history", "Import history", Role::Viewer),
     ("/console/keys", "SDK keys", Role::Viewer),
+    ("/console/changes", "Changes", Role::Viewer),
     ("/console/audit", "Audit log", Role::Viewer),
     ("/console/sessions", "Sessions", Role::Viewer),
     ("/console/people", "People", Role::Admin),
@@ -426,6 +427,7 @@ pub(super) fn experiment(
     report: &ExperimentReport,
     from: &str,
     to: &str,
+    change_forms: Markup,
 ) -> Markup {
     let legend: Vec<(String, &'static str)> = report
         .variants
@@ -437,6 +439,7 @@ pub(super) fn experiment(
     let chosen = |method: &str| !setting && report.method.as_str() == method;
     let body = html! {
         (verdict(report))
+        (change_forms)
         p.meta {
             "App " code { (report.app_id) } " · status " span.status { (report.status.as_str()) }
             " · events from " (when(report.from)) " to " (when(report.to))
@@ -812,8 +815,6 @@ pub(super) fn preview(
 
 fn preview_report(preview: &Preview) -> Markup {
     let s = &preview.summary;
-    let status =
-        |s: Option<flowgate_domain::catalog::ExperimentStatus>| s.map_or("absent", |s| s.as_str());
     html! {
         p.meta {
             "The store is at revision " (preview.revision) ". The file holds " (s.workspaces) " workspace(s), "
@@ -824,7 +825,16 @@ fn preview_report(preview: &Preview) -> Markup {
             p.ok role="status" #no-change { "No change: the store already holds everything in this file." }
         }
         @for w in &preview.warnings { p.warning role="status" { strong { "Warning: " } (w) } }
-        @if !preview.diff.experiments.is_empty() {
+        (diff_tables(&preview.diff))
+    }
+}
+
+/// What a diff changes (D19): experiments whose users move, entity changes, rule lists.
+pub(super) fn diff_tables(diff: &flowgate_domain::catalog::CatalogDiff) -> Markup {
+    let status =
+        |s: Option<flowgate_domain::catalog::ExperimentStatus>| s.map_or("absent", |s| s.as_str());
+    html! {
+        @if !diff.experiments.is_empty() {
             h3 { "Experiments whose users move" }
             p.hint { "Shares of the users who reach the experiment's rule." }
             div.table {
@@ -836,7 +846,7 @@ fn preview_report(preview: &Preview) -> Markup {
                         th.num scope="col" { "Outside" } th scope="col" { "Variants" }
                     } }
                     tbody {
-                        @for e in &preview.diff.experiments {
+                        @for e in &diff.experiments {
                             tr data-experiment=(e.id) {
                                 th scope="row" { (e.name) }
                                 td { code { (e.placement_key) } }
@@ -860,13 +870,13 @@ fn preview_report(preview: &Preview) -> Markup {
                 }
             }
         }
-        @if !preview.diff.entities.is_empty() {
+        @if !diff.entities.is_empty() {
             h3 { "Changes" }
             div.table {
                 table #changes {
                     thead { tr { th scope="col" { "Change" } th scope="col" { "Entity" } th scope="col" { "Name" } th scope="col" { "Id" } th scope="col" { "Detail" } } }
                     tbody {
-                        @for c in &preview.diff.entities {
+                        @for c in &diff.entities {
                             tr {
                                 td { (serde_json::to_value(c.change).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()) }
                                 td { (c.entity) } th scope="row" { (c.name) } td { code { (c.id) } } td { (c.detail) }
@@ -876,10 +886,10 @@ fn preview_report(preview: &Preview) -> Markup {
                 }
             }
         }
-        @if !preview.diff.placements.is_empty() {
+        @if !diff.placements.is_empty() {
             h3 { "Rule lists" }
             ul.rule-lists {
-                @for p in &preview.diff.placements {
+                @for p in &diff.placements {
                     li {
                         code { (p.key) } " (app " code { (p.app_id) } "): " (p.rules_before) " → " (p.rules_after) " rule(s)"
                         @for r in &p.rules { "; rule " (r.rule) ": " (r.change.join(", ")) }

@@ -41,7 +41,8 @@ impl Store {
     /// with [`Store::replace_catalog`]'s upsert together with the import's history entry
     /// (`None`: nothing is written), and a value, or an error that ends the transaction
     /// without writing. A write is recorded in `catalog_imports` with the revision it left, in
-    /// the same transaction (D19). On success the revision after the write comes back with the
+    /// the same transaction (D19), as are its audit entry and the decision of the reviewed
+    /// change it applies (D28). On success the revision after the write comes back with the
     /// value.
     pub(crate) async fn update_catalog<T, E, P>(
         &self,
@@ -56,6 +57,7 @@ impl Store {
             .transaction(async |conn| {
                 conn.run(diesel::sql_query(LOCK_CATALOG)).await?;
                 let data = assemble(load_rows(conn).await?)?;
+                let before = data.revision;
                 let (write, value) = match plan(data) {
                     Ok(planned) => planned,
                     Err(e) => return Ok(Err(e)),
@@ -68,13 +70,28 @@ impl Store {
                     None => None,
                 };
                 let revision = conn.row(revision_query()).await?;
+                let after = decode_revision(revision)?;
                 if let Some(entry) = written {
                     conn.run(
                         diesel::insert_into(catalog_imports::table).values(entry.row(revision)?),
                     )
                     .await?;
+                    if let Some(mut audit) = entry.audit {
+                        audit.revision_before = Some(before);
+                        audit.revision_after = Some(after);
+                        crate::audit::insert_audit_in(conn, &audit).await?;
+                    }
+                    if let Some((id, mut decision)) = entry.decision {
+                        decision.applied_revision = Some(after);
+                        if !crate::changes::decide_change_in(conn, id, &decision).await? {
+                            return Err(StoreError::Conflict {
+                                detail: format!("change {id} was decided meanwhile"),
+                            }
+                            .into());
+                        }
+                    }
                 }
-                Ok(Ok((value, decode_revision(revision)?)))
+                Ok(Ok((value, after)))
             })
             .await
     }

@@ -469,3 +469,275 @@ async fn a_session_opened_on_one_replica_works_on_another_and_ends_on_both() {
         200
     );
 }
+
+const DEMO_APP: &str = "d0000000-0000-4000-8000-0000000000a1";
+const DEMO_EXPERIMENT: &str = "d0000000-0000-4000-8000-0000000000c1";
+const DEMO_TRIAL: &str = "d0000000-0000-4000-8000-0000000000b2";
+const DEMO_TRIAL_FLOW: &str = "d0000000-0000-4000-8000-0000000000f3";
+
+/// Imports the demo catalog into `s`'s store; its SDK key.
+fn demo_key(s: &Served) -> String {
+    let (code, out, err) = run(
+        &["demo", "--json"],
+        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+    );
+    assert_eq!(code, Some(0), "demo: {err}");
+    serde_json::from_str::<Value>(&out).unwrap()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The flows the demo paywall gives 40 US users.
+fn paywall_flows(s: &Served, key: &str) -> Vec<String> {
+    (0..40)
+        .map(|i| {
+            let body = serde_json::json!({"user_id": format!("u-{i}"), "session_id": "s",
+                "device_platform": "ios", "attributes": {"country": "US"}});
+            let path = format!("/v1/apps/{DEMO_APP}/placements/paywall/resolve");
+            let (status, reply) =
+                http(s.api, "POST", &path, Some(key), body.to_string().as_bytes()).unwrap();
+            assert_eq!(status, 200, "{reply}");
+            serde_json::from_str::<Value>(&reply).unwrap()["flow_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+async fn wait_all_trial(s: &Served, key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while paywall_flows(s, key).iter().any(|f| f != DEMO_TRIAL_FLOW) {
+        assert!(Instant::now() < deadline, "the shipped flow is not served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A person of `role` signed in: cookie and CSRF token.
+fn person(s: &Served, email: &str, role: &str) -> (String, String) {
+    let link = add(s, email, role);
+    let password = format!("{email} long password");
+    session_of(s.admin, &set_password(s.admin, &link, &password, &password))
+}
+
+/// Opens the ship preview of the trial variant and returns the form's change JSON and base.
+fn ship_preview(s: &Served, cookie: &str) -> (String, String, Answer) {
+    let path =
+        format!("/console/changes/new?kind=ship&experiment={DEMO_EXPERIMENT}&variant={DEMO_TRIAL}");
+    let page = get(s.admin, &path, cookie);
+    assert_eq!(page.status, 200, "{}", page.body);
+    let field = |name: &str| {
+        let at = page
+            .body
+            .find(&format!("name=\"{name}\" value=\""))
+            .unwrap();
+        let start = at + name.len() + 15;
+        let end = start + page.body[start..].find('"').unwrap();
+        page.body[start..end].replace("&quot;", "\"")
+    };
+    (field("change"), field("base"), page)
+}
+
+#[tokio::test]
+async fn an_editor_ships_a_variant_with_a_comment_and_a_stale_change_writes_nothing() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    let key = demo_key(&s);
+    let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
+    let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
+    let (vera, _) = person(&s, "vera@example.com", "viewer");
+
+    // A viewer sees no change form and may not open one.
+    let page = get(
+        s.admin,
+        &format!("/console/experiments/{DEMO_EXPERIMENT}"),
+        &vera,
+    );
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains("change-experiment"));
+    let page = get(
+        s.admin,
+        &format!("/console/experiments/{DEMO_EXPERIMENT}"),
+        &edna,
+    );
+    assert!(page.body.contains("Ship trial"), "{}", page.body);
+    assert_eq!(
+        get(s.admin, "/console/changes/new?kind=ship", &vera).status,
+        403
+    );
+
+    // Both editors open the same change; the dry run shows users moving.
+    let (change, base, preview) = ship_preview(&s, &edna);
+    assert!(preview.body.contains("moved-share"), "{}", preview.body);
+    assert!(preview.body.contains("ship"), "{}", preview.body);
+    let (change2, base2, _) = ship_preview(&s, &ed);
+    assert_eq!((&change, &base), (&change2, &base2));
+    // A comment is required.
+    let empty = post(
+        s.admin,
+        "/console/changes",
+        &edna,
+        &[
+            ("csrf", &edna_csrf),
+            ("change", &change),
+            ("base", &base),
+            ("comment", " "),
+        ],
+    );
+    assert_eq!(empty.status, 400);
+    let before = paywall_flows(&s, &key);
+    assert!(
+        before.iter().any(|f| f != DEMO_TRIAL_FLOW),
+        "control is served before"
+    );
+
+    let applied = post(
+        s.admin,
+        "/console/changes",
+        &edna,
+        &[
+            ("csrf", &edna_csrf),
+            ("change", &change),
+            ("base", &base),
+            ("comment", "trial wins on purchases"),
+        ],
+    );
+    assert_eq!(applied.status, 303, "{}", applied.body);
+    wait_all_trial(&s, &key).await;
+
+    // The second editor's change was made on the old revision: refused, nothing written.
+    let revision = |s: &Served| {
+        let (code, out, _) = run(
+            &["catalog", "history", "--json"],
+            &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+        );
+        assert_eq!(code, Some(0));
+        serde_json::from_str::<Value>(&out).unwrap()[0]["revision"]
+            .as_u64()
+            .unwrap()
+    };
+    let at = revision(&s);
+    let stale = post(
+        s.admin,
+        "/console/changes",
+        &ed,
+        &[
+            ("csrf", &ed_csrf),
+            ("change", &change2),
+            ("base", &base2),
+            ("comment", "me too"),
+        ],
+    );
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert!(stale.body.contains("stale_base") && stale.body.contains("changed since"));
+    assert_eq!(revision(&s), at, "nothing written");
+
+    // The audit log names the editor, the comment and the revisions; the history the change.
+    let entries = audit_cli(&s, &["--action", "catalog.change"]);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["actor"], "edna@example.com");
+    assert_eq!(entries[0]["comment"], "trial wins on purchases");
+    assert_eq!(entries[0]["revision_after"].as_u64(), Some(at));
+    assert_eq!(
+        entries[0]["revision_before"].as_u64(),
+        base.parse::<u64>().ok()
+    );
+    assert!(entries[0]["detail"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("trial"));
+    assert!(has(
+        &audit_cli(&s, &[]),
+        "cli",
+        "catalog.import",
+        Some("demo-catalog.json")
+    ));
+}
+
+#[tokio::test]
+async fn with_review_a_change_waits_for_another_person_and_resolve_is_unchanged_until_then() {
+    let s = Served::start_on(
+        Backend::Sqlite,
+        &[
+            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+            ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
+        ],
+    )
+    .await
+    .unwrap();
+    let key = demo_key(&s);
+    let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
+    let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
+    let (change, base, preview) = ship_preview(&s, &edna);
+    assert!(preview.body.contains("Propose for review"));
+    let proposed = post(
+        s.admin,
+        "/console/changes",
+        &edna,
+        &[
+            ("csrf", &edna_csrf),
+            ("change", &change),
+            ("base", &base),
+            ("comment", "ship it"),
+        ],
+    );
+    assert_eq!(proposed.status, 303, "{}", proposed.body);
+    let at = proposed.header("location").unwrap().to_owned();
+    // Pending: resolve is unchanged.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(paywall_flows(&s, &key).iter().any(|f| f != DEMO_TRIAL_FLOW));
+    let page = get(s.admin, &at, &edna);
+    assert!(
+        page.body.contains("pending") && page.body.contains("id=\"own\""),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("action=\"/console/changes/") || !page.body.contains("approve\""));
+    // The author cannot approve, even by posting.
+    let own = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &edna,
+        &[("csrf", &edna_csrf), ("base", &base), ("comment", "me")],
+    );
+    assert_eq!(own.status, 403, "{}", own.body);
+    // Another editor sees the dry run recomputed and approves.
+    let page = get(s.admin, &at, &ed);
+    assert!(page.body.contains("Approve and apply"), "{}", page.body);
+    let approve_base = {
+        let at = page.body.find("name=\"base\" value=\"").unwrap() + 19;
+        page.body[at..at + page.body[at..].find('"').unwrap()].to_owned()
+    };
+    let approved = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &ed,
+        &[
+            ("csrf", &ed_csrf),
+            ("base", &approve_base),
+            ("comment", "agreed"),
+        ],
+    );
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    wait_all_trial(&s, &key).await;
+    let page = get(s.admin, &at, &ed);
+    assert!(page.body.contains("applied"), "{}", page.body);
+    // Approving twice: already decided.
+    let again = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &ed,
+        &[
+            ("csrf", &ed_csrf),
+            ("base", &approve_base),
+            ("comment", "again"),
+        ],
+    );
+    assert_eq!(again.status, 409);
+    let entries = audit_cli(&s, &[]);
+    assert!(has(&entries, "edna@example.com", "change.propose", None));
+    assert!(has(&entries, "ed@example.com", "change.approve", None));
+    assert!(has(&entries, "ed@example.com", "catalog.change", None));
+}

@@ -1,0 +1,645 @@
+//! Catalog changes from the console (D28): start, pause and stop an experiment, change its
+//! weights and coverage, ship a variant, publish or return to a flow version, turn a rule on
+//! or off.
+//!
+//! Every change goes the same way. Its form (on the experiment's page, or the catalog's)
+//! leads to `GET /console/changes/new?...`, which shows the D19 dry run (users moved per
+//! experiment) on the current catalog and asks for a comment. `POST /console/changes` then
+//! applies it through the catalog's one write path ([`ConsoleBackend::apply_change`]) made on
+//! the revision the dry run was shown on: if the catalog changed since, nothing is written
+//! and the page says so. With `catalog.require_review`, the post records a pending change
+//! instead; another editor or admin approves it (`/console/changes/{id}`), seeing the dry run
+//! recomputed on the catalog of that moment, or its author withdraws it. Nobody approves
+//! their own. Each step is in the audit log.
+//!
+//! [`ConsoleBackend::apply_change`]: super::ConsoleBackend::apply_change
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
+use flowgate_domain::ids::{AppId, ChangeId, ExperimentId, FlowId, VariantId};
+use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord, ChangeState, Role};
+use maud::{html, Markup};
+use time::OffsetDateTime;
+
+use super::pages::{csrf, diff_tables, layout, when};
+use super::session::Session;
+use super::{
+    audit_entry, checked_post, error_page, html, record, see_other, signed_in, store_failure,
+    ChangeOutcome, ChangeRefusal, Console, Data, Fields, PostedForm,
+};
+
+/// Changes the list shows.
+const LISTED: usize = 50;
+/// Longest comment.
+const MAX_COMMENT_CHARS: usize = 2000;
+
+/// The change a form's fields describe: `kind` = `status` (`experiment`, `status`),
+/// `allocation` (`experiment`, `weight.<variant id>`..., `coverage`), `ship` (`experiment`,
+/// `variant`), `publish` (`flow`, `version`) or `rule` (`app`, `placement`, `rule`,
+/// `enabled`).
+fn change_of(fields: &Fields) -> Result<CatalogChange, String> {
+    fn parsed<T: std::str::FromStr>(fields: &Fields, name: &str) -> Result<T, String> {
+        let value = fields.get(name).unwrap_or_default();
+        value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name} is not valid: {value:?}"))
+    }
+    match fields.get("kind").unwrap_or_default() {
+        "status" => {
+            let status = match fields.get("status").unwrap_or_default() {
+                "running" => ExperimentStatus::Running,
+                "paused" => ExperimentStatus::Paused,
+                "concluded" => ExperimentStatus::Concluded,
+                other => {
+                    return Err(format!(
+                        "the status is running, paused or concluded, not {other:?}"
+                    ))
+                }
+            };
+            Ok(CatalogChange::SetExperimentStatus {
+                experiment: parsed::<ExperimentId>(fields, "experiment")?,
+                status,
+            })
+        }
+        "allocation" => {
+            let mut weights = Vec::new();
+            for (name, value) in &fields.0 {
+                if let Some(variant) = name.strip_prefix("weight.") {
+                    let variant: VariantId = variant
+                        .parse()
+                        .map_err(|_| format!("not a variant id: {variant:?}"))?;
+                    let weight: f64 = value
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("a weight is a number, not {value:?}"))?;
+                    weights.push((variant, weight));
+                }
+            }
+            let coverage =
+                match fields.get("coverage").map(str::trim) {
+                    None | Some("") => None,
+                    Some(text) => Some(text.parse::<f64>().map_err(|_| {
+                        format!("the coverage is a number from 0 to 1, not {text:?}")
+                    })?),
+                };
+            Ok(CatalogChange::SetAllocation {
+                experiment: parsed::<ExperimentId>(fields, "experiment")?,
+                weights,
+                coverage,
+            })
+        }
+        "ship" => Ok(CatalogChange::ShipVariant {
+            experiment: parsed::<ExperimentId>(fields, "experiment")?,
+            variant: parsed::<VariantId>(fields, "variant")?,
+        }),
+        "publish" => Ok(CatalogChange::PublishFlowVersion {
+            flow: parsed::<FlowId>(fields, "flow")?,
+            version: parsed::<u32>(fields, "version")?,
+        }),
+        "rule" => Ok(CatalogChange::SetRuleEnabled {
+            app: parsed::<AppId>(fields, "app")?,
+            placement: fields.get("placement").unwrap_or_default().to_owned(),
+            rule: parsed::<usize>(fields, "rule")?,
+            enabled: fields.get("enabled") == Some("true"),
+        }),
+        other => Err(format!(
+            "the kind of change is status, allocation, ship, publish or rule, not {other:?}"
+        )),
+    }
+}
+
+/// A refused change as a page: 503 when the store failed, 409 for a stale base or a change
+/// decided meanwhile, 400 otherwise.
+fn refused(session: &Session, refusal: &ChangeRefusal) -> HttpResponse {
+    let status = if refusal.unavailable {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else if refusal.code == "stale_base" || refusal.code == "already_decided" {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    html(
+        status,
+        layout(
+            Some(session),
+            "Change not made",
+            "/console/changes",
+            html! {
+                p.error role="alert" data-code=(refusal.code) { (refusal.message) }
+                p { a href="/console/changes" { "Back to the changes" } }
+            },
+        ),
+    )
+}
+
+/// The dry run of a change and the form that applies (or proposes) it with a comment.
+fn confirm_markup(
+    session: &Session,
+    change: &CatalogChange,
+    preview: &ChangeOutcome,
+    review: bool,
+) -> Markup {
+    let body = html! {
+        p.description #change-description { (preview.description) }
+        p.meta { "On catalog revision " (preview.revision) ". What it would change:" }
+        (diff_tables(&preview.diff))
+        form #apply-change method="post" action="/console/changes" {
+            (csrf(session))
+            input type="hidden" name="change" value=(change.to_json().to_string());
+            input type="hidden" name="base" value=(preview.revision);
+            label for="comment" { "Why (kept in the audit log)" }
+            textarea #comment name="comment" rows="3" maxlength=(MAX_COMMENT_CHARS) required {}
+            @if review {
+                p.hint { "Changes are reviewed here (catalog.require_review): another editor or admin applies it by approving." }
+                button type="submit" { "Propose for review" }
+            } @else {
+                button type="submit" { "Apply" }
+            }
+        }
+    };
+    layout(
+        Some(session),
+        "Change the catalog",
+        "/console/changes",
+        body,
+    )
+}
+
+/// `GET /console/changes/new?kind=...`: the dry run and the comment form (editor).
+pub(super) async fn new_change(req: HttpRequest, console: Data) -> HttpResponse {
+    let session = match signed_in(&console, &req, Role::Editor).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let fields = super::query_fields(&req);
+    let change = match change_of(&fields) {
+        Ok(change) => change,
+        Err(message) => {
+            return error_page(
+                &session,
+                StatusCode::BAD_REQUEST,
+                "Invalid change",
+                &message,
+            )
+        }
+    };
+    match console.backend.preview_change(change.clone()).await {
+        Ok(preview) => html(
+            StatusCode::OK,
+            confirm_markup(&session, &change, &preview, console.require_review),
+        ),
+        Err(refusal) => refused(&session, &refusal),
+    }
+}
+
+/// The comment of a post: trimmed, required, bounded.
+fn comment_of(fields: &Fields) -> Result<String, String> {
+    let comment = fields.get("comment").unwrap_or_default().trim();
+    if comment.is_empty() {
+        return Err("Say why in the comment: it is kept in the audit log.".to_owned());
+    }
+    if comment.chars().count() > MAX_COMMENT_CHARS {
+        return Err(format!(
+            "A comment has at most {MAX_COMMENT_CHARS} characters."
+        ));
+    }
+    Ok(comment.to_owned())
+}
+
+/// `POST /console/changes`: applies the change (or, with review, proposes it).
+pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let bad = |message: &str| {
+        error_page(
+            &session,
+            StatusCode::BAD_REQUEST,
+            "Change not made",
+            message,
+        )
+    };
+    let change = match serde_json::from_str(fields.get("change").unwrap_or_default())
+        .map_err(|e| e.to_string())
+        .and_then(|json| CatalogChange::from_json(&json).map_err(|e| e.to_string()))
+    {
+        Ok(change) => change,
+        Err(message) => return bad(&message),
+    };
+    let Ok(base) = fields.get("base").unwrap_or_default().parse::<u64>() else {
+        return bad("The form has no catalog revision; open the change again.");
+    };
+    let comment = match comment_of(&fields) {
+        Ok(comment) => comment,
+        Err(message) => return bad(&message),
+    };
+    if console.require_review {
+        let now = OffsetDateTime::now_utc();
+        // The description on the catalog it was proposed on.
+        let description = match console.backend.preview_change(change.clone()).await {
+            Ok(preview) => preview.description,
+            Err(refusal) => return refused(&session, &refusal),
+        };
+        let record_ = ChangeRecord {
+            id: ChangeId::new_v7(now),
+            author: session.actor.clone(),
+            created_at: now,
+            base_revision: base,
+            change: change.to_json(),
+            summary: description.clone(),
+            comment: comment.clone(),
+            state: ChangeState::Pending,
+            decided_by: None,
+            decided_at: None,
+            applied_revision: None,
+            note: None,
+        };
+        if let Err(e) = console.changes.insert_change(record_.clone()).await {
+            return store_failure(&session, "The change was not proposed", &e);
+        }
+        let mut entry = audit_entry(
+            &session.actor,
+            AuditAction::ChangePropose,
+            Some(record_.id.to_string()),
+        );
+        entry.comment = Some(comment);
+        entry.detail = serde_json::json!({"description": description, "change": record_.change});
+        record(&console, entry).await;
+        return see_other(&format!("/console/changes/{}", record_.id));
+    }
+    match console
+        .backend
+        .apply_change(change, base, session.actor.clone(), comment, None)
+        .await
+    {
+        Ok(applied) => see_other(&format!("/console/changes?applied={}", applied.revision)),
+        Err(refusal) => refused(&session, &refusal),
+    }
+}
+
+/// `GET /console/changes`: pending changes, then the latest decided ones.
+pub(super) async fn list(req: HttpRequest, console: Data) -> HttpResponse {
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let applied = super::query_fields(&req).get("applied").map(str::to_owned);
+    let changes = match console.changes.list_changes(None, LISTED).await {
+        Ok(changes) => changes,
+        Err(e) => return store_failure(&session, "The changes could not be read", &e),
+    };
+    let body = html! {
+        @if let Some(revision) = applied {
+            p.ok role="status" #applied { "Applied: the catalog is at revision " (revision) ". Every replica serves it within seconds." }
+        }
+        p.hint { "Changes are made from an experiment's page or the catalog's, each with its dry run and a comment."
+            @if console.require_review { " Here they are reviewed: another editor or admin approves each." } }
+        @if changes.is_empty() {
+            p { "No change was proposed here yet." }
+        } @else {
+            div.table {
+                table #change-list {
+                    thead { tr {
+                        th scope="col" { "Proposed" } th scope="col" { "By" } th scope="col" { "Change" }
+                        th scope="col" { "Comment" } th scope="col" { "State" } th scope="col" { "Decided by" }
+                    } }
+                    tbody {
+                        @for c in &changes {
+                            tr data-state=(c.state.as_str()) {
+                                td { a href=(format!("/console/changes/{}", c.id)) { (when(c.created_at)) } }
+                                td { (c.author) }
+                                td { (c.summary) }
+                                td { (c.comment) }
+                                td.state { (c.state.as_str()) }
+                                td { (c.decided_by.as_deref().unwrap_or("")) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    html(
+        StatusCode::OK,
+        layout(Some(&session), "Changes", "/console/changes", body),
+    )
+}
+
+/// The change of a path, or the answer.
+async fn change_at(
+    console: &Console,
+    session: &Session,
+    id: &str,
+) -> Result<(ChangeRecord, CatalogChange), Box<HttpResponse>> {
+    let not_found = || {
+        Box::new(error_page(
+            session,
+            StatusCode::NOT_FOUND,
+            "Not found",
+            &format!("There is no change {id:?}."),
+        ))
+    };
+    let Ok(parsed) = id.parse::<ChangeId>() else {
+        return Err(not_found());
+    };
+    let found = match console.changes.change(parsed).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return Err(not_found()),
+        Err(e) => {
+            return Err(Box::new(store_failure(
+                session,
+                "The change could not be read",
+                &e,
+            )))
+        }
+    };
+    match CatalogChange::from_json(&found.change) {
+        Ok(change) => Ok((found, change)),
+        Err(e) => Err(Box::new(error_page(
+            session,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Unreadable change",
+            &e.to_string(),
+        ))),
+    }
+}
+
+/// `GET /console/changes/{id}`: the change, its dry run recomputed now, and (pending) the
+/// approval or withdrawal.
+pub(super) async fn show(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
+    let session = match signed_in(&console, &req, Role::Viewer).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let (found, change) = match change_at(&console, &session, &path).await {
+        Ok(found) => found,
+        Err(answer) => return *answer,
+    };
+    let preview = if found.state == ChangeState::Pending {
+        Some(console.backend.preview_change(change).await)
+    } else {
+        None
+    };
+    let own = found.author == session.actor;
+    let may_approve = session.role.allows(Role::Editor) && !own;
+    let body = html! {
+        p.description #change-description { (found.summary) }
+        dl.meta {
+            dt { "Proposed by" } dd #author { (found.author) ", " (when(found.created_at)) " on revision " (found.base_revision) }
+            dt { "Why" } dd.comment { (found.comment) }
+            dt { "State" } dd #change-state { (found.state.as_str()) }
+            @if let Some(by) = &found.decided_by { dt { "Decided by" } dd { (by) @if let Some(at) = found.decided_at { ", " (when(at)) } } }
+            @if let Some(revision) = found.applied_revision { dt { "Applied as revision" } dd { (revision) } }
+            @if let Some(note) = &found.note { dt { "Note" } dd { (note) } }
+        }
+        @match &preview {
+            Some(Ok(preview)) => {
+                h2 { "What it would change now (revision " (preview.revision) ")" }
+                (diff_tables(&preview.diff))
+                @if may_approve {
+                    form #approve method="post" action=(format!("/console/changes/{}/approve", found.id)) {
+                        (csrf(&session))
+                        input type="hidden" name="base" value=(preview.revision);
+                        label for="comment" { "Approval comment" }
+                        textarea #comment name="comment" rows="2" maxlength=(MAX_COMMENT_CHARS) required {}
+                        button type="submit" { "Approve and apply" }
+                    }
+                } @else if own {
+                    p.hint #own { "You proposed this change: another editor or admin approves it." }
+                }
+            }
+            Some(Err(refusal)) => {
+                p.error role="alert" data-code=(refusal.code) { "It cannot be applied to the catalog as it is now: " (refusal.message) }
+            }
+            None => {}
+        }
+        @if found.state == ChangeState::Pending && own {
+            form #withdraw method="post" action=(format!("/console/changes/{}/withdraw", found.id)) {
+                (csrf(&session))
+                button type="submit" { "Withdraw" }
+            }
+        }
+    };
+    html(
+        StatusCode::OK,
+        layout(Some(&session), "Change", "/console/changes", body),
+    )
+}
+
+/// `POST /console/changes/{id}/approve`: another editor or admin applies a pending change on
+/// the revision its recomputed dry run was shown on.
+pub(super) async fn approve(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: PostedForm,
+    console: Data,
+) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let (found, change) = match change_at(&console, &session, &path).await {
+        Ok(found) => found,
+        Err(answer) => return *answer,
+    };
+    if found.author == session.actor {
+        return error_page(
+            &session,
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Nobody approves their own change: another editor or admin does.",
+        );
+    }
+    if found.state != ChangeState::Pending {
+        return error_page(
+            &session,
+            StatusCode::CONFLICT,
+            "Already decided",
+            &format!("This change is {} already.", found.state.as_str()),
+        );
+    }
+    let Ok(base) = fields.get("base").unwrap_or_default().parse::<u64>() else {
+        return error_page(
+            &session,
+            StatusCode::BAD_REQUEST,
+            "Not approved",
+            "The form has no catalog revision; open the change again.",
+        );
+    };
+    let comment = match comment_of(&fields) {
+        Ok(comment) => comment,
+        Err(message) => {
+            return error_page(&session, StatusCode::BAD_REQUEST, "Not approved", &message)
+        }
+    };
+    let now = OffsetDateTime::now_utc();
+    let decision = ChangeDecision {
+        state: ChangeState::Applied,
+        by: session.actor.clone(),
+        at: now,
+        applied_revision: None,
+        note: None,
+    };
+    let mut entry = audit_entry(
+        &session.actor,
+        AuditAction::ChangeApprove,
+        Some(found.id.to_string()),
+    );
+    entry.comment = Some(comment.clone());
+    entry.detail = serde_json::json!({"author": found.author, "description": found.summary});
+    let comment = format!(
+        "{} (proposed by {}: {}; approved: {comment})",
+        found.summary, found.author, found.comment
+    );
+    match console
+        .backend
+        .apply_change(
+            change,
+            base,
+            session.actor.clone(),
+            comment,
+            Some((found.id, decision)),
+        )
+        .await
+    {
+        Ok(applied) => {
+            record(&console, entry).await;
+            see_other(&format!(
+                "/console/changes/{}?applied={}",
+                found.id, applied.revision
+            ))
+        }
+        Err(refusal) => refused(&session, &refusal),
+    }
+}
+
+/// `POST /console/changes/{id}/withdraw`: the author withdraws a pending change.
+pub(super) async fn withdraw(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: PostedForm,
+    console: Data,
+) -> HttpResponse {
+    let fields = match Fields::posted(form) {
+        Ok(fields) => fields,
+        Err(refused) => return *refused,
+    };
+    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
+        Ok(session) => session,
+        Err(answer) => return *answer,
+    };
+    let (found, _) = match change_at(&console, &session, &path).await {
+        Ok(found) => found,
+        Err(answer) => return *answer,
+    };
+    if found.author != session.actor {
+        return error_page(
+            &session,
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Only its author withdraws a change.",
+        );
+    }
+    let decision = ChangeDecision {
+        state: ChangeState::Withdrawn,
+        by: session.actor.clone(),
+        at: OffsetDateTime::now_utc(),
+        applied_revision: None,
+        note: None,
+    };
+    match console.changes.decide_change(found.id, decision).await {
+        Ok(true) => {
+            record(
+                &console,
+                audit_entry(
+                    &session.actor,
+                    AuditAction::ChangeWithdraw,
+                    Some(found.id.to_string()),
+                ),
+            )
+            .await;
+            see_other(&format!("/console/changes/{}", found.id))
+        }
+        Ok(false) => error_page(
+            &session,
+            StatusCode::CONFLICT,
+            "Already decided",
+            "This change was decided meanwhile.",
+        ),
+        Err(e) => store_failure(&session, "The change was not withdrawn", &e),
+    }
+}
+
+/// The change forms of an experiment's page (editor): start, pause or stop, ship a variant,
+/// new weights and coverage. Each leads to the dry run ([`new_change`]).
+pub(super) fn experiment_forms(
+    session: &Session,
+    data: &CatalogData,
+    experiment: ExperimentId,
+) -> Markup {
+    let found = data
+        .workspaces
+        .iter()
+        .flat_map(|w| &w.apps)
+        .flat_map(|a| &a.placements)
+        .flat_map(|p| &p.rules)
+        .filter_map(|r| r.experiment.as_ref())
+        .find(|e| e.id == experiment);
+    let Some(e) = found.filter(|_| session.role.allows(Role::Editor)) else {
+        return html! {};
+    };
+    let status_form = |status: &str, label: &str| {
+        html! {
+            form.inline method="get" action="/console/changes/new" {
+                input type="hidden" name="kind" value="status";
+                input type="hidden" name="experiment" value=(e.id);
+                input type="hidden" name="status" value=(status);
+                button type="submit" { (label) }
+            }
+        }
+    };
+    html! {
+        section #change-experiment {
+            h2 { "Change this experiment" }
+            p.hint { "Each change shows what it would do first, and asks why." }
+            div.actions {
+                @match e.status {
+                    ExperimentStatus::Running => { (status_form("paused", "Pause")) (status_form("concluded", "Stop")) }
+                    ExperimentStatus::Paused => { (status_form("running", "Resume")) (status_form("concluded", "Stop")) }
+                    ExperimentStatus::Draft => { (status_form("running", "Start")) }
+                    ExperimentStatus::Concluded => { (status_form("running", "Start again")) }
+                }
+                @for v in e.variants.iter().filter(|v| v.flow_id.is_some()) {
+                    form.inline.ship method="get" action="/console/changes/new" {
+                        input type="hidden" name="kind" value="ship";
+                        input type="hidden" name="experiment" value=(e.id);
+                        input type="hidden" name="variant" value=(v.id);
+                        button type="submit" data-variant=(v.name) { "Ship " (v.name) }
+                    }
+                }
+            }
+            form #allocation method="get" action="/console/changes/new" {
+                input type="hidden" name="kind" value="allocation";
+                input type="hidden" name="experiment" value=(e.id);
+                @for v in &e.variants {
+                    label for=(format!("weight-{}", v.id)) { "Weight of " (v.name) }
+                    input id=(format!("weight-{}", v.id)) type="number" min="0" step="any" name=(format!("weight.{}", v.id)) value=(v.weight);
+                }
+                label for="coverage" { "Coverage (0 to 1)" }
+                input #coverage type="number" min="0" max="1" step="any" name="coverage" value=(e.coverage.unwrap_or(1.0));
+                button type="submit" { "Preview new weights" }
+            }
+        }
+    }
+}
