@@ -13,8 +13,8 @@ pub mod ids;
 pub mod keys;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
-pub mod placement;
 pub mod people;
+pub mod placement;
 pub mod ports;
 pub mod resolve;
 pub mod results;
