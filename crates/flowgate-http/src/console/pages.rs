@@ -549,8 +549,10 @@ fn catalog_experiment(
 
 /// A placement of the catalog page, its rules in order.
 fn catalog_placement(
+    app: flowgate_domain::ids::AppId,
     p: &PlacementData,
     flow_name: &dyn Fn(Option<flowgate_domain::ids::FlowId>) -> String,
+    editor: bool,
 ) -> Markup {
     html! {
         li.placement {
@@ -558,14 +560,25 @@ fn catalog_placement(
             @if p.rules.is_empty() {
                 " · no rule"
             } @else {
-                ol.rules {
-                    @for r in &p.rules {
-                        li {
+                ol.rules start="0" {
+                    @for (i, r) in p.rules.iter().enumerate() {
+                        li.off[!r.enabled] {
+                            @if !r.enabled { strong { "off: " } }
                             "audience " (audience(r.audience.as_ref())) " → "
                             @if let Some(e) = &r.experiment {
                                 (catalog_experiment(e, flow_name))
                             } @else {
                                 (flow_name(r.flow_id))
+                            }
+                            @if editor {
+                                form.inline.rule-switch method="get" action="/console/changes/new" {
+                                    input type="hidden" name="kind" value="rule";
+                                    input type="hidden" name="app" value=(app);
+                                    input type="hidden" name="placement" value=(p.key);
+                                    input type="hidden" name="rule" value=(i);
+                                    input type="hidden" name="enabled" value=(!r.enabled);
+                                    button type="submit" { @if r.enabled { "Turn off" } @else { "Turn on" } }
+                                }
                             }
                         }
                     }
@@ -577,8 +590,13 @@ fn catalog_placement(
 
 /// The catalog as stored: workspaces, apps, placements with their rules, flows and versions.
 pub(super) fn catalog(session: &Session, data: &CatalogData) -> Markup {
+    let editor = session.role.allows(Role::Editor);
     let body = html! {
-        p.meta { "Revision " (data.revision) " · read-only: change it with " code { "flowgate import" } "." }
+        p.meta {
+            "Revision " (data.revision) ". "
+            @if editor { "Each change below shows its dry run and asks why before it is applied; files go through " code { "flowgate import" } "." }
+            @else { "Editors change it here; files go through " code { "flowgate import" } "." }
+        }
         @for w in &data.workspaces {
             section.workspace {
                 h2 { "Workspace " (w.name) } p.meta { code { (w.id) } }
@@ -593,7 +611,7 @@ pub(super) fn catalog(session: &Session, data: &CatalogData) -> Markup {
                     section.app {
                         h3 { "App " (app.name) } p.meta { code { (app.id) } }
                         h4 { "Placements" }
-                        ul.placements { @for p in &app.placements { (catalog_placement(p, &flow_name)) } }
+                        ul.placements { @for p in &app.placements { (catalog_placement(app.id, p, &flow_name, editor)) } }
                         h4 { "Flows" }
                         div.table {
                             table {
@@ -604,7 +622,19 @@ pub(super) fn catalog(session: &Session, data: &CatalogData) -> Markup {
                                             th scope="row" { (f.name) }
                                             td { code { (f.id) } }
                                             td { @for (i, v) in f.versions.iter().enumerate() { @if i > 0 { ", " } (v.version) } }
-                                            td { @match f.published_version { Some(v) => { "version " (v) } None => { "none" } } }
+                                            td {
+                                                @match f.published_version { Some(v) => { "version " (v) } None => { "none" } }
+                                                @if editor {
+                                                    @for v in f.versions.iter().filter(|v| Some(v.version) != f.published_version) {
+                                                        form.inline.publish method="get" action="/console/changes/new" {
+                                                            input type="hidden" name="kind" value="publish";
+                                                            input type="hidden" name="flow" value=(f.id);
+                                                            input type="hidden" name="version" value=(v.version);
+                                                            button type="submit" { "Publish version " (v.version) }
+                                                        }
+                                                    }
+                                                }
+                                            }
                                         }
                                     }
                                 }
@@ -700,6 +730,9 @@ fn step(s: &Step, flow_name: &dyn Fn(flowgate_domain::ids::FlowId) -> String) ->
                 }
                 @if r.decided { " — " em { "decided" } }
             }
+        },
+        Step::Off(off) => html! {
+            li.step { "Rule " (off.rule) ": off; skipped" }
         },
         // A step this console does not render yet: its JSON, as the admin API gives it.
         other => html! {

@@ -553,7 +553,7 @@ async fn wait_resolve(s: &Served, key: &str, status: u16) {
 /// submission navigates while the element is looked for: chromedriver then aborts the lookup
 /// ("aborted by navigation") or the element found goes stale, and the lookup starts again on
 /// the new page; any other error fails at once.
-async fn text(browser: &Browser, css: &str) -> String {
+pub(crate) async fn text(browser: &Browser, css: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -579,7 +579,7 @@ async fn text(browser: &Browser, css: &str) -> String {
 }
 
 /// Clicks the element `css` selects.
-async fn click(browser: &Browser, css: &str) {
+pub(crate) async fn click(browser: &Browser, css: &str) {
     browser
         .client
         .find(Locator::Css(css))
@@ -591,7 +591,7 @@ async fn click(browser: &Browser, css: &str) {
 }
 
 /// Types `text` into the field `css` selects.
-async fn type_into(browser: &Browser, css: &str, text: &str) {
+pub(crate) async fn type_into(browser: &Browser, css: &str, text: &str) {
     browser
         .client
         .find(Locator::Css(css))
@@ -623,7 +623,7 @@ async fn path_of(browser: &Browser) -> String {
 
 /// Waits until the browser shows `path` (a click that submits a form returns before the next
 /// page has loaded), within 10 s.
-async fn wait_path(browser: &Browser, path: &str) {
+pub(crate) async fn wait_path(browser: &Browser, path: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let now = path_of(browser).await;

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use flowgate_store::Backend;
 use serde_json::Value;
 
-use crate::console::{exchange, post, sign_in, try_sign_in, Answer, TOKEN};
+use crate::browser::Browser;
+use crate::console::{
+    click, exchange, post, sign_in, text, try_sign_in, type_into, wait_path, Answer, TOKEN,
+};
 use crate::support::{flowgate, http, run, Served};
 
 /// The path and query of a link the CLI printed (`http://host:port/console/...`).
@@ -740,4 +743,78 @@ async fn with_review_a_change_waits_for_another_person_and_resolve_is_unchanged_
     assert!(has(&entries, "edna@example.com", "change.propose", None));
     assert!(has(&entries, "ed@example.com", "change.approve", None));
     assert!(has(&entries, "ed@example.com", "catalog.change", None));
+}
+
+/// D28 in a real browser: an editor opens the link `flowgate users add` printed, chooses a
+/// password, ships the demo's trial from the experiment's page with a comment; resolve then
+/// serves the trial's flow to everyone, and the audit log page names the editor and the
+/// comment. Takes the screenshots of docs/console.md's new pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_ships_a_variant_in_a_browser_and_the_audit_log_names_them() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    let key = demo_key(&s);
+    let link = add(&s, "edna@example.com", "editor");
+    let base = format!("http://{}", s.admin);
+    let browser = Browser::start().await;
+    let c = &browser.client;
+
+    c.goto(&format!("{base}{link}")).await.unwrap();
+    wait_path(&browser, "/console/set-password").await;
+    browser.screenshot("set-password").await;
+    type_into(&browser, "#password", "edna's long password").await;
+    type_into(&browser, "#confirm", "edna's long password").await;
+    click(&browser, "#set-password button[type=submit]").await;
+    wait_path(&browser, "/console/experiments").await;
+    assert!(text(&browser, "header .who")
+        .await
+        .contains("edna@example.com (editor)"));
+
+    c.goto(&format!("{base}/console/experiments/{DEMO_EXPERIMENT}"))
+        .await
+        .unwrap();
+    wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
+    click(&browser, "form.ship button[data-variant=trial]").await;
+    wait_path(&browser, "/console/changes/new").await;
+    let described = text(&browser, "#change-description").await;
+    assert!(described.contains("trial"), "{described}");
+    // The dry run: the experiment stops, all its users leave it (for the shipped flow).
+    let moved = text(&browser, "#moved tbody tr").await;
+    assert!(
+        moved.contains("running → concluded") && moved.contains("100.00%"),
+        "{moved}"
+    );
+    type_into(&browser, "#comment", "trial wins on purchases").await;
+    browser.screenshot("change").await;
+    click(&browser, "#apply-change button[type=submit]").await;
+    wait_path(&browser, "/console/changes").await;
+    assert!(text(&browser, "#applied").await.contains("Applied"));
+    wait_all_trial(&s, &key).await;
+
+    c.goto(&format!("{base}/console/audit?action=catalog.change"))
+        .await
+        .unwrap();
+    wait_path(&browser, "/console/audit").await;
+    assert_eq!(
+        text(&browser, "#audit tbody tr td.actor").await,
+        "edna@example.com"
+    );
+    assert_eq!(
+        text(&browser, "#audit tbody tr td.comment").await,
+        "trial wins on purchases"
+    );
+    browser.screenshot("audit").await;
+
+    // An admin's People page (the admin token's break glass, folded on the sign-in page).
+    click(&browser, "form.sign-out button").await;
+    wait_path(&browser, "/console/sign-in").await;
+    click(&browser, "details summary").await;
+    type_into(&browser, "#token", TOKEN).await;
+    click(&browser, "#sign-in button[type=submit]").await;
+    wait_path(&browser, "/console/experiments").await;
+    c.goto(&format!("{base}/console/people")).await.unwrap();
+    wait_path(&browser, "/console/people").await;
+    assert!(text(&browser, "#people").await.contains("edna@example.com"));
+    browser.screenshot("people").await;
 }
