@@ -15,6 +15,7 @@ mod guard;
 mod handlers;
 pub mod metrics;
 mod middleware;
+pub mod oidc;
 pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
