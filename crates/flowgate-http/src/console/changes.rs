@@ -25,7 +25,7 @@ use time::OffsetDateTime;
 use super::pages::{csrf, diff_tables, layout, when};
 use super::session::Session;
 use super::{
-    audit_entry, checked_post, error_page, html, record, see_other, signed_in, store_failure,
+    audit_entry, error_page, html, posted, record, see_other, signed_in, store_failure,
     ChangeOutcome, ChangeRefusal, Console, Data, Fields, PostedForm,
 };
 
@@ -210,12 +210,8 @@ fn comment_of(fields: &Fields) -> Result<String, String> {
 
 /// `POST /console/changes`: applies the change (or, with review, proposes it).
 pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let bad = |message: &str| {
@@ -441,12 +437,8 @@ pub(super) async fn approve(
     form: PostedForm,
     console: Data,
 ) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let (found, change) = match change_at(&console, &session, &path).await {
@@ -531,12 +523,8 @@ pub(super) async fn withdraw(
     form: PostedForm,
     console: Data,
 ) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
-        Ok(session) => session,
+    let (_, session) = match posted(&console, &req, form, Role::Editor).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let (found, _) = match change_at(&console, &session, &path).await {

@@ -406,6 +406,19 @@ async fn checked_post(
     }
 }
 
+/// A post's fields and session, when its form carries the session's CSRF token and the
+/// session may act as `needed`; otherwise the answer ([`Fields::posted`], [`checked_post`]).
+async fn posted(
+    console: &Console,
+    req: &HttpRequest,
+    form: PostedForm,
+    needed: Role,
+) -> Result<(Fields, Session), Box<HttpResponse>> {
+    let fields = Fields::posted(form)?;
+    let session = checked_post(console, req, fields.get("csrf"), needed).await?;
+    Ok((fields, session))
+}
+
 /// Appends `entry` to the audit log; a failure is logged (what it records already happened).
 async fn record(console: &Console, entry: NewAuditEntry) {
     if let Err(e) = console.audit.append_audit(entry.clone()).await {
@@ -681,12 +694,8 @@ async fn password_sign_in(
 
 /// `POST /console/sign-out`
 async fn sign_out(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Viewer).await {
-        Ok(session) => session,
+    let (_, session) = match posted(&console, &req, form, Role::Viewer).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     if let Err(e) = console.sessions.close(&session).await {
@@ -837,12 +846,8 @@ async fn explain_form(req: HttpRequest, console: Data) -> HttpResponse {
 
 /// `POST /console/explain`: the D18 trace of a request.
 async fn explain_run(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Viewer).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Viewer).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let input = pages::ExplainInput {
@@ -1085,12 +1090,8 @@ async fn keys(req: HttpRequest, console: Data) -> HttpResponse {
 
 /// `POST /console/keys`: creates a key, and redirects (303) to the page that shows it once.
 async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let invalid = |message: String| {
@@ -1228,12 +1229,8 @@ async fn revoke(
     form: PostedForm,
     console: Data,
 ) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Editor).await {
-        Ok(session) => session,
+    let (_, session) = match posted(&console, &req, form, Role::Editor).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let record = match revoked_key(&console, &req, &path).await {

@@ -26,8 +26,8 @@ use time::OffsetDateTime;
 use super::pages::{csrf, layout, when};
 use super::session::{self, Session, Who};
 use super::{
-    audit_entry, checked_post, error_page, html, open_session, passwords, record, see_other,
-    signed_in, store_failure, Console, Data, Fields, PostedForm,
+    audit_entry, error_page, html, open_session, passwords, posted, record, see_other, signed_in,
+    store_failure, Console, Data, Fields, PostedForm,
 };
 
 /// How long a sign-in link works (D28).
@@ -357,12 +357,8 @@ fn people_markup(
 
 /// `POST /console/people` (admin): adds a person and shows their sign-in link once.
 pub(super) async fn add_person(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Admin).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Admin).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let (console, session) = (&console, &session);
@@ -431,12 +427,8 @@ pub(super) async fn change_person(
     form: PostedForm,
     console: Data,
 ) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Admin).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Admin).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let person = match path.parse::<PersonId>() {
@@ -598,12 +590,8 @@ pub(super) async fn revoke_session(
     form: PostedForm,
     console: Data,
 ) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    let session = match checked_post(&console, &req, fields.get("csrf"), Role::Viewer).await {
-        Ok(session) => session,
+    let (fields, session) = match posted(&console, &req, form, Role::Viewer).await {
+        Ok(posted) => posted,
         Err(answer) => return *answer,
     };
     let target = fields.get("session").unwrap_or_default().to_owned();
