@@ -13,12 +13,13 @@
 // killed) takes its provider with it instead of leaving it listening.
 //
 // Clients, both redirecting to http://127.0.0.1:9999/console/oidc/callback (nothing listens
-// there: the test reads the code from the redirect's Location):
+// there: the test reads the code from the redirect's Location) and to the REDIRECT_URIS:
 //   client-a / secret-a  ID tokens signed RS256 (kid "rsa-1")
 //   client-b / secret-b  ID tokens signed ES256 (kid "ec-1")
 // Accounts: any login and password are accepted (the development forms); the login is the
 // account's id, its email `<login>@flowgate.test` (verified), its groups
-// ["flowgate-editors", "staff"]. Scope `groups` asks for the groups claim.
+// ["flowgate-editors", "staff"]; a login beginning with `outsider` has the email
+// `<login>@elsewhere.test` and no groups. Scope `groups` asks for the groups claim.
 import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
@@ -38,7 +39,11 @@ if (!Number.isInteger(requested) || requested < 0 || requested > 65535) {
 // read the keys from the JWKS like any relying party anyway.
 const jwks = JSON.parse(readFileSync(new URL('./test-keys.json', import.meta.url), 'utf8'));
 
-const REDIRECT_URI = 'http://127.0.0.1:9999/console/oidc/callback';
+// REDIRECT_URIS (comma-separated) adds the callbacks of consoles a test starts.
+const REDIRECT_URIS = [
+  'http://127.0.0.1:9999/console/oidc/callback',
+  ...(process.env.REDIRECT_URIS ?? '').split(',').filter(Boolean),
+];
 
 const { TLS_CERT_FILE: certFile, TLS_KEY_FILE: keyFile } = process.env;
 const tls = Boolean(certFile && keyFile);
@@ -53,7 +58,7 @@ server.listen(requested, '127.0.0.1', () => {
       {
         client_id: 'client-a',
         client_secret: 'secret-a',
-        redirect_uris: [REDIRECT_URI],
+        redirect_uris: REDIRECT_URIS,
         response_types: ['code'],
         grant_types: ['authorization_code'],
         token_endpoint_auth_method: 'client_secret_basic',
@@ -62,7 +67,7 @@ server.listen(requested, '127.0.0.1', () => {
       {
         client_id: 'client-b',
         client_secret: 'secret-b',
-        redirect_uris: [REDIRECT_URI],
+        redirect_uris: REDIRECT_URIS,
         response_types: ['code'],
         grant_types: ['authorization_code'],
         token_endpoint_auth_method: 'client_secret_basic',
@@ -88,12 +93,13 @@ server.listen(requested, '127.0.0.1', () => {
       return {
         accountId: id,
         async claims() {
+          const outsider = id.startsWith('outsider');
           return {
             sub: id,
-            email: `${id}@flowgate.test`,
+            email: `${id}@${outsider ? 'elsewhere.test' : 'flowgate.test'}`,
             email_verified: true,
             name: id,
-            groups: ['flowgate-editors', 'staff'],
+            groups: outsider ? [] : ['flowgate-editors', 'staff'],
           };
         },
       };

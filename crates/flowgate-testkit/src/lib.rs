@@ -25,15 +25,20 @@
 //! [`TestCa`] and [`TlsProxy`] give TLS tests certificates of their own: a proxy in front of
 //! PostgreSQL presents the certificate the test issued (another host, another authority).
 //!
+//! [`OidcProvider`] is a real OpenID Connect provider (Node's `oidc-provider`) for sign-in
+//! tests.
+//!
 //! Setup failures panic on purpose: this is test code, and a broken setup must stop the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod matrix;
 mod nats;
+mod oidc_provider;
 mod proxy;
 mod tls;
 
 pub use nats::{NatsCluster, NatsServer};
+pub use oidc_provider::OidcProvider;
 
 /// A port on 127.0.0.1 that was free a moment ago (bound, then released): for a server a test
 /// starts, or as an address nothing listens on.

@@ -326,6 +326,12 @@ pub struct OidcConfig {
     pub redirect_url: String,
     /// The ID token claim listing a person's groups.
     pub groups_claim: String,
+    /// The scopes asked for (`openid` is always asked): add the one that puts
+    /// `groups_claim` in the ID token when the provider needs one (often `groups`).
+    pub scopes: Vec<String>,
+    /// A PEM file of the authorities that sign the provider's TLS certificate (a private
+    /// one); empty: the system's roots.
+    pub ca_file: String,
     /// Who gets which role: the highest role of the rules that match; no match: refused.
     pub roles: Vec<OidcRoleRule>,
 }
@@ -352,6 +358,8 @@ impl Default for OidcConfig {
             client_secret: String::new(),
             redirect_url: String::new(),
             groups_claim: "groups".into(),
+            scopes: vec!["openid".into(), "email".into(), "profile".into()],
+            ca_file: String::new(),
             roles: Vec::new(),
         }
     }
@@ -365,6 +373,8 @@ impl fmt::Debug for OidcConfig {
             .field("client_secret", &"<redacted>")
             .field("redirect_url", &self.redirect_url)
             .field("groups_claim", &self.groups_claim)
+            .field("scopes", &self.scopes)
+            .field("ca_file", &self.ca_file)
             .field("roles", &self.roles)
             .finish()
     }

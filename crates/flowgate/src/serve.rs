@@ -213,6 +213,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 failed_sign_ins_per_account: config.console.failed_sign_ins_per_account,
                 session_lifetime: Duration::from_secs(config.admin.console_session_seconds),
                 background: background.work(),
+                oidc: crate::console::oidc_access(&config.console.oidc),
             })
     };
 

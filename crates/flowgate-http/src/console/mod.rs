@@ -1,15 +1,17 @@
-//! The operator console (D24): server-rendered pages on the admin listener at `/console/`,
-//! present only with `admin.token`.
+//! The operator console (D24, D28): server-rendered pages on the admin listener at
+//! `/console/`, present only with `admin.token`.
 //!
-//! Experiments with their results drawn as SVG charts, the catalog (read-only), explain, the
-//! change preview of a catalog file and the import history, and SDK keys. Every page calls the
+//! Experiments with their results drawn as SVG charts, the catalog and changes to it
+//! (`changes.rs`, reviewed when asked), explain, the change preview of a catalog file and the
+//! import history, SDK keys, people and the audit log (`people.rs`). Every page calls the
 //! functions the admin API and the command line call: results and explain are
 //! [`crate::results`]' and [`crate::explain`]'s; the store's side (the catalog as stored, the
 //! import history, the dry run of a file, keys) is the [`ConsoleBackend`] port, which the binary
 //! implements with the store functions its commands use.
 //!
-//! Security: signing in with the admin token opens a session (`session.rs`); without one every
-//! page redirects to the sign-in page. Every form carries the session's CSRF token and every
+//! Security: signing in (a password, `passwords.rs`; OpenID Connect, `openid.rs`; or the admin
+//! token) opens a session in the store (`session.rs`); without one every page redirects to the
+//! sign-in page; each page and post needs a role. Every form carries the session's CSRF token and every
 //! post without it is refused (403) before anything is read or written. Every response carries
 //! a Content-Security-Policy that allows no script, no frame and only this console's stylesheet,
 //! `X-Frame-Options: DENY`, `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`
@@ -20,6 +22,7 @@
 
 mod changes;
 mod charts;
+mod openid;
 mod pages;
 pub mod passwords;
 pub mod people;
@@ -50,6 +53,7 @@ use flowgate_domain::people::{
     normalize_email, AuditAction, NewAuditEntry, Role, ADMIN_TOKEN_ACTOR,
 };
 use flowgate_domain::ports::{AuditLog, ChangeStore, PeopleStore};
+pub use openid::{OidcAccess, RoleMatch, RoleRule, PENDING_LIFETIME};
 use session::{Session, Sessions, Who};
 
 /// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
@@ -211,6 +215,8 @@ pub struct ConsoleAccess {
     pub session_lifetime: Duration,
     /// Where previews run, one at a time, off the admin listener's worker.
     pub background: crate::background::Background,
+    /// OpenID Connect sign-in (`[console.oidc]`), when configured.
+    pub oidc: Option<OidcAccess>,
 }
 
 impl std::fmt::Debug for ConsoleAccess {
@@ -239,6 +245,7 @@ pub struct Console {
     explain: Arc<ExplainAccess>,
     results: Arc<ResultsAccess>,
     background: crate::background::Background,
+    oidc: Option<openid::OidcSignIn>,
 }
 
 impl Console {
@@ -262,6 +269,7 @@ impl Console {
             explain,
             results,
             background: access.background,
+            oidc: access.oidc.map(openid::OidcSignIn::new),
         }
     }
 }
@@ -473,6 +481,7 @@ async fn sign_in_form(
     };
     let methods = pages::SignInMethods {
         admin_token: console.admin_token_sign_in,
+        oidc: console.oidc.as_ref().map(openid::OidcSignIn::label),
     };
     let mut response = html(status, pages::sign_in(&token, &methods, message));
     // A cookie built here is always a valid header.
@@ -1343,6 +1352,8 @@ pub(crate) fn scope(
                 .route(web::post().to(sign_in)),
         )
         .service(route!("/sign-out").route(web::post().to(sign_out)))
+        .service(route!("/oidc/start").route(web::get().to(openid::start)))
+        .service(route!("/oidc/callback").route(web::get().to(openid::callback)))
         .service(
             route!("/set-password")
                 .route(web::get().to(people::set_password_page))

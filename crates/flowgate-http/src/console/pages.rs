@@ -129,6 +129,8 @@ fn p_value(p: f64) -> String {
 pub(super) struct SignInMethods {
     /// The admin token's break-glass form (`console.admin_token_sign_in`).
     pub admin_token: bool,
+    /// The OpenID provider's name, when people may sign in there (`[console.oidc]`).
+    pub oidc: Option<String>,
 }
 
 /// The sign-in page, its forms carrying `token`, with `message` when a try failed: an email
@@ -137,6 +139,10 @@ pub(super) fn sign_in(token: &str, methods: &SignInMethods, message: Option<&str
     let body = html! {
         @if let Some(message) = message {
             p.error role="alert" { (message) }
+        }
+        @if let Some(provider) = &methods.oidc {
+            p { a #oidc-sign-in .button href="/console/oidc/start" { "Sign in with " (provider) } }
+            p.hint { "Or with an email and password:" }
         }
         form #password-sign-in method="post" action="/console/sign-in" {
             input type="hidden" name="csrf" value=(token);
@@ -167,6 +173,29 @@ pub(super) fn sign_in(token: &str, methods: &SignInMethods, message: Option<&str
         }
     };
     layout(None, "Sign in", "", body)
+}
+
+/// The OpenID callback's answer: signed in, moving on to the console. A page, not a redirect:
+/// the session cookie (`SameSite=Strict`) is not sent on a redirect chain that began on the
+/// provider's site, but is on this page's own navigation.
+pub(super) fn signed_in_elsewhere() -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content="0; url=/console/experiments";
+                title { "Signed in · flowgate console" }
+                link rel="stylesheet" href="/console/style.css";
+            }
+            body {
+                main #main {
+                    h1 { "Signed in" }
+                    p { a #continue href="/console/experiments" { "Continue to the console" } }
+                }
+            }
+        }
+    }
 }
 
 /// A signed-in page that reports a failure.

@@ -159,6 +159,15 @@ impl SignInTokens {
         Self { key }
     }
 
+    /// A key for `purpose`, derived from the console key (HMAC-SHA-256 of the purpose).
+    pub fn derive(&self, purpose: &[u8]) -> [u8; 32] {
+        use hmac::Mac;
+        hmac_sha256(&self.key, purpose)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
     fn sign(&self, body: &[u8; 16]) -> [u8; 16] {
         use hmac::Mac;
         let mac = hmac_sha256(&self.key, body).finalize().into_bytes();

@@ -1,20 +1,17 @@
 //! OpenID Connect sign-in (D28, `flowgate_http::oidc`) against a real provider: panva's
-//! `oidc-provider` (`reliability/oidc-provider/provider.js`), one per test on a free port,
-//! installed with `npm ci` the first time. A test signs in as a person would, without a
-//! browser: it follows the authorization URL with an HTTP client that keeps cookies, posts the
-//! provider's login and consent forms, and reads the code from the redirect to the console.
+//! `oidc-provider` (`flowgate_testkit::OidcProvider`), one per test on a free port. A test
+//! signs in as a person would, without a browser: it follows the authorization URL with an
+//! HTTP client that keeps cookies, posts the provider's login and consent forms, and reads the
+//! code from the redirect to the console.
 //! A test that cannot install or start the provider fails; none is skipped.
 
-use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use flowgate_http::oidc::{Identity, OidcClient, OidcSettings, PendingSignIn};
-use flowgate_testkit::{ServerCert, TestCa};
+use flowgate_testkit::{OidcProvider, ServerCert, TestCa};
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use serde_json::Value;
@@ -26,47 +23,11 @@ const REDIRECT_URL: &str = "http://127.0.0.1:9999/console/oidc/callback";
 /// The account the tests sign in as; provider.js derives its claims from the login.
 const LOGIN: &str = "ada";
 
-fn provider_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../reliability/oidc-provider")
-}
-
-/// `npm ci` into the provider's folder when its `node_modules` is missing or older than its
-/// lock file, under a file lock: nextest runs each test in its own process, several at once.
-fn install_provider(dir: &Path) {
-    let lock = std::fs::File::create(dir.join(".install.lock")).expect("the install lock file");
-    lock.lock().expect("the install lock");
-    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let installed = modified(dir.join("node_modules/.package-lock.json"));
-    let wanted = modified(dir.join("package-lock.json"))
-        .expect("reliability/oidc-provider/package-lock.json");
-    if installed.is_some_and(|installed| installed >= wanted) {
-        return;
-    }
-    let status = Command::new("npm")
-        .args([
-            "ci",
-            "--no-audit",
-            "--no-fund",
-            "--ignore-scripts",
-            "--loglevel=error",
-        ])
-        .current_dir(dir)
-        .status()
-        .expect("npm (Node.js 20 or later) must be installed to run the OpenID Connect tests");
-    assert!(
-        status.success(),
-        "npm ci in {} failed: {status}",
-        dir.display()
-    );
-}
-
-/// A running `provider.js`; stopped when dropped (and, should the test process die, when its
-/// standard input closes).
+/// A running provider ([`OidcProvider`]) whose discovery document answers.
 struct Provider {
-    child: Child,
+    /// Stopped when this is dropped.
+    _inner: OidcProvider,
     issuer: String,
-    /// The certificate files of an https provider, removed with it.
-    _tls_dir: Option<tempfile::TempDir>,
 }
 
 impl Provider {
@@ -81,49 +42,11 @@ impl Provider {
     }
 
     async fn start_with(cert: Option<&ServerCert>) -> Provider {
-        let dir = provider_dir();
-        install_provider(&dir);
-        let mut command = Command::new("node");
-        command
-            .arg("provider.js")
-            .arg("0")
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let tls_dir = cert.map(|cert| {
-            let tls_dir = tempfile::tempdir().unwrap();
-            std::fs::write(tls_dir.path().join("cert.pem"), &cert.cert_pem).unwrap();
-            std::fs::write(tls_dir.path().join("key.pem"), &cert.key_pem).unwrap();
-            command
-                .env("TLS_CERT_FILE", tls_dir.path().join("cert.pem"))
-                .env("TLS_KEY_FILE", tls_dir.path().join("key.pem"));
-            tls_dir
-        });
-        let child = command
-            .spawn()
-            .expect("node (Node.js 20 or later) must be installed to run the OpenID Connect tests");
-        // Owned at once, so a failure from here on stops the provider too (`Drop`).
-        let mut provider = Provider {
-            child,
-            issuer: String::new(),
-            _tls_dir: tls_dir,
+        let inner = OidcProvider::start(cert, &[]);
+        let provider = Provider {
+            issuer: inner.issuer.clone(),
+            _inner: inner,
         };
-        // The first line says where it listens; the rest is drained so the pipe never fills.
-        let stdout = provider.child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            for _ in lines {}
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("provider.js did not say where it listens within 30 s (see its stderr)");
-        let started: Value = serde_json::from_str(&line).unwrap();
-        provider.issuer = started["issuer"].as_str().unwrap().to_owned();
         provider.wait_for_discovery(cert.is_some()).await;
         provider
     }
@@ -163,13 +86,6 @@ impl Provider {
 
     async fn client(&self, client: &str) -> OidcClient {
         OidcClient::discover(self.settings(client)).await.unwrap()
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

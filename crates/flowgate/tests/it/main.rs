@@ -12,6 +12,7 @@ mod durability;
 mod faults;
 mod jetstream;
 mod keys;
+mod oidc;
 mod operators;
 mod people;
 mod quickstart;

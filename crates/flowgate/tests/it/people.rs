@@ -95,12 +95,12 @@ fn session_of(addr: SocketAddr, answer: &Answer) -> (String, String) {
     (cookie, page.csrf())
 }
 
-fn get(addr: SocketAddr, path: &str, cookie: &str) -> Answer {
+pub(crate) fn get(addr: SocketAddr, path: &str, cookie: &str) -> Answer {
     exchange(addr, "GET", path, &[("Cookie", cookie)], "")
 }
 
 /// The audit log as `flowgate audit list --json` prints it.
-fn audit_cli(s: &Served, args: &[&str]) -> Vec<Value> {
+pub(crate) fn audit_cli(s: &Served, args: &[&str]) -> Vec<Value> {
     let mut all = vec!["audit", "list", "--json"];
     all.extend_from_slice(args);
     let (code, out, err) = run(&all, &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())]);
@@ -112,7 +112,7 @@ fn audit_cli(s: &Served, args: &[&str]) -> Vec<Value> {
         .clone()
 }
 
-fn has(entries: &[Value], actor: &str, action: &str, target: Option<&str>) -> bool {
+pub(crate) fn has(entries: &[Value], actor: &str, action: &str, target: Option<&str>) -> bool {
     entries.iter().any(|e| {
         e["actor"] == actor && e["action"] == action && target.is_none_or(|t| e["target"] == t)
     })

@@ -94,6 +94,8 @@ pub struct Launch {
     pub log_file: Option<std::path::PathBuf>,
     /// The `/readyz` status the start waits for; `ready` when `None`.
     pub ready_status: Option<&'static str>,
+    /// The admin listener's port (a free one when `None`), for a test that must name it first.
+    pub admin_port: Option<u16>,
 }
 
 /// A served binary over a test database: PostgreSQL through a proxy the test can cut, or a
@@ -189,7 +191,8 @@ impl Served {
             Backend::Sqlite => None,
         };
         let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let admin_port = launch.admin_port.unwrap_or_else(free_port);
+        let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
         let settings = settings
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
