@@ -18,7 +18,8 @@ on one PostgreSQL database and one NATS JetStream stream, as an operator does it
 5. the current release starts from the previous one's catalog cache file while the database is
    unreachable, and resolves;
 6. rolled back: the previous release serves alone against the migrated schema;
-7. every accepted event is stored exactly once: counted.
+7. every accepted event is stored exactly once: counted; a person the current release added
+   in step 3 (D28) and its audit entry are still listed.
 
 Needs PostgreSQL on 127.0.0.1:5432 (user postgres, trust; FLOWGATE_TEST_PG_URL's server),
 psql, and nats-server. Exits non-zero with the step that failed; stops by itself.
@@ -38,6 +39,7 @@ import time
 import uuid
 
 APP = "d0000000-0000-4000-8000-0000000000a1"
+PERSON = "upgrade-editor@example.com"
 WORKSPACE = "d0000000-0000-4000-8000-000000000001"
 FLOW = "d0000000-0000-4000-8000-0000000000f1"
 FLOW_VERSION = "d0000000-0000-4000-8000-0000000000e1"
@@ -356,6 +358,11 @@ def main():
         load.aim(serve_old, serve_new)
         resolve_ok(serve_new, key, "current release beside the previous")
         events_flow(load, "both releases serving")
+        # People and the audit log (D28), written by the current release; read again after
+        # the rollback in step 7.
+        person = json.loads(world.run(new, "users", "add", PERSON, "--role", "editor", "--json"))
+        if person.get("email") != PERSON:
+            fail("users add answered %s" % person)
         ingest_old.stop()
         ingest_new = Process(world, new, "ingest")
         events_flow(load, "current ingest consuming both releases' messages")
@@ -454,6 +461,13 @@ def main():
                 len(accepted), len(set(stored) & accepted), len(unknown), load.statuses))
         ingest_new.stop()
         ingest_old.stop()
+        people = json.loads(world.run(new, "users", "list", "--json"))
+        audit = json.loads(world.run(new, "audit", "list", "--json"))
+        if PERSON not in json.dumps(people) or not any(
+                e.get("action") == "person.add" and e.get("target") == PERSON for e in audit):
+            fail("after the rollback the current release lists %s and audit %s" % (people, audit))
+        log("a person and their audit entry, written by the current release, kept across the "
+            "rollback")
         log("passed")
     finally:
         if load and load.running:

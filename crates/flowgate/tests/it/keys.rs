@@ -99,6 +99,14 @@ async fn create_list_revoke(s: &Served) {
         "{}",
         list(false)
     );
+    // Both recorded in the audit log as done from the command line (D28).
+    let audit = crate::people::audit_cli(s, &["--actor", "cli"]);
+    for action in ["key.create", "key.revoke"] {
+        assert!(
+            crate::people::has(&audit, "cli", action, Some(&id)),
+            "{action} of {id}: {audit:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

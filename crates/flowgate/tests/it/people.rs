@@ -818,3 +818,250 @@ async fn an_editor_ships_a_variant_in_a_browser_and_the_audit_log_names_them() {
     assert!(text(&browser, "#people").await.contains("edna@example.com"));
     browser.screenshot("people").await;
 }
+
+/// The hidden fields of each form of class `class` on a page, in order.
+fn forms_of(body: &str, class: &str) -> Vec<Vec<(String, String)>> {
+    let marker = format!("<form class=\"{class}\"");
+    body.match_indices(&marker)
+        .map(|(at, _)| {
+            let form = &body[at..at + body[at..].find("</form>").unwrap()];
+            form.split("<input type=\"hidden\" ")
+                .skip(1)
+                .map(|input| {
+                    let attr = |name: &str| {
+                        let start = input.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                        input[start..start + input[start..].find('"').unwrap()].to_owned()
+                    };
+                    (attr("name"), attr("value"))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Opens the change a catalog page's form asks for and applies it with `comment`.
+fn apply_form(s: &Served, cookie: &str, csrf: &str, fields: &[(String, String)], comment: &str) {
+    let query: Vec<String> = fields.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    let page = get(
+        s.admin,
+        &format!("/console/changes/new?{}", query.join("&")),
+        cookie,
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    let field = |name: &str| {
+        let at = page
+            .body
+            .find(&format!("name=\"{name}\" value=\""))
+            .unwrap();
+        let start = at + name.len() + 15;
+        let end = start + page.body[start..].find('"').unwrap();
+        page.body[start..end].replace("&quot;", "\"")
+    };
+    let applied = post(
+        s.admin,
+        "/console/changes",
+        cookie,
+        &[
+            ("csrf", csrf),
+            ("change", &field("change")),
+            ("base", &field("base")),
+            ("comment", comment),
+        ],
+    );
+    assert_eq!(applied.status, 303, "{}", applied.body);
+}
+
+/// Resolve's answer for onboarding once it satisfies `done`, within 10 s (replicas read a
+/// catalog change within their refresh interval).
+async fn wait_onboarding(s: &Served, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, reply) = crate::support::resolve_onboarding(s);
+        assert_eq!(status, 200, "{reply}");
+        if done(&reply) {
+            return reply;
+        }
+        assert!(Instant::now() < deadline, "resolve still answers {reply}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_editor_publishes_a_flow_version_and_turns_a_rule_off_from_the_catalog_page() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    // A third version of the onboarding flow, not published.
+    let mut doc = crate::fixtures::catalog_json();
+    let flow = &mut doc["workspaces"][0]["apps"][0]["flows"][0];
+    flow["versions"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({
+            "id": "40000000-0000-4000-8000-0000000000f3", "version": 3, "schema_version": 3,
+            "fonts": [], "flow_schema": {"screens": ["v3"]}
+        }));
+    crate::support::import(&s.db.url, &doc);
+    let before = wait_onboarding(&s, |r| r["flow_version"] == 2).await;
+    let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
+    let (vera, _) = person(&s, "vera@example.com", "viewer");
+
+    // A viewer's catalog page has no change forms.
+    let page = get(s.admin, "/console/catalog", &vera);
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(forms_of(&page.body, "inline publish").is_empty());
+    assert!(forms_of(&page.body, "inline rule-switch").is_empty());
+
+    // Publish version 3, then go back to version 2: each through its dry run and a comment.
+    let page = get(s.admin, "/console/catalog", &edna);
+    let publish = forms_of(&page.body, "inline publish");
+    let to_v3 = publish
+        .iter()
+        .find(|f| f.contains(&("version".into(), "3".into())))
+        .unwrap_or_else(|| panic!("a form publishing version 3: {publish:?}"));
+    apply_form(&s, &edna, &edna_csrf, to_v3, "version 3 is ready");
+    wait_onboarding(&s, |r| r["flow_version"] == 3).await;
+    let page = get(s.admin, "/console/catalog", &edna);
+    let back = forms_of(&page.body, "inline publish")
+        .into_iter()
+        .find(|f| f.contains(&("version".into(), "2".into())))
+        .expect("a form going back to version 2");
+    apply_form(&s, &edna, &edna_csrf, &back, "back to 2");
+    wait_onboarding(&s, |r| r["flow_version"] == 2).await;
+
+    // Turn the first onboarding rule off: resolve no longer serves its flow; then on again.
+    let page = get(s.admin, "/console/catalog", &edna);
+    let switch = forms_of(&page.body, "inline rule-switch");
+    let off = switch
+        .iter()
+        .find(|f| {
+            f.contains(&("placement".into(), "onboarding".into()))
+                && f.contains(&("enabled".into(), "false".into()))
+        })
+        .unwrap_or_else(|| panic!("a form turning an onboarding rule off: {switch:?}"))
+        .clone();
+    apply_form(&s, &edna, &edna_csrf, &off, "pause onboarding");
+    let during = wait_onboarding(&s, |r| r["flow_id"] != before["flow_id"]).await;
+    let page = get(s.admin, "/console/catalog", &edna);
+    assert!(page.body.contains("off: "), "{}", page.body);
+    let on: Vec<(String, String)> = off
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.clone(),
+                if n == "enabled" {
+                    "true".into()
+                } else {
+                    v.clone()
+                },
+            )
+        })
+        .collect();
+    apply_form(&s, &edna, &edna_csrf, &on, "resume onboarding");
+    wait_onboarding(&s, |r| r["flow_id"] == before["flow_id"]).await;
+    assert_ne!(during["flow_id"], before["flow_id"]);
+
+    let entries = audit_cli(&s, &["--action", "catalog.change"]);
+    let comments: Vec<&str> = entries
+        .iter()
+        .map(|e| e["comment"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        comments,
+        [
+            "resume onboarding",
+            "pause onboarding",
+            "back to 2",
+            "version 3 is ready"
+        ]
+    );
+    assert!(entries.iter().all(|e| e["actor"] == "edna@example.com"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_deletes_expired_sessions_and_audit_entries_past_retention_when_it_starts() {
+    use flowgate_domain::ids::PersonId;
+    use flowgate_domain::people::{
+        sha256_hex, AuditAction, AuditQuery, NewAuditEntry, Person, Role, SessionRecord,
+    };
+    use flowgate_domain::ports::{AuditLog as _, PeopleStore as _};
+    use time::OffsetDateTime;
+
+    let mut s = Served::start_on(
+        Backend::Sqlite,
+        &[
+            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+            ("FLOWGATE__AUDIT__RETENTION_DAYS", "30"),
+        ],
+    )
+    .await
+    .unwrap();
+    let store = s.db.store.clone();
+    let now = OffsetDateTime::now_utc();
+    let ada = Person::new(PersonId::new_v7(now), "ada@example.com", Role::Viewer, now).unwrap();
+    store.add_person(ada.clone()).await.unwrap();
+    let session = |id: &str, expires_at: OffsetDateTime| SessionRecord {
+        id_hash: sha256_hex(id.as_bytes()),
+        person_id: Some(ada.id),
+        actor: ada.email.clone(),
+        role: Role::Viewer,
+        csrf: "c".repeat(64),
+        created_at: now - time::Duration::days(2),
+        expires_at,
+        address: None,
+    };
+    let ended = session("ended", now - time::Duration::hours(1));
+    let open = session("open", now + time::Duration::hours(1));
+    store.create_session(ended.clone()).await.unwrap();
+    store.create_session(open.clone()).await.unwrap();
+    let entry = |at: OffsetDateTime, target: &str| NewAuditEntry {
+        at,
+        actor: "cli".into(),
+        action: AuditAction::PersonAdd,
+        target: Some(target.into()),
+        comment: None,
+        revision_before: None,
+        revision_after: None,
+        detail: Value::Null,
+    };
+    store
+        .append_audit(entry(now - time::Duration::days(31), "old@example.com"))
+        .await
+        .unwrap();
+    store
+        .append_audit(entry(now - time::Duration::days(29), "kept@example.com"))
+        .await
+        .unwrap();
+    let targets = |entries: Vec<flowgate_domain::people::AuditEntry>| -> Vec<String> {
+        entries.into_iter().filter_map(|e| e.target).collect()
+    };
+    let before = now - time::Duration::days(3);
+    assert!(store
+        .session(&ended.id_hash, before)
+        .await
+        .unwrap()
+        .is_some());
+
+    // The housekeeping runs when serve starts, then hourly.
+    s.kill9();
+    s.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let gone = store
+            .session(&ended.id_hash, before)
+            .await
+            .unwrap()
+            .is_none();
+        let audit = targets(store.list_audit(&AuditQuery::latest(100)).await.unwrap());
+        if gone && !audit.iter().any(|t| t == "old@example.com") {
+            assert!(audit.iter().any(|t| t == "kept@example.com"), "{audit:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after the restart: expired session gone {gone}, audit {audit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(store.session(&open.id_hash, now).await.unwrap().is_some());
+}
