@@ -1163,16 +1163,43 @@ async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpRe
                 "environment": environment.to_string(), "name": created.record.name,
             });
             record(&console, entry).await;
-            // Post/Redirect/Get: reloading the page that shows the key creates no other.
-            console.sessions.hold_new_key(&session, created);
-            see_other(KEY_CREATED_PATH)
+            // Post/Redirect/Get: reloading the page that shows the key creates no other. The
+            // key travels to that page sealed in a cookie bound to this session, so whichever
+            // replica serves the page shows it, once.
+            let sealed = match console.sessions.sign_in_tokens().await {
+                Ok(tokens) => {
+                    let plain = serde_json::json!({
+                        "key": created.key.expose(), "record": created.record,
+                    });
+                    session::seal(
+                        tokens,
+                        NEW_KEY_PURPOSE,
+                        session.id_hash.as_bytes(),
+                        plain.to_string().as_bytes(),
+                    )
+                    .ok()
+                }
+                Err(_) => None,
+            };
+            match sealed {
+                Some(sealed) => {
+                    let mut response = see_other(session::NEW_KEY_PATH);
+                    let cookie = session::new_key_cookie(&req, sealed, NEW_KEY_LIFETIME);
+                    let _ = response.add_cookie(&cookie);
+                    response
+                }
+                // Shown here, then: a reload of this answer asks before posting again.
+                None => html(StatusCode::OK, pages::key_created(&session, &created)),
+            }
         }
         Err(e) => store_failure(&session, "The key was not created", &e),
     }
 }
 
-/// Where a created key is shown, once.
-const KEY_CREATED_PATH: &str = "/console/keys/created";
+/// What a created key's cookie is sealed for.
+const NEW_KEY_PURPOSE: &[u8] = b"flowgate console new key v1";
+/// How long a created key's cookie lasts (the redirect follows at once).
+const NEW_KEY_LIFETIME: Duration = Duration::from_secs(120);
 
 /// `GET /console/keys/created`: the key the session just created, shown this once; after
 /// that (a reload), the keys.
@@ -1181,10 +1208,32 @@ async fn key_created(req: HttpRequest, console: Data) -> HttpResponse {
         Ok(session) => session,
         Err(answer) => return *answer,
     };
-    match console.sessions.take_new_key(&session) {
+    let created = match (
+        req.cookie(session::NEW_KEY_COOKIE),
+        console.sessions.sign_in_tokens().await,
+    ) {
+        (Some(cookie), Ok(tokens)) => session::open(
+            tokens,
+            NEW_KEY_PURPOSE,
+            session.id_hash.as_bytes(),
+            cookie.value(),
+        )
+        .and_then(|plain| serde_json::from_slice::<serde_json::Value>(&plain).ok())
+        .and_then(|plain| {
+            Some(NewKey {
+                key: ApiKey::parse(plain["key"].as_str()?).ok()?,
+                record: serde_json::from_value(plain["record"].clone()).ok()?,
+            })
+        }),
+        _ => None,
+    };
+    let mut response = match created {
         Some(created) => html(StatusCode::OK, pages::key_created(&session, &created)),
         None => see_other("/console/keys"),
-    }
+    };
+    let removal = session::new_key_cookie(&req, String::new(), Duration::ZERO);
+    let _ = response.add_cookie(&removal);
+    response
 }
 
 /// The key of a revoke request's path and query, with its record.

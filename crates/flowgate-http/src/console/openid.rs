@@ -3,8 +3,8 @@
 //!
 //! - `GET /console/oidc/start` discovers the provider (once, again after a failure), begins a
 //!   sign-in and sends the browser to the provider. The sign-in's state, nonce and PKCE
-//!   verifier travel in a cookie sealed with AES-256-GCM under a key derived from the
-//!   deployment's console key (every replica reads it from the store), so whichever replica
+//!   verifier travel in a cookie sealed ([`super::session::seal`]) with AES-256-GCM under a key
+//!   derived from the deployment's console key (every replica reads it from the store), so whichever replica
 //!   the callback reaches can open it and the browser cannot read it. The cookie is
 //!   `HttpOnly`, `Path=/console/oidc`, `SameSite=Lax` (the callback is a navigation from the
 //!   provider's site, which a `Strict` cookie would not reach) and lasts [`PENDING_LIFETIME`].
@@ -30,8 +30,6 @@ use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
 use flowgate_domain::ids::PersonId;
 use flowgate_domain::people::{AuditAction, Person, PersonUpdate, Role};
 use time::OffsetDateTime;
@@ -46,8 +44,6 @@ pub(crate) const PENDING_COOKIE: &str = "flowgate_oidc";
 const PENDING_PATH: &str = "/console/oidc";
 /// How long a person may take at the provider.
 pub const PENDING_LIFETIME: Duration = Duration::from_secs(600);
-/// The sealed cookie's format: its version, then the sealed bytes.
-const SEALED_PREFIX: &str = "v1.";
 /// The actor of refusals before anyone is known.
 const OIDC_ACTOR: &str = "oidc";
 
@@ -128,54 +124,21 @@ pub fn role_for(identity: &Identity, rules: &[RoleRule]) -> Option<Role> {
         .max()
 }
 
-/// The AES-256-GCM key that seals pending sign-ins, derived from the console key.
-fn sealing_key(tokens: &SignInTokens) -> ring::aead::LessSafeKey {
-    let key = tokens.derive(b"flowgate console oidc pending sign-in v1");
-    // A 32-byte key is what AES-256-GCM takes.
-    let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &key)
-        .unwrap_or_else(|_| unreachable!("AES-256-GCM takes a 32-byte key"));
-    ring::aead::LessSafeKey::new(unbound)
-}
+/// What pending sign-ins are sealed for.
+const PURPOSE: &[u8] = b"flowgate console oidc pending sign-in v1";
 
-/// `pending`, sealed for the cookie: `v1.` and base64url of a random 96-bit nonce and the
-/// ciphertext of its JSON with the tag.
+/// `pending`, sealed for the cookie ([`super::session::seal`]).
 fn seal(tokens: &SignInTokens, pending: &PendingSignIn) -> Result<String, getrandom::Error> {
-    let mut nonce = [0u8; 12];
-    getrandom::fill(&mut nonce)?;
-    let mut bytes = serde_json::to_vec(pending)
+    let json = serde_json::to_vec(pending)
         .unwrap_or_else(|_| unreachable!("a pending sign-in is plain strings and a time"));
-    sealing_key(tokens)
-        .seal_in_place_append_tag(
-            ring::aead::Nonce::assume_unique_for_key(nonce),
-            ring::aead::Aad::from(PENDING_COOKIE.as_bytes()),
-            &mut bytes,
-        )
-        .unwrap_or_else(|_| unreachable!("a few hundred bytes fit AES-GCM"));
-    let mut sealed = nonce.to_vec();
-    sealed.extend_from_slice(&bytes);
-    Ok(format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(sealed)))
+    super::session::seal(tokens, PURPOSE, PENDING_COOKIE.as_bytes(), &json)
 }
 
 /// The pending sign-in `text` seals, when this deployment sealed it, it is not older than
 /// [`PENDING_LIFETIME`] at `now` and not from the future.
 fn open(tokens: &SignInTokens, text: &str, now: OffsetDateTime) -> Option<PendingSignIn> {
-    let sealed = URL_SAFE_NO_PAD
-        .decode(text.strip_prefix(SEALED_PREFIX)?)
-        .ok()?;
-    if sealed.len() < 12 + 16 || sealed.len() > 4096 {
-        return None;
-    }
-    let (nonce, rest) = sealed.split_at(12);
-    let mut rest = rest.to_vec();
-    let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
-    let plain = sealing_key(tokens)
-        .open_in_place(
-            nonce,
-            ring::aead::Aad::from(PENDING_COOKIE.as_bytes()),
-            &mut rest,
-        )
-        .ok()?;
-    let pending: PendingSignIn = serde_json::from_slice(plain).ok()?;
+    let plain = super::session::open(tokens, PURPOSE, PENDING_COOKIE.as_bytes(), text)?;
+    let pending: PendingSignIn = serde_json::from_slice(&plain).ok()?;
     let age = now - pending.created_at;
     let lifetime = time::Duration::seconds(i64::try_from(PENDING_LIFETIME.as_secs()).ok()?);
     (age <= lifetime && age >= -time::Duration::minutes(1)).then_some(pending)
@@ -507,6 +470,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine as _;
 
     fn identity(email: Option<&str>, verified: bool, groups: &[&str]) -> Identity {
         Identity {

@@ -12,8 +12,7 @@
 //! and accepted for an hour. A pair of cookie and field made up elsewhere (say, a cookie
 //! planted by a sibling domain) is refused, so another site cannot sign a browser in either.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::cookie::{Cookie, SameSite};
@@ -23,12 +22,14 @@ use flowgate_domain::people::{sha256_hex, Role, SessionRecord};
 use flowgate_domain::ports::{PeopleStore, StoreError};
 use time::OffsetDateTime;
 
-use super::NewKey;
-
 /// The session cookie.
 pub(crate) const SESSION_COOKIE: &str = "flowgate_console";
 /// The sign-in form's double-submit cookie.
 pub(crate) const SIGN_IN_COOKIE: &str = "flowgate_console_sign_in";
+/// The cookie of a key just created (sealed).
+pub(crate) const NEW_KEY_COOKIE: &str = "flowgate_new_key";
+/// Where a key just created is shown, once.
+pub(crate) const NEW_KEY_PATH: &str = "/console/keys/created";
 /// Where the console's cookies are sent.
 const COOKIE_PATH: &str = "/console";
 /// How long a sign-in form may be left open before it is posted.
@@ -89,10 +90,6 @@ pub(crate) struct Sessions {
     people: Arc<dyn PeopleStore>,
     /// The sign-in form's token signer, its key read from the store once.
     tokens: tokio::sync::OnceCell<SignInTokens>,
-    /// A key each session created and has not shown yet (by session id hash): the key
-    /// creation's post redirects to the page that shows it once (Post/Redirect/Get). Kept by
-    /// the replica that created it (a key is shown once; another replica shows none).
-    held: Mutex<HashMap<String, NewKey>>,
 }
 
 impl From<getrandom::Error> for SessionError {
@@ -211,6 +208,69 @@ impl SignInTokens {
     }
 }
 
+/// The sealed form's version prefix.
+const SEALED_PREFIX: &str = "v1.";
+
+/// `plain` sealed with AES-256-GCM (`ring`) under the console key's derivation for `purpose`,
+/// bound to `bound` (associated data): `v1.` and base64url of a random 96-bit nonce, the
+/// ciphertext and the tag. For what a cookie carries that the browser must not read or alter
+/// and any replica must open.
+pub(crate) fn seal(
+    tokens: &SignInTokens,
+    purpose: &[u8],
+    bound: &[u8],
+    plain: &[u8],
+) -> Result<String, getrandom::Error> {
+    use base64::Engine as _;
+    let mut nonce = [0u8; 12];
+    getrandom::fill(&mut nonce)?;
+    let mut bytes = plain.to_vec();
+    sealing_key(tokens, purpose)
+        .seal_in_place_append_tag(
+            ring::aead::Nonce::assume_unique_for_key(nonce),
+            ring::aead::Aad::from(bound),
+            &mut bytes,
+        )
+        .unwrap_or_else(|_| unreachable!("a cookie's few hundred bytes fit AES-GCM"));
+    let mut sealed = nonce.to_vec();
+    sealed.extend_from_slice(&bytes);
+    Ok(format!(
+        "{SEALED_PREFIX}{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed)
+    ))
+}
+
+/// What [`seal`] sealed in `text` for `purpose` and `bound`; `None` for anything else (another
+/// key, purpose or binding, one altered bit, another version, not base64, over 4 KiB).
+pub(crate) fn open(
+    tokens: &SignInTokens,
+    purpose: &[u8],
+    bound: &[u8],
+    text: &str,
+) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let sealed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text.strip_prefix(SEALED_PREFIX)?)
+        .ok()?;
+    if sealed.len() < 12 + 16 || sealed.len() > 4096 {
+        return None;
+    }
+    let (nonce, rest) = sealed.split_at(12);
+    let mut rest = rest.to_vec();
+    let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+    let plain = sealing_key(tokens, purpose)
+        .open_in_place(nonce, ring::aead::Aad::from(bound), &mut rest)
+        .ok()?;
+    Some(plain.to_vec())
+}
+
+fn sealing_key(tokens: &SignInTokens, purpose: &[u8]) -> ring::aead::LessSafeKey {
+    let key = tokens.derive(purpose);
+    let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &key)
+        .unwrap_or_else(|_| unreachable!("AES-256-GCM takes a 32-byte key"));
+    ring::aead::LessSafeKey::new(unbound)
+}
+
 /// 32 random bytes from the operating system, as 64 hex digits.
 pub(crate) fn random_token() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 32];
@@ -225,7 +285,6 @@ impl Sessions {
             lifetime,
             people,
             tokens: tokio::sync::OnceCell::new(),
-            held: Mutex::new(HashMap::new()),
         }
     }
 
@@ -290,30 +349,8 @@ impl Sessions {
 
     /// Closes a session (signing out).
     pub async fn close(&self, session: &Session) -> Result<(), StoreError> {
-        self.held().remove(&session.id_hash);
         self.people.delete_session(&session.id_hash).await?;
         Ok(())
-    }
-
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, NewKey>> {
-        self.held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Holds `key`, just created by `session`, until the session's next look at it (one). At
-    /// most one key a session, and a bounded number in all.
-    pub fn hold_new_key(&self, session: &Session, key: NewKey) {
-        let mut held = self.held();
-        if held.len() >= 256 {
-            held.clear();
-        }
-        held.insert(session.id_hash.clone(), key);
-    }
-
-    /// The key `session` created and has not seen yet; it is then forgotten (shown once).
-    pub fn take_new_key(&self, session: &Session) -> Option<NewKey> {
-        self.held().remove(&session.id_hash)
     }
 }
 
@@ -344,6 +381,18 @@ fn cookie(
 /// The cookie that carries a session's `id`.
 pub(crate) fn session_cookie(req: &HttpRequest, id: String, lifetime: Duration) -> Cookie<'static> {
     cookie(req, SESSION_COOKIE, id, lifetime)
+}
+
+/// The cookie that carries a key just created to the page that shows it once (sealed), or
+/// removes it (`value` empty, `max_age` zero).
+pub(crate) fn new_key_cookie(
+    req: &HttpRequest,
+    value: String,
+    max_age: Duration,
+) -> Cookie<'static> {
+    let mut cookie = cookie(req, NEW_KEY_COOKIE, value, max_age);
+    cookie.set_path(NEW_KEY_PATH);
+    cookie
 }
 
 /// The sign-in form's cookie, holding `token`.

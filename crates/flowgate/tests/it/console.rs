@@ -431,14 +431,25 @@ async fn the_console_refuses_what_a_session_did_not_ask_for() {
     assert_eq!(created.status, 303, "{}", created.body);
     assert_eq!(created.header("location"), Some("/console/keys/created"));
     assert_eq!(listed_keys(&s, fixtures::WS1).len(), before.len() + 1);
+    // The key travels sealed in a cookie of that page alone (any replica opens it).
+    let sealed = created.cookie("flowgate_new_key").unwrap();
+    assert!(
+        sealed.starts_with("v1.") && !sealed.contains("fg_test_"),
+        "{sealed}"
+    );
     let shown = exchange(
         admin,
         "GET",
         "/console/keys/created",
-        &[("Cookie", &cookie)],
+        &[("Cookie", &format!("{cookie}; flowgate_new_key={sealed}"))],
         "",
     );
     assert_eq!(shown.status, 200, "{}", shown.body);
+    assert_eq!(
+        shown.cookie("flowgate_new_key").as_deref(),
+        Some(""),
+        "removed"
+    );
     shown.assert_security_headers("the new key's page");
     assert!(
         shown.body.contains("id=\"new-key\">fg_test_"),
@@ -1328,11 +1339,12 @@ async fn a_webhook_key_is_created_listed_and_revoked_in_the_console() {
     allowed.push(("csrf", &csrf));
     let created = post(admin, "/console/keys", &cookie, &allowed);
     assert_eq!(created.status, 303, "{}", created.body);
+    let sealed = created.cookie("flowgate_new_key").unwrap();
     let shown = exchange(
         admin,
         "GET",
         "/console/keys/created",
-        &[("Cookie", &cookie)],
+        &[("Cookie", &format!("{cookie}; flowgate_new_key={sealed}"))],
         "",
     );
     assert_eq!(shown.status, 200, "{}", shown.body);

@@ -457,6 +457,41 @@ async fn a_session_opened_on_one_replica_works_on_another_and_ends_on_both() {
     let page = get(s.admin, "/console/experiments", &cookie);
     assert_eq!(page.status, 200, "{}", page.body);
     let csrf = page.csrf();
+    // A key created on one replica is shown, once, by the other (the page it redirects to).
+    let created = post(
+        s.admin,
+        "/console/keys",
+        &cookie,
+        &[
+            ("csrf", &csrf),
+            ("workspace", crate::fixtures::WS1),
+            ("environment", "test"),
+            ("type", "sdk"),
+            ("name", "across replicas"),
+        ],
+    );
+    assert_eq!(created.status, 303, "{}", created.body);
+    let sealed = format!(
+        "{cookie}; flowgate_new_key={}",
+        created.cookie("flowgate_new_key").unwrap()
+    );
+    let shown = get(other.admin, "/console/keys/created", &sealed);
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert!(
+        shown.body.contains("id=\"new-key\">fg_test_"),
+        "{}",
+        shown.body
+    );
+    // Bound to its session: another session's page does not open it.
+    let another = try_sign_in(other.admin, TOKEN);
+    let (another_cookie, _) = session_of(other.admin, &another);
+    let foreign = format!(
+        "{another_cookie}; flowgate_new_key={}",
+        created.cookie("flowgate_new_key").unwrap()
+    );
+    let refused = get(other.admin, "/console/keys/created", &foreign);
+    assert_eq!(refused.status, 303, "{}", refused.body);
+    assert!(!refused.body.contains("fg_test_"));
     let out = post(s.admin, "/console/sign-out", &cookie, &[("csrf", &csrf)]);
     assert_eq!(out.status, 303);
     // Signed out on the first: gone on the second as well.
