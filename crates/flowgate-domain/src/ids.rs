@@ -105,6 +105,10 @@ uuid_id!(
     /// A proposed catalog change (D28).
     ChangeId
 );
+uuid_id!(
+    /// A staged rollout (D29).
+    RolloutId
+);
 
 /// A time-ordered UUIDv7 stamped with `at`; its random bits come from the operating system's
 /// generator.
@@ -138,6 +142,13 @@ impl PersonId {
 
 impl ChangeId {
     /// A new time-ordered UUIDv7 stamped with `at`: changes list in the order they came.
+    pub fn new_v7(at: time::OffsetDateTime) -> Self {
+        Self(uuid_v7(at))
+    }
+}
+
+impl RolloutId {
+    /// A new time-ordered UUIDv7 stamped with `at`: rollouts list in the order they began.
     pub fn new_v7(at: time::OffsetDateTime) -> Self {
         Self(uuid_v7(at))
     }

@@ -18,6 +18,7 @@ pub mod placement;
 pub mod ports;
 pub mod resolve;
 pub mod results;
+pub mod rollouts;
 pub(crate) mod shown;
 pub mod sticky;
 pub mod store_notifications;

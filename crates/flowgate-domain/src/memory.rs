@@ -53,6 +53,10 @@ struct State {
     last_audit_id: i64,
     /// Proposed catalog changes by id.
     changes: BTreeMap<ChangeId, ChangeRecord>,
+    /// Rollouts (D29) by id.
+    rollouts: BTreeMap<crate::ids::RolloutId, crate::rollouts::Rollout>,
+    /// Leases: holder and expiry by name.
+    leases: BTreeMap<String, (String, OffsetDateTime)>,
 }
 
 /// In-memory catalog, key and event storage.
@@ -693,5 +697,129 @@ impl ChangeStore for InMemoryStore {
             _ => false,
         };
         ready(Ok(decided))
+    }
+}
+
+impl crate::ports::RolloutStore for InMemoryStore {
+    fn insert_rollout(
+        &self,
+        rollout: crate::rollouts::Rollout,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let mut state = self.lock();
+        let result = match state.rollouts.entry(rollout.id) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(rollout);
+                Ok(())
+            }
+            std::collections::btree_map::Entry::Occupied(_) => Err(StoreError::Conflict {
+                detail: format!("rollout {} exists", rollout.id),
+            }),
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn rollout(
+        &self,
+        id: crate::ids::RolloutId,
+    ) -> BoxFuture<'_, Result<Option<crate::rollouts::Rollout>, StoreError>> {
+        let found = self.lock().rollouts.get(&id).cloned();
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn list_rollouts(
+        &self,
+        state: Option<crate::rollouts::RolloutState>,
+    ) -> BoxFuture<'_, Result<Vec<crate::rollouts::Rollout>, StoreError>> {
+        let mut listed: Vec<crate::rollouts::Rollout> = self
+            .lock()
+            .rollouts
+            .values()
+            .filter(|r| state.is_none_or(|s| r.state == s))
+            .cloned()
+            .collect();
+        listed.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| b.id.cmp(&a.id))
+        });
+        Box::pin(std::future::ready(Ok(listed)))
+    }
+
+    fn apply_step(
+        &self,
+        id: crate::ids::RolloutId,
+        step: crate::rollouts::AppliedStep,
+        change: Option<crate::ports::StateChange>,
+    ) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let mut state = self.lock();
+        let applied = match state.rollouts.get_mut(&id) {
+            Some(r)
+                if !r.applied.iter().any(|s| s.index == step.index)
+                    && change.as_ref().is_none_or(|(from, _, _)| r.state == *from) =>
+            {
+                if let Some((_, to, reason)) = change {
+                    r.state = to;
+                    r.reason = reason;
+                    r.updated_at = step.applied_at;
+                }
+                r.applied.push(step);
+                r.applied.sort_by_key(|s| s.index);
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(applied)))
+    }
+
+    fn set_rollout_state(
+        &self,
+        id: crate::ids::RolloutId,
+        (from, to, reason): crate::ports::StateChange,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<bool, StoreError>> {
+        let mut state = self.lock();
+        let changed = match state.rollouts.get_mut(&id) {
+            Some(r) if r.state == from => {
+                r.state = to;
+                r.reason = reason;
+                r.updated_at = at;
+                true
+            }
+            _ => false,
+        };
+        Box::pin(std::future::ready(Ok(changed)))
+    }
+
+    fn take_lease<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+        now: OffsetDateTime,
+        ttl: std::time::Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let mut state = self.lock();
+        let until = now + ttl;
+        let taken = match state.leases.get(name) {
+            Some((other, expires)) if other != holder && *expires > now => false,
+            _ => {
+                state
+                    .leases
+                    .insert(name.to_owned(), (holder.to_owned(), until));
+                true
+            }
+        };
+        Box::pin(std::future::ready(Ok(taken)))
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut state = self.lock();
+        if state.leases.get(name).is_some_and(|(h, _)| h == holder) {
+            state.leases.remove(name);
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 }

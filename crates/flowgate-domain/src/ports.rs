@@ -604,3 +604,73 @@ pub trait ChangeStore: Send + Sync {
         decision: crate::people::ChangeDecision,
     ) -> BoxFuture<'_, Result<bool, StoreError>>;
 }
+
+/// Staged rollouts (D29) and the scheduler's lease. A step is applied with the catalog change
+/// it makes, in the store's catalog transaction; [`RolloutStore::apply_step`] is the same
+/// record without a catalog write, and both are keyed by `(rollout, step)`: a step is recorded
+/// at most once.
+pub trait RolloutStore: Send + Sync {
+    /// Stores a new rollout (its applied steps too). A taken id is [`StoreError::Conflict`].
+    fn insert_rollout(
+        &self,
+        rollout: crate::rollouts::Rollout,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+
+    /// The rollout with this id, with its applied steps in order, if any.
+    fn rollout(
+        &self,
+        id: crate::ids::RolloutId,
+    ) -> BoxFuture<'_, Result<Option<crate::rollouts::Rollout>, StoreError>>;
+
+    /// Every rollout, of `state` when given, newest first (by `created_at`, then id).
+    fn list_rollouts(
+        &self,
+        state: Option<crate::rollouts::RolloutState>,
+    ) -> BoxFuture<'_, Result<Vec<crate::rollouts::Rollout>, StoreError>>;
+
+    /// Records `step` of the rollout and, when given, moves it from state `.0` to `.1` with
+    /// reason `.2`, at `step.applied_at`: `true` when both were written; `false` (nothing
+    /// written) when the step is recorded already, the rollout is not in state `.0`, or there
+    /// is no such rollout.
+    fn apply_step(
+        &self,
+        id: crate::ids::RolloutId,
+        step: crate::rollouts::AppliedStep,
+        state: Option<StateChange>,
+    ) -> BoxFuture<'_, Result<bool, StoreError>>;
+
+    /// Moves the rollout from one state to another (with the reason) at `at`, compare-and-set:
+    /// `true` when it was in `change.0`; `false` (nothing written) otherwise.
+    fn set_rollout_state(
+        &self,
+        id: crate::ids::RolloutId,
+        change: StateChange,
+        at: OffsetDateTime,
+    ) -> BoxFuture<'_, Result<bool, StoreError>>;
+
+    /// Takes the lease `name` for `holder` until `now + ttl`, or renews it: `true` when
+    /// `holder` holds it afterwards (it was free, expired at `now`, or `holder`'s); `false`
+    /// when another holder's lease runs past `now`.
+    fn take_lease<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+        now: OffsetDateTime,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Gives the lease `name` up when `holder` holds it (so another replica need not wait
+    /// for it to expire).
+    fn release_lease<'a>(
+        &'a self,
+        name: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+}
+
+/// A rollout's change of state: from, to, and why (in words).
+pub type StateChange = (
+    crate::rollouts::RolloutState,
+    crate::rollouts::RolloutState,
+    Option<String>,
+);

@@ -560,6 +560,27 @@ fn build_experiment(
     })
 }
 
+/// Whether `name` is a metric results read (an SDK event type, a store metric or `revenue`);
+/// when not, every name that is, for the message.
+pub fn check_metric(name: &str) -> Result<(), String> {
+    let store = crate::store_notifications::STORE_METRICS;
+    let known = name == AnalysisSettings::REVENUE
+        || store.contains(&name)
+        || crate::events::EventType::SDK_TYPES
+            .iter()
+            .any(|t| t.as_str() == name);
+    if known {
+        return Ok(());
+    }
+    let names: Vec<&str> = crate::events::EventType::SDK_TYPES
+        .iter()
+        .map(|t| t.as_str())
+        .chain([AnalysisSettings::REVENUE])
+        .chain(store)
+        .collect();
+    Err(names.join(", "))
+}
+
 /// Most guardrail metrics an experiment may name.
 const MAX_GUARDRAILS: usize = 20;
 
@@ -571,26 +592,10 @@ fn build_analysis(p: &mut Problems, ap: &str, data: Option<&AnalysisData>) -> An
         return settings;
     };
     let metric = |p: &mut Problems, pointer: String, name: &str| {
-        let store = crate::store_notifications::STORE_METRICS;
-        let known = name == AnalysisSettings::REVENUE
-            || store.contains(&name)
-            || crate::events::EventType::SDK_TYPES
-                .iter()
-                .any(|t| t.as_str() == name);
-        if !known {
-            let names: Vec<&str> = crate::events::EventType::SDK_TYPES
-                .iter()
-                .map(|t| t.as_str())
-                .chain([AnalysisSettings::REVENUE])
-                .chain(store)
-                .collect();
+        if let Err(names) = check_metric(name) {
             p.push(
                 pointer,
-                format!(
-                    "{} is not a metric: one of {}",
-                    shown_str(name),
-                    names.join(", ")
-                ),
+                format!("{} is not a metric: one of {names}", shown_str(name)),
             );
         }
     };

@@ -37,6 +37,14 @@
 //!   placement's rules (from 0, as explain and the dry run count them), on or off. A rule that
 //!   is off is skipped by resolve as one whose experiment is not running.
 //!
+//! - [`StartRollout`](CatalogChange::StartRollout) (D29): a rule that serves a flow (and is
+//!   on) then runs a new sticky experiment, with the rule's audience, between that flow
+//!   (variant `current`) and the rollout's (`new`, which must publish a version), weighted
+//!   `100 - share` and `share`, its `analysis` sequential with the guardrails (the first as its
+//!   primary metric). The rollout's later steps are [`SetAllocation`](CatalogChange::SetAllocation),
+//!   its end a [`ShipVariant`](CatalogChange::ShipVariant) of `new` (completed) or of `current`
+//!   (rolled back).
+//!
 //! A change that would change nothing (pausing a paused experiment, publishing the published
 //! version, shipping a variant already shipped) is refused as [`ChangeError::NoChange`], so
 //! every applied change is a real one in the audit log.
@@ -56,8 +64,9 @@
 //! `{"format": 1, "kind": "ship_variant", "experiment": "<uuid>", "variant": "<uuid>"}`; the
 //! other kinds are `set_experiment_status` (`experiment`, `status`), `set_allocation`
 //! (`experiment`, `weights`: `[{"variant", "weight"}]` in any order, optional `coverage`),
-//! `publish_flow_version` (`flow`, `version`) and `set_rule_enabled` (`app`, `placement`,
-//! `rule`, `enabled`). Members a reader does not know are ignored; a format or kind it does
+//! `publish_flow_version` (`flow`, `version`), `set_rule_enabled` (`app`, `placement`,
+//! `rule`, `enabled`) and `start_rollout` (`app`, `placement`, `rule`, `experiment`, `name`,
+//! `control`, `treatment`, `flow`, `share`, `guardrails`, `minimum_users`). Members a reader does not know are ignored; a format or kind it does
 //! not know is refused, quoting it (a change is never applied half understood).
 
 use serde::{Deserialize, Serialize};
@@ -118,6 +127,34 @@ pub enum CatalogChange {
         rule: usize,
         /// On or off.
         enabled: bool,
+    },
+    /// Start a staged rollout (D29): the rule, which serves a flow, then runs a sticky
+    /// experiment between that flow (the control) and `flow` (the treatment, at `share`
+    /// percent), its guardrails in its `analysis` (see the module documentation).
+    StartRollout {
+        /// The app.
+        app: AppId,
+        /// The placement's key.
+        placement: String,
+        /// The rule's position in the placement's rules, from 0.
+        rule: usize,
+        /// The new experiment's id (and the rollout's, in its seed).
+        experiment: ExperimentId,
+        /// Its name.
+        name: String,
+        /// The control variant's id (the rule's flow).
+        control: VariantId,
+        /// The treatment variant's id (the new flow).
+        treatment: VariantId,
+        /// The new flow.
+        flow: FlowId,
+        /// The first step's share of users on the new flow, in percent (above 0, below 100).
+        share: f64,
+        /// The guardrails: the first is the experiment's primary metric, the rest its
+        /// guardrail metrics.
+        guardrails: Vec<String>,
+        /// Users each variant needs before a verdict.
+        minimum_users: u64,
     },
 }
 
@@ -217,7 +254,7 @@ pub enum ChangeError {
     /// Stored JSON of a kind this release does not know.
     #[error(
         "{0} is not a kind of catalog change this release knows (set_experiment_status, \
-         set_allocation, ship_variant, publish_flow_version, set_rule_enabled)"
+         set_allocation, ship_variant, publish_flow_version, set_rule_enabled, start_rollout)"
     )]
     UnknownKind(String),
 }
@@ -312,6 +349,42 @@ fn find_flow(stored: &CatalogData, id: FlowId) -> Option<(&WorkspaceData, &AppDa
     })
 }
 
+/// A rule of a placement of an app, with its workspace, app and placement.
+fn rule_at<'a>(
+    stored: &'a CatalogData,
+    app: AppId,
+    placement: &str,
+    rule: usize,
+) -> Result<
+    (
+        &'a WorkspaceData,
+        &'a AppData,
+        &'a PlacementData,
+        &'a RuleData,
+    ),
+    ChangeError,
+> {
+    let (ws, a) = find_app(stored, app).ok_or(ChangeError::UnknownApp(app))?;
+    let p = a
+        .placements
+        .iter()
+        .find(|p| p.key == placement)
+        .ok_or_else(|| ChangeError::UnknownPlacement {
+            app: a.name.clone(),
+            placement: placement.to_owned(),
+        })?;
+    let r = p.rules.get(rule).ok_or_else(|| ChangeError::UnknownRule {
+        placement: p.key.clone(),
+        rule,
+        detail: match p.rules.len() {
+            0 => "it has none".to_owned(),
+            1 => "it has one, rule 0".to_owned(),
+            n => format!("it has {n}, rules 0 to {}", n - 1),
+        },
+    })?;
+    Ok((ws, a, p, r))
+}
+
 /// Where an app is in the stored catalog.
 fn find_app(stored: &CatalogData, id: AppId) -> Option<(&WorkspaceData, &AppData)> {
     stored
@@ -378,6 +451,7 @@ impl CatalogChange {
             CatalogChange::ShipVariant { .. } => "ship_variant",
             CatalogChange::PublishFlowVersion { .. } => "publish_flow_version",
             CatalogChange::SetRuleEnabled { .. } => "set_rule_enabled",
+            CatalogChange::StartRollout { .. } => "start_rollout",
         }
     }
 
@@ -508,24 +582,7 @@ impl CatalogChange {
                 rule,
                 enabled,
             } => {
-                let (ws, a) = find_app(stored, *app).ok_or(ChangeError::UnknownApp(*app))?;
-                let p = a
-                    .placements
-                    .iter()
-                    .find(|p| p.key == *placement)
-                    .ok_or_else(|| ChangeError::UnknownPlacement {
-                        app: a.name.clone(),
-                        placement: placement.clone(),
-                    })?;
-                let r = p.rules.get(*rule).ok_or_else(|| ChangeError::UnknownRule {
-                    placement: p.key.clone(),
-                    rule: *rule,
-                    detail: match p.rules.len() {
-                        0 => "it has none".to_owned(),
-                        1 => "it has one, rule 0".to_owned(),
-                        n => format!("it has {n}, rules 0 to {}", n - 1),
-                    },
-                })?;
+                let (ws, a, p, r) = rule_at(stored, *app, placement, *rule)?;
                 if r.enabled == *enabled {
                     return Err(ChangeError::NoChange(format!(
                         "rule {rule} of placement `{}` is already {}",
@@ -535,6 +592,97 @@ impl CatalogChange {
                 }
                 let mut p = p.clone();
                 p.rules[*rule].enabled = *enabled;
+                Ok(file_of(ws, a, Some(p), None))
+            }
+            CatalogChange::StartRollout {
+                app,
+                placement,
+                rule,
+                experiment,
+                name,
+                control,
+                treatment,
+                flow,
+                share,
+                guardrails,
+                minimum_users,
+            } => {
+                let (ws, a, p, r) = rule_at(stored, *app, placement, *rule)?;
+                let old = match (&r.experiment, r.flow_id) {
+                    (None, Some(old)) => old,
+                    _ => {
+                        return Err(ChangeError::InvalidChange(format!(
+                            "rule {rule} of placement `{placement}` runs an experiment: a \
+                             rollout starts from a rule that serves a flow"
+                        )))
+                    }
+                };
+                if !r.enabled {
+                    return Err(ChangeError::InvalidChange(format!(
+                        "rule {rule} of placement `{placement}` is off: turn it on first"
+                    )));
+                }
+                if old == *flow {
+                    return Err(ChangeError::NoChange(format!(
+                        "rule {rule} of placement `{placement}` serves this flow already"
+                    )));
+                }
+                let new = a
+                    .flows
+                    .iter()
+                    .find(|f| f.id == *flow)
+                    .ok_or(ChangeError::UnknownFlow(*flow))?;
+                if new.published_version.is_none() {
+                    return Err(ChangeError::FlowUnpublished {
+                        flow: new.name.clone(),
+                        variant: "new".to_owned(),
+                    });
+                }
+                if !(share.is_finite() && *share > 0.0 && *share < 100.0) {
+                    return Err(ChangeError::InvalidChange(format!(
+                        "a rollout's first share is above 0 and below 100, not {share}"
+                    )));
+                }
+                let Some((primary, rest)) = guardrails.split_first() else {
+                    return Err(ChangeError::InvalidChange(
+                        "a rollout needs at least one guardrail".to_owned(),
+                    ));
+                };
+                let variant = |id, name: &str, weight, flow| super::data::VariantData {
+                    id,
+                    name: name.to_owned(),
+                    weight,
+                    flow_id: Some(flow),
+                };
+                let mut p = p.clone();
+                p.rules[*rule] = RuleData {
+                    enabled: true,
+                    audience: r.audience.clone(),
+                    flow_id: None,
+                    experiment: Some(ExperimentData {
+                        id: *experiment,
+                        name: name.clone(),
+                        status: ExperimentStatus::Running,
+                        seed: None,
+                        coverage: None,
+                        namespace: None,
+                        hash_version: None,
+                        sticky: true,
+                        bucket_version: 0,
+                        min_bucket_version: 0,
+                        fallback_attribute: None,
+                        analysis: Some(super::data::AnalysisData {
+                            primary_metric: Some(primary.clone()),
+                            guardrail_metrics: rest.to_vec(),
+                            sequential: Some(true),
+                            minimum_users: Some(*minimum_users),
+                        }),
+                        variants: vec![
+                            variant(*control, "current", 100.0 - share, old),
+                            variant(*treatment, "new", *share, *flow),
+                        ],
+                    }),
+                };
                 Ok(file_of(ws, a, Some(p), None))
             }
         }
@@ -636,6 +784,21 @@ impl CatalogChange {
                     .map_or_else(|| format!("app {app}"), |(_, a)| a.name.clone());
                 format!("turn {onoff} rule {rule} of placement `{placement}` ({app})")
             }
+            CatalogChange::StartRollout {
+                app,
+                placement,
+                flow,
+                share,
+                ..
+            } => {
+                let flow = find_flow(stored, *flow).map_or_else(
+                    || format!("flow {flow}"),
+                    |(_, _, f)| format!("`{}`", f.name),
+                );
+                let app = find_app(stored, *app)
+                    .map_or_else(|| format!("app {app}"), |(_, a)| a.name.clone());
+                format!("start rolling out {flow} on placement `{placement}` at {share}% ({app})")
+            }
         }
     }
 
@@ -682,6 +845,31 @@ impl CatalogChange {
                 placement: placement.clone(),
                 rule: *rule,
                 enabled: *enabled,
+            },
+            CatalogChange::StartRollout {
+                app,
+                placement,
+                rule,
+                experiment,
+                name,
+                control,
+                treatment,
+                flow,
+                share,
+                guardrails,
+                minimum_users,
+            } => Wire::StartRollout {
+                app: *app,
+                placement: placement.clone(),
+                rule: *rule,
+                experiment: *experiment,
+                name: name.clone(),
+                control: *control,
+                treatment: *treatment,
+                flow: *flow,
+                share: *share,
+                guardrails: guardrails.clone(),
+                minimum_users: *minimum_users,
             },
         };
         // Ids, strings, integers, booleans and numbers only: serialising cannot fail (a
@@ -767,6 +955,31 @@ impl CatalogChange {
                 rule,
                 enabled,
             },
+            Wire::StartRollout {
+                app,
+                placement,
+                rule,
+                experiment,
+                name,
+                control,
+                treatment,
+                flow,
+                share,
+                guardrails,
+                minimum_users,
+            } => CatalogChange::StartRollout {
+                app,
+                placement,
+                rule,
+                experiment,
+                name,
+                control,
+                treatment,
+                flow,
+                share,
+                guardrails,
+                minimum_users,
+            },
         })
     }
 }
@@ -827,12 +1040,13 @@ fn allocation(
 }
 
 /// The kinds [`CatalogChange::from_json`] knows.
-const KINDS: [&str; 5] = [
+const KINDS: [&str; 6] = [
     "set_experiment_status",
     "set_allocation",
     "ship_variant",
     "publish_flow_version",
     "set_rule_enabled",
+    "start_rollout",
 ];
 
 /// The stored JSON of a change, format 1 (without `format`, which is checked and written
@@ -863,6 +1077,19 @@ enum Wire {
         placement: String,
         rule: usize,
         enabled: bool,
+    },
+    StartRollout {
+        app: AppId,
+        placement: String,
+        rule: usize,
+        experiment: ExperimentId,
+        name: String,
+        control: VariantId,
+        treatment: VariantId,
+        flow: FlowId,
+        share: f64,
+        guardrails: Vec<String>,
+        minimum_users: u64,
     },
 }
 
@@ -1498,7 +1725,84 @@ mod tests {
                 version: 2,
             },
             rule("paywall", 1, false),
+            start_rollout(5.0),
         ]
+    }
+
+    const ROLLOUT_EXP: &str = "50000000-0000-4000-8000-000000000071";
+    const CURRENT: &str = "60000000-0000-4000-8000-000000000071";
+    const NEW: &str = "60000000-0000-4000-8000-000000000072";
+
+    /// A rollout of Paywall A on the onboarding placement's first rule (which serves B).
+    fn start_rollout(share: f64) -> CatalogChange {
+        CatalogChange::StartRollout {
+            app: id(APP),
+            placement: "onboarding".to_owned(),
+            rule: 0,
+            experiment: id(ROLLOUT_EXP),
+            name: "Rollout of Paywall A".to_owned(),
+            control: id(CURRENT),
+            treatment: id(NEW),
+            flow: id(FLOW_A),
+            share,
+            guardrails: vec!["flow_complete".into(), "revenue".into()],
+            minimum_users: 100,
+        }
+    }
+
+    #[test]
+    fn a_rollout_turns_the_rule_into_a_sticky_experiment_at_its_first_share() {
+        let data = stored();
+        let change = start_rollout(5.0);
+        assert_eq!(
+            change.describe(&data),
+            "start rolling out `Paywall A` on placement `onboarding` at 5% (Demo app)"
+        );
+        let (file, dry, after) = apply(&change, &data);
+        let rule = &file.workspaces[0].apps[0].placements[0].rules[0];
+        let e = rule.experiment.as_ref().expect("an experiment");
+        assert!(e.sticky && e.status == ExperimentStatus::Running);
+        assert_eq!(
+            rule.audience,
+            Some(json!({"country": "US"})),
+            "its audience kept"
+        );
+        let analysis = e.analysis.as_ref().expect("analysis");
+        assert_eq!(analysis.primary_metric.as_deref(), Some("flow_complete"));
+        assert_eq!(analysis.guardrail_metrics, ["revenue"]);
+        assert_eq!(analysis.sequential, Some(true));
+        // 5% of US users get the new flow; the rest keep the rule's flow.
+        assert_eq!(dry.diff.experiments.len(), 1);
+        let mut new = 0;
+        for i in 0..2000 {
+            let (flow, variant) = served(&after, "onboarding", &format!("u{i}"), "US");
+            match variant.as_deref() {
+                Some("new") => {
+                    new += 1;
+                    assert_eq!(flow, Some(id(FLOW_A)));
+                }
+                Some("current") => assert_eq!(flow, Some(id(FLOW_B))),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!((60..=140).contains(&new), "about 5% of 2000: {new}");
+        // Not from an experiment's rule, a rule that is off, the same flow or a bad share.
+        let mut from_experiment = start_rollout(5.0);
+        if let CatalogChange::StartRollout { placement, .. } = &mut from_experiment {
+            *placement = "paywall".to_owned();
+        }
+        assert_eq!(error(&from_experiment, &data).code(), "invalid_change");
+        let mut same = start_rollout(5.0);
+        if let CatalogChange::StartRollout { flow, .. } = &mut same {
+            *flow = id(FLOW_B);
+        }
+        assert_eq!(error(&same, &data).code(), "no_change");
+        assert_eq!(error(&start_rollout(100.0), &data).code(), "invalid_change");
+        let mut draft = start_rollout(5.0);
+        if let CatalogChange::StartRollout { flow, .. } = &mut draft {
+            *flow = id(FLOW_DRAFT);
+        }
+        assert_eq!(error(&draft, &data).code(), "flow_unpublished");
     }
 
     #[test]
@@ -1599,6 +1903,9 @@ mod tests {
                 format!("ship variant {TRIAL} of experiment {EXP}"),
                 format!("publish version 2 of flow {FLOW_A}"),
                 format!("turn off rule 1 of placement `paywall` (app {APP})"),
+                format!(
+                    "start rolling out flow {FLOW_A} on placement `onboarding` at 5% (app {APP})"
+                ),
             ]
         );
     }

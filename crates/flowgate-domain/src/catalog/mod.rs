@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
-pub use build::{CatalogError, Problem};
+pub use build::{check_metric, CatalogError, Problem};
 pub use changes::{CatalogChange, ChangeError};
 pub use data::{
     AnalysisData, AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData,

@@ -69,6 +69,26 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                 enabled: false,
             },
         ),
+        (
+            "start-rollout.json",
+            CatalogChange::StartRollout {
+                app: id(APP1),
+                placement: "onboarding".to_owned(),
+                rule: 0,
+                experiment: id("50000000-0000-4000-8000-000000000071"),
+                name: "Rollout of New".to_owned(),
+                control: id("60000000-0000-4000-8000-000000000071"),
+                treatment: id("60000000-0000-4000-8000-000000000072"),
+                flow: id(FLOW_NEW),
+                share: 1.0,
+                guardrails: vec![
+                    "flow_complete".to_owned(),
+                    "purchase_complete".to_owned(),
+                    "revenue".to_owned(),
+                ],
+                minimum_users: 100,
+            },
+        ),
     ]
 }
 
@@ -144,6 +164,7 @@ fn each_sample_applies_to_the_fixture_catalog() {
             "ship `new` of `paywall-test` (paywall, Acme iOS)",
             "return `US onboarding` to version 1 (Acme iOS)",
             "turn off rule 1 of placement `onboarding` (Acme iOS)",
+            "start rolling out `New` on placement `onboarding` at 1% (Acme iOS)",
         ]
     );
 }

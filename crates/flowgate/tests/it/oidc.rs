@@ -188,6 +188,7 @@ async fn a_callback_is_refused_without_its_sign_in_or_with_another_state() {
         "",
     );
     assert_eq!(forged.status, 400, "{}", forged.body);
+    forged.assert_security_headers("a refused callback");
     assert!(forged.body.contains("not started in this browser"));
     assert_eq!(forged.cookie("flowgate_console"), None);
 

@@ -1,0 +1,637 @@
+//! Staged rollouts (D29): a placement rule moves from the flow it serves to another one in
+//! steps, read at each with D27's sequential test on its guardrails, rolled back by itself when
+//! one gets significantly worse.
+//!
+//! A rollout runs as a sticky (D23) experiment that replaces the rule's flow (see
+//! [`CatalogChange::StartRollout`](crate::catalog::CatalogChange::StartRollout)): its control
+//! serves the rule's flow, its treatment the new one, weighted `100 - share` and `share`.
+//! Bucketing puts the treatment's range at the end (D5), so raising the share only moves users
+//! from the control to the treatment, and a sticky assignment keeps every user where they were
+//! first placed: nobody flips back and forth. The experiment's `analysis` names the guardrails
+//! (the first as the primary metric), sequential, with the plan's `minimum_users`, so the
+//! results' verdict ([`decide`](crate::results::decide)) is what [`next_action`] reads:
+//!
+//! - `roll_back` (a guardrail significantly worse): roll back at once, whatever the step;
+//! - `no_decision` (a sample ratio mismatch): pause for a person;
+//! - otherwise, once the current step has been held [`RolloutPlan::hold_secs`] and the
+//!   treatment has [`RolloutPlan::minimum_users`]: the next step, one at a time (a step that
+//!   fell due while nothing ran waits its own hold after the one before, so no guardrail check
+//!   is jumped over); the last step (100%) completes the rollout: the rule serves the new flow
+//!   and the experiment ends.
+//!
+//! This module decides; it writes nothing. The store applies a step in the catalog's write
+//! transaction, keyed by `(rollout, step)`, so a step is applied at most once whichever replica
+//! tries, however many times (the scheduler in `flowgate serve`).
+//!
+//! # Versions
+//!
+//! A rollout is stored with its fields in columns, its plan as JSON and a `format` column
+//! ([`ROLLOUT_FORMAT`], D26); a later version may add optional members only.
+//!
+//! | record | version | written by | what changed |
+//! |---|---|---|---|
+//! | rollout | 1 | 0.3.0 and later | the first |
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::OffsetDateTime;
+
+use crate::ids::{AppId, ExperimentId, FlowId, RolloutId, VariantId};
+use crate::results::{Decision, Verdict};
+
+/// The stored version of a rollout this release writes (see the module's Versions).
+pub const ROLLOUT_FORMAT: u32 = 1;
+
+/// The plan's steps when none are given: the share of users on the new flow, in percent.
+pub const DEFAULT_STEPS: [f64; 5] = [1.0, 5.0, 25.0, 50.0, 100.0];
+/// How long each step is held at least when not given: 24 hours.
+pub const DEFAULT_HOLD_SECS: u64 = 24 * 3600;
+/// Users the new flow needs before the next step when not given.
+pub const DEFAULT_MINIMUM_USERS: u64 = 100;
+/// The guardrails when none are given.
+pub const DEFAULT_GUARDRAILS: [&str; 3] = ["flow_complete", "purchase_complete", "revenue"];
+/// Most steps a plan may have.
+pub const MAX_STEPS: usize = 20;
+/// The longest hold: 90 days.
+pub const MAX_HOLD_SECS: u64 = 90 * 24 * 3600;
+
+/// The actor of what the scheduler does, in the audit log (D28, D29).
+pub const SCHEDULER_ACTOR: &str = "scheduler";
+
+/// A plan or duration that is not acceptable; each quotes the value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RolloutError {
+    /// The steps are not increasing shares ending at 100.
+    #[error("invalid steps {steps}: {reason}")]
+    InvalidSteps {
+        /// The steps as given.
+        steps: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A hold out of range.
+    #[error("the hold must be from 0 s to 90 days, not {0} s")]
+    InvalidHold(u64),
+    /// `minimum_users` of 0.
+    #[error("minimum users must be at least 1, not 0")]
+    InvalidMinimumUsers,
+    /// A guardrail that is not a metric, or one given twice.
+    #[error("invalid guardrail {name:?}: {reason}")]
+    InvalidGuardrail {
+        /// The name given.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A duration that does not parse.
+    #[error("{0:?} is not a duration: a whole number and s, m, h or d (90s, 15m, 24h, 7d)")]
+    InvalidDuration(String),
+    /// A state name that does not parse.
+    #[error("{0:?} is not a rollout state (running, paused, rolled_back, completed)")]
+    UnknownState(String),
+}
+
+/// How a rollout proceeds (D29).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RolloutPlan {
+    /// The share of users on the new flow at each step, in percent: increasing, each above 0,
+    /// the last 100.
+    pub steps: Vec<f64>,
+    /// How long each step is held at least, in seconds.
+    pub hold_secs: u64,
+    /// Users the new flow needs before the next step (and each variant before a verdict).
+    pub minimum_users: u64,
+    /// The metrics that must not get significantly worse: an SDK event type, a store metric
+    /// or `revenue`.
+    pub guardrails: Vec<String>,
+}
+
+impl Default for RolloutPlan {
+    fn default() -> Self {
+        Self {
+            steps: DEFAULT_STEPS.to_vec(),
+            hold_secs: DEFAULT_HOLD_SECS,
+            minimum_users: DEFAULT_MINIMUM_USERS,
+            guardrails: DEFAULT_GUARDRAILS.iter().map(|g| (*g).to_owned()).collect(),
+        }
+    }
+}
+
+impl RolloutPlan {
+    /// A plan, checked: `steps` increasing, each above 0 and at most 100, the last 100, at most
+    /// [`MAX_STEPS`]; a hold up to [`MAX_HOLD_SECS`]; `minimum_users` at least 1; each
+    /// guardrail a metric, none twice (at least one: the defaults when none are given).
+    pub fn new(
+        steps: Vec<f64>,
+        hold_secs: u64,
+        minimum_users: u64,
+        guardrails: Vec<String>,
+    ) -> Result<Self, RolloutError> {
+        let shown = || {
+            steps
+                .iter()
+                .map(f64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let invalid = |reason: &str| RolloutError::InvalidSteps {
+            steps: shown(),
+            reason: reason.to_owned(),
+        };
+        if steps.is_empty() || steps.len() > MAX_STEPS {
+            return Err(invalid(&format!("1 to {MAX_STEPS} steps")));
+        }
+        if steps
+            .iter()
+            .any(|s| !(s.is_finite() && *s > 0.0 && *s <= 100.0))
+        {
+            return Err(invalid("each step is a share above 0 and at most 100"));
+        }
+        if steps.windows(2).any(|w| w[1] <= w[0]) {
+            return Err(invalid("each step is larger than the one before"));
+        }
+        if steps.last() != Some(&100.0) {
+            return Err(invalid("the last step is 100: the new flow for everyone"));
+        }
+        if hold_secs > MAX_HOLD_SECS {
+            return Err(RolloutError::InvalidHold(hold_secs));
+        }
+        if minimum_users == 0 {
+            return Err(RolloutError::InvalidMinimumUsers);
+        }
+        let guardrails = if guardrails.is_empty() {
+            RolloutPlan::default().guardrails
+        } else {
+            guardrails
+        };
+        for (i, name) in guardrails.iter().enumerate() {
+            if guardrails[..i].contains(name) {
+                return Err(RolloutError::InvalidGuardrail {
+                    name: name.clone(),
+                    reason: "listed twice".to_owned(),
+                });
+            }
+            if let Err(names) = crate::catalog::check_metric(name) {
+                return Err(RolloutError::InvalidGuardrail {
+                    name: name.clone(),
+                    reason: format!("not a metric: one of {names}"),
+                });
+            }
+        }
+        Ok(Self {
+            steps,
+            hold_secs,
+            minimum_users,
+            guardrails,
+        })
+    }
+}
+
+/// `90s`, `15m`, `24h` or `7d` as seconds (a whole number and its unit).
+pub fn parse_duration(text: &str) -> Result<u64, RolloutError> {
+    let invalid = || RolloutError::InvalidDuration(text.chars().take(64).collect());
+    let text = text.trim();
+    let unit = text.chars().last().ok_or_else(invalid)?;
+    let factor = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return Err(invalid()),
+    };
+    let number: u64 = text[..text.len() - 1].parse().map_err(|_| invalid())?;
+    number.checked_mul(factor).ok_or_else(invalid)
+}
+
+/// A number of seconds as people read it: `90s`, `15m`, `24h`, `1d 2h`.
+pub fn format_duration(secs: u64) -> String {
+    match secs {
+        0 => "0s".to_owned(),
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// Where a rollout stands (D29).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RolloutState {
+    /// Steps are taken as they fall due.
+    Running,
+    /// Held by a person or a sample ratio mismatch: no step is taken; the experiment keeps
+    /// serving its current share.
+    Paused,
+    /// Rolled back: the rule serves the old flow to everyone; the experiment ended.
+    RolledBack,
+    /// Completed: the rule serves the new flow to everyone; the experiment ended.
+    Completed,
+}
+
+impl RolloutState {
+    /// Every state.
+    pub const ALL: [RolloutState; 4] = [
+        RolloutState::Running,
+        RolloutState::Paused,
+        RolloutState::RolledBack,
+        RolloutState::Completed,
+    ];
+
+    /// `running`, `paused`, `rolled_back` or `completed`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RolloutState::Running => "running",
+            RolloutState::Paused => "paused",
+            RolloutState::RolledBack => "rolled_back",
+            RolloutState::Completed => "completed",
+        }
+    }
+
+    /// Whether the rollout has ended (rolled back or completed).
+    pub const fn ended(self) -> bool {
+        matches!(self, RolloutState::RolledBack | RolloutState::Completed)
+    }
+}
+
+impl fmt::Display for RolloutState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RolloutState {
+    type Err = RolloutError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| RolloutError::UnknownState(s.chars().take(64).collect()))
+    }
+}
+
+impl Serialize for RolloutState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RolloutState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A step applied: when, on which catalog revision, and what the guardrails read before it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppliedStep {
+    /// The step's position in the plan, from 0.
+    pub index: u32,
+    /// Its share, in percent.
+    pub share: f64,
+    /// When it was applied.
+    pub applied_at: OffsetDateTime,
+    /// The catalog revision it left.
+    pub revision: u64,
+    /// The guardrails' figures read before it (`null` for the first step).
+    pub figures: serde_json::Value,
+}
+
+/// A rollout (D29).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rollout {
+    /// Its id.
+    pub id: RolloutId,
+    /// The app.
+    pub app_id: AppId,
+    /// The placement's key.
+    pub placement: String,
+    /// The experiment it runs as.
+    pub experiment_id: ExperimentId,
+    /// The experiment's control: the flow the rule served.
+    pub control_variant: VariantId,
+    /// The experiment's treatment: the new flow.
+    pub treatment_variant: VariantId,
+    /// The flow the rule served.
+    pub from_flow: FlowId,
+    /// The flow it moves to.
+    pub to_flow: FlowId,
+    /// The plan.
+    pub plan: RolloutPlan,
+    /// Where it stands.
+    pub state: RolloutState,
+    /// Why it was paused, rolled back or completed, in words; `None` while running as planned.
+    pub reason: Option<String>,
+    /// Who started it (an email, `cli`).
+    pub created_by: String,
+    /// When it started.
+    pub created_at: OffsetDateTime,
+    /// When its state last changed.
+    pub updated_at: OffsetDateTime,
+    /// The steps applied, in order (the first is applied when the rollout starts).
+    pub applied: Vec<AppliedStep>,
+}
+
+impl Rollout {
+    /// The step the rollout is at (the last applied), if any.
+    pub fn current(&self) -> Option<&AppliedStep> {
+        self.applied.last()
+    }
+
+    /// The share of users on the new flow now, in percent (0 before the first step, and after
+    /// a rollback; 100 once completed).
+    pub fn share(&self) -> f64 {
+        match self.state {
+            RolloutState::RolledBack => 0.0,
+            RolloutState::Completed => 100.0,
+            _ => self.current().map_or(0.0, |s| s.share),
+        }
+    }
+
+    /// The next step of the plan, `(index, share)`, if one is left.
+    pub fn next_step(&self) -> Option<(u32, f64)> {
+        let index = self.applied.len();
+        self.plan
+            .steps
+            .get(index)
+            .map(|share| (u32::try_from(index).unwrap_or(u32::MAX), *share))
+    }
+
+    /// The weights of the experiment at `share` percent: `[control, treatment]`.
+    pub fn weights(&self, share: f64) -> Vec<(VariantId, f64)> {
+        vec![
+            (self.control_variant, 100.0 - share),
+            (self.treatment_variant, share),
+        ]
+    }
+}
+
+/// What the guardrails say, read from the rollout experiment's results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuardrailReading {
+    /// The results' verdict (D27).
+    pub verdict: Verdict,
+    /// Its reasons, in words, the deciding ones first.
+    pub reasons: Vec<String>,
+    /// Users exposed to the new flow.
+    pub treatment_users: u64,
+    /// The figures to record with a step or a rollback (the report's metrics).
+    pub figures: serde_json::Value,
+}
+
+impl GuardrailReading {
+    /// The reading of a results decision.
+    pub fn of(decision: &Decision, treatment_users: u64, figures: serde_json::Value) -> Self {
+        Self {
+            verdict: decision.verdict,
+            reasons: decision.reasons.iter().map(|r| r.message.clone()).collect(),
+            treatment_users,
+            figures,
+        }
+    }
+}
+
+/// What the scheduler does next with a rollout.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NextAction {
+    /// Nothing now: `why`, in words; `until` when a time alone is awaited.
+    Wait {
+        /// When the hold ends, if that is what is awaited.
+        until: Option<OffsetDateTime>,
+        /// Why, in words.
+        why: String,
+    },
+    /// Apply the plan's step `index` (not the last).
+    Step {
+        /// The step's position in the plan.
+        index: u32,
+        /// Its share, in percent.
+        share: f64,
+    },
+    /// Apply the last step: the rule serves the new flow; the experiment ends.
+    Complete {
+        /// The last step's position in the plan.
+        index: u32,
+    },
+    /// Roll back now: a guardrail is significantly worse (`why` names it with its figures).
+    RollBack {
+        /// Why, in words.
+        why: String,
+    },
+    /// Pause for a person: the assignment cannot be trusted (`why` says how).
+    Pause {
+        /// Why, in words.
+        why: String,
+    },
+}
+
+/// What to do with `rollout` at `now`, given what its guardrails read (see the module's
+/// documentation for the rules).
+pub fn next_action(
+    rollout: &Rollout,
+    now: OffsetDateTime,
+    reading: &GuardrailReading,
+) -> NextAction {
+    let wait = |until, why: String| NextAction::Wait { until, why };
+    if rollout.state != RolloutState::Running {
+        return wait(None, format!("the rollout is {}", rollout.state));
+    }
+    let words = || reading.reasons.join("; ");
+    match reading.verdict {
+        Verdict::RollBack => return NextAction::RollBack { why: words() },
+        Verdict::NoDecision => return NextAction::Pause { why: words() },
+        _ => {}
+    }
+    let Some(current) = rollout.current() else {
+        return wait(None, "the rollout has not started".to_owned());
+    };
+    let Some((index, share)) = rollout.next_step() else {
+        return wait(None, "every step is applied".to_owned());
+    };
+    let hold = time::Duration::seconds(i64::try_from(rollout.plan.hold_secs).unwrap_or(i64::MAX));
+    let until = current.applied_at.saturating_add(hold);
+    if now < until {
+        return wait(
+            Some(until),
+            format!(
+                "step {} ({}%) is held for {}",
+                current.index + 1,
+                current.share,
+                format_duration(rollout.plan.hold_secs)
+            ),
+        );
+    }
+    if reading.treatment_users < rollout.plan.minimum_users {
+        return wait(
+            None,
+            format!(
+                "{} users have had the new flow, fewer than the {} the next step needs",
+                reading.treatment_users, rollout.plan.minimum_users
+            ),
+        );
+    }
+    if share >= 100.0 {
+        NextAction::Complete { index }
+    } else {
+        NextAction::Step { index, share }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::ids::{AppId, ExperimentId, FlowId, RolloutId, VariantId};
+
+    fn id<T: From<uuid::Uuid>>(n: u128) -> T {
+        T::from(uuid::Uuid::from_u128(n))
+    }
+
+    fn at(secs: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000 + secs).unwrap()
+    }
+
+    fn rollout(applied: &[(f64, i64)]) -> Rollout {
+        Rollout {
+            id: id::<RolloutId>(1),
+            app_id: id::<AppId>(2),
+            placement: "paywall".into(),
+            experiment_id: id::<ExperimentId>(3),
+            control_variant: id::<VariantId>(4),
+            treatment_variant: id::<VariantId>(5),
+            from_flow: id::<FlowId>(6),
+            to_flow: id::<FlowId>(7),
+            plan: RolloutPlan::new(vec![1.0, 5.0, 100.0], 60, 10, vec![]).unwrap(),
+            state: RolloutState::Running,
+            reason: None,
+            created_by: "cli".into(),
+            created_at: at(0),
+            updated_at: at(0),
+            applied: applied
+                .iter()
+                .enumerate()
+                .map(|(i, (share, secs))| AppliedStep {
+                    index: u32::try_from(i).unwrap(),
+                    share: *share,
+                    applied_at: at(*secs),
+                    revision: 1,
+                    figures: serde_json::Value::Null,
+                })
+                .collect(),
+        }
+    }
+
+    fn reading(verdict: Verdict, users: u64) -> GuardrailReading {
+        GuardrailReading {
+            verdict,
+            reasons: vec!["because".into()],
+            treatment_users: users,
+            figures: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn a_step_waits_its_hold_and_its_users_then_the_last_completes() {
+        let r = rollout(&[(1.0, 0)]);
+        let fine = reading(Verdict::KeepRunning, 10);
+        assert!(matches!(
+            next_action(&r, at(59), &fine),
+            NextAction::Wait { until: Some(u), .. } if u == at(60)
+        ));
+        assert_eq!(
+            next_action(&r, at(60), &fine),
+            NextAction::Step {
+                index: 1,
+                share: 5.0
+            }
+        );
+        let few = reading(Verdict::KeepRunning, 9);
+        assert!(matches!(
+            next_action(&r, at(600), &few),
+            NextAction::Wait { until: None, .. }
+        ));
+        // Overdue by far: still one step, held again from when it is applied.
+        let r = rollout(&[(1.0, 0), (5.0, 3600)]);
+        assert_eq!(
+            next_action(&r, at(100_000), &fine),
+            NextAction::Complete { index: 2 }
+        );
+        assert!(matches!(
+            next_action(&r, at(3601), &fine),
+            NextAction::Wait { .. }
+        ));
+    }
+
+    #[test]
+    fn a_worse_guardrail_rolls_back_at_once_and_a_mismatch_pauses() {
+        let r = rollout(&[(1.0, 0)]);
+        assert_eq!(
+            next_action(&r, at(1), &reading(Verdict::RollBack, 0)),
+            NextAction::RollBack {
+                why: "because".into()
+            }
+        );
+        assert_eq!(
+            next_action(&r, at(1), &reading(Verdict::NoDecision, 0)),
+            NextAction::Pause {
+                why: "because".into()
+            }
+        );
+        let mut paused = r.clone();
+        paused.state = RolloutState::Paused;
+        assert!(matches!(
+            next_action(&paused, at(1000), &reading(Verdict::RollBack, 100)),
+            NextAction::Wait { .. }
+        ));
+    }
+
+    #[test]
+    fn plans_are_checked() {
+        let plan = |steps: Vec<f64>| RolloutPlan::new(steps, 60, 1, vec![]);
+        assert!(plan(vec![100.0]).is_ok());
+        for bad in [
+            vec![],
+            vec![5.0, 1.0, 100.0],
+            vec![1.0, 50.0],
+            vec![0.0, 100.0],
+        ] {
+            assert!(
+                matches!(plan(bad.clone()), Err(RolloutError::InvalidSteps { .. })),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            RolloutPlan::new(vec![100.0], 60, 1, vec![])
+                .unwrap()
+                .guardrails,
+            DEFAULT_GUARDRAILS
+        );
+        let unknown = RolloutPlan::new(vec![100.0], 60, 1, vec!["clicks".into()]).unwrap_err();
+        assert!(unknown.to_string().contains("clicks"), "{unknown}");
+        let twice = vec!["revenue".to_owned(), "revenue".to_owned()];
+        assert!(RolloutPlan::new(vec![100.0], 60, 1, twice).is_err());
+        assert_eq!(
+            RolloutPlan::new(vec![100.0], 60, 0, vec![]),
+            Err(RolloutError::InvalidMinimumUsers)
+        );
+    }
+
+    #[test]
+    fn durations_read_and_write() {
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("15m"), Ok(900));
+        assert_eq!(parse_duration("24h"), Ok(86_400));
+        assert_eq!(parse_duration("7d"), Ok(604_800));
+        for bad in ["", "h", "1.5h", "-1s", "10", "10w"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_duration(86_400), "1d");
+        assert_eq!(format_duration(7200), "2h");
+        assert_eq!(format_duration(90), "90s");
+        assert_eq!("rolled_back".parse(), Ok(RolloutState::RolledBack));
+    }
+}
