@@ -1,13 +1,13 @@
 //! The port contract suite of flowgate: what every implementation of the domain's storage
 //! ports ([`CatalogSource`], [`KeyStore`], [`EventStore`], [`DeadLetterStore`],
-//! [`ResultsSource`], [`StickyStore`], [`PeopleStore`], [`AuditLog`], [`ChangeStore`]) must do,
-//! written once and run against each implementation (the in-memory reference, the store on
-//! SQLite, the store on PostgreSQL).
+//! [`ResultsSource`], [`StickyStore`], [`PeopleStore`], [`AuditLog`], [`ChangeStore`],
+//! [`RolloutStore`]) must do, written once and run against each implementation (the in-memory
+//! reference, the store on SQLite, the store on PostgreSQL).
 //!
 //! The public functions of [`catalog_source`], [`key_store`], [`event_store`],
-//! [`dead_letter_store`], [`results_source`], [`sticky_store`], [`people_store`], [`audit_log`]
-//! and [`change_store`] *are* the cases: each is an `async fn` generic over the
-//! implementation that panics when the implementation breaks the contract. A runner (this
+//! [`dead_letter_store`], [`results_source`], [`sticky_store`], [`people_store`], [`audit_log`],
+//! [`change_store`] and [`rollout_store`] *are* the cases: each is an `async fn` generic over
+//! the implementation that panics when the implementation breaks the contract. A runner (this
 //! crate's `tests/it`) implements [`Harness`] for every adapter and calls every case once per
 //! adapter. Cases that need catalog data (keys belong to workspaces, which a database
 //! enforces) take the harness; the others take the port alone.
@@ -20,7 +20,7 @@ use std::future::Future;
 use flowgate_domain::catalog::CatalogData;
 use flowgate_domain::ports::{
     AuditLog, CatalogSource, ChangeStore, DeadLetterStore, EventStore, KeyStore, PeopleStore,
-    ResultsSource, StickyStore, StoreError,
+    ResultsSource, RolloutStore, StickyStore, StoreError,
 };
 
 pub mod audit_log;
@@ -32,6 +32,7 @@ pub mod fixtures;
 pub mod key_store;
 pub mod people_store;
 pub mod results_source;
+pub mod rollout_store;
 pub mod sticky_store;
 
 /// One implementation of the storage ports under test, as the runner provides it.
@@ -47,6 +48,7 @@ pub trait Harness: Sized {
         + PeopleStore
         + AuditLog
         + ChangeStore
+        + RolloutStore
         + ?Sized;
 
     /// Creates a fresh, empty instance that shares nothing with any other. `None` means the

@@ -395,6 +395,10 @@ named_enum!(
         RolloutStep = "rollout.step",
         /// A staged rollout rolled back (D29).
         RolloutRollback = "rollout.rollback",
+        /// A staged rollout paused (by a person, or a sample ratio mismatch).
+        RolloutPause = "rollout.pause",
+        /// A paused staged rollout resumed.
+        RolloutResume = "rollout.resume",
     }
 );
 
@@ -648,6 +652,8 @@ mod tests {
                 "person.password",
                 "rollout.step",
                 "rollout.rollback",
+                "rollout.pause",
+                "rollout.resume",
             ]
         );
         for action in AuditAction::ALL {

@@ -221,6 +221,8 @@ pub struct AdminState {
     console: Option<web::Data<crate::console::Console>>,
     /// The audit log (D28), served with the results' token.
     audit: Option<Arc<dyn flowgate_domain::ports::AuditLog>>,
+    /// Rollouts (D29), served with the results' token.
+    rollouts: Option<Arc<dyn flowgate_domain::ports::RolloutStore>>,
     /// Wrong admin tokens per client address, shared with the console's sign-in.
     guard: Arc<crate::token_guard::TokenGuard>,
 }
@@ -235,6 +237,7 @@ impl AdminState {
             results: None,
             console: None,
             audit: None,
+            rollouts: None,
             guard: Arc::new(crate::token_guard::TokenGuard::new()),
         }
     }
@@ -243,6 +246,17 @@ impl AdminState {
     /// results' token (with [`AdminState::with_results`]; without it the route does not exist).
     pub fn with_audit(mut self, audit: Arc<dyn flowgate_domain::ports::AuditLog>) -> Self {
         self.audit = Some(audit);
+        self
+    }
+
+    /// Also serves `GET /admin/v1/rollouts[/{rolloutId}]` (D29) from `rollouts`, to callers
+    /// presenting the results' token (with [`AdminState::with_results`]; without it the routes
+    /// do not exist).
+    pub fn with_rollouts(
+        mut self,
+        rollouts: Arc<dyn flowgate_domain::ports::RolloutStore>,
+    ) -> Self {
+        self.rollouts = Some(rollouts);
         self
     }
 
@@ -531,6 +545,71 @@ async fn list_audit(req: HttpRequest, state: web::Data<AdminState>) -> HttpRespo
     }
 }
 
+/// `GET /admin/v1/rollouts[?state=]` (D29): every rollout, newest first.
+async fn list_rollouts(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse {
+    let Some(rollouts) = state.rollouts.as_ref() else {
+        return crate::handlers::no_route(&req);
+    };
+    if let Err(refused) = results_access(&req, &state) {
+        return *refused;
+    }
+    let wanted = (|| {
+        let pairs = query_params(&req, &["state"])?;
+        single(&pairs, "state")?
+            .map(|text| {
+                text.parse::<flowgate_domain::rollouts::RolloutState>()
+                    .map_err(|e| ReportError::InvalidParam {
+                        param: "state",
+                        message: e.to_string(),
+                    })
+            })
+            .transpose()
+    })();
+    let wanted = match wanted {
+        Ok(wanted) => wanted,
+        Err(e) => return report_problem(&req, &e),
+    };
+    match rollouts.list_rollouts(wanted).await {
+        Ok(listed) => json_ok(&serde_json::json!({
+            "rollouts": listed.iter().map(crate::rollouts::rollout_json).collect::<Vec<_>>(),
+        })),
+        Err(e) => report_problem(&req, &ReportError::Store(e)),
+    }
+}
+
+/// `GET /admin/v1/rollouts/{rolloutId}` (D29).
+async fn show_rollout(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AdminState>,
+) -> HttpResponse {
+    let Some(rollouts) = state.rollouts.as_ref() else {
+        return crate::handlers::no_route(&req);
+    };
+    if let Err(refused) = results_access(&req, &state) {
+        return *refused;
+    }
+    let text = path.into_inner();
+    let Ok(id) = text.parse::<flowgate_domain::ids::RolloutId>() else {
+        let e = ReportError::InvalidParam {
+            param: "rolloutId",
+            message: format!("{text:?} is not a UUID in its hyphenated form"),
+        };
+        return report_problem(&req, &e);
+    };
+    match rollouts.rollout(id).await {
+        Ok(Some(r)) => json_ok(&crate::rollouts::rollout_json(&r)),
+        Ok(None) => admin_problem(
+            &req,
+            StatusCode::NOT_FOUND,
+            "rollout_not_found",
+            "Rollout not found",
+            &format!("no rollout {id}"),
+        ),
+        Err(e) => report_problem(&req, &ReportError::Store(e)),
+    }
+}
+
 /// `GET /admin/v1/experiments[?app_id=]` (D22).
 async fn list_experiments(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse {
     let access = match results_access(&req, &state) {
@@ -694,6 +773,9 @@ const EXPERIMENTS_PATH: &str = "/admin/v1/experiments";
 const RESULTS_PATH: &str = "/admin/v1/experiments/{experimentId}/results";
 /// The audit log's route (D28).
 const AUDIT_PATH: &str = "/admin/v1/audit";
+/// The rollouts' routes (D29).
+const ROLLOUTS_PATH: &str = "/admin/v1/rollouts";
+const ROLLOUT_PATH: &str = "/admin/v1/rollouts/{rolloutId}";
 
 /// A resource answering GET with `handler` and 405 otherwise.
 fn get_only<F, Args>(path: &'static str, handler: F) -> actix_web::Resource
@@ -747,6 +829,8 @@ pub fn admin_app(
         .service(get_only(EXPERIMENTS_PATH, list_experiments))
         .service(get_only(RESULTS_PATH, experiment_results))
         .service(get_only(AUDIT_PATH, list_audit))
+        .service(get_only(ROLLOUTS_PATH, list_rollouts))
+        .service(get_only(ROLLOUT_PATH, show_rollout))
         .default_service(web::to(crate::handlers::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

@@ -24,6 +24,7 @@ pub mod request_id;
 mod resolve_body;
 mod response;
 pub mod results;
+pub mod rollouts;
 pub mod router;
 mod state;
 pub mod sticky;

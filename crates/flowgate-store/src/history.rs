@@ -56,6 +56,34 @@ pub(crate) struct ImportEntry {
         flowgate_domain::ids::ChangeId,
         flowgate_domain::people::ChangeDecision,
     )>,
+    /// The rollout this write starts or steps (D29), recorded in the same transaction; a step
+    /// recorded meanwhile (or a rollout no longer in the state it left) undoes the whole
+    /// write.
+    pub(crate) rollout: Option<RolloutWrite>,
+}
+
+/// What a catalog write records of a rollout (D29).
+#[derive(Clone, Debug)]
+pub enum RolloutWrite {
+    /// A new rollout, its first step applied by this write.
+    Start(flowgate_domain::rollouts::Rollout),
+    /// A step of a rollout applied by this write (its revision filled in with the write's),
+    /// and the rollout's change of state, if any.
+    Step {
+        /// The rollout.
+        id: flowgate_domain::ids::RolloutId,
+        /// The step.
+        step: flowgate_domain::rollouts::AppliedStep,
+        /// From, to, why.
+        change: Option<flowgate_domain::ports::StateChange>,
+    },
+    /// A rollout's change of state made by this write (a rollback: from, to, why).
+    State {
+        /// The rollout.
+        id: flowgate_domain::ids::RolloutId,
+        /// From, to, why.
+        change: flowgate_domain::ports::StateChange,
+    },
 }
 
 /// A row of `catalog_imports` (its `id` is generated and only orders the rows).

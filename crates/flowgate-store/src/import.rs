@@ -26,6 +26,7 @@ use flowgate_domain::people::{AuditAction, ChangeDecision, NewAuditEntry};
 use flowgate_domain::ports::{CatalogSource, StoreError};
 use time::OffsetDateTime;
 
+pub use crate::history::RolloutWrite;
 use crate::history::{sha256_hex, ImportEntry};
 use crate::store::Store;
 
@@ -251,6 +252,7 @@ pub async fn import_text_as(
                 summary: plan.summary,
                 audit: Some(audit),
                 decision: None,
+                rollout: None,
             };
             let write = plan.changed.then_some((plan.write, entry));
             Ok((write, (plan.summary, plan.changed, plan.warnings)))
@@ -365,6 +367,10 @@ pub enum ChangeFailure {
     /// The reviewed change was decided (applied, withdrawn) meanwhile.
     #[error("this change was decided meanwhile; nothing was written")]
     Decided,
+    /// The rollout's step was recorded meanwhile (by another replica), or the rollout left the
+    /// state the write expected (D29); nothing was written.
+    #[error("{0}; nothing was written")]
+    RolloutMoved(String),
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -379,6 +385,7 @@ impl ChangeFailure {
             Self::Change(e) => e.code(),
             Self::Invalid(_) => "invalid_catalog",
             Self::Decided => "already_decided",
+            Self::RolloutMoved(_) => "rollout_moved",
             Self::Store(_) => "store",
         }
     }
@@ -389,6 +396,9 @@ impl From<StoreError> for ChangeFailure {
         match e {
             StoreError::Conflict { ref detail } if detail.contains("decided meanwhile") => {
                 Self::Decided
+            }
+            StoreError::Conflict { ref detail } if detail.contains(" rollout ") => {
+                Self::RolloutMoved(detail.clone())
             }
             other => Self::Store(other),
         }
@@ -444,10 +454,60 @@ pub async fn apply_change(
     decision: Option<(ChangeId, ChangeDecision)>,
     now: OffsetDateTime,
 ) -> Result<AppliedChange, ChangeFailure> {
+    let write = ChangeWrite {
+        actor,
+        comment,
+        action: AuditAction::CatalogChange,
+        detail: serde_json::Value::Null,
+        decision,
+        rollout: None,
+    };
+    apply_change_with(store, change, base, write, now).await
+}
+
+/// What a change's write records beside the catalog: who, why, as which audit action (with
+/// `detail`'s members added to the entry's), and the reviewed change or rollout it applies.
+#[derive(Clone, Debug)]
+pub struct ChangeWrite<'a> {
+    /// Who: an email, `cli`, `scheduler`.
+    pub actor: &'a str,
+    /// Why, in their words (empty: none).
+    pub comment: &'a str,
+    /// The audit entry's action.
+    pub action: AuditAction,
+    /// Members added to the audit entry's detail (an object; anything else adds nothing).
+    pub detail: serde_json::Value,
+    /// The reviewed change this applies (D28).
+    pub decision: Option<(ChangeId, ChangeDecision)>,
+    /// The rollout this starts or steps (D29): a step recorded meanwhile fails the write
+    /// ([`ChangeFailure::RolloutMoved`]) and nothing is written.
+    pub rollout: Option<RolloutWrite>,
+}
+
+/// [`apply_change`] with what the write records spelled out ([`ChangeWrite`]): rollouts'
+/// steps (D29) go through here, keyed so each is recorded once.
+pub async fn apply_change_with(
+    store: &Store,
+    change: &CatalogChange,
+    base: u64,
+    write: ChangeWrite<'_>,
+    now: OffsetDateTime,
+) -> Result<AppliedChange, ChangeFailure> {
     let change_json = change.to_json();
-    let actor = actor.to_owned();
-    let comment = comment.to_owned();
-    let target = decision.as_ref().map(|(id, _)| id.to_string());
+    let actor = write.actor.to_owned();
+    let comment = write.comment.to_owned();
+    let decision = write.decision;
+    let rollout = write.rollout;
+    let action = write.action;
+    let extra = write.detail;
+    let target = match (&decision, &rollout) {
+        (Some((id, _)), _) => Some(id.to_string()),
+        (None, Some(RolloutWrite::Start(r))) => Some(r.id.to_string()),
+        (None, Some(RolloutWrite::Step { id, .. } | RolloutWrite::State { id, .. })) => {
+            Some(id.to_string())
+        }
+        (None, None) => None,
+    };
     let outcome = store
         .update_catalog(move |stored| {
             if stored.revision != base {
@@ -464,17 +524,23 @@ pub async fn apply_change(
                 return Err(ChangeFailure::Change(ChangeError::NoChange(description)));
             }
             let sha256 = sha256_hex(change_json.to_string().as_bytes());
+            let mut detail = serde_json::json!({
+                "description": description, "change": change_json, "moved": moved_json(&diff),
+            });
+            if let (Some(detail), serde_json::Value::Object(extra)) =
+                (detail.as_object_mut(), extra)
+            {
+                detail.extend(extra);
+            }
             let audit = NewAuditEntry {
                 at: now,
                 actor: actor.clone(),
-                action: AuditAction::CatalogChange,
+                action,
                 target,
                 comment: Some(comment).filter(|c| !c.is_empty()),
                 revision_before: None,
                 revision_after: None,
-                detail: serde_json::json!({
-                    "description": description, "change": change_json, "moved": moved_json(&diff),
-                }),
+                detail,
             };
             let entry = ImportEntry {
                 imported_at: now,
@@ -483,6 +549,7 @@ pub async fn apply_change(
                 summary: plan.summary,
                 audit: Some(audit),
                 decision,
+                rollout,
             };
             Ok((
                 Some((plan.write, entry)),

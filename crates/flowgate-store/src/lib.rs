@@ -18,6 +18,7 @@ mod people;
 mod redact;
 mod results;
 mod retention;
+mod rollouts;
 pub mod schema;
 mod sticky;
 mod store;

@@ -364,3 +364,56 @@ diesel::table! {
         note -> Nullable<Text>,
     }
 }
+
+// Staged rollouts, their applied steps and the scheduler's leases (D29; `rollouts.rs`).
+// Never joined with the catalog's tables.
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    rollouts (id) {
+        id -> Uuid,
+        format -> Integer,
+        app_id -> Uuid,
+        placement -> Text,
+        experiment_id -> Uuid,
+        control_variant -> Uuid,
+        treatment_variant -> Uuid,
+        from_flow -> Uuid,
+        to_flow -> Uuid,
+        plan -> Text,
+        state -> Text,
+        reason -> Nullable<Text>,
+        created_by -> Text,
+        created_at -> Instant,
+        updated_at -> Instant,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::{Instant, Uuid};
+
+    rollout_steps (rollout_id, step_index) {
+        rollout_id -> Uuid,
+        step_index -> Integer,
+        share -> Double,
+        applied_at -> Instant,
+        revision -> BigInt,
+        figures -> Text,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::sql::Instant;
+
+    scheduler_leases (name) {
+        name -> Text,
+        holder -> Text,
+        expires_at -> Instant,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(rollouts, rollout_steps);

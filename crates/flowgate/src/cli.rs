@@ -104,6 +104,13 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Staged rollouts of a new flow, rolled back by themselves when a guardrail gets worse
+    /// (D29).
+    Rollouts {
+        /// The operation.
+        #[command(subcommand)]
+        command: RolloutsCommand,
+    },
     /// Create a demo workspace with an app, flows and placements, and print a key and
     /// ready-to-paste curl commands. With `--traffic N`, send N simulated users of its paywall
     /// experiment through the API of the flowgate serving at `server.listen`, then print the
@@ -353,6 +360,93 @@ impl From<RoleArg> for flowgate_domain::people::Role {
             RoleArg::Admin => Self::Admin,
         }
     }
+}
+
+/// `flowgate rollouts ...` (D29).
+#[derive(Debug, Subcommand)]
+pub enum RolloutsCommand {
+    /// Start a rollout: the placement's first rule that serves a flow moves to `--flow` in
+    /// steps; prints the rollout's id.
+    Start {
+        /// The app id.
+        #[arg(long)]
+        app: String,
+        /// The placement key.
+        #[arg(long)]
+        placement: String,
+        /// The new flow's id.
+        #[arg(long)]
+        flow: String,
+        /// The share of users on the new flow at each step, in percent, the last 100.
+        #[arg(long, value_delimiter = ',', default_value = "1,5,25,50,100")]
+        steps: Vec<f64>,
+        /// How long each step is held at least (`90s`, `15m`, `24h`, `7d`).
+        #[arg(long, default_value = "24h")]
+        hold: String,
+        /// Users the new flow needs before the next step.
+        #[arg(long, default_value_t = flowgate_domain::rollouts::DEFAULT_MINIMUM_USERS)]
+        minimum_users: u64,
+        /// A metric that must not get significantly worse (repeat for several; default
+        /// `flow_complete`, `purchase_complete` and `revenue`).
+        #[arg(long = "guardrail")]
+        guardrails: Vec<String>,
+        /// Why, for the audit log.
+        #[arg(long, default_value = "")]
+        comment: String,
+        /// Print the rollout as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The rollouts, newest first.
+    List {
+        /// Only rollouts in this state (`running`, `paused`, `rolled_back`, `completed`).
+        #[arg(long)]
+        state: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One rollout: its steps, when each was applied and the guardrails' figures.
+    Show {
+        /// The rollout's id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a running rollout: no step is taken; the new flow keeps its share.
+    Pause {
+        /// The rollout's id.
+        id: String,
+        /// Why, for the audit log.
+        #[arg(long, default_value = "")]
+        comment: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a paused rollout.
+    Resume {
+        /// The rollout's id.
+        id: String,
+        /// Why, for the audit log.
+        #[arg(long, default_value = "")]
+        comment: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Roll a rollout back now: the rule serves the old flow to everyone.
+    Rollback {
+        /// The rollout's id.
+        id: String,
+        /// Why, for the audit log.
+        #[arg(long, default_value = "")]
+        comment: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `flowgate audit ...` (D28).

@@ -63,6 +63,8 @@ pub struct Config {
     pub console: ConsoleConfig,
     /// The audit log (D28).
     pub audit: AuditConfig,
+    /// The scheduler of staged rollouts (D29).
+    pub scheduler: SchedulerConfig,
     /// Resolve.
     pub resolve: ResolveConfig,
     /// Rate limits (D10).
@@ -392,6 +394,26 @@ impl Default for AuditConfig {
     fn default() -> Self {
         Self {
             retention_days: 400,
+        }
+    }
+}
+
+/// `[scheduler]` (D29): how often `serve` looks at the rollouts, and its lease.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Between two passes over the running rollouts.
+    pub interval_ms: u64,
+    /// How long the replica that acts holds the lease without renewing it; another takes
+    /// over this long after it dies. More than the interval.
+    pub lease_seconds: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: 5000,
+            lease_seconds: 30,
         }
     }
 }
@@ -804,6 +826,22 @@ impl Config {
             return Err(invalid(
                 "server.body_timeout_ms",
                 format!("must be 100..=600000, not {}", self.server.body_timeout_ms),
+            ));
+        }
+        let sc = &self.scheduler;
+        if !(50..=600_000).contains(&sc.interval_ms) {
+            return Err(invalid(
+                "scheduler.interval_ms",
+                format!("must be 50..=600000, not {}", sc.interval_ms),
+            ));
+        }
+        if !(1..=3600).contains(&sc.lease_seconds) || sc.lease_seconds * 1000 <= sc.interval_ms {
+            return Err(invalid(
+                "scheduler.lease_seconds",
+                format!(
+                    "must be 1..=3600 and last longer than scheduler.interval_ms ({} ms), not {}",
+                    sc.interval_ms, sc.lease_seconds
+                ),
             ));
         }
         let x = &self.experiments;

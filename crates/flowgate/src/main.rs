@@ -17,6 +17,9 @@ mod heap;
 mod ingest;
 mod people_cmd;
 mod refresh;
+mod rollouts;
+mod rollouts_cmd;
+mod scheduler;
 mod scrape;
 mod serve;
 mod telemetry;
@@ -188,6 +191,7 @@ fn main() -> std::process::ExitCode {
             Command::Keys { command } => commands::keys(&store, command).await,
             Command::Users { command } => people_cmd::users(&store, &config, command).await,
             Command::Audit { command } => people_cmd::audit(&store, command).await,
+            Command::Rollouts { command } => rollouts_cmd::rollouts(&store, command).await,
             Command::Demo {
                 json,
                 traffic: None,

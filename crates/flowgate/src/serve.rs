@@ -136,6 +136,25 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
         }),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The rollout scheduler (D29): every replica runs it; the one holding the lease acts.
+    let scheduler = match crate::results_reader(&config) {
+        Ok(reader) => tokio::spawn(crate::scheduler::run(
+            store.clone(),
+            Arc::new(reader),
+            ResultsSettings {
+                currency: config.experiments.currency.clone(),
+                exchange_rates: config.experiments.exchange_rates.clone(),
+                horizon_days: config.stores.horizon_days,
+            },
+            crate::scheduler::SchedulerSettings {
+                interval: Duration::from_millis(config.scheduler.interval_ms),
+                lease: Duration::from_secs(config.scheduler.lease_seconds),
+            },
+            crate::scheduler::SchedulerMetrics::new(&mut registry),
+            stop_rx.clone(),
+        )),
+        Err(code) => return code,
+    };
     let refresher = tokio::spawn(refresher.run(
         Some(api_state.clone()),
         Duration::from_millis(config.catalog.refresh_interval_ms),
@@ -203,6 +222,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             })
             .with_explain(explain)
             .with_audit(Arc::new(store.clone()))
+            .with_rollouts(Arc::new(store.clone()))
             .with_console(ConsoleAccess {
                 backend: Arc::new(crate::console::StoreConsole(store.clone())),
                 people: Arc::new(store.clone()),
@@ -276,7 +296,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let (report, ()) = tokio::join!(sink.shutdown(deadline), api_handle.stop(true));
     let _ = stop_tx.send(true);
     admin_handle.stop(true).await;
-    let _ = tokio::join!(api_task, admin_task, refresher);
+    let _ = tokio::join!(api_task, admin_task, refresher, scheduler);
     // The prober holds the assignments too: gone with it, the writer sees no producer left.
     sticky_prober.abort();
     let _ = sticky_prober.await;

@@ -114,3 +114,11 @@ contract_tests!(change_store {
     store decide_is_compare_and_set,
     store concurrent_decisions_have_one_winner,
 });
+
+contract_tests!(rollout_store {
+    store rollouts_round_trip_and_list_by_state,
+    store apply_step_records_once,
+    store concurrent_steps_have_one_winner,
+    store set_rollout_state_is_compare_and_set,
+    store leases_have_one_holder_until_they_expire,
+});

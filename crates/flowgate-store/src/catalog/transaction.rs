@@ -7,7 +7,7 @@ use flowgate_domain::ports::StoreError;
 use super::read::{assemble, load_rows};
 use super::write::{write_rows, WriteRows};
 use super::{decode_revision, revision_query};
-use crate::history::ImportEntry;
+use crate::history::{ImportEntry, RolloutWrite};
 use crate::schema::catalog_imports;
 use crate::store::Store;
 
@@ -88,6 +88,48 @@ impl Store {
                                 detail: format!("change {id} was decided meanwhile"),
                             }
                             .into());
+                        }
+                    }
+                    match entry.rollout {
+                        None => {}
+                        Some(RolloutWrite::Start(mut rollout)) => {
+                            for step in &mut rollout.applied {
+                                step.revision = after;
+                            }
+                            crate::rollouts::insert_rollout_in(conn, &rollout).await?;
+                        }
+                        Some(RolloutWrite::Step {
+                            id,
+                            mut step,
+                            change,
+                        }) => {
+                            step.revision = after;
+                            let index = step.index;
+                            if !crate::rollouts::apply_step_in(conn, id, &step, change.as_ref())
+                                .await?
+                            {
+                                return Err(StoreError::Conflict {
+                                    detail: format!(
+                                        "step {} of rollout {id} was applied meanwhile, or the \
+                                         rollout left the state it was in",
+                                        index + 1
+                                    ),
+                                }
+                                .into());
+                            }
+                        }
+                        Some(RolloutWrite::State { id, change }) => {
+                            let at = entry.imported_at;
+                            if !crate::rollouts::set_state_in(conn, id, &change, at).await? {
+                                return Err(StoreError::Conflict {
+                                    detail: format!(
+                                        "the state of rollout {id} changed meanwhile (it is no \
+                                         longer {})",
+                                        change.0
+                                    ),
+                                }
+                                .into());
+                            }
                         }
                     }
                 }

@@ -19,6 +19,7 @@ mod quickstart;
 mod release;
 mod reload;
 mod results;
+mod rollouts;
 mod startup;
 mod sticky;
 mod support;

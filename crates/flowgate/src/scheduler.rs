@@ -1,0 +1,173 @@
+//! The scheduler (D29) that every `flowgate serve` runs: every `scheduler.interval_ms` it takes
+//! (or renews) the store's lease `scheduler` for `scheduler.lease_seconds`; the replica that
+//! holds it passes over the running rollouts ([`crate::rollouts::tick`]). Only one replica acts
+//! at a time, and when it dies another takes over once the lease expires. The lease avoids
+//! doubled work; exactly once is the store's: each step is recorded, keyed by
+//! `(rollout, step)`, in the transaction of its catalog change, so a step applied by a replica
+//! that lost the lease mid-pass (paused, partitioned) is refused to the next one and nothing
+//! is written twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowgate_domain::ports::{ResultsSource, RolloutStore as _};
+use flowgate_http::results::ResultsSettings;
+use flowgate_store::Store;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+
+use crate::rollouts::Outcome;
+
+/// The lease's name in the store.
+const LEASE: &str = "scheduler";
+
+/// The scheduler's metrics.
+#[derive(Clone, Debug, Default)]
+pub struct SchedulerMetrics {
+    steps: Family<OutcomeLabels, Counter>,
+    leader: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+impl SchedulerMetrics {
+    /// Registered under `flowgate_rollout` and `flowgate_scheduler`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry
+            .sub_registry_with_prefix("flowgate_rollout")
+            .register(
+                "steps",
+                "Rollout steps taken by this replica's scheduler, by outcome: step, completed, \
+             rolled_back (automatic rollbacks: alert on any), paused (sample ratio mismatch), \
+             failed (retried next pass)",
+                m.steps.clone(),
+            );
+        registry
+            .sub_registry_with_prefix("flowgate_scheduler")
+            .register(
+                "leader",
+                "1 while this replica holds the scheduler's lease",
+                m.leader.clone(),
+            );
+        m
+    }
+
+    fn count(&self, outcome: &'static str) {
+        self.steps.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+}
+
+/// How the scheduler runs (`[scheduler]`).
+#[derive(Clone, Debug)]
+pub struct SchedulerSettings {
+    /// Between passes.
+    pub interval: Duration,
+    /// How long a lease lasts without renewal.
+    pub lease: Duration,
+}
+
+/// Runs until `stop` turns true, then gives the lease up.
+pub async fn run(
+    store: Store,
+    reader: Arc<dyn ResultsSource>,
+    results: ResultsSettings,
+    settings: SchedulerSettings,
+    metrics: SchedulerMetrics,
+    mut stop: watch::Receiver<bool>,
+) {
+    let holder = holder_id();
+    let mut every = tokio::time::interval(settings.interval);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut leading = false;
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = stop.changed() => break,
+        }
+        if *stop.borrow() {
+            break;
+        }
+        let now = time::OffsetDateTime::now_utc();
+        match store.take_lease(LEASE, &holder, now, settings.lease).await {
+            Ok(true) => {
+                if !leading {
+                    tracing::info!(holder = %holder, "scheduler: this replica holds the lease");
+                }
+                leading = true;
+            }
+            Ok(false) => {
+                leading = false;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "scheduler: the lease could not be read");
+                leading = false;
+            }
+        }
+        metrics.leader.set(i64::from(leading));
+        if !leading {
+            continue;
+        }
+        pass(&store, reader.as_ref(), &results, &metrics, now).await;
+    }
+    if leading {
+        let _ = store.release_lease(LEASE, &holder).await;
+    }
+}
+
+/// One pass over the running rollouts, each outcome logged and counted.
+async fn pass(
+    store: &Store,
+    reader: &dyn ResultsSource,
+    results: &ResultsSettings,
+    metrics: &SchedulerMetrics,
+    now: time::OffsetDateTime,
+) {
+    let done = match crate::rollouts::tick(store, reader, results, now).await {
+        Ok(done) => done,
+        Err(e) => {
+            tracing::warn!(error = %e, "scheduler: the rollouts could not be read");
+            return;
+        }
+    };
+    for (id, outcome) in done {
+        match outcome {
+            Ok(Outcome::Waited(_)) => {}
+            Ok(Outcome::Stepped { index, share }) => {
+                metrics.count("step");
+                tracing::info!(rollout = %id, step = index + 1, share, "rollout: step applied");
+            }
+            Ok(Outcome::Completed) => {
+                metrics.count("completed");
+                tracing::info!(rollout = %id, "rollout: completed, the new flow for everyone");
+            }
+            Ok(Outcome::RolledBack(why)) => {
+                metrics.count("rolled_back");
+                tracing::warn!(rollout = %id, why = %why, "rollout: rolled back automatically");
+            }
+            Ok(Outcome::Paused(why)) => {
+                metrics.count("paused");
+                tracing::warn!(rollout = %id, why = %why, "rollout: paused for a person");
+            }
+            Err(e) => {
+                metrics.count("failed");
+                tracing::warn!(rollout = %id, error = %e, code = e.code(),
+                    "rollout: not moved this pass; tried again next pass");
+            }
+        }
+    }
+}
+
+/// This process's name in the lease: host, process id and random bits.
+fn holder_id() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "flowgate".to_owned());
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}/{}/{}", std::process::id(), &random[..8])
+}

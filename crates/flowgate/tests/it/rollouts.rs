@@ -1,0 +1,546 @@
+//! Staged rollouts (D29) through the binary: `flowgate rollouts start`, the scheduler of
+//! `flowgate serve` (every replica runs it, one holds the lease), users sent through the real
+//! API, and the audit log. Holds of a second or two; the onboarding placement's first rule (US
+//! and CA users, `FLOW_US`) is rolled to `FLOW_NEW`.
+
+use std::net::SocketAddr;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use flowgate_testkit::{free_port, TestDb};
+use serde_json::{json, Value};
+
+use crate::fixtures;
+use crate::support::{flowgate, http, import, run};
+
+/// `serve` processes on one database, each with the scheduler and a fast catalog refresh.
+struct Replicas {
+    db_url: String,
+    key: String,
+    nodes: Vec<Node>,
+}
+
+struct Node {
+    api: SocketAddr,
+    admin: SocketAddr,
+    child: Option<Child>,
+}
+
+impl Replicas {
+    /// `n` replicas on `db` (the fixture catalog imported, a key created).
+    async fn start(db: &TestDb, n: usize) -> Replicas {
+        import(&db.url, &fixtures::catalog_json());
+        let (code, out, err) = run(
+            &[
+                "keys",
+                "create",
+                "--workspace",
+                fixtures::WS1,
+                "--env",
+                "test",
+                "--json",
+            ],
+            &[("FLOWGATE__DATABASE__URL", db.url.as_str())],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let key = serde_json::from_str::<Value>(&out).unwrap()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut replicas = Replicas {
+            db_url: db.url.clone(),
+            key,
+            nodes: Vec::new(),
+        };
+        for _ in 0..n {
+            let node = replicas.spawn();
+            replicas.nodes.push(node);
+        }
+        for node in &replicas.nodes {
+            wait_ready(node.admin).await;
+        }
+        replicas
+    }
+
+    fn spawn(&self) -> Node {
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = flowgate()
+            .arg("serve")
+            .env("FLOWGATE__DATABASE__URL", &self.db_url)
+            .env("FLOWGATE__SERVER__LISTEN", api.to_string())
+            .env("FLOWGATE__ADMIN__LISTEN", admin.to_string())
+            .env("FLOWGATE__ADMIN__TOKEN", crate::console::TOKEN)
+            .env("FLOWGATE__CATALOG__CACHE_PATH", "")
+            .env("FLOWGATE__CATALOG__REFRESH_INTERVAL_MS", "200")
+            .env("FLOWGATE__SCHEDULER__INTERVAL_MS", "200")
+            .env("FLOWGATE__SCHEDULER__LEASE_SECONDS", "2")
+            .env("FLOWGATE__EVENTS__FLUSH_INTERVAL_MS", "50")
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("FLOWGATE_TEST_LOGS").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .unwrap();
+        Node {
+            api,
+            admin,
+            child: Some(child),
+        }
+    }
+
+    fn env(&self) -> [(&'static str, &str); 1] {
+        [("FLOWGATE__DATABASE__URL", self.db_url.as_str())]
+    }
+
+    /// The live replicas' API addresses.
+    fn apis(&self) -> Vec<SocketAddr> {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.api)
+            .collect()
+    }
+
+    /// The replica that holds the scheduler's lease now, if one does.
+    fn leader(&self) -> Option<usize> {
+        self.nodes.iter().position(|n| {
+            n.child.is_some()
+                && http(n.admin, "GET", "/metrics", None, b"")
+                    .is_ok_and(|(_, text)| text.lines().any(|l| l == "flowgate_scheduler_leader 1"))
+        })
+    }
+
+    fn kill9(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> Value {
+        let (code, out, err) = run(args, &self.env());
+        assert_eq!(code, Some(0), "flowgate {args:?}: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    }
+
+    fn show(&self, id: &str) -> Value {
+        self.cli(&["rollouts", "show", id, "--json"])
+    }
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill9(i);
+        }
+    }
+}
+
+async fn wait_ready(admin: SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !matches!(http(admin, "GET", "/readyz", None, b""), Ok((200, _))) {
+        assert!(Instant::now() < deadline, "{admin} never got ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Resolves onboarding for a US `user` on `api`: the answer.
+fn resolve(api: SocketAddr, key: &str, user: &str) -> Value {
+    let body = json!({"user_id": user, "session_id": format!("{user}-s"),
+        "device_platform": "ios", "attributes": {"country": "US"}});
+    let path = format!("/v1/apps/{}/placements/onboarding/resolve", fixtures::APP1);
+    let (status, reply) = http(api, "POST", &path, Some(key), body.to_string().as_bytes()).unwrap();
+    assert_eq!(status, 200, "{reply}");
+    serde_json::from_str(&reply).unwrap()
+}
+
+/// Sends `users` new US users through `apis` (in turn): each resolves, opens the flow it got
+/// (the exposure), completes it with chance `complete` and buys with chance `buy(flow)` (by
+/// their index, so the same every run). Returns each user's id and flow.
+fn traffic(
+    apis: &[SocketAddr],
+    key: &str,
+    prefix: &str,
+    users: usize,
+    complete: f64,
+    buy: impl Fn(&str) -> f64,
+) -> Vec<(String, String)> {
+    let mut events = Vec::new();
+    let mut given = Vec::new();
+    for i in 0..users {
+        let user = format!("{prefix}-{i}");
+        let api = apis[i % apis.len()];
+        let flow = resolve(api, key, &user);
+        let flow_id = flow["flow_id"].as_str().unwrap_or_default().to_owned();
+        let event = |event_type: &str| {
+            json!({
+                "event_id": uuid::Uuid::new_v4().to_string(), "app_id": fixtures::APP1,
+                "flow_id": flow["flow_id"], "flow_version_id": flow["flow_version_id"],
+                "experiment_id": flow["experiment_id"], "variant_id": flow["variant_id"],
+                "placement_id": "onboarding", "user_id": user,
+                "session_id": format!("{user}-s"), "device_platform": "ios",
+                "event_type": event_type,
+                "timestamp": time::OffsetDateTime::now_utc()
+                    .format(&time::format_description::well_known::Rfc3339).unwrap(),
+                "sdk_version": "2.0.0",
+            })
+        };
+        events.push(event("flow_open"));
+        // Deterministic "chances": the user's index against the rate.
+        let roll = |salt: usize| ((i * 7919 + salt * 104_729) % 1000) as f64 / 1000.0;
+        if roll(1) < complete {
+            events.push(event("flow_complete"));
+        }
+        if roll(2) < buy(&flow_id) {
+            let mut purchase = event("purchase_complete");
+            purchase["revenue"] = 9.99.into();
+            purchase["currency"] = "USD".into();
+            events.push(purchase);
+        }
+        given.push((user, flow_id));
+    }
+    for (n, batch) in events.chunks(100).enumerate() {
+        let path = format!("/v1/apps/{}/events", fixtures::APP1);
+        let body = Value::Array(batch.to_vec()).to_string();
+        let (status, reply) = http(
+            apis[n % apis.len()],
+            "POST",
+            &path,
+            Some(key),
+            body.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(status, 202, "{reply}");
+    }
+    given
+}
+
+fn applied_steps(shown: &Value) -> usize {
+    shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["state"] == "applied")
+        .count()
+}
+
+fn start(
+    replicas: &Replicas,
+    steps: &str,
+    hold: &str,
+    minimum: &str,
+    guardrails: &[&str],
+) -> String {
+    let mut args = vec![
+        "rollouts",
+        "start",
+        "--app",
+        fixtures::APP1,
+        "--placement",
+        "onboarding",
+        "--flow",
+        fixtures::FLOW_NEW,
+        "--steps",
+        steps,
+        "--hold",
+        hold,
+        "--minimum-users",
+        minimum,
+        "--comment",
+        "new onboarding",
+        "--json",
+    ];
+    for g in guardrails {
+        args.extend(["--guardrail", g]);
+    }
+    let started = replicas.cli(&args);
+    assert_eq!(started["state"], "running", "{started}");
+    assert_eq!(applied_steps(&started), 1, "{started}");
+    started["id"].as_str().unwrap().to_owned()
+}
+
+/// A rollout whose new flow converts like the old one goes through every step on three
+/// replicas and completes; its leader is killed (SIGKILL) mid-rollout and another replica goes
+/// on; each step is applied once (the audit log has one entry per step); users keep the flow
+/// they got (sticky), and after completion every US user gets the new flow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_steps_to_completion_across_replicas_and_survives_its_leader_dying() {
+    let db = TestDb::postgres()
+        .await
+        .expect("PostgreSQL runs (make pg-up)");
+    let mut replicas = Replicas::start(&db, 3).await;
+    let id = start(&replicas, "10,30,60,100", "2s", "5", &["flow_complete"]);
+
+    let mut early_new: Vec<String> = Vec::new();
+    let mut killed = false;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut round = 0;
+    loop {
+        let shown = replicas.show(&id);
+        if shown["state"] == "completed" {
+            break;
+        }
+        assert_eq!(shown["state"], "running", "{shown}");
+        assert!(Instant::now() < deadline, "not completed in 120 s: {shown}");
+        let apis = replicas.apis();
+        let given = traffic(&apis, &replicas.key, &format!("r{round}"), 30, 0.5, |_| 0.1);
+        if applied_steps(&shown) == 1 {
+            early_new.extend(
+                given
+                    .iter()
+                    .filter(|(_, flow)| flow == fixtures::FLOW_NEW)
+                    .map(|(user, _)| user.clone()),
+            );
+        }
+        // Users who got the new flow keep it at later steps.
+        if applied_steps(&shown) >= 2 {
+            for user in early_new.iter().take(5) {
+                assert_eq!(
+                    resolve(apis[0], &replicas.key, user)["flow_id"],
+                    fixtures::FLOW_NEW,
+                    "{user} keeps the new flow at {}%",
+                    shown["share"]
+                );
+            }
+        }
+        if !killed && applied_steps(&shown) >= 2 {
+            if let Some(leader) = replicas.leader() {
+                replicas.kill9(leader);
+                killed = true;
+            }
+        }
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(killed, "the leader was killed mid-rollout");
+    assert!(
+        !early_new.is_empty(),
+        "some users got the new flow at the first step"
+    );
+
+    let shown = replicas.show(&id);
+    assert_eq!(applied_steps(&shown), 4, "{shown}");
+    assert_eq!(shown["share"], 100.0);
+    let times: Vec<&str> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["applied_at"].as_str().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    // Every step once in the audit log: the first by the CLI, the rest by the scheduler.
+    let audit = replicas.cli(&["audit", "list", "--action", "rollout.step", "--json"]);
+    let steps: Vec<(String, u64)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["target"] == id.as_str())
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap().to_owned(),
+                e["detail"]["step"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut numbers: Vec<u64> = steps.iter().map(|(_, n)| *n).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, [1, 2, 3, 4], "{steps:?}");
+    assert!(
+        steps.iter().any(|s| s == &("cli".to_owned(), 1)),
+        "{steps:?}"
+    );
+    assert!(
+        steps
+            .iter()
+            .filter(|(_, n)| *n > 1)
+            .all(|(actor, _)| actor == "scheduler"),
+        "{steps:?}"
+    );
+    // Completed: every US user gets the new flow, on every live replica.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    'served: loop {
+        for api in replicas.apis() {
+            let all_new = (0..20).all(|i| {
+                resolve(api, &replicas.key, &format!("after-{i}"))["flow_id"] == fixtures::FLOW_NEW
+            });
+            if !all_new {
+                assert!(
+                    Instant::now() < deadline,
+                    "the new flow is not served to all"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue 'served;
+            }
+        }
+        break;
+    }
+    // The admin API shows the same rollout.
+    let admin = replicas
+        .nodes
+        .iter()
+        .find(|n| n.child.is_some())
+        .unwrap()
+        .admin;
+    let (status, body) = http_admin(admin, &format!("/admin/v1/rollouts/{id}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), shown);
+}
+
+fn http_admin(admin: SocketAddr, path: &str) -> (u16, String) {
+    http(admin, "GET", path, Some(crate::console::TOKEN), b"").unwrap()
+}
+
+/// A new flow whose purchases are clearly worse is rolled back by the scheduler at its first
+/// step: resolve then serves the old flow to everyone, and the rollback names the guardrail
+/// and its interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worse_guardrail_rolls_back_by_itself_and_everyone_gets_the_old_flow() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let id = start(&replicas, "30,60,100", "1h", "20", &["purchase_complete"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut round = 0;
+    loop {
+        let shown = replicas.show(&id);
+        if shown["state"] == "rolled_back" {
+            break;
+        }
+        assert_eq!(shown["state"], "running", "{shown}");
+        if Instant::now() > deadline {
+            let experiment = shown["experiment_id"].as_str().unwrap();
+            let report = replicas.cli(&["experiments", "results", experiment, "--json"]);
+            panic!("not rolled back in 60 s: {shown}\nits results: {report}");
+        }
+        traffic(
+            &replicas.apis(),
+            &replicas.key,
+            &format!("w{round}"),
+            60,
+            0.5,
+            // Not 0: a variant that never converts has no estimate (gbstats' zero variance).
+            |flow| {
+                if flow == fixtures::FLOW_NEW {
+                    0.05
+                } else {
+                    0.6
+                }
+            },
+        );
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let shown = replicas.show(&id);
+    assert_eq!(
+        applied_steps(&shown),
+        1,
+        "rolled back at its first step: {shown}"
+    );
+    assert_eq!(shown["share"], 0.0);
+    let reason = shown["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("rolled back by scheduler") && reason.contains("purchase_complete"),
+        "{reason}"
+    );
+    let audit = replicas.cli(&["audit", "list", "--action", "rollout.rollback", "--json"]);
+    let entry = &audit.as_array().unwrap()[0];
+    assert_eq!(entry["actor"], "scheduler");
+    assert_eq!(entry["target"], id.as_str());
+    let figures = &entry["detail"]["figures"];
+    let purchases = figures["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "purchase_complete")
+        .unwrap_or_else(|| panic!("{figures}"));
+    assert!(
+        purchases["ci_high"].as_f64().unwrap() < 0.0,
+        "the interval lies below 0: {purchases}"
+    );
+    // Everyone gets the old flow, the users the new one had too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let api = replicas.apis()[0];
+    while !(0..30)
+        .all(|i| resolve(api, &replicas.key, &format!("w0-{i}"))["flow_id"] == fixtures::FLOW_US)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the old flow is not served to all"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Exposures far from the planned split (a sample ratio mismatch) pause the rollout for a
+/// person; `flowgate rollouts resume` and `rollback` then act on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sample_ratio_mismatch_pauses_the_rollout_for_a_person() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let id = start(&replicas, "50,100", "1h", "10", &["flow_complete"]);
+    // Only the new flow's users report their exposure: 50/50 planned, all exposures on one side.
+    let api = replicas.apis()[0];
+    let mut events = Vec::new();
+    for i in 0..400 {
+        let user = format!("srm-{i}");
+        let flow = resolve(api, &replicas.key, &user);
+        if flow["flow_id"] != fixtures::FLOW_NEW && i % 10 != 0 {
+            continue;
+        }
+        events.push(json!({
+            "event_id": uuid::Uuid::new_v4().to_string(), "app_id": fixtures::APP1,
+            "flow_id": flow["flow_id"], "flow_version_id": flow["flow_version_id"],
+            "experiment_id": flow["experiment_id"], "variant_id": flow["variant_id"],
+            "placement_id": "onboarding", "user_id": user, "session_id": "s",
+            "device_platform": "ios", "event_type": "flow_open",
+            "timestamp": time::OffsetDateTime::now_utc()
+                .format(&time::format_description::well_known::Rfc3339).unwrap(),
+            "sdk_version": "2.0.0",
+        }));
+    }
+    for batch in events.chunks(100) {
+        let path = format!("/v1/apps/{}/events", fixtures::APP1);
+        let body = Value::Array(batch.to_vec()).to_string();
+        let (status, reply) =
+            http(api, "POST", &path, Some(&replicas.key), body.as_bytes()).unwrap();
+        assert_eq!(status, 202, "{reply}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let shown = loop {
+        let shown = replicas.show(&id);
+        if shown["state"] == "paused" {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "not paused in 30 s: {shown}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        shown["reason"]
+            .as_str()
+            .unwrap()
+            .contains("paused by scheduler"),
+        "{shown}"
+    );
+    assert_eq!(shown["share"], 50.0, "the share is kept while paused");
+    let audit = replicas.cli(&["audit", "list", "--action", "rollout.pause", "--json"]);
+    assert_eq!(audit[0]["actor"], "scheduler", "{audit}");
+    // A person rolls it back by hand.
+    let back = replicas.cli(&[
+        "rollouts",
+        "rollback",
+        &id,
+        "--comment",
+        "broken split",
+        "--json",
+    ]);
+    assert_eq!(back["state"], "rolled_back", "{back}");
+    let (code, _, err) = run(&["rollouts", "resume", &id], &replicas.env());
+    assert_eq!(
+        code,
+        Some(4),
+        "a rolled back rollout does not resume: {err}"
+    );
+    assert!(err.contains("rolled_back"), "{err}");
+}

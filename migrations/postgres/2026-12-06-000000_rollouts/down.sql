@@ -1,0 +1,3 @@
+DROP TABLE scheduler_leases;
+DROP TABLE rollout_steps;
+DROP TABLE rollouts;
