@@ -34,6 +34,7 @@ fn change(n: u128, created: i64) -> ChangeRecord {
         decided_at: None,
         applied_revision: None,
         note: None,
+        apply_at: None,
     }
 }
 
@@ -100,6 +101,43 @@ pub async fn changes_round_trip_and_list_by_state<S: ChangeStore + ?Sized>(store
         [failed.id]
     );
     assert_eq!(ok(list(Some(ChangeState::Applied), 10).await, "list"), []);
+}
+
+/// Scheduled changes (D29) come back with their time; the due ones are the pending changes
+/// whose time has come, the earliest first; a decided one is no longer due.
+pub async fn due_changes_are_the_pending_scheduled_ones<S: ChangeStore + ?Sized>(store: &S) {
+    let mut later = change(1, 1);
+    later.apply_at = Some(at(30));
+    let mut sooner = change(2, 2);
+    sooner.apply_at = Some(at(20));
+    let mut same_time = change(3, 3);
+    same_time.apply_at = Some(at(20));
+    let unscheduled = change(4, 4);
+    for c in [&later, &sooner, &same_time, &unscheduled] {
+        insert(store, c).await;
+    }
+    assert_eq!(get(store, later.id).await, Some(later.clone()));
+    let due = |now, limit| store.due_changes(at(now), limit);
+    assert_eq!(ok(due(19, 10).await, "due_changes"), []);
+    assert_eq!(
+        ids(&ok(due(20, 10).await, "due_changes")),
+        [sooner.id, same_time.id]
+    );
+    assert_eq!(
+        ok(due(40, 10).await, "due_changes"),
+        [sooner.clone(), same_time.clone(), later.clone()]
+    );
+    assert_eq!(ids(&ok(due(40, 1).await, "due_changes")), [sooner.id]);
+    assert!(ok(
+        store
+            .decide_change(sooner.id, applied("scheduler", 21, 50))
+            .await,
+        "decide"
+    ));
+    assert_eq!(
+        ids(&ok(due(40, 10).await, "due_changes")),
+        [same_time.id, later.id]
+    );
 }
 
 /// Deciding a pending change moves it and records the decision; a second decision of any

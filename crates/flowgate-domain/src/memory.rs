@@ -678,6 +678,23 @@ impl ChangeStore for InMemoryStore {
         ready(Ok(changes))
     }
 
+    fn due_changes(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ChangeRecord>, StoreError>> {
+        let mut due: Vec<(OffsetDateTime, ChangeRecord)> = self
+            .lock()
+            .changes
+            .values()
+            .filter(|c| c.state == ChangeState::Pending)
+            .filter_map(|c| c.apply_at.filter(|at| *at <= now).map(|at| (at, c.clone())))
+            .collect();
+        due.sort_by_key(|(at, c)| (*at, c.id));
+        due.truncate(limit);
+        ready(Ok(due.into_iter().map(|(_, c)| c).collect()))
+    }
+
     fn decide_change(
         &self,
         id: ChangeId,

@@ -551,6 +551,9 @@ pub struct ChangeRecord {
     pub applied_revision: Option<u64>,
     /// Why it failed, if it did.
     pub note: Option<String>,
+    /// When the scheduler applies it (D29), if it is scheduled: to the catalog as it is then,
+    /// as `scheduler`; `None`: a person applies it.
+    pub apply_at: Option<OffsetDateTime>,
 }
 
 /// The decision on a pending change: what [`ChangeStore::decide_change`] writes.

@@ -594,6 +594,14 @@ pub trait ChangeStore: Send + Sync {
         limit: usize,
     ) -> BoxFuture<'_, Result<Vec<crate::people::ChangeRecord>, StoreError>>;
 
+    /// Up to `limit` pending changes whose `apply_at` is at or before `now`, the earliest first
+    /// (by `apply_at`, then id): what the scheduler applies (D29).
+    fn due_changes(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<crate::people::ChangeRecord>, StoreError>>;
+
     /// Records the decision on a pending change, compare-and-set: `true` when the change was
     /// pending and now stands as decided; `false` when there is no such change or it was
     /// decided already, and then nothing is written. A decision to `Pending` is

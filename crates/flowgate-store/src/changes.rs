@@ -38,6 +38,7 @@ struct NewRow<'a> {
     decided_at: Option<DbTimestamp>,
     applied_revision: Option<i64>,
     note: Option<&'a str>,
+    apply_at: Option<DbTimestamp>,
 }
 
 /// A change as read.
@@ -56,6 +57,7 @@ struct Row {
     decided_at: Option<DbTimestamp>,
     applied_revision: Option<i64>,
     note: Option<String>,
+    apply_at: Option<DbTimestamp>,
 }
 
 impl Row {
@@ -81,6 +83,7 @@ impl Row {
                 .map(|r| from_bigint(r, "a change's applied revision"))
                 .transpose()?,
             note: self.note,
+            apply_at: self.apply_at.map(|t| t.0),
         })
     }
 }
@@ -154,6 +157,7 @@ impl ChangeStore for Store {
                     .map(|r| to_bigint(r, "the applied revision"))
                     .transpose()?,
                 note: optional_text(change.note.as_ref(), "change note")?,
+                apply_at: change.apply_at.map(DbTimestamp),
             };
             self.db()
                 .run(diesel::insert_into(changes::table).values(&row))
@@ -203,6 +207,28 @@ impl ChangeStore for Store {
                         .await?
                 }
             };
+            rows.into_iter().map(Row::into_record).collect()
+        })
+    }
+
+    fn due_changes(
+        &self,
+        now: time::OffsetDateTime,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ChangeRecord>, StoreError>> {
+        Box::pin(async move {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows: Vec<Row> = self
+                .db()
+                .rows(
+                    changes::table
+                        .filter(changes::state.eq(ChangeState::Pending.as_str()))
+                        .filter(changes::apply_at.le(DbTimestamp(now)))
+                        .order((changes::apply_at.asc(), changes::id.asc()))
+                        .limit(limit)
+                        .select(columns::<Row>()),
+                )
+                .await?;
             rows.into_iter().map(Row::into_record).collect()
         })
     }

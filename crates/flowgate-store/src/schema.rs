@@ -362,6 +362,7 @@ diesel::table! {
         decided_at -> Nullable<Instant>,
         applied_revision -> Nullable<BigInt>,
         note -> Nullable<Text>,
+        apply_at -> Nullable<Instant>,
     }
 }
 

@@ -104,6 +104,12 @@ pub enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Catalog changes (D28): scheduled ones (D29), the proposed ones, cancelling one.
+    Changes {
+        /// The operation.
+        #[command(subcommand)]
+        command: ChangesCommand,
+    },
     /// Staged rollouts of a new flow, rolled back by themselves when a guardrail gets worse
     /// (D29).
     Rollouts {
@@ -360,6 +366,47 @@ impl From<RoleArg> for flowgate_domain::people::Role {
             RoleArg::Admin => Self::Admin,
         }
     }
+}
+
+/// `flowgate changes ...` (D28, D29).
+#[derive(Debug, Subcommand)]
+pub enum ChangesCommand {
+    /// Schedule a catalog change (its JSON, as `formats/flowgate.catalog-change/` shows) for a
+    /// time: the scheduler applies it then, to the catalog as it is then, as `scheduler`.
+    /// Like `flowgate import`, this is an operator's act: it does not wait for review.
+    Schedule {
+        /// The change's JSON file (`-`: standard input).
+        file: PathBuf,
+        /// When (RFC 3339).
+        #[arg(long)]
+        at: String,
+        /// Why, for the audit log.
+        #[arg(long, default_value = "")]
+        comment: String,
+        /// Print the change as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Proposed and scheduled changes, newest first.
+    List {
+        /// Only changes in this state (`pending`, `applied`, `withdrawn`, `failed`).
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a pending (scheduled or proposed) change: it is withdrawn, as `cli`.
+    Cancel {
+        /// The change's id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `flowgate rollouts ...` (D29).

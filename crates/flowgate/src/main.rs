@@ -5,6 +5,7 @@
 mod bus;
 mod cache;
 mod catalog_cmd;
+mod changes_cmd;
 mod cli;
 mod commands;
 mod config;
@@ -19,6 +20,7 @@ mod people_cmd;
 mod refresh;
 mod rollouts;
 mod rollouts_cmd;
+mod schedules;
 mod scheduler;
 mod scrape;
 mod serve;
@@ -192,6 +194,7 @@ fn main() -> std::process::ExitCode {
             Command::Users { command } => people_cmd::users(&store, &config, command).await,
             Command::Audit { command } => people_cmd::audit(&store, command).await,
             Command::Rollouts { command } => rollouts_cmd::rollouts(&store, command).await,
+            Command::Changes { command } => changes_cmd::changes(&store, command).await,
             Command::Demo {
                 json,
                 traffic: None,

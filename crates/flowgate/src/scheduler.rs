@@ -1,6 +1,7 @@
 //! The scheduler (D29) that every `flowgate serve` runs: every `scheduler.interval_ms` it takes
 //! (or renews) the store's lease `scheduler` for `scheduler.lease_seconds`; the replica that
-//! holds it passes over the running rollouts ([`crate::rollouts::tick`]). Only one replica acts
+//! holds it applies the scheduled changes due ([`crate::schedules::apply_due`]) and passes over
+//! the running rollouts ([`crate::rollouts::tick`]). Only one replica acts
 //! at a time, and when it dies another takes over once the lease expires. The lease avoids
 //! doubled work; exactly once is the store's: each step is recorded, keyed by
 //! `(rollout, step)`, in the transaction of its catalog change, so a step applied by a replica
@@ -29,6 +30,7 @@ const LEASE: &str = "scheduler";
 #[derive(Clone, Debug, Default)]
 pub struct SchedulerMetrics {
     steps: Family<OutcomeLabels, Counter>,
+    changes: Family<OutcomeLabels, Counter>,
     leader: Gauge,
 }
 
@@ -62,6 +64,10 @@ impl SchedulerMetrics {
 
     fn count(&self, outcome: &'static str) {
         self.steps.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    fn changes(&self, outcome: &'static str) {
+        self.changes.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 }
 
@@ -122,7 +128,8 @@ pub async fn run(
     }
 }
 
-/// One pass over the running rollouts, each outcome logged and counted.
+/// One pass: the scheduled changes due, then the running rollouts; each outcome logged and
+/// counted.
 async fn pass(
     store: &Store,
     reader: &dyn ResultsSource,
@@ -130,6 +137,26 @@ async fn pass(
     metrics: &SchedulerMetrics,
     now: time::OffsetDateTime,
 ) {
+    match crate::schedules::apply_due(store, now).await {
+        Ok(done) => {
+            for (id, outcome) in done {
+                match outcome {
+                    crate::schedules::Applied::Applied(revision) => {
+                        metrics.changes("applied");
+                        tracing::info!(change = %id, revision, "scheduled change applied");
+                    }
+                    crate::schedules::Applied::Failed(why) => {
+                        metrics.changes("failed");
+                        tracing::warn!(change = %id, why = %why, "scheduled change failed: it no longer applies");
+                    }
+                    crate::schedules::Applied::Later(why) => {
+                        tracing::info!(change = %id, why = %why, "scheduled change: tried again next pass");
+                    }
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "scheduler: the scheduled changes could not be read"),
+    }
     let done = match crate::rollouts::tick(store, reader, results, now).await {
         Ok(done) => done,
         Err(e) => {

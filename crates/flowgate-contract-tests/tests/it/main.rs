@@ -111,6 +111,7 @@ contract_tests!(audit_log {
 
 contract_tests!(change_store {
     store changes_round_trip_and_list_by_state,
+    store due_changes_are_the_pending_scheduled_ones,
     store decide_is_compare_and_set,
     store concurrent_decisions_have_one_winner,
 });

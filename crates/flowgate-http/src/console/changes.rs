@@ -256,6 +256,7 @@ pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Dat
             decided_at: None,
             applied_revision: None,
             note: None,
+            apply_at: None,
         };
         if let Err(e) = console.changes.insert_change(record_.clone()).await {
             return store_failure(&session, "The change was not proposed", &e);

@@ -544,3 +544,116 @@ async fn a_sample_ratio_mismatch_pauses_the_rollout_for_a_person() {
     );
     assert!(err.contains("rolled_back"), "{err}");
 }
+
+/// A change scheduled for a time (D29) is applied once, at that time, by the scheduler, on
+/// one process over SQLite and on three replicas over PostgreSQL; the same change scheduled a
+/// second later then no longer applies and is marked failed, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_change_applies_once_at_its_time() {
+    for (n, db) in [
+        (1, TestDb::sqlite().await),
+        (
+            3,
+            TestDb::postgres()
+                .await
+                .expect("PostgreSQL runs (make pg-up)"),
+        ),
+    ] {
+        let replicas = Replicas::start(&db, n).await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rule-off.json");
+        let change = json!({"format": 1, "kind": "set_rule_enabled", "app": fixtures::APP1,
+            "placement": "onboarding", "rule": 0, "enabled": false});
+        std::fs::write(&file, change.to_string()).unwrap();
+        let file = file.to_str().unwrap();
+        let rfc = |t: time::OffsetDateTime| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        };
+        let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
+        let first = replicas.cli(&[
+            "changes",
+            "schedule",
+            file,
+            "--at",
+            &rfc(at),
+            "--comment",
+            "launch day",
+            "--json",
+        ]);
+        let again = replicas.cli(&[
+            "changes",
+            "schedule",
+            file,
+            "--at",
+            &rfc(at + time::Duration::seconds(1)),
+            "--json",
+        ]);
+        assert_eq!(first["state"], "pending", "{first}");
+        let api = replicas.apis()[0];
+        assert_eq!(
+            resolve(api, &replicas.key, "before")["flow_id"],
+            fixtures::FLOW_US,
+            "nothing changes before its time"
+        );
+        let id = first["id"].as_str().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (applied, failed) = loop {
+            let listed = replicas.cli(&["changes", "list", "--json"]);
+            let of = |id: &Value| {
+                listed
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["id"] == *id)
+                    .unwrap()
+                    .clone()
+            };
+            let (a, b) = (of(&first["id"]), of(&again["id"]));
+            if a["state"] != "pending" && b["state"] != "pending" {
+                break (a, b);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still pending after 30 s: {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(applied["state"], "applied", "{applied}");
+        assert_eq!(applied["decided_by"], "scheduler");
+        assert!(
+            applied["decided_at"].as_str().unwrap() >= rfc(at).as_str(),
+            "not before its time: {applied}"
+        );
+        assert_eq!(failed["state"], "failed", "{failed}");
+        assert!(
+            failed["note"].as_str().unwrap().contains("already off"),
+            "{failed}"
+        );
+        // Once in the audit log, as the scheduler's, with the comment.
+        let audit = replicas.cli(&["audit", "list", "--action", "catalog.change", "--json"]);
+        let entries: Vec<&Value> = audit
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["target"] == id)
+            .collect();
+        assert_eq!(entries.len(), 1, "{audit}");
+        assert_eq!(entries[0]["actor"], "scheduler");
+        assert!(entries[0]["comment"]
+            .as_str()
+            .unwrap()
+            .contains("launch day"));
+        // Every replica serves it: US users now reach the default flow.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for api in replicas.apis() {
+            while resolve(api, &replicas.key, "after")["flow_id"] != fixtures::FLOW_DEFAULT {
+                assert!(
+                    Instant::now() < deadline,
+                    "the change is not served by {api}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

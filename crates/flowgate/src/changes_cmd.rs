@@ -1,0 +1,186 @@
+//! `flowgate changes schedule|list|cancel` (D28, D29), as `cli` in the audit log.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use flowgate_domain::catalog::CatalogChange;
+use flowgate_domain::ids::ChangeId;
+use flowgate_domain::people::{
+    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
+};
+use flowgate_domain::ports::{AuditLog as _, ChangeStore as _};
+use flowgate_http::results::rfc3339;
+use flowgate_store::import::CLI_ACTOR;
+use flowgate_store::Store;
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+
+use crate::cli::{ChangesCommand, ExitCode};
+use crate::commands::{print_json, store_failure};
+use crate::schedules::{schedule, ScheduleFailure};
+
+/// `flowgate changes ...`
+pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
+    let now = OffsetDateTime::now_utc();
+    match command {
+        ChangesCommand::Schedule {
+            file,
+            at,
+            comment,
+            json,
+        } => {
+            let at = match OffsetDateTime::parse(
+                &at,
+                &time::format_description::well_known::Rfc3339,
+            ) {
+                Ok(at) => at,
+                Err(_) => {
+                    eprintln!("flowgate: --at must be an RFC 3339 time (2026-12-01T09:00:00Z), not {at:?}");
+                    return ExitCode::InvalidInput;
+                }
+            };
+            let change = match read_change(&file) {
+                Ok(change) => change,
+                Err(message) => {
+                    eprintln!("flowgate: {}: {message}", file.display());
+                    return ExitCode::InvalidInput;
+                }
+            };
+            match schedule(store, &change, at, CLI_ACTOR, &comment, now).await {
+                Ok(record) if json => {
+                    print_json(&change_json(&record));
+                    ExitCode::Success
+                }
+                Ok(record) => {
+                    println!("{}", record.id);
+                    eprintln!("scheduled for {}: {}", rfc3339(at), record.summary);
+                    ExitCode::Success
+                }
+                Err(ScheduleFailure::Invalid(message)) => {
+                    eprintln!("flowgate: the change does not apply: {message}");
+                    ExitCode::InvalidInput
+                }
+                Err(ScheduleFailure::Store(e)) => store_failure("the change was not scheduled", &e),
+            }
+        }
+        ChangesCommand::List { state, limit, json } => {
+            let state = match state.map(|s| s.parse::<ChangeState>()).transpose() {
+                Ok(state) => state,
+                Err(e) => {
+                    eprintln!("flowgate: --state: {e}");
+                    return ExitCode::InvalidInput;
+                }
+            };
+            match store.list_changes(state, limit.clamp(1, 10_000)).await {
+                Ok(listed) if json => {
+                    print_json(&json!(listed.iter().map(change_json).collect::<Vec<_>>()));
+                    ExitCode::Success
+                }
+                Ok(listed) => {
+                    if listed.is_empty() {
+                        println!("no changes");
+                    }
+                    for c in &listed {
+                        let when = c
+                            .apply_at
+                            .map(|at| format!(" at {}", rfc3339(at)))
+                            .unwrap_or_default();
+                        println!(
+                            "{}  {:<9}{when}  {}  ({})",
+                            c.id,
+                            c.state.as_str(),
+                            c.summary,
+                            c.author
+                        );
+                    }
+                    ExitCode::Success
+                }
+                Err(e) => store_failure("the changes could not be read", &e),
+            }
+        }
+        ChangesCommand::Cancel { id, json } => {
+            let Ok(id) = id.parse::<ChangeId>() else {
+                eprintln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
+                return ExitCode::InvalidInput;
+            };
+            let decision = ChangeDecision {
+                state: ChangeState::Withdrawn,
+                by: CLI_ACTOR.to_owned(),
+                at: now,
+                applied_revision: None,
+                note: Some("cancelled with flowgate changes cancel".to_owned()),
+            };
+            match store.decide_change(id, decision).await {
+                Ok(true) => {
+                    let entry = NewAuditEntry {
+                        at: now,
+                        actor: CLI_ACTOR.to_owned(),
+                        action: AuditAction::ChangeWithdraw,
+                        target: Some(id.to_string()),
+                        comment: None,
+                        revision_before: None,
+                        revision_after: None,
+                        detail: Value::Null,
+                    };
+                    if let Err(e) = store.append_audit(entry).await {
+                        tracing::error!(error = %e, "the audit entry could not be written");
+                    }
+                    match store.change(id).await {
+                        Ok(Some(record)) if json => print_json(&change_json(&record)),
+                        _ => eprintln!("change {id} cancelled"),
+                    }
+                    ExitCode::Success
+                }
+                Ok(false) => match store.change(id).await {
+                    Ok(Some(record)) => {
+                        eprintln!(
+                            "flowgate: change {id} is {}: only a pending change is cancelled",
+                            record.state.as_str()
+                        );
+                        ExitCode::InvalidInput
+                    }
+                    Ok(None) => {
+                        eprintln!("flowgate: no change {id}");
+                        ExitCode::NotFound
+                    }
+                    Err(e) => store_failure("the change could not be read", &e),
+                },
+                Err(e) => store_failure("the change was not cancelled", &e),
+            }
+        }
+    }
+}
+
+/// The change in `file` (`-`: standard input): its stored JSON, any format this release reads.
+fn read_change(file: &Path) -> Result<CatalogChange, String> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| e.to_string())?;
+        text
+    } else {
+        std::fs::read_to_string(file).map_err(|e| e.to_string())?
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    CatalogChange::from_json(&value).map_err(|e| e.to_string())
+}
+
+/// A change as `--json` prints it.
+fn change_json(c: &ChangeRecord) -> Value {
+    json!({
+        "id": c.id.to_string(),
+        "author": c.author,
+        "created_at": rfc3339(c.created_at),
+        "apply_at": c.apply_at.map(rfc3339),
+        "base_revision": c.base_revision,
+        "summary": c.summary,
+        "comment": c.comment,
+        "state": c.state.as_str(),
+        "decided_by": c.decided_by,
+        "decided_at": c.decided_at.map(rfc3339),
+        "applied_revision": c.applied_revision,
+        "note": c.note,
+        "change": c.change,
+    })
+}

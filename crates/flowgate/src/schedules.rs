@@ -1,0 +1,168 @@
+//! Scheduled catalog changes (D29): a pending change (D28) with an `apply_at` is applied by the
+//! scheduler once its time has come, as `scheduler`, to the catalog as it is then (the dry run
+//! recomputed), through the one write path with the change's decision in the same transaction:
+//! of any number of replicas trying, one applies it, once. A change that no longer applies (an
+//! experiment gone, nothing left to change) is marked `failed` with why; one that meets a
+//! concurrent write (stale) or a store failure is tried again at the next pass.
+
+use flowgate_domain::catalog::CatalogChange;
+use flowgate_domain::ids::ChangeId;
+use flowgate_domain::people::{
+    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
+};
+use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _, StoreError};
+use flowgate_domain::rollouts::SCHEDULER_ACTOR;
+use flowgate_store::import::{apply_change, preview_change, ChangeFailure};
+use flowgate_store::Store;
+use time::OffsetDateTime;
+
+/// Most changes one pass applies.
+const PER_PASS: usize = 20;
+
+/// What a pass did with one due change.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Applied {
+    /// Applied, leaving this catalog revision.
+    Applied(u64),
+    /// It no longer applies: marked failed, why.
+    Failed(String),
+    /// Not now (a concurrent write, the store, another replica): tried again, why.
+    Later(String),
+}
+
+/// Applies the changes due at `now`, the earliest first.
+pub async fn apply_due(
+    store: &Store,
+    now: OffsetDateTime,
+) -> Result<Vec<(ChangeId, Applied)>, StoreError> {
+    let due = store.due_changes(now, PER_PASS).await?;
+    let mut done = Vec::with_capacity(due.len());
+    for record in due {
+        let outcome = apply_one(store, &record, now).await;
+        done.push((record.id, outcome));
+    }
+    Ok(done)
+}
+
+async fn apply_one(store: &Store, record: &ChangeRecord, now: OffsetDateTime) -> Applied {
+    let change = match CatalogChange::from_json(&record.change) {
+        Ok(change) => change,
+        Err(e) => return fail(store, record.id, e.to_string(), now).await,
+    };
+    let base = match store.load_catalog().await {
+        Ok(stored) => stored.revision,
+        Err(e) => return Applied::Later(e.to_string()),
+    };
+    let decision = ChangeDecision {
+        state: ChangeState::Applied,
+        by: SCHEDULER_ACTOR.to_owned(),
+        at: now,
+        applied_revision: None,
+        note: None,
+    };
+    let comment = scheduled_comment(record);
+    match apply_change(
+        store,
+        &change,
+        base,
+        SCHEDULER_ACTOR,
+        &comment,
+        Some((record.id, decision)),
+        now,
+    )
+    .await
+    {
+        Ok(applied) => Applied::Applied(applied.revision),
+        Err(e @ (ChangeFailure::Stale { .. } | ChangeFailure::Store(_))) => {
+            Applied::Later(e.to_string())
+        }
+        Err(ChangeFailure::Decided) => Applied::Later("decided meanwhile".to_owned()),
+        Err(e) => fail(store, record.id, e.to_string(), now).await,
+    }
+}
+
+/// The audit entry's comment: the author's, and who scheduled it.
+fn scheduled_comment(record: &ChangeRecord) -> String {
+    let by = format!("scheduled by {}", record.author);
+    if record.comment.is_empty() {
+        by
+    } else {
+        format!("{} ({by})", record.comment)
+    }
+}
+
+async fn fail(store: &Store, id: ChangeId, why: String, now: OffsetDateTime) -> Applied {
+    let decision = ChangeDecision {
+        state: ChangeState::Failed,
+        by: SCHEDULER_ACTOR.to_owned(),
+        at: now,
+        applied_revision: None,
+        note: Some(why.clone()),
+    };
+    match store.decide_change(id, decision).await {
+        Ok(true) => Applied::Failed(why),
+        Ok(false) => Applied::Later("decided meanwhile".to_owned()),
+        Err(e) => Applied::Later(e.to_string()),
+    }
+}
+
+/// Why a change could not be scheduled.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleFailure {
+    /// The change does not apply to the catalog now (or its JSON is no change).
+    #[error("{0}")]
+    Invalid(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Schedules `change` for `at` as `author` with `comment`: checked against the catalog now
+/// (its dry run must apply), stored pending with its time, and recorded (`change.propose`).
+pub async fn schedule(
+    store: &Store,
+    change: &CatalogChange,
+    at: OffsetDateTime,
+    author: &str,
+    comment: &str,
+    now: OffsetDateTime,
+) -> Result<ChangeRecord, ScheduleFailure> {
+    let preview = match preview_change(store, change, now).await {
+        Ok(preview) => preview,
+        Err(ChangeFailure::Store(e)) => return Err(e.into()),
+        Err(e) => return Err(ScheduleFailure::Invalid(e.to_string())),
+    };
+    let record = ChangeRecord {
+        id: ChangeId::new_v7(now),
+        author: author.to_owned(),
+        created_at: now,
+        base_revision: preview.revision,
+        change: change.to_json(),
+        summary: preview.description.clone(),
+        comment: comment.to_owned(),
+        state: ChangeState::Pending,
+        decided_by: None,
+        decided_at: None,
+        applied_revision: None,
+        note: None,
+        apply_at: Some(at),
+    };
+    store.insert_change(record.clone()).await?;
+    let entry = NewAuditEntry {
+        at: now,
+        actor: author.to_owned(),
+        action: AuditAction::ChangePropose,
+        target: Some(record.id.to_string()),
+        comment: Some(comment.to_owned()).filter(|c| !c.is_empty()),
+        revision_before: None,
+        revision_after: None,
+        detail: serde_json::json!({
+            "description": preview.description,
+            "apply_at": flowgate_http::results::rfc3339(at),
+        }),
+    };
+    if let Err(e) = store.append_audit(entry).await {
+        tracing::error!(error = %e, change = %record.id, "the change's audit entry could not be written");
+    }
+    Ok(record)
+}
