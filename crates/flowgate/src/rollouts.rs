@@ -109,6 +109,18 @@ pub async fn start(
                 .to_owned(),
         ));
     }
+    // One rollout at a time per placement: a second would take the placement's next rule
+    // serving a flow (another audience) without saying so.
+    let open = store.list_rollouts(None).await?;
+    if let Some(other) = open
+        .iter()
+        .find(|r| !r.state.ended() && r.app_id == request.app && r.placement == request.placement)
+    {
+        return Err(RolloutFailure::Invalid(format!(
+            "rollout {} of placement `{}` is {}: roll it back or let it complete first",
+            other.id, other.placement, other.state
+        )));
+    }
     let stored = store.load_catalog().await?;
     let (rule, from_flow) = rule_to_roll(&stored, request.app, &request.placement)?;
     let flow_name = stored

@@ -480,6 +480,22 @@ async fn a_sample_ratio_mismatch_pauses_the_rollout_for_a_person() {
     let db = TestDb::sqlite().await;
     let replicas = Replicas::start(&db, 1).await;
     let id = start(&replicas, "50,100", "1h", "10", &["flow_complete"]);
+    // One rollout at a time per placement.
+    let (code, _, err) = run(
+        &[
+            "rollouts",
+            "start",
+            "--app",
+            fixtures::APP1,
+            "--placement",
+            "onboarding",
+            "--flow",
+            fixtures::FLOW_DEFAULT,
+        ],
+        &replicas.env(),
+    );
+    assert_eq!(code, Some(4), "{err}");
+    assert!(err.contains(&id) && err.contains("is running"), "{err}");
     // Only the new flow's users report their exposure: 50/50 planned, all exposures on one side.
     let api = replicas.apis()[0];
     let mut events = Vec::new();
