@@ -1,20 +1,24 @@
 //! The store's side of the operator console (D24, D28): [`ConsoleBackend`] on the store, with
 //! the functions `flowgate catalog history`, `flowgate import --dry-run` and `flowgate keys`
-//! call, and catalog changes through the import's one write path.
+//! call, catalog changes through the import's one write path, and staged rollouts (D29)
+//! through the engine `flowgate rollouts` uses ([`crate::rollouts`]).
 
 use std::path::Path;
 
 use flowgate_domain::catalog::{CatalogChange, CatalogData};
-use flowgate_domain::ids::{ChangeId, KeyId, WorkspaceId};
+use flowgate_domain::ids::{AppId, ChangeId, FlowId, KeyId, RolloutId, WorkspaceId};
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::people::ChangeDecision;
-use flowgate_domain::ports::{BoxFuture, CatalogSource, KeyStore, StoreError};
+use flowgate_domain::ports::{BoxFuture, CatalogSource, KeyStore, RolloutStore, StoreError};
+use flowgate_domain::rollouts::{Rollout, RolloutPlan};
 use flowgate_http::console::{
     ChangeOutcome, ChangeRefusal, ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError,
 };
 use flowgate_store::import::{apply_change, preview_change, ChangeFailure, FileFormat};
 use flowgate_store::{dry_run_text, DryRunReport, ImportError, Store};
 use time::OffsetDateTime;
+
+use crate::rollouts::{RolloutFailure, StartRequest};
 
 /// The console's backend: the store.
 pub struct StoreConsole(pub Store);
@@ -145,6 +149,94 @@ impl ConsoleBackend for StoreConsole {
 
     fn revoke_key(&self, id: KeyId) -> BoxFuture<'_, Result<KeyRecord, StoreError>> {
         self.0.revoke_key(id, OffsetDateTime::now_utc())
+    }
+
+    fn list_rollouts(&self) -> BoxFuture<'_, Result<Vec<Rollout>, StoreError>> {
+        self.0.list_rollouts(None)
+    }
+
+    fn rollout(&self, id: RolloutId) -> BoxFuture<'_, Result<Option<Rollout>, StoreError>> {
+        RolloutStore::rollout(&self.0, id)
+    }
+
+    fn start_rollout(
+        &self,
+        app: AppId,
+        placement: String,
+        flow: FlowId,
+        plan: RolloutPlan,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
+        Box::pin(async move {
+            let request = StartRequest {
+                app,
+                placement,
+                flow,
+                plan,
+                actor,
+                comment,
+            };
+            crate::rollouts::start(&self.0, request, OffsetDateTime::now_utc())
+                .await
+                .map_err(rollout_refusal)
+        })
+    }
+
+    fn pause_rollout(
+        &self,
+        id: RolloutId,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
+        Box::pin(async move {
+            crate::rollouts::pause(&self.0, id, &actor, &comment, OffsetDateTime::now_utc())
+                .await
+                .map_err(rollout_refusal)
+        })
+    }
+
+    fn resume_rollout(
+        &self,
+        id: RolloutId,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
+        Box::pin(async move {
+            crate::rollouts::resume(&self.0, id, &actor, &comment, OffsetDateTime::now_utc())
+                .await
+                .map_err(rollout_refusal)
+        })
+    }
+
+    fn roll_back_rollout(
+        &self,
+        id: RolloutId,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
+        Box::pin(async move {
+            // A person's rollback records no guardrail reading, as `flowgate rollouts rollback`.
+            let now = OffsetDateTime::now_utc();
+            let figures = serde_json::Value::Null;
+            crate::rollouts::roll_back(&self.0, id, &actor, &comment, figures, now)
+                .await
+                .map_err(rollout_refusal)
+        })
+    }
+}
+
+/// A rollout's failure as the console shows it: the store's failures are unavailable (503)
+/// and logged; the rest are the caller's (a wrong state, an invalid start).
+fn rollout_refusal(failure: RolloutFailure) -> ChangeRefusal {
+    let unavailable = !failure.is_callers();
+    if unavailable {
+        tracing::error!(error = %failure, "console: a rollout could not be read or written");
+    }
+    ChangeRefusal {
+        code: failure.code().to_owned(),
+        message: failure.to_string(),
+        unavailable,
     }
 }
 

@@ -141,15 +141,15 @@ async fn pass(
         Ok(done) => {
             for (id, outcome) in done {
                 match outcome {
-                    crate::schedules::Applied::Applied(revision) => {
+                    crate::schedules::DueOutcome::Applied(revision) => {
                         metrics.changes("applied");
                         tracing::info!(change = %id, revision, "scheduled change applied");
                     }
-                    crate::schedules::Applied::Failed(why) => {
+                    crate::schedules::DueOutcome::Failed(why) => {
                         metrics.changes("failed");
                         tracing::warn!(change = %id, why = %why, "scheduled change failed: it no longer applies");
                     }
-                    crate::schedules::Applied::Later(why) => {
+                    crate::schedules::DueOutcome::Later(why) => {
                         tracing::info!(change = %id, why = %why, "scheduled change: tried again next pass");
                     }
                 }

@@ -21,7 +21,7 @@ const PER_PASS: usize = 20;
 
 /// What a pass did with one due change.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Applied {
+pub enum DueOutcome {
     /// Applied, leaving this catalog revision.
     Applied(u64),
     /// It no longer applies: marked failed, why.
@@ -34,7 +34,7 @@ pub enum Applied {
 pub async fn apply_due(
     store: &Store,
     now: OffsetDateTime,
-) -> Result<Vec<(ChangeId, Applied)>, StoreError> {
+) -> Result<Vec<(ChangeId, DueOutcome)>, StoreError> {
     let due = store.due_changes(now, PER_PASS).await?;
     let mut done = Vec::with_capacity(due.len());
     for record in due {
@@ -44,14 +44,14 @@ pub async fn apply_due(
     Ok(done)
 }
 
-async fn apply_one(store: &Store, record: &ChangeRecord, now: OffsetDateTime) -> Applied {
+async fn apply_one(store: &Store, record: &ChangeRecord, now: OffsetDateTime) -> DueOutcome {
     let change = match CatalogChange::from_json(&record.change) {
         Ok(change) => change,
         Err(e) => return fail(store, record.id, e.to_string(), now).await,
     };
     let base = match store.load_catalog().await {
         Ok(stored) => stored.revision,
-        Err(e) => return Applied::Later(e.to_string()),
+        Err(e) => return DueOutcome::Later(e.to_string()),
     };
     let decision = ChangeDecision {
         state: ChangeState::Applied,
@@ -72,11 +72,11 @@ async fn apply_one(store: &Store, record: &ChangeRecord, now: OffsetDateTime) ->
     )
     .await
     {
-        Ok(applied) => Applied::Applied(applied.revision),
+        Ok(applied) => DueOutcome::Applied(applied.revision),
         Err(e @ (ChangeFailure::Stale { .. } | ChangeFailure::Store(_))) => {
-            Applied::Later(e.to_string())
+            DueOutcome::Later(e.to_string())
         }
-        Err(ChangeFailure::Decided) => Applied::Later("decided meanwhile".to_owned()),
+        Err(ChangeFailure::Decided) => DueOutcome::Later("decided meanwhile".to_owned()),
         Err(e) => fail(store, record.id, e.to_string(), now).await,
     }
 }
@@ -91,7 +91,7 @@ fn scheduled_comment(record: &ChangeRecord) -> String {
     }
 }
 
-async fn fail(store: &Store, id: ChangeId, why: String, now: OffsetDateTime) -> Applied {
+async fn fail(store: &Store, id: ChangeId, why: String, now: OffsetDateTime) -> DueOutcome {
     let decision = ChangeDecision {
         state: ChangeState::Failed,
         by: SCHEDULER_ACTOR.to_owned(),
@@ -100,9 +100,9 @@ async fn fail(store: &Store, id: ChangeId, why: String, now: OffsetDateTime) -> 
         note: Some(why.clone()),
     };
     match store.decide_change(id, decision).await {
-        Ok(true) => Applied::Failed(why),
-        Ok(false) => Applied::Later("decided meanwhile".to_owned()),
-        Err(e) => Applied::Later(e.to_string()),
+        Ok(true) => DueOutcome::Failed(why),
+        Ok(false) => DueOutcome::Later("decided meanwhile".to_owned()),
+        Err(e) => DueOutcome::Later(e.to_string()),
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Experiments with their results drawn as SVG charts, the catalog and changes to it
 //! (`changes.rs`, reviewed when asked), explain, the change preview of a catalog file and the
-//! import history, SDK keys, people and the audit log (`people.rs`). Every page calls the
+//! import history, SDK keys, people and the audit log (`people.rs`), staged rollouts (D29,
+//! `rollouts.rs`: started, paused, resumed and rolled back here). Every page calls the
 //! functions the admin API and the command line call: results and explain are
 //! [`crate::results`]' and [`crate::explain`]'s; the store's side (the catalog as stored, the
 //! import history, the dry run of a file, keys) is the [`ConsoleBackend`] port, which the binary
@@ -26,6 +27,7 @@ mod openid;
 mod pages;
 pub mod passwords;
 pub mod people;
+mod rollouts;
 mod session;
 
 use std::sync::Arc;
@@ -38,10 +40,12 @@ use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, HttpRequest, HttpResponse};
 use flowgate_domain::catalog::{CatalogChange, CatalogData, CatalogDiff, ImportSummary};
 use flowgate_domain::ids::ChangeId;
+use flowgate_domain::ids::{AppId, FlowId, RolloutId};
 use flowgate_domain::ids::{KeyId, WorkspaceId};
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::people::ChangeDecision;
 use flowgate_domain::ports::{BoxFuture, StoreError};
+use flowgate_domain::rollouts::{Rollout, RolloutPlan};
 use futures_util::StreamExt as _;
 use maud::Markup;
 use time::OffsetDateTime;
@@ -134,10 +138,12 @@ pub struct ChangeOutcome {
     pub description: String,
 }
 
-/// Why a change was not previewed or applied; nothing was written.
+/// Why a change was not previewed or applied, or a rollout (D29) not started or moved; nothing
+/// was written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChangeRefusal {
-    /// A stable code (`stale_base`, `unknown_variant`, `no_change`, `already_decided`, ...).
+    /// A stable code (`stale_base`, `unknown_variant`, `no_change`, `already_decided`, ...; for
+    /// a rollout also `not_found`, `wrong_state`, `invalid`, `rollout_moved`).
     pub code: String,
     /// What is wrong, in a sentence quoting the value at fault.
     pub message: String,
@@ -190,6 +196,44 @@ pub trait ConsoleBackend: Send + Sync {
         comment: String,
         decision: Option<(ChangeId, ChangeDecision)>,
     ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>>;
+    /// Every staged rollout (D29), newest first.
+    fn list_rollouts(&self) -> BoxFuture<'_, Result<Vec<Rollout>, StoreError>>;
+    /// The rollout with this id, with its applied steps, if any.
+    fn rollout(&self, id: RolloutId) -> BoxFuture<'_, Result<Option<Rollout>, StoreError>>;
+    /// Starts a rollout of `placement`'s first rule serving a flow (and on) to `flow`, as
+    /// `flowgate rollouts start` does: its first step is applied now, recorded in the audit log
+    /// as `actor`'s with `comment`.
+    fn start_rollout(
+        &self,
+        app: AppId,
+        placement: String,
+        flow: FlowId,
+        plan: RolloutPlan,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
+    /// Pauses a running rollout, as `actor` with `comment` (`wrong_state` otherwise).
+    fn pause_rollout(
+        &self,
+        id: RolloutId,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
+    /// Resumes a paused rollout, as `actor` with `comment` (`wrong_state` otherwise).
+    fn resume_rollout(
+        &self,
+        id: RolloutId,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
+    /// Rolls a running or paused rollout back now (the rule serves the old flow to everyone),
+    /// as `actor` with `comment` (`wrong_state` once it has ended).
+    fn roll_back_rollout(
+        &self,
+        id: RolloutId,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
 }
 
 /// What the console needs beyond the admin API's access: the store's side and how long a
@@ -1426,6 +1470,18 @@ pub(crate) fn scope(
         .service(route!("/changes/{changeId}").route(web::get().to(changes::show)))
         .service(route!("/changes/{changeId}/approve").route(web::post().to(changes::approve)))
         .service(route!("/changes/{changeId}/withdraw").route(web::post().to(changes::withdraw)))
+        .service(
+            route!("/rollouts")
+                .route(web::get().to(rollouts::list))
+                .route(web::post().to(rollouts::start)),
+        )
+        .service(route!("/rollouts/new").route(web::get().to(rollouts::new_rollout)))
+        .service(route!("/rollouts/{rolloutId}").route(web::get().to(rollouts::show)))
+        .service(route!("/rollouts/{rolloutId}/pause").route(web::post().to(rollouts::pause)))
+        .service(route!("/rollouts/{rolloutId}/resume").route(web::post().to(rollouts::resume)))
+        .service(
+            route!("/rollouts/{rolloutId}/rollback").route(web::post().to(rollouts::roll_back)),
+        )
         .service(route!("/experiments").route(web::get().to(experiments)))
         .service(route!("/experiments/{experimentId}").route(web::get().to(experiment)))
         .service(route!("/catalog").route(web::get().to(catalog)))

@@ -20,8 +20,9 @@ use crate::explain::Explained;
 use crate::results::{metrics_by_role, verdict_words, Listed, MetricRole};
 
 /// The pages of the navigation: path, label and the role that sees it.
-const NAVIGATION: [(&str, &str, Role); 10] = [
+const NAVIGATION: [(&str, &str, Role); 11] = [
     ("/console/experiments", "Experiments", Role::Viewer),
+    ("/console/rollouts", "Rollouts", Role::Viewer),
     ("/console/catalog", "Catalog", Role::Viewer),
     ("/console/explain", "Explain", Role::Viewer),
     ("/console/preview", "Change preview", Role::Viewer),
@@ -98,7 +99,7 @@ pub(super) fn when(t: time::OffsetDateTime) -> String {
 }
 
 /// A share as a percentage with two decimals.
-fn percent(share: f64) -> String {
+pub(super) fn percent(share: f64) -> String {
     if share.is_finite() {
         format!("{:.2}%", share * 100.0)
     } else {
@@ -107,7 +108,7 @@ fn percent(share: f64) -> String {
 }
 
 /// A number, or `n/a` when not finite.
-fn number(x: f64, decimals: usize) -> String {
+pub(super) fn number(x: f64, decimals: usize) -> String {
     if x.is_finite() {
         format!("{x:.decimals$}")
     } else {

@@ -8,6 +8,7 @@ mod browser;
 mod cache;
 mod catalog;
 mod console;
+mod console_rollouts;
 mod durability;
 mod faults;
 mod jetstream;

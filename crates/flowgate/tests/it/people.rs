@@ -553,7 +553,7 @@ async fn wait_all_trial(s: &Served, key: &str) {
 }
 
 /// A person of `role` signed in: cookie and CSRF token.
-fn person(s: &Served, email: &str, role: &str) -> (String, String) {
+pub(crate) fn person(s: &Served, email: &str, role: &str) -> (String, String) {
     let link = add(s, email, role);
     let password = format!("{email} long password");
     session_of(s.admin, &set_password(s.admin, &link, &password, &password))
