@@ -12,6 +12,12 @@
 //! recomputed on the catalog of that moment, or its author withdraws it. Nobody approves
 //! their own. Each step is in the audit log.
 //!
+//! D29: without review, the form may name a time to apply it at (UTC). The post then stores
+//! it pending with that time, and the scheduler of `flowgate serve` applies it then, as
+//! `scheduler`, as it does the changes of `flowgate changes schedule`; its author may withdraw
+//! it before. With review, the console does not schedule: an approval applies a change, and a
+//! schedule would skip it.
+//!
 //! [`ConsoleBackend::apply_change`]: super::ConsoleBackend::apply_change
 
 use actix_web::http::StatusCode;
@@ -20,7 +26,9 @@ use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
 use flowgate_domain::ids::{AppId, ChangeId, ExperimentId, FlowId, VariantId};
 use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord, ChangeState, Role};
 use maud::{html, Markup};
-use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 use super::pages::{csrf, diff_tables, layout, when};
 use super::session::Session;
@@ -33,6 +41,8 @@ use super::{
 const LISTED: usize = 50;
 /// Longest comment.
 const MAX_COMMENT_CHARS: usize = 2000;
+/// Why a console with review does not schedule.
+const NO_SCHEDULE_WITH_REVIEW: &str = "with catalog.require_review, a change is applied after its approval; schedule it with flowgate changes schedule";
 
 /// The change a form's fields describe: `kind` = `status` (`experiment`, `status`),
 /// `allocation` (`experiment`, `weight.<variant id>`..., `coverage`), `ship` (`experiment`,
@@ -134,14 +144,27 @@ fn refused(session: &Session, refusal: &ChangeRefusal) -> HttpResponse {
     )
 }
 
-/// The dry run of a change and the form that applies (or proposes) it with a comment.
+/// What a refused post had typed, shown again with why it was refused.
+#[derive(Default)]
+struct Typed<'a> {
+    error: Option<String>,
+    comment: &'a str,
+    apply_at: &'a str,
+}
+
+/// The dry run of a change and the form that applies (or proposes, or schedules) it with a
+/// comment.
 fn confirm_markup(
     session: &Session,
     change: &CatalogChange,
     preview: &ChangeOutcome,
     review: bool,
+    typed: &Typed,
 ) -> Markup {
     let body = html! {
+        @if let Some(error) = &typed.error {
+            p.error role="alert" #change-error { (error) }
+        }
         p.description #change-description { (preview.description) }
         p.meta { "On catalog revision " (preview.revision) ". What it would change:" }
         (diff_tables(&preview.diff))
@@ -150,11 +173,14 @@ fn confirm_markup(
             input type="hidden" name="change" value=(change.to_json().to_string());
             input type="hidden" name="base" value=(preview.revision);
             label for="comment" { "Why (kept in the audit log)" }
-            textarea #comment name="comment" rows="3" maxlength=(MAX_COMMENT_CHARS) required {}
+            textarea #comment name="comment" rows="3" maxlength=(MAX_COMMENT_CHARS) required { (typed.comment) }
             @if review {
                 p.hint { "Changes are reviewed here (catalog.require_review): another editor or admin applies it by approving." }
                 button type="submit" { "Propose for review" }
             } @else {
+                label for="apply_at" { "Apply at (optional)" }
+                input #apply_at type="datetime-local" name="apply_at" value=(typed.apply_at);
+                p.hint { "The time is UTC. Left empty, the change is applied now; given, the scheduler applies it then, and you may withdraw it before." }
                 button type="submit" { "Apply" }
             }
         }
@@ -188,7 +214,13 @@ pub(super) async fn new_change(req: HttpRequest, console: Data) -> HttpResponse 
     match console.backend.preview_change(change.clone()).await {
         Ok(preview) => html(
             StatusCode::OK,
-            confirm_markup(&session, &change, &preview, console.require_review),
+            confirm_markup(
+                &session,
+                &change,
+                &preview,
+                console.require_review,
+                &Typed::default(),
+            ),
         ),
         Err(refusal) => refused(&session, &refusal),
     }
@@ -208,7 +240,93 @@ fn comment_of(fields: &Fields) -> Result<String, String> {
     Ok(comment.to_owned())
 }
 
-/// `POST /console/changes`: applies the change (or, with review, proposes it).
+/// A time to apply a change at: `YYYY-MM-DDTHH:MM` (seconds optional) in UTC, as a
+/// `datetime-local` input sends it, or a full RFC 3339 time.
+fn time_of(text: &str) -> Option<OffsetDateTime> {
+    if let Ok(at) = OffsetDateTime::parse(text, &Rfc3339) {
+        return Some(at);
+    }
+    let minutes = format_description!("[year]-[month]-[day]T[hour]:[minute]");
+    let seconds = format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+    PrimitiveDateTime::parse(text, &minutes)
+        .or_else(|_| PrimitiveDateTime::parse(text, &seconds))
+        .ok()
+        .map(PrimitiveDateTime::assume_utc)
+}
+
+/// The post's time to apply the change at, if any: a time to come.
+fn apply_at_of(text: &str, now: OffsetDateTime) -> Result<Option<OffsetDateTime>, String> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let Some(at) = time_of(text) else {
+        return Err(format!(
+            "The time to apply it at is YYYY-MM-DDTHH:MM in UTC, or an RFC 3339 time, not {text:?}."
+        ));
+    };
+    if at <= now {
+        return Err(format!(
+            "{text:?} is past: a change is scheduled for a time to come (UTC)."
+        ));
+    }
+    Ok(Some(at))
+}
+
+/// Stores `change` pending (for review, or for the scheduler at `apply_at`), records
+/// `change.propose`, and leads to its page.
+async fn propose(
+    console: &Console,
+    session: &Session,
+    change: CatalogChange,
+    base: u64,
+    comment: String,
+    apply_at: Option<OffsetDateTime>,
+) -> HttpResponse {
+    let now = OffsetDateTime::now_utc();
+    // The description on the catalog it was proposed on.
+    let description = match console.backend.preview_change(change.clone()).await {
+        Ok(preview) => preview.description,
+        Err(refusal) => return refused(session, &refusal),
+    };
+    let record_ = ChangeRecord {
+        id: ChangeId::new_v7(now),
+        author: session.actor.clone(),
+        created_at: now,
+        base_revision: base,
+        change: change.to_json(),
+        summary: description.clone(),
+        comment: comment.clone(),
+        state: ChangeState::Pending,
+        decided_by: None,
+        decided_at: None,
+        applied_revision: None,
+        note: None,
+        apply_at,
+    };
+    let failed = if apply_at.is_some() {
+        "The change was not scheduled"
+    } else {
+        "The change was not proposed"
+    };
+    if let Err(e) = console.changes.insert_change(record_.clone()).await {
+        return store_failure(session, failed, &e);
+    }
+    let mut entry = audit_entry(
+        &session.actor,
+        AuditAction::ChangePropose,
+        Some(record_.id.to_string()),
+    );
+    entry.comment = Some(comment);
+    entry.detail = serde_json::json!({"description": description, "change": record_.change});
+    if let Some(at) = apply_at {
+        entry.detail["apply_at"] = crate::results::rfc3339(at).into();
+    }
+    record(console, entry).await;
+    see_other(&format!("/console/changes/{}", record_.id))
+}
+
+/// `POST /console/changes`: applies the change (or, with review, proposes it; with a time,
+/// schedules it).
 pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
     let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
         Ok(posted) => posted,
@@ -236,40 +354,36 @@ pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Dat
         Ok(comment) => comment,
         Err(message) => return bad(&message),
     };
+    let apply_at_text = fields.get("apply_at").unwrap_or_default().trim();
     if console.require_review {
-        let now = OffsetDateTime::now_utc();
-        // The description on the catalog it was proposed on.
-        let description = match console.backend.preview_change(change.clone()).await {
-            Ok(preview) => preview.description,
-            Err(refusal) => return refused(&session, &refusal),
-        };
-        let record_ = ChangeRecord {
-            id: ChangeId::new_v7(now),
-            author: session.actor.clone(),
-            created_at: now,
-            base_revision: base,
-            change: change.to_json(),
-            summary: description.clone(),
-            comment: comment.clone(),
-            state: ChangeState::Pending,
-            decided_by: None,
-            decided_at: None,
-            applied_revision: None,
-            note: None,
-            apply_at: None,
-        };
-        if let Err(e) = console.changes.insert_change(record_.clone()).await {
-            return store_failure(&session, "The change was not proposed", &e);
+        if !apply_at_text.is_empty() {
+            return bad(NO_SCHEDULE_WITH_REVIEW);
         }
-        let mut entry = audit_entry(
-            &session.actor,
-            AuditAction::ChangePropose,
-            Some(record_.id.to_string()),
-        );
-        entry.comment = Some(comment);
-        entry.detail = serde_json::json!({"description": description, "change": record_.change});
-        record(&console, entry).await;
-        return see_other(&format!("/console/changes/{}", record_.id));
+        return propose(&console, &session, change, base, comment, None).await;
+    }
+    match apply_at_of(apply_at_text, OffsetDateTime::now_utc()) {
+        Ok(Some(at)) => return propose(&console, &session, change, base, comment, Some(at)).await,
+        Ok(None) => {}
+        Err(error) => {
+            // The form again, on the dry run of now, keeping what was typed.
+            return match console.backend.preview_change(change.clone()).await {
+                Ok(preview) => html(
+                    StatusCode::BAD_REQUEST,
+                    confirm_markup(
+                        &session,
+                        &change,
+                        &preview,
+                        false,
+                        &Typed {
+                            error: Some(error),
+                            comment: &comment,
+                            apply_at: apply_at_text,
+                        },
+                    ),
+                ),
+                Err(refusal) => refused(&session, &refusal),
+            };
+        }
     }
     match console
         .backend
@@ -314,7 +428,12 @@ pub(super) async fn list(req: HttpRequest, console: Data) -> HttpResponse {
                                 td { (c.author) }
                                 td { (c.summary) }
                                 td { (c.comment) }
-                                td.state { (c.state.as_str()) }
+                                td.state {
+                                    (c.state.as_str())
+                                    @if let (ChangeState::Pending, Some(at)) = (&c.state, c.apply_at) {
+                                        br; span.apply-at { "scheduled for " (when(at)) }
+                                    }
+                                }
                                 td { (c.decided_by.as_deref().unwrap_or("")) }
                             }
                         }
@@ -385,13 +504,22 @@ pub(super) async fn show(req: HttpRequest, path: web::Path<String>, console: Dat
         None
     };
     let own = found.author == session.actor;
-    let may_approve = session.role.allows(Role::Editor) && !own;
+    // A scheduled change is applied by the scheduler at its time, not by an approval.
+    let scheduled = found.state == ChangeState::Pending && found.apply_at.is_some();
+    let may_approve = session.role.allows(Role::Editor) && !own && !scheduled;
     let body = html! {
         p.description #change-description { (found.summary) }
         dl.meta {
             dt { "Proposed by" } dd #author { (found.author) ", " (when(found.created_at)) " on revision " (found.base_revision) }
             dt { "Why" } dd.comment { (found.comment) }
             dt { "State" } dd #change-state { (found.state.as_str()) }
+            @if let Some(at) = found.apply_at {
+                dt { "When" }
+                dd #apply-at {
+                    @if scheduled { "scheduled for " } @else { "was scheduled for " }
+                    (when(at))
+                }
+            }
             @if let Some(by) = &found.decided_by { dt { "Decided by" } dd { (by) @if let Some(at) = found.decided_at { ", " (when(at)) } } }
             @if let Some(revision) = found.applied_revision { dt { "Applied as revision" } dd { (revision) } }
             @if let Some(note) = &found.note { dt { "Note" } dd { (note) } }
@@ -408,6 +536,8 @@ pub(super) async fn show(req: HttpRequest, path: web::Path<String>, console: Dat
                         textarea #comment name="comment" rows="2" maxlength=(MAX_COMMENT_CHARS) required {}
                         button type="submit" { "Approve and apply" }
                     }
+                } @else if scheduled {
+                    p.hint #scheduled { "The scheduler applies it at its time" @if own { "; you may withdraw it before" } "." }
                 } @else if own {
                     p.hint #own { "You proposed this change: another editor or admin approves it." }
                 }
@@ -460,6 +590,14 @@ pub(super) async fn approve(
             StatusCode::CONFLICT,
             "Already decided",
             &format!("This change is {} already.", found.state.as_str()),
+        );
+    }
+    if found.apply_at.is_some() {
+        return error_page(
+            &session,
+            StatusCode::CONFLICT,
+            "Scheduled",
+            "This change is scheduled: the scheduler applies it at its time, or its author withdraws it.",
         );
     }
     let Ok(base) = fields.get("base").unwrap_or_default().parse::<u64>() else {

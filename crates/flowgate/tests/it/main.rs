@@ -9,6 +9,7 @@ mod cache;
 mod catalog;
 mod console;
 mod console_rollouts;
+mod console_schedule;
 mod durability;
 mod faults;
 mod jetstream;

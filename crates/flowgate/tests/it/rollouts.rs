@@ -637,10 +637,12 @@ async fn a_scheduled_change_applies_once_at_its_time() {
         };
         assert_eq!(applied["state"], "applied", "{applied}");
         assert_eq!(applied["decided_by"], "scheduler");
-        assert!(
-            applied["decided_at"].as_str().unwrap() >= rfc(at).as_str(),
-            "not before its time: {applied}"
-        );
+        let decided_at = time::OffsetDateTime::parse(
+            applied["decided_at"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
+        assert!(decided_at >= at, "not before its time: {applied}");
         assert_eq!(failed["state"], "failed", "{failed}");
         assert!(
             failed["note"].as_str().unwrap().contains("already off"),
