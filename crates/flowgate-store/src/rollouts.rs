@@ -276,10 +276,10 @@ pub(crate) async fn apply_step_in(
     change: Option<&StateChange>,
 ) -> Result<bool, StoreError> {
     let new = NewStep::new(id, step)?;
-    let reason = match change {
-        Some((_, _, reason)) => optional_text(reason.as_ref(), "rollout reason")?,
-        None => None,
-    };
+    // The reason is checked before anything is written.
+    if let Some((_, _, reason)) = change {
+        optional_text(reason.as_ref(), "rollout reason")?;
+    }
     let key = (new.rollout_id, new.step_index);
     let inserted = conn
         .run(
@@ -307,23 +307,8 @@ pub(crate) async fn apply_step_in(
     if inserted == 0 {
         return Ok(false);
     }
-    if let Some((from, to, _)) = change {
-        let moved = conn
-            .run(
-                diesel::update(
-                    rollouts::table
-                        .find(DbUuid(id.0))
-                        .filter(rollouts::state.eq(from.as_str())),
-                )
-                .set((
-                    rollouts::state.eq(to.as_str()),
-                    rollouts::reason.eq(reason),
-                    rollouts::updated_at.eq(DbTimestamp(step.applied_at)),
-                )),
-            )
-            .await
-            .map_err(query_error)?;
-        if moved == 0 {
+    if let Some(change) = change {
+        if !set_state_in(conn, id, change, step.applied_at).await? {
             conn.run(diesel::delete(steps::table.find(key)))
                 .await
                 .map_err(query_error)?;

@@ -220,11 +220,12 @@ fn rule_to_roll(
 }
 
 /// What the guardrails of `rollout` read now, over the users first exposed since its current
-/// step, with the figures to record.
+/// step took effect everywhere (`settle` after it was applied), with the figures to record.
 pub async fn read_guardrails(
     store: &Store,
     reader: &dyn ResultsSource,
     settings: &ResultsSettings,
+    settle: std::time::Duration,
     rollout: &Rollout,
     now: OffsetDateTime,
 ) -> Result<GuardrailReading, RolloutFailure> {
@@ -234,11 +235,14 @@ pub async fn read_guardrails(
             detail: format!("the stored catalog does not build: {e}"),
         })
     })?;
-    // The users first exposed since the current step: assigned under its weights, so the
-    // sample ratio check holds (earlier users keep their earlier assignment, D23).
+    // The users first exposed since the current step took effect on every replica (`settle`
+    // after it was applied: replicas read a catalog change within their refresh interval):
+    // assigned under its weights, so the sample ratio check holds (earlier users keep their
+    // earlier assignment, D23).
     let since = rollout
         .current()
-        .map_or(rollout.created_at, |step| step.applied_at);
+        .map_or(rollout.created_at, |step| step.applied_at)
+        + settle;
     let params = ReportParams {
         from: Some(since),
         ..ReportParams::default()
@@ -343,13 +347,14 @@ pub async fn tick(
     store: &Store,
     reader: &dyn ResultsSource,
     settings: &ResultsSettings,
+    settle: std::time::Duration,
     now: OffsetDateTime,
 ) -> Result<Vec<(RolloutId, Result<Outcome, RolloutFailure>)>, StoreError> {
     let mut running = store.list_rollouts(Some(RolloutState::Running)).await?;
     running.reverse();
     let mut done = Vec::with_capacity(running.len());
     for rollout in running {
-        let outcome = advance(store, reader, settings, &rollout, now).await;
+        let outcome = advance(store, reader, settings, settle, &rollout, now).await;
         done.push((rollout.id, outcome));
     }
     Ok(done)
@@ -360,10 +365,23 @@ pub async fn advance(
     store: &Store,
     reader: &dyn ResultsSource,
     settings: &ResultsSettings,
+    settle: std::time::Duration,
     rollout: &Rollout,
     now: OffsetDateTime,
 ) -> Result<Outcome, RolloutFailure> {
-    let reading = read_guardrails(store, reader, settings, rollout, now).await?;
+    let reading = match read_guardrails(store, reader, settings, settle, rollout, now).await {
+        Ok(reading) => reading,
+        // Its experiment left the catalog (an import replaced the rule): nothing to step or
+        // roll back; a person decides.
+        Err(RolloutFailure::Report(ReportError::UnknownExperiment(_))) => {
+            let why = "its experiment is no longer in the catalog (an import or a change \
+                       replaced its rule); the rule serves what the catalog says"
+                .to_owned();
+            pause(store, rollout.id, SCHEDULER_ACTOR, &why, now).await?;
+            return Ok(Outcome::Paused(why));
+        }
+        Err(e) => return Err(e),
+    };
     match next_action(rollout, now, &reading) {
         NextAction::Wait { why, .. } => Ok(Outcome::Waited(why)),
         NextAction::Step { index, share } => {

@@ -78,6 +78,8 @@ pub struct SchedulerSettings {
     pub interval: Duration,
     /// How long a lease lasts without renewal.
     pub lease: Duration,
+    /// How long after a step its reading starts: every replica serves the step by then.
+    pub settle: Duration,
 }
 
 /// Runs until `stop` turns true, then gives the lease up.
@@ -121,7 +123,15 @@ pub async fn run(
         if !leading {
             continue;
         }
-        pass(&store, reader.as_ref(), &results, &metrics, now).await;
+        pass(
+            &store,
+            reader.as_ref(),
+            &results,
+            settings.settle,
+            &metrics,
+            now,
+        )
+        .await;
     }
     if leading {
         let _ = store.release_lease(LEASE, &holder).await;
@@ -134,6 +144,7 @@ async fn pass(
     store: &Store,
     reader: &dyn ResultsSource,
     results: &ResultsSettings,
+    settle: Duration,
     metrics: &SchedulerMetrics,
     now: time::OffsetDateTime,
 ) {
@@ -157,7 +168,7 @@ async fn pass(
         }
         Err(e) => tracing::warn!(error = %e, "scheduler: the scheduled changes could not be read"),
     }
-    let done = match crate::rollouts::tick(store, reader, results, now).await {
+    let done = match crate::rollouts::tick(store, reader, results, settle, now).await {
         Ok(done) => done,
         Err(e) => {
             tracing::warn!(error = %e, "scheduler: the rollouts could not be read");

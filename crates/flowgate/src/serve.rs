@@ -149,6 +149,9 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             crate::scheduler::SchedulerSettings {
                 interval: Duration::from_millis(config.scheduler.interval_ms),
                 lease: Duration::from_secs(config.scheduler.lease_seconds),
+                // Twice the catalog refresh, at least a second: every replica serves a step by
+                // then, so its reading starts with users under its weights.
+                settle: Duration::from_millis((2 * config.catalog.refresh_interval_ms).max(1000)),
             },
             crate::scheduler::SchedulerMetrics::new(&mut registry),
             stop_rx.clone(),

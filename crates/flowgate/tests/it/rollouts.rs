@@ -675,3 +675,29 @@ async fn a_scheduled_change_applies_once_at_its_time() {
         }
     }
 }
+
+/// A rollout whose experiment an import removed (the placement's rules replaced) is paused by
+/// the scheduler, saying why, rather than failing every pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_whose_experiment_was_imported_away_is_paused() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let id = start(&replicas, "10,100", "1h", "5", &["flow_complete"]);
+    import(&db.url, &fixtures::catalog_json());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let shown = loop {
+        let shown = replicas.show(&id);
+        if shown["state"] == "paused" {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "not paused in 20 s: {shown}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        shown["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no longer in the catalog"),
+        "{shown}"
+    );
+}
