@@ -496,6 +496,8 @@ async fn a_sample_ratio_mismatch_pauses_the_rollout_for_a_person() {
     );
     assert_eq!(code, Some(4), "{err}");
     assert!(err.contains(&id) && err.contains("is running"), "{err}");
+    // The reading starts once the step has settled on every replica (1 s here).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     // Only the new flow's users report their exposure: 50/50 planned, all exposures on one side.
     let api = replicas.apis()[0];
     let mut events = Vec::new();
