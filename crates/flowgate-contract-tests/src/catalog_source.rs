@@ -78,10 +78,19 @@ pub async fn catalog_round_trip_is_exact<H: Harness>(h: &H) {
 }
 
 /// The members of catalog format 2 load back as written: an experiment's analysis settings
-/// (D27) and an app's App Store fields (D30). Changing them alone is a new revision, and
+/// (D27) and schedule (D29), a variant's flow version (D29) and an app's App Store fields
+/// (D30). Changing them alone is a new revision, and
 /// removing them loads as none (the defaults).
 pub async fn format_2_members_round_trip<H: Harness>(h: &H) {
-    let with = fixtures::catalog_with_analysis();
+    let mut with = fixtures::catalog_with_analysis();
+    if let Some(e) = with.workspaces[0].apps[0].placements[2].rules[1]
+        .experiment
+        .as_mut()
+    {
+        e.starts_at = Some(time::macros::datetime!(2030-01-01 09:00 UTC));
+        e.ends_at = Some(time::macros::datetime!(2030-02-01 09:00:00.5 UTC));
+        e.variants[1].flow_version = Some(1);
+    }
     if let Err(e) = h.write_catalog(&with).await {
         panic!("writing the catalog with the members of format 2: {e}");
     }
@@ -104,6 +113,25 @@ pub async fn format_2_members_round_trip<H: Harness>(h: &H) {
             .as_ref()
             .and_then(|e| e.analysis.clone())
     };
+    let schedule = |data: &CatalogData| {
+        let Some(e) = data.workspaces[0].apps[0].placements[2].rules[1]
+            .experiment
+            .clone()
+        else {
+            panic!("the running experiment is missing");
+        };
+        let pins: Vec<Option<u32>> = e.variants.iter().map(|v| v.flow_version).collect();
+        (e.starts_at, e.ends_at, pins)
+    };
+    assert_eq!(
+        schedule(&loaded),
+        (
+            Some(time::macros::datetime!(2030-01-01 09:00 UTC)),
+            Some(time::macros::datetime!(2030-02-01 09:00:00.5 UTC)),
+            vec![None, Some(1)]
+        ),
+        "to the microsecond"
+    );
     let stored = analysis(&loaded);
     assert_eq!(
         stored
@@ -131,6 +159,11 @@ pub async fn format_2_members_round_trip<H: Harness>(h: &H) {
     assert!(loaded.revision > before, "a new revision");
     assert_eq!(analysis(&loaded), None, "removed: the defaults");
     assert_eq!(apple(&loaded), (None, Vec::new()), "removed: none");
+    assert_eq!(
+        schedule(&loaded),
+        (None, None, vec![None, None]),
+        "removed: none"
+    );
     assert_eq!(comparable(loaded), comparable(fixtures::catalog()));
 }
 

@@ -56,6 +56,8 @@ fn rollout(n: u128, created: i64) -> Rollout {
         treatment_variant: VariantId::from_uuid(uuid(0x5300_0000_0000_4000_8000_0000_0000_0000, n)),
         from_flow: FlowId::from_uuid(uuid(0x3000_0000_0000_4000_8000_0000_0000_0000, n)),
         to_flow: FlowId::from_uuid(uuid(0x3100_0000_0000_4000_8000_0000_0000_0000, n)),
+        // A version of its own, so every adapter is seen to keep it.
+        to_version: Some(3),
         plan: RolloutPlan {
             steps: vec![1.0, 5.0, 25.0, 50.0, 100.0],
             hold_secs: 3600,

@@ -319,6 +319,9 @@ pub struct Rollout {
     pub from_flow: FlowId,
     /// The flow it moves to.
     pub to_flow: FlowId,
+    /// The version of `to_flow` it moves to, which completion publishes; `None`: the version
+    /// the flow publishes.
+    pub to_version: Option<u32>,
     /// The plan.
     pub plan: RolloutPlan,
     /// Where it stands.
@@ -505,6 +508,7 @@ mod tests {
             treatment_variant: id::<VariantId>(5),
             from_flow: id::<FlowId>(6),
             to_flow: id::<FlowId>(7),
+            to_version: None,
             plan: RolloutPlan::new(vec![1.0, 5.0, 100.0], 60, 10, vec![]).unwrap(),
             state: RolloutState::Running,
             reason: None,

@@ -187,6 +187,8 @@ mod tests {
             min_bucket_version: 0,
             fallback_attribute: None,
             analysis: None,
+            starts_at: None,
+            ends_at: None,
             variants: variants
                 .iter()
                 .enumerate()
@@ -195,6 +197,7 @@ mod tests {
                     name: format!("v{i}"),
                     weight: f64::from(*weight),
                     flow_id: flow.map(flow_id),
+                    flow_version: None,
                 })
                 .collect(),
         }

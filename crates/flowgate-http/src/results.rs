@@ -305,7 +305,8 @@ pub fn experiments(catalog: &Catalog, app: Option<AppId>) -> Vec<Listed<'_>> {
         .collect()
 }
 
-/// The list as JSON: `{"experiments": [...]}`, each with its app, placement, status, variants
+/// The list as JSON: `{"experiments": [...]}`, each with its app, placement, status, schedule
+/// (`starts_at`, `ends_at`: RFC 3339 or null, D29), variants
 /// and, when known, its exposed users (every user with an exposure, multiple ones included).
 pub fn experiments_json(listed: &[Listed<'_>], exposed: &BTreeMap<ExperimentId, u64>) -> Value {
     let items: Vec<Value> = listed
@@ -318,6 +319,8 @@ pub fn experiments_json(listed: &[Listed<'_>], exposed: &BTreeMap<ExperimentId, 
                 "app_name": l.app.name(),
                 "placement_key": l.placement,
                 "status": l.experiment.status().as_str(),
+                "starts_at": l.experiment.starts_at().map(rfc3339),
+                "ends_at": l.experiment.ends_at().map(rfc3339),
                 "exposed_users": exposed.get(&l.experiment.id()).copied().unwrap_or(0),
                 "variants": l.experiment.variants().iter().map(|v| json!({
                     "variant_id": v.id().to_string(), "name": v.name(), "weight": v.weight(),

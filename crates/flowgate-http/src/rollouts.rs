@@ -33,6 +33,7 @@ pub fn rollout_json(r: &Rollout) -> Value {
         "experiment_id": r.experiment_id.to_string(),
         "from_flow": r.from_flow.to_string(),
         "to_flow": r.to_flow.to_string(),
+        "to_version": r.to_version,
         "state": r.state.as_str(),
         "reason": r.reason,
         "share": r.share(),

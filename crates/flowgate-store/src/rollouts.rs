@@ -48,6 +48,7 @@ struct NewRow<'a> {
     treatment_variant: DbUuid,
     from_flow: DbUuid,
     to_flow: DbUuid,
+    to_version: Option<i32>,
     plan: String,
     state: &'static str,
     reason: Option<&'a str>,
@@ -95,6 +96,7 @@ struct Row {
     treatment_variant: DbUuid,
     from_flow: DbUuid,
     to_flow: DbUuid,
+    to_version: Option<i32>,
     plan: String,
     state: String,
     reason: Option<String>,
@@ -115,6 +117,12 @@ impl Row {
             treatment_variant: VariantId(self.treatment_variant.0),
             from_flow: FlowId(self.from_flow.0),
             to_flow: FlowId(self.to_flow.0),
+            to_version: self
+                .to_version
+                .map(|n| {
+                    u32::try_from(n).map_err(|_| corrupt(format!("rollout {id} has version {n}")))
+                })
+                .transpose()?,
             plan: serde_json::from_str(&self.plan)
                 .map_err(|e| corrupt(format!("rollout {id}'s plan does not decode: {e}")))?,
             state: self
@@ -202,6 +210,12 @@ pub(crate) async fn insert_rollout_in(
         treatment_variant: DbUuid(rollout.treatment_variant.0),
         from_flow: DbUuid(rollout.from_flow.0),
         to_flow: DbUuid(rollout.to_flow.0),
+        to_version: rollout
+            .to_version
+            .map(|n| {
+                i32::try_from(n).map_err(|_| unstorable(format!("flow version {n} is too large")))
+            })
+            .transpose()?,
         // serde_json escapes NUL, so the text never holds one.
         plan: serde_json::to_string(&rollout.plan).map_err(unstorable)?,
         state: rollout.state.as_str(),
@@ -509,6 +523,7 @@ mod tests {
             treatment_variant: VariantId(id(5)),
             from_flow: FlowId(id(6)),
             to_flow: FlowId(id(7)),
+            to_version: None,
             plan: RolloutPlan::default(),
             state: RolloutState::Running,
             reason: None,

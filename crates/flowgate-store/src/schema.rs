@@ -107,6 +107,8 @@ diesel::table! {
         min_bucket_version -> Integer,
         fallback_attribute -> Nullable<Text>,
         analysis -> Nullable<Text>,
+        starts_at -> Nullable<Instant>,
+        ends_at -> Nullable<Instant>,
     }
 }
 
@@ -121,6 +123,7 @@ diesel::table! {
         name -> Text,
         weight -> Double,
         flow_id -> Nullable<Uuid>,
+        flow_version -> Nullable<Integer>,
     }
 }
 
@@ -383,6 +386,7 @@ diesel::table! {
         treatment_variant -> Uuid,
         from_flow -> Uuid,
         to_flow -> Uuid,
+        to_version -> Nullable<Integer>,
         plan -> Text,
         state -> Text,
         reason -> Nullable<Text>,

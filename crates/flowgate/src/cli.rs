@@ -421,9 +421,13 @@ pub enum RolloutsCommand {
         /// The placement key.
         #[arg(long)]
         placement: String,
-        /// The new flow's id.
+        /// The new flow's id (the rule's own flow for a new version of it).
         #[arg(long)]
         flow: String,
+        /// The version of the flow to roll out, published or not (completion publishes it);
+        /// default: the version the flow publishes.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        version: Option<u32>,
         /// The share of users on the new flow at each step, in percent, the last 100.
         #[arg(long, value_delimiter = ',', default_value = "1,5,25,50,100")]
         steps: Vec<f64>,

@@ -6,13 +6,14 @@
 use std::path::Path;
 
 use flowgate_domain::catalog::{CatalogChange, CatalogData};
-use flowgate_domain::ids::{AppId, ChangeId, FlowId, KeyId, RolloutId, WorkspaceId};
+use flowgate_domain::ids::{ChangeId, KeyId, RolloutId, WorkspaceId};
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::people::ChangeDecision;
 use flowgate_domain::ports::{BoxFuture, CatalogSource, KeyStore, RolloutStore, StoreError};
-use flowgate_domain::rollouts::{Rollout, RolloutPlan};
+use flowgate_domain::rollouts::Rollout;
 use flowgate_http::console::{
     ChangeOutcome, ChangeRefusal, ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError,
+    RolloutStart,
 };
 use flowgate_store::import::{apply_change, preview_change, ChangeFailure, FileFormat};
 use flowgate_store::{dry_run_text, DryRunReport, ImportError, Store};
@@ -161,19 +162,17 @@ impl ConsoleBackend for StoreConsole {
 
     fn start_rollout(
         &self,
-        app: AppId,
-        placement: String,
-        flow: FlowId,
-        plan: RolloutPlan,
+        start: RolloutStart,
         actor: String,
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
         Box::pin(async move {
             let request = StartRequest {
-                app,
-                placement,
-                flow,
-                plan,
+                app: start.app,
+                placement: start.placement,
+                flow: start.flow,
+                version: start.version,
+                plan: start.plan,
                 actor,
                 comment,
             };

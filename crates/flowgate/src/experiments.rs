@@ -163,12 +163,30 @@ fn list_table(list: &serde_json::Value) -> String {
             text(&x["name"]),
             text(&x["app_name"]),
             text(&x["placement_key"]),
-            text(&x["status"]),
+            status_with_schedule(x),
             variants.join(", "),
             x["exposed_users"].as_u64().unwrap_or(0).to_string(),
         ]);
     }
     table(&rows)
+}
+
+/// The status, with the schedule still ahead (D29): `draft (starts 2026-12-01T09:00:00Z)`,
+/// `running (ends ...)`.
+fn status_with_schedule(x: &serde_json::Value) -> String {
+    let status = x["status"].as_str().unwrap_or_default().to_owned();
+    let mut ahead = Vec::new();
+    if let (Some(at), "draft") = (x["starts_at"].as_str(), status.as_str()) {
+        ahead.push(format!("starts {at}"));
+    }
+    if let (Some(at), false) = (x["ends_at"].as_str(), status == "concluded") {
+        ahead.push(format!("ends {at}"));
+    }
+    if ahead.is_empty() {
+        status
+    } else {
+        format!("{status} ({})", ahead.join(", "))
+    }
 }
 
 fn percent(x: f64) -> String {

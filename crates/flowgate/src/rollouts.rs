@@ -86,6 +86,8 @@ pub struct StartRequest {
     pub placement: String,
     /// The new flow.
     pub flow: FlowId,
+    /// The version of `flow` to roll out (published or not); `None`: the one it publishes.
+    pub version: Option<u32>,
     /// The plan (at least two steps: the first is applied now).
     pub plan: RolloutPlan,
     /// Who starts it (an email, `cli`).
@@ -141,6 +143,7 @@ pub async fn start(
         treatment_variant: VariantId::from_uuid(uuid(3)),
         from_flow,
         to_flow: request.flow,
+        to_version: request.version,
         state: RolloutState::Running,
         reason: None,
         created_by: request.actor.clone(),
@@ -164,6 +167,7 @@ pub async fn start(
         control: rollout.control_variant,
         treatment: rollout.treatment_variant,
         flow: rollout.to_flow,
+        version: rollout.to_version,
         share: rollout.applied[0].share,
         guardrails: rollout.plan.guardrails.clone(),
         minimum_users: rollout.plan.minimum_users,

@@ -1,6 +1,8 @@
 //! The scheduler (D29) that every `flowgate serve` runs: every `scheduler.interval_ms` it takes
 //! (or renews) the store's lease `scheduler` for `scheduler.lease_seconds`; the replica that
-//! holds it applies the scheduled changes due ([`crate::schedules::apply_due`]) and passes over
+//! holds it applies the scheduled changes due ([`crate::schedules::apply_due`]), starts and
+//! concludes experiments on their schedule ([`crate::schedules::apply_experiment_schedules`]),
+//! and passes over
 //! the running rollouts ([`crate::rollouts::tick`]). Only one replica acts
 //! at a time, and when it dies another takes over once the lease expires. The lease avoids
 //! doubled work; exactly once is the store's: each step is recorded, keyed by
@@ -52,13 +54,18 @@ impl SchedulerMetrics {
              failed (retried next pass)",
                 m.steps.clone(),
             );
-        registry
-            .sub_registry_with_prefix("flowgate_scheduler")
-            .register(
-                "leader",
-                "1 while this replica holds the scheduler's lease",
-                m.leader.clone(),
-            );
+        let scheduler = registry.sub_registry_with_prefix("flowgate_scheduler");
+        scheduler.register(
+            "leader",
+            "1 while this replica holds the scheduler's lease",
+            m.leader.clone(),
+        );
+        scheduler.register(
+            "changes",
+            "Scheduled catalog changes and experiment schedules (starts_at, ends_at) this \
+             replica's scheduler applied (applied) or found no longer applying (failed)",
+            m.changes.clone(),
+        );
         m
     }
 
@@ -167,6 +174,28 @@ async fn pass(
             }
         }
         Err(e) => tracing::warn!(error = %e, "scheduler: the scheduled changes could not be read"),
+    }
+    match crate::schedules::apply_experiment_schedules(store, now).await {
+        Ok(done) => {
+            for (id, outcome) in done {
+                match outcome {
+                    crate::schedules::DueOutcome::Applied(revision) => {
+                        metrics.changes("applied");
+                        tracing::info!(experiment = %id, revision, "experiment schedule applied");
+                    }
+                    crate::schedules::DueOutcome::Failed(why) => {
+                        metrics.changes("failed");
+                        tracing::warn!(experiment = %id, why = %why, "experiment schedule does not apply: change the experiment");
+                    }
+                    crate::schedules::DueOutcome::Later(why) => {
+                        tracing::info!(experiment = %id, why = %why, "experiment schedule: tried again next pass");
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "scheduler: the experiments' schedules could not be read")
+        }
     }
     let done = match crate::rollouts::tick(store, reader, results, settle, now).await {
         Ok(done) => done,

@@ -3,10 +3,12 @@
 //! recomputed), through the one write path with the change's decision in the same transaction:
 //! of any number of replicas trying, one applies it, once. A change that no longer applies (an
 //! experiment gone, nothing left to change) is marked `failed` with why; one that meets a
-//! concurrent write (stale) or a store failure is tried again at the next pass.
+//! concurrent write (stale) or a store failure is tried again at the next pass. The same
+//! pass starts and concludes experiments on their `starts_at` and `ends_at`
+//! ([`apply_experiment_schedules`]).
 
-use flowgate_domain::catalog::CatalogChange;
-use flowgate_domain::ids::ChangeId;
+use flowgate_domain::catalog::{CatalogChange, ChangeError, ExperimentStatus};
+use flowgate_domain::ids::{ChangeId, ExperimentId};
 use flowgate_domain::people::{
     AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
 };
@@ -18,6 +20,72 @@ use time::OffsetDateTime;
 
 /// Most changes one pass applies.
 const PER_PASS: usize = 20;
+
+/// Applies the experiments' schedules (D29) due at `now`: a `draft` experiment whose
+/// `starts_at` has come is started, one whose `ends_at` has come is concluded, each as its own
+/// catalog change through the one write path, as `scheduler` with the time it was due in the
+/// comment. Of any number of replicas trying, one applies each: the others find the catalog
+/// changed (tried again next pass, when nothing is left to do) or the status set already.
+pub async fn apply_experiment_schedules(
+    store: &Store,
+    now: OffsetDateTime,
+) -> Result<Vec<(ExperimentId, DueOutcome)>, StoreError> {
+    let stored = store.load_catalog().await?;
+    let due: Vec<_> = stored
+        .workspaces
+        .iter()
+        .flat_map(|w| &w.apps)
+        .flat_map(|a| &a.placements)
+        .flat_map(|p| &p.rules)
+        .filter_map(|r| r.experiment.as_ref())
+        .filter_map(|e| {
+            let status = e.scheduled_status(now)?;
+            let at = if status == ExperimentStatus::Running {
+                e.starts_at
+            } else {
+                e.ends_at
+            };
+            Some((e.id, status, at?))
+        })
+        .take(PER_PASS)
+        .collect();
+    let mut done = Vec::with_capacity(due.len());
+    let mut base = stored.revision;
+    for (experiment, status, at) in due {
+        let change = CatalogChange::SetExperimentStatus { experiment, status };
+        let member = if status == ExperimentStatus::Running {
+            "starts_at"
+        } else {
+            "ends_at"
+        };
+        let comment = format!("scheduled: the experiment's {member} {}", rfc3339(at));
+        let outcome =
+            match apply_change(store, &change, base, SCHEDULER_ACTOR, &comment, None, now).await {
+                Ok(applied) => {
+                    base = applied.revision;
+                    DueOutcome::Applied(applied.revision)
+                }
+                Err(ChangeFailure::Change(ChangeError::NoChange(why))) => DueOutcome::Later(why),
+                Err(e @ (ChangeFailure::Stale { .. } | ChangeFailure::Store(_))) => {
+                    DueOutcome::Later(e.to_string())
+                }
+                // A schedule the catalog does not allow (a concluded experiment cannot be started):
+                // said, and left to a person; it is not tried again while the catalog holds it.
+                Err(e) => DueOutcome::Failed(e.to_string()),
+            };
+        let stop = matches!(outcome, DueOutcome::Later(_));
+        done.push((experiment, outcome));
+        if stop {
+            break;
+        }
+    }
+    Ok(done)
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.to_string())
+}
 
 /// What a pass did with one due change.
 #[derive(Clone, Debug, PartialEq)]

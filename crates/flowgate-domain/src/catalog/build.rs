@@ -212,6 +212,16 @@ fn build_app(
     }
 
     let mut flows: HashMap<FlowId, Flow> = HashMap::with_capacity(app.flows.len());
+    // Versions that variants show whether published or not (D29), each built once.
+    let pins: HashSet<(FlowId, u32)> = app
+        .placements
+        .iter()
+        .flat_map(|placement| &placement.rules)
+        .filter_map(|rule| rule.experiment.as_ref())
+        .flat_map(|experiment| &experiment.variants)
+        .filter_map(|v| Some((v.flow_id?, v.flow_version?)))
+        .collect();
+    let mut pinned: HashMap<(FlowId, u32), Arc<PublishedVersion>> = HashMap::new();
     for (fi, flow) in app.flows.into_iter().enumerate() {
         let fp = format!("{ap}/flows/{fi}");
         if !seen_ids.insert(flow.id.0) {
@@ -272,10 +282,12 @@ fn build_app(
                     version: v.version,
                 },
             );
-            if flow.published_version == Some(v.version) {
+            let is_published = flow.published_version == Some(v.version);
+            let is_pinned = pins.contains(&(flow.id, v.version));
+            if is_published || is_pinned {
                 match serde_json::value::to_raw_value(&v.fonts) {
                     Ok(fonts_json) => {
-                        published = Some(Arc::new(PublishedVersion {
+                        let built = Arc::new(PublishedVersion {
                             id: v.id,
                             flow_id: flow.id,
                             version: v.version,
@@ -283,7 +295,13 @@ fn build_app(
                             flow_schema: v.flow_schema,
                             fonts: v.fonts,
                             fonts_json,
-                        }))
+                        });
+                        if is_pinned {
+                            pinned.insert((flow.id, v.version), Arc::clone(&built));
+                        }
+                        if is_published {
+                            published = Some(built);
+                        }
                     }
                     Err(e) => p.push(format!("{vp}/fonts"), format!("cannot be serialised: {e}")),
                 }
@@ -372,7 +390,8 @@ fn build_app(
                 .flow_id
                 .map(|id| target(p, format!("{rp}/flow_id"), id));
             let experiment = rule.experiment.and_then(|exp| {
-                build_experiment(p, seen_ids, &format!("{rp}/experiment"), exp, &target)
+                let ep = format!("{rp}/experiment");
+                build_experiment(p, seen_ids, &ep, exp, &target, &pinned)
             });
             let built_target = match (flow, experiment) {
                 (Some(flow), None) => Target::Flow(flow),
@@ -431,6 +450,7 @@ fn build_experiment(
     ep: &str,
     exp: ExperimentData,
     target: &dyn Fn(&mut Problems, String, FlowId) -> FlowTarget,
+    pinned: &HashMap<(FlowId, u32), Arc<PublishedVersion>>,
 ) -> Option<Experiment> {
     let before = p.0.len();
     if !seen_ids.insert(exp.id.0) {
@@ -524,13 +544,40 @@ fn build_experiment(
                 format!("must be a finite number >= 0, not {}", v.weight),
             );
         }
-        let flow = v.flow_id.map(|id| target(p, format!("{vp}/flow_id"), id));
+        let mut flow = v.flow_id.map(|id| target(p, format!("{vp}/flow_id"), id));
+        if let Some(version) = v.flow_version {
+            match flow.as_mut() {
+                None => p.push(
+                    format!("{vp}/flow_version"),
+                    format!("a holdout (no flow_id) shows no flow version, not {version}"),
+                ),
+                Some(flow) => match pinned.get(&(flow.flow_id, version)) {
+                    Some(shown) => flow.published = Some(Arc::clone(shown)),
+                    None => p.push(
+                        format!("{vp}/flow_version"),
+                        format!("flow {} has no version {version}", flow.flow_id),
+                    ),
+                },
+            }
+        }
         variants.push(Variant {
             id: v.id,
             name: v.name,
             weight: v.weight / total,
             flow,
         });
+    }
+    if let (Some(starts), Some(ends)) = (exp.starts_at, exp.ends_at) {
+        if ends <= starts {
+            p.push(
+                format!("{ep}/ends_at"),
+                format!(
+                    "must be after starts_at ({}), not {}",
+                    rfc3339(starts),
+                    rfc3339(ends)
+                ),
+            );
+        }
     }
     if p.0.len() != before {
         return None;
@@ -550,6 +597,8 @@ fn build_experiment(
         hash_version,
         sticky,
         analysis,
+        starts_at: exp.starts_at,
+        ends_at: exp.ends_at,
         seed: exp.seed.unwrap_or_else(|| exp.id.to_string()),
         name: exp.name,
         status: exp.status,
@@ -741,4 +790,10 @@ fn check_attribute_name(p: &mut Problems, pointer: String, name: &str) {
             "must name another attribute than user_id, which experiments hash already".to_owned(),
         );
     }
+}
+
+/// A time as RFC 3339, as the catalog file writes it.
+fn rfc3339(at: time::OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.to_string())
 }

@@ -28,9 +28,10 @@
 //!   audience and the variant's flow as its target is inserted right before the experiment's
 //!   rule, and the experiment becomes `concluded`. The experiment stays in the catalog (its
 //!   rule is skipped from then on, D3.2), so its results stay readable. The new rule is on
-//!   whether or not the experiment's rule is: shipping means serving. A holdout variant (no
-//!   flow) cannot be shipped, nor a variant whose flow publishes no version (its users would
-//!   get no flow, D3.4).
+//!   whether or not the experiment's rule is: shipping means serving. A variant that shows a
+//!   version of its own (`flow_version`, D29) ships that version: its flow publishes it in the
+//!   same change. A holdout variant (no flow) cannot be shipped, nor a variant whose flow
+//!   publishes no version (its users would get no flow, D3.4).
 //! - [`PublishFlowVersion`](CatalogChange::PublishFlowVersion): the flow serves that version,
 //!   any version it has, newer or older than the one it serves.
 //! - [`SetRuleEnabled`](CatalogChange::SetRuleEnabled): turns a rule, by its position in the
@@ -39,7 +40,8 @@
 //!
 //! - [`StartRollout`](CatalogChange::StartRollout) (D29): a rule that serves a flow (and is
 //!   on) then runs a new sticky experiment, with the rule's audience, between that flow
-//!   (variant `current`) and the rollout's (`new`, which must publish a version), weighted
+//!   (variant `current`) and the rollout's (`new`: the version `version` of a flow, which may
+//!   be the rule's own flow, or else the version its flow publishes), weighted
 //!   `100 - share` and `share`, its `analysis` sequential with the guardrails (the first as its
 //!   primary metric). The rollout's later steps are [`SetAllocation`](CatalogChange::SetAllocation),
 //!   its end a [`ShipVariant`](CatalogChange::ShipVariant) of `new` (completed) or of `current`
@@ -66,7 +68,8 @@
 //! (`experiment`, `weights`: `[{"variant", "weight"}]` in any order, optional `coverage`),
 //! `publish_flow_version` (`flow`, `version`), `set_rule_enabled` (`app`, `placement`,
 //! `rule`, `enabled`) and `start_rollout` (`app`, `placement`, `rule`, `experiment`, `name`,
-//! `control`, `treatment`, `flow`, `share`, `guardrails`, `minimum_users`). Members a reader does not know are ignored; a format or kind it does
+//! `control`, `treatment`, `flow`, optional `version`, `share`, `guardrails`,
+//! `minimum_users`). Members a reader does not know are ignored; a format or kind it does
 //! not know is refused, quoting it (a change is never applied half understood).
 
 use serde::{Deserialize, Serialize};
@@ -148,6 +151,9 @@ pub enum CatalogChange {
         treatment: VariantId,
         /// The new flow.
         flow: FlowId,
+        /// The version of `flow` the new variant shows, whether published or not; `None`: the
+        /// one it publishes. A stored member since 0.3.0, optional (D26).
+        version: Option<u32>,
         /// The first step's share of users on the new flow, in percent (above 0, below 100).
         share: f64,
         /// The guardrails: the first is the experiment's primary metric, the rest its
@@ -523,14 +529,23 @@ impl CatalogChange {
                     experiment: e.name.clone(),
                     variant: v.name.clone(),
                 })?;
-                if let Some(flow) = at.app.flows.iter().find(|f| f.id == flow_id) {
-                    if flow.published_version.is_none() {
+                let flow = at.app.flows.iter().find(|f| f.id == flow_id);
+                // A variant showing a version of its own (D29) ships that version: the flow
+                // publishes it in the same change.
+                let publish = match (flow, v.flow_version) {
+                    (Some(flow), Some(n)) if flow.published_version != Some(n) => {
+                        let mut flow = flow.clone();
+                        flow.published_version = Some(n);
+                        Some(flow)
+                    }
+                    (Some(flow), None) if flow.published_version.is_none() => {
                         return Err(ChangeError::FlowUnpublished {
                             flow: flow.name.clone(),
                             variant: v.name.clone(),
                         });
                     }
-                }
+                    _ => None,
+                };
                 let audience = at.placement.rules[at.rule].audience.clone();
                 let shipped = RuleData {
                     enabled: true,
@@ -546,6 +561,9 @@ impl CatalogChange {
                         && r.audience == shipped.audience
                 });
                 if already && e.status == ExperimentStatus::Concluded {
+                    if publish.is_some() {
+                        return Ok(file_of(at.workspace, at.app, None, publish));
+                    }
                     return Err(ChangeError::NoChange(format!(
                         "`{}` of `{}` is already shipped: the rule before the experiment's \
                          serves its flow to the same audience",
@@ -554,7 +572,7 @@ impl CatalogChange {
                 }
                 let mut placement = at.edited(|e| e.status = ExperimentStatus::Concluded);
                 placement.rules.insert(at.rule, shipped);
-                Ok(at.file(placement))
+                Ok(file_of(at.workspace, at.app, Some(placement), publish))
             }
             CatalogChange::PublishFlowVersion { flow, version } => {
                 let (ws, app, f) =
@@ -603,6 +621,7 @@ impl CatalogChange {
                 control,
                 treatment,
                 flow,
+                version,
                 share,
                 guardrails,
                 minimum_users,
@@ -622,21 +641,34 @@ impl CatalogChange {
                         "rule {rule} of placement `{placement}` is off: turn it on first"
                     )));
                 }
-                if old == *flow {
-                    return Err(ChangeError::NoChange(format!(
-                        "rule {rule} of placement `{placement}` serves this flow already"
-                    )));
-                }
                 let new = a
                     .flows
                     .iter()
                     .find(|f| f.id == *flow)
                     .ok_or(ChangeError::UnknownFlow(*flow))?;
-                if new.published_version.is_none() {
-                    return Err(ChangeError::FlowUnpublished {
-                        flow: new.name.clone(),
-                        variant: "new".to_owned(),
-                    });
+                match version {
+                    Some(n) if !new.versions.iter().any(|v| v.version == *n) => {
+                        return Err(ChangeError::UnknownFlowVersion {
+                            flow: new.name.clone(),
+                            version: *n,
+                            versions: versions_of(new),
+                        })
+                    }
+                    Some(_) => {}
+                    None if new.published_version.is_none() => {
+                        return Err(ChangeError::FlowUnpublished {
+                            flow: new.name.clone(),
+                            variant: "new".to_owned(),
+                        })
+                    }
+                    None => {}
+                }
+                let serves = version.is_none_or(|n| new.published_version == Some(n));
+                if old == *flow && serves {
+                    return Err(ChangeError::NoChange(format!(
+                        "rule {rule} of placement `{placement}` serves this flow{} already",
+                        version.map_or_else(String::new, |n| format!(" at version {n}"))
+                    )));
                 }
                 if !(share.is_finite() && *share > 0.0 && *share < 100.0) {
                     return Err(ChangeError::InvalidChange(format!(
@@ -648,12 +680,14 @@ impl CatalogChange {
                         "a rollout needs at least one guardrail".to_owned(),
                     ));
                 };
-                let variant = |id, name: &str, weight, flow| super::data::VariantData {
-                    id,
-                    name: name.to_owned(),
-                    weight,
-                    flow_id: Some(flow),
-                };
+                let variant =
+                    |id, name: &str, weight, flow, flow_version| super::data::VariantData {
+                        id,
+                        name: name.to_owned(),
+                        weight,
+                        flow_id: Some(flow),
+                        flow_version,
+                    };
                 let mut p = p.clone();
                 p.rules[*rule] = RuleData {
                     enabled: true,
@@ -677,9 +711,11 @@ impl CatalogChange {
                             sequential: Some(true),
                             minimum_users: Some(*minimum_users),
                         }),
+                        starts_at: None,
+                        ends_at: None,
                         variants: vec![
-                            variant(*control, "current", 100.0 - share, old),
-                            variant(*treatment, "new", *share, *flow),
+                            variant(*control, "current", 100.0 - share, old, None),
+                            variant(*treatment, "new", *share, *flow, *version),
                         ],
                     }),
                 };
@@ -788,6 +824,7 @@ impl CatalogChange {
                 app,
                 placement,
                 flow,
+                version,
                 share,
                 ..
             } => {
@@ -795,6 +832,10 @@ impl CatalogChange {
                     || format!("flow {flow}"),
                     |(_, _, f)| format!("`{}`", f.name),
                 );
+                let flow = match version {
+                    Some(n) => format!("version {n} of {flow}"),
+                    None => flow,
+                };
                 let app = find_app(stored, *app)
                     .map_or_else(|| format!("app {app}"), |(_, a)| a.name.clone());
                 format!("start rolling out {flow} on placement `{placement}` at {share}% ({app})")
@@ -855,6 +896,7 @@ impl CatalogChange {
                 control,
                 treatment,
                 flow,
+                version,
                 share,
                 guardrails,
                 minimum_users,
@@ -867,6 +909,7 @@ impl CatalogChange {
                 control: *control,
                 treatment: *treatment,
                 flow: *flow,
+                version: *version,
                 share: *share,
                 guardrails: guardrails.clone(),
                 minimum_users: *minimum_users,
@@ -964,6 +1007,7 @@ impl CatalogChange {
                 control,
                 treatment,
                 flow,
+                version,
                 share,
                 guardrails,
                 minimum_users,
@@ -976,6 +1020,7 @@ impl CatalogChange {
                 control,
                 treatment,
                 flow,
+                version,
                 share,
                 guardrails,
                 minimum_users,
@@ -1087,6 +1132,8 @@ enum Wire {
         control: VariantId,
         treatment: VariantId,
         flow: FlowId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<u32>,
         share: f64,
         guardrails: Vec<String>,
         minimum_users: u64,
@@ -1744,6 +1791,7 @@ mod tests {
             control: id(CURRENT),
             treatment: id(NEW),
             flow: id(FLOW_A),
+            version: None,
             share,
             guardrails: vec!["flow_complete".into(), "revenue".into()],
             minimum_users: 100,
@@ -1803,6 +1851,79 @@ mod tests {
             *flow = id(FLOW_DRAFT);
         }
         assert_eq!(error(&draft, &data).code(), "flow_unpublished");
+    }
+
+    /// A rollout to version `version` of `flow` on onboarding's first rule (which serves B).
+    fn version_rollout(flow: &str, version: u32) -> CatalogChange {
+        let mut change = start_rollout(10.0);
+        if let CatalogChange::StartRollout {
+            flow: to,
+            version: v,
+            ..
+        } = &mut change
+        {
+            *to = id(flow);
+            *v = Some(version);
+        }
+        change
+    }
+
+    /// The flow version `user` (a US user) is served on onboarding.
+    fn served_version(data: &CatalogData, user: &str) -> (FlowId, u32) {
+        let catalog = Catalog::build(data.clone()).expect("builds");
+        let app = catalog.app(id(APP)).expect("the app");
+        let attributes: Map<String, Value> =
+            [("country".to_owned(), json!("US"))].into_iter().collect();
+        let request = ResolveRequest::new(user, "s", Platform::Ios, &attributes);
+        let resolution = app.resolve("onboarding", &request, ResolveMode::Normal);
+        let version = resolution.version().expect("a flow");
+        (version.flow_id(), version.version())
+    }
+
+    #[test]
+    fn a_rollout_of_a_version_pins_it_and_shipping_it_publishes_it() {
+        let data = stored();
+        // Version 2 of Paywall A, which publishes 1: the new variant shows 2.
+        let (file, _, after) = apply(&version_rollout(FLOW_A, 2), &data);
+        let e = file.workspaces[0].apps[0].placements[0].rules[0]
+            .experiment
+            .as_ref()
+            .expect("an experiment");
+        assert_eq!(e.variants[1].flow_version, Some(2));
+        assert_eq!(
+            e.variants[0].flow_version, None,
+            "the rule's flow as it serves"
+        );
+        let shown: std::collections::HashSet<(FlowId, u32)> = (0..300)
+            .map(|i| served_version(&after, &format!("u{i}")))
+            .collect();
+        assert_eq!(
+            shown,
+            [(id(FLOW_B), 1), (id(FLOW_A), 2)].into_iter().collect(),
+            "the pinned version, never the published one"
+        );
+        // Shipping the new variant publishes its version in the same change.
+        let ship = CatalogChange::ShipVariant {
+            experiment: id(ROLLOUT_EXP),
+            variant: id(NEW),
+        };
+        let (file, _, shipped) = apply(&ship, &after);
+        assert_eq!(
+            file.workspaces[0].apps[0].flows.len(),
+            1,
+            "the flow, changed"
+        );
+        assert!((0..50).all(|i| served_version(&shipped, &format!("u{i}")) == (id(FLOW_A), 2)));
+        // A version of a flow that publishes none may be rolled out; the rule's own flow at
+        // the version it publishes is no change; a version the flow lacks is named.
+        apply(&version_rollout(FLOW_DRAFT, 1), &data);
+        assert_eq!(
+            error(&version_rollout(FLOW_B, 1), &data).code(),
+            "no_change"
+        );
+        let missing = error(&version_rollout(FLOW_A, 9), &data);
+        assert_eq!(missing.code(), "unknown_flow_version");
+        assert!(missing.to_string().contains('9'), "{missing}");
     }
 
     #[test]

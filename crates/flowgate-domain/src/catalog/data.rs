@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use crate::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
 use crate::keys::KeyRecord;
@@ -204,8 +205,39 @@ pub struct ExperimentData {
     /// How its results are read (D27); `None`: the defaults. A member of catalog format 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisData>,
+    /// When a `draft` experiment starts (D29): the scheduler of `flowgate serve` sets it
+    /// `running` then. A member of catalog format 2.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub starts_at: Option<OffsetDateTime>,
+    /// When a `running` (or `paused`, or still `draft`) experiment ends (D29): the scheduler
+    /// sets it `concluded` then; after `starts_at` when both are given. A member of catalog
+    /// format 2.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub ends_at: Option<OffsetDateTime>,
     /// At least one variant.
     pub variants: Vec<VariantData>,
+}
+
+impl ExperimentData {
+    /// The status its schedule (D29) gives it at `now`, when that differs from its status:
+    /// `concluded` once `ends_at` has come (unless it already is), `running` for a `draft`
+    /// once `starts_at` has come. What the scheduler applies; `None`: nothing is due.
+    pub fn scheduled_status(&self, now: OffsetDateTime) -> Option<ExperimentStatus> {
+        if self.ends_at.is_some_and(|at| at <= now) {
+            return (self.status != ExperimentStatus::Concluded)
+                .then_some(ExperimentStatus::Concluded);
+        }
+        let started = self.starts_at.is_some_and(|at| at <= now);
+        (started && self.status == ExperimentStatus::Draft).then_some(ExperimentStatus::Running)
+    }
 }
 
 /// An experiment's analysis settings as written (D27); a missing member takes its default.
@@ -280,4 +312,77 @@ pub struct VariantData {
     /// The flow shown, or `None` for a holdout (in the experiment, sees no flow).
     #[serde(default)]
     pub flow_id: Option<FlowId>,
+    /// The version of `flow_id` shown, whether published or not; `None`: the published one.
+    /// A staged rollout of another version of a flow pins it (D29). A member of catalog
+    /// format 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_version: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+
+    #[test]
+    fn a_schedule_starts_a_draft_and_concludes_whatever_has_not_ended() {
+        let experiment = |status, starts_at, ends_at| ExperimentData {
+            id: ExperimentId(uuid::Uuid::from_u128(1)),
+            name: "e".to_owned(),
+            status,
+            seed: None,
+            coverage: None,
+            namespace: None,
+            hash_version: None,
+            sticky: false,
+            bucket_version: 0,
+            min_bucket_version: 0,
+            fallback_attribute: None,
+            analysis: None,
+            starts_at,
+            ends_at,
+            variants: Vec::new(),
+        };
+        let (start, end) = (
+            datetime!(2026-12-01 9:00 UTC),
+            datetime!(2026-12-02 9:00 UTC),
+        );
+        let (before, between, after) = (
+            datetime!(2026-12-01 8:59 UTC),
+            datetime!(2026-12-01 9:00 UTC),
+            datetime!(2026-12-02 9:00 UTC),
+        );
+        use ExperimentStatus::*;
+        let draft = experiment(Draft, Some(start), Some(end));
+        assert_eq!(draft.scheduled_status(before), None);
+        assert_eq!(
+            draft.scheduled_status(between),
+            Some(Running),
+            "at its start"
+        );
+        assert_eq!(
+            draft.scheduled_status(after),
+            Some(Concluded),
+            "never ran: ends"
+        );
+        let running = experiment(Running, Some(start), Some(end));
+        assert_eq!(running.scheduled_status(between), None, "already running");
+        assert_eq!(running.scheduled_status(after), Some(Concluded));
+        let paused = experiment(Paused, Some(start), None);
+        assert_eq!(
+            paused.scheduled_status(after),
+            None,
+            "a pause is a person's"
+        );
+        assert_eq!(
+            experiment(Paused, None, Some(end)).scheduled_status(after),
+            Some(Concluded)
+        );
+        assert_eq!(
+            experiment(Concluded, Some(start), Some(end)).scheduled_status(after),
+            None
+        );
+        assert_eq!(experiment(Draft, None, None).scheduled_status(after), None);
+    }
 }

@@ -21,7 +21,7 @@
 //! | `format` | written by | what changed |
 //! |---|---|---|
 //! | 1 | 0.1.0 and later | the first; the optional top-level `format` (missing: 1) from 0.2.0, whose exports write it |
-//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27); an app's optional `apple_bundle_id` and `apple_environments` (D30); a rule's optional `enabled` (D28) |
+//! | 2 | 0.3.0 and later | an experiment's optional `analysis` (D27), `starts_at` and `ends_at` (D29); a variant's optional `flow_version` (D29); an app's optional `apple_bundle_id` and `apple_environments` (D30); a rule's optional `enabled` (D28) |
 //!
 //! A file says its version in the optional top-level member `format` (an integer from 1; a
 //! file without it is format 1, as every file written before the member existed). This
@@ -42,10 +42,9 @@
 //! instead of "unknown field". The new member must be optional, and a missing one reads as
 //! absent, so the newer release keeps reading every older file unchanged.
 //!
-//! A file of an older format than its members need (an `analysis`, `apple_bundle_id`,
-//! `apple_environments` or a rule's `enabled` in a file that says format 1 or nothing) is
-//! refused at each such member, naming the format that has it: a hand-written file says `"format": 2` before using
-//! them, so a release that reads only format 1 refuses it with the newer-format message rather
+//! A file of an older format than its members need (any member of format 2 above in a file
+//! that says format 1 or nothing) is refused at each such member, naming the format that has
+//! it: a hand-written file says `"format": 2` before using them, so a release that reads only format 1 refuses it with the newer-format message rather
 //! than an unknown field.
 //!
 //! Releases from before the `format` member (0.1.0) refuse an export that carries it as having
@@ -53,11 +52,14 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 use super::build::escape;
 use super::data::AppData;
 use super::Problem;
 use crate::ids::{parse_hyphenated, WorkspaceId};
+use crate::shown::shown;
 
 /// A catalog file (D13), parsed but not yet validated beyond its structure.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,9 +183,10 @@ impl CatalogFile {
 }
 
 impl CatalogFile {
-    /// The lowest format whose members the file uses: 2 with an experiment's `analysis`, an
-    /// app's `apple_bundle_id` or `apple_environments`, or a rule that is off (`enabled`
-    /// written only when `false`), else 1 (see the module's Versions).
+    /// The lowest format whose members the file uses: 2 with an experiment's `analysis`,
+    /// `starts_at` or `ends_at`, a variant's `flow_version`, an app's `apple_bundle_id` or
+    /// `apple_environments`, or a rule that is off (`enabled` written only when `false`),
+    /// else 1 (see the module's Versions).
     /// Exports are written as it, so a file that uses nothing new still imports into the
     /// release before.
     pub fn lowest_format(&self) -> u32 {
@@ -194,7 +197,12 @@ impl CatalogFile {
                     || app.placements.iter().any(|p| {
                         p.rules.iter().any(|r| {
                             !r.enabled
-                                || r.experiment.as_ref().is_some_and(|e| e.analysis.is_some())
+                                || r.experiment.as_ref().is_some_and(|e| {
+                                    e.analysis.is_some()
+                                        || e.starts_at.is_some()
+                                        || e.ends_at.is_some()
+                                        || e.variants.iter().any(|v| v.flow_version.is_some())
+                                })
                         })
                     })
             })
@@ -226,7 +234,7 @@ fn apps_of(file: &Value) -> Vec<(String, &Value)> {
 
 /// The pointer and name of every member of format 2 in a catalog file's JSON, in document
 /// order: an app's `apple_bundle_id` and `apple_environments`, a rule's `enabled`, an
-/// experiment's `analysis`.
+/// experiment's `analysis`, `starts_at` and `ends_at`, a variant's `flow_version`.
 fn format_2_members(file: &Value) -> Vec<(String, &'static str)> {
     let mut found = Vec::new();
     for (ap, app) in apps_of(file) {
@@ -241,12 +249,19 @@ fn format_2_members(file: &Value) -> Vec<(String, &'static str)> {
                 if rule.get("enabled").is_some() {
                     found.push((format!("{ap}/placements/{p}/rules/{r}/enabled"), "enabled"));
                 }
-                let analysis = rule.get("experiment").and_then(|e| e.get("analysis"));
-                if analysis.is_some() {
-                    found.push((
-                        format!("{ap}/placements/{p}/rules/{r}/experiment/analysis"),
-                        "analysis",
-                    ));
+                let Some(experiment) = rule.get("experiment") else {
+                    continue;
+                };
+                let ep = format!("{ap}/placements/{p}/rules/{r}/experiment");
+                for member in ["analysis", "starts_at", "ends_at"] {
+                    if experiment.get(member).is_some() {
+                        found.push((format!("{ep}/{member}"), member));
+                    }
+                }
+                for (v, variant) in items(experiment.get("variants")).iter().enumerate() {
+                    if variant.get("flow_version").is_some() {
+                        found.push((format!("{ep}/variants/{v}/flow_version"), "flow_version"));
+                    }
                 }
             }
         }
@@ -283,6 +298,8 @@ enum Shape {
     Uuid,
     /// Any string.
     Str,
+    /// An RFC 3339 time with its offset, e.g. `2026-12-01T09:00:00Z`.
+    Time,
     /// An integer in `min..=max`.
     Int { min: u64, max: u64 },
     /// Any number.
@@ -365,6 +382,7 @@ const VARIANT: Shape = Shape::Object(&[
     required("name", Shape::Str),
     required("weight", Shape::Number),
     optional("flow_id", Shape::Uuid),
+    optional("flow_version", POSITIVE),
 ]);
 
 const EXPERIMENT: Shape = Shape::Object(&[
@@ -383,6 +401,8 @@ const EXPERIMENT: Shape = Shape::Object(&[
     defaulted("min_bucket_version", Shape::Int { min: 0, max: U32 }),
     optional("fallback_attribute", Shape::Str),
     optional("analysis", ANALYSIS),
+    optional("starts_at", Shape::Time),
+    optional("ends_at", Shape::Time),
     required("variants", Shape::Array(&VARIANT)),
 ]);
 
@@ -512,6 +532,19 @@ fn check(problems: &mut Vec<Problem>, shape: &Shape, value: &Value, pointer: Str
         (Shape::Uuid, _) => push(problems, pointer, expected("a UUID string")),
         (Shape::Str, Value::String(_)) => {}
         (Shape::Str, _) => push(problems, pointer, expected("a string")),
+        (Shape::Time, Value::String(s)) => {
+            if OffsetDateTime::parse(s, &Rfc3339).is_err() {
+                push(
+                    problems,
+                    pointer,
+                    format!(
+                        "must be an RFC 3339 time with its offset (e.g. 2026-12-01T09:00:00Z), not {}",
+                        shown(value)
+                    ),
+                );
+            }
+        }
+        (Shape::Time, _) => push(problems, pointer, expected("an RFC 3339 time string")),
         (Shape::Int { min, max }, Value::Number(n)) => {
             if !n.as_u64().is_some_and(|n| (*min..=*max).contains(&n)) {
                 push(
@@ -640,6 +673,62 @@ mod tests {
         {"key": "p", "rules": [{"experiment": {"id": "30000000-0000-4000-8000-000000000001",
         "name": "e", "status": "running", "variants": [],
         "analysis": {"primary_metric": "flow_complete", "minimum_users": 50}}}]}]}]}"#;
+
+    const SCHEDULED: &str = r#"{"id": "10000000-0000-4000-8000-000000000001", "name": "A",
+        "apps": [{"id": "20000000-0000-4000-8000-000000000001", "name": "a",
+        "media_base_url": "https://m", "icon_base_url": "https://i", "placements": [
+        {"key": "p", "rules": [{"experiment": {"id": "30000000-0000-4000-8000-000000000001",
+        "name": "e", "status": "draft", "starts_at": "2026-12-01T09:00:00Z",
+        "ends_at": "2026-12-15T09:00:00+01:00", "variants": [{"id":
+        "40000000-0000-4000-8000-000000000001", "name": "v", "weight": 1, "flow_id":
+        "50000000-0000-4000-8000-000000000001", "flow_version": 3}]}}]}]}]}"#;
+
+    #[test]
+    fn schedules_and_pinned_versions_are_members_of_format_2_only() {
+        let e = "/workspaces/0/apps/0/placements/0/rules/0/experiment";
+        let problems = CatalogFile::parse(&format!(r#"{{"workspaces": [{SCHEDULED}]}}"#))
+            .expect_err("format 1 has none of them");
+        let at: Vec<&str> = problems.iter().map(|p| p.pointer.as_str()).collect();
+        assert_eq!(
+            at,
+            [
+                format!("{e}/starts_at"),
+                format!("{e}/ends_at"),
+                format!("{e}/variants/0/flow_version")
+            ]
+        );
+        let file = CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{SCHEDULED}]}}"#))
+            .expect("format 2 reads them");
+        assert_eq!(file.lowest_format(), 2);
+        let experiment = file.workspaces[0].apps[0].placements[0].rules[0]
+            .experiment
+            .as_ref()
+            .expect("kept");
+        assert_eq!(
+            experiment.starts_at,
+            Some(time::macros::datetime!(2026-12-01 09:00 UTC))
+        );
+        assert_eq!(
+            experiment.ends_at,
+            Some(time::macros::datetime!(2026-12-15 08:00 UTC)),
+            "the offset applied"
+        );
+        assert_eq!(experiment.variants[0].flow_version, Some(3));
+        // A time that is not RFC 3339 with its offset is quoted at its pointer.
+        for bad in [r#""2026-12-01 09:00""#, r#""2026-12-01T09:00:00""#, "17"] {
+            let text = SCHEDULED.replace(r#""2026-12-01T09:00:00Z""#, bad);
+            let problems =
+                CatalogFile::parse(&format!(r#"{{"format": 2, "workspaces": [{text}]}}"#))
+                    .expect_err("refused");
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].pointer, format!("{e}/starts_at"));
+            assert!(
+                problems[0].message.contains("RFC 3339"),
+                "{}",
+                problems[0].message
+            );
+        }
+    }
 
     #[test]
     fn analysis_is_a_member_of_format_2_only() {

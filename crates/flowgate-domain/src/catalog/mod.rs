@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
+use time::OffsetDateTime;
 
 pub use build::{check_metric, CatalogError, Problem};
 pub use changes::{CatalogChange, ChangeError};
@@ -616,6 +617,10 @@ pub struct Experiment {
     pub(crate) sticky: Option<StickySettings>,
     /// How its results are read (D27).
     pub(crate) analysis: AnalysisSettings,
+    /// When the scheduler starts it, if it is still a draft (D29).
+    pub(crate) starts_at: Option<OffsetDateTime>,
+    /// When the scheduler concludes it (D29).
+    pub(crate) ends_at: Option<OffsetDateTime>,
 }
 
 impl Experiment {
@@ -672,6 +677,16 @@ impl Experiment {
     /// How its results are read (D27): the catalog's `analysis`, or the defaults.
     pub fn analysis(&self) -> &AnalysisSettings {
         &self.analysis
+    }
+
+    /// When the scheduler starts it, if it is still `draft` then (D29).
+    pub fn starts_at(&self) -> Option<OffsetDateTime> {
+        self.starts_at
+    }
+
+    /// When the scheduler concludes it (D29).
+    pub fn ends_at(&self) -> Option<OffsetDateTime> {
+        self.ends_at
     }
 }
 

@@ -307,6 +307,61 @@ fn rule_and_experiment_problems() {
     assert_eq!(pointers(doc), vec![format!("{A}/placements/3/rules/0")]);
 }
 
+/// D29: a variant's `flow_version` is one its flow has, and not on a holdout; an experiment
+/// ends after it starts. The pinned version is served whether published or not.
+#[test]
+fn pinned_versions_and_schedules_are_checked_and_served() {
+    let mut doc = catalog_json();
+    let exp = &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"];
+    exp["variants"][0]["flow_version"] = json!(1); // the holdout
+    exp["variants"][1]["flow_version"] = json!(7); // New has version 1 only
+    exp["starts_at"] = json!("2026-12-02T00:00:00Z");
+    exp["ends_at"] = json!("2026-12-01T00:00:00Z");
+    let p = format!("{A}/placements/1/rules/1/experiment");
+    assert_eq!(
+        problems(doc),
+        vec![
+            (
+                format!("{p}/variants/0/flow_version"),
+                "a holdout (no flow_id) shows no flow version, not 1".to_owned()
+            ),
+            (
+                format!("{p}/variants/1/flow_version"),
+                format!("flow {FLOW_NEW} has no version 7")
+            ),
+            (
+                format!("{p}/ends_at"),
+                "must be after starts_at (2026-12-02T00:00:00Z), not 2026-12-01T00:00:00Z"
+                    .to_owned()
+            ),
+        ]
+    );
+
+    // Version 1 of US onboarding (which publishes 2), pinned on the paused experiment's variant
+    // and the experiment running: its users get version 1.
+    let mut doc = catalog_json();
+    let rule = &mut doc["workspaces"][0]["apps"][0]["placements"][1]["rules"][0];
+    rule["experiment"]["status"] = json!("running");
+    rule["experiment"]["variants"][0]["flow_version"] = json!(1);
+    let catalog = build(&doc);
+    let app = catalog.app(app(APP1)).expect("the app");
+    let attributes = serde_json::Map::new();
+    let request = flowgate_domain::resolve::ResolveRequest::new(
+        "u1",
+        "s1",
+        flowgate_domain::identity::Platform::Ios,
+        &attributes,
+    );
+    let resolution = app.resolve(
+        "paywall",
+        &request,
+        flowgate_domain::resolve::ResolveMode::Normal,
+    );
+    let version = resolution.version().expect("a flow");
+    assert_eq!(version.id().to_string(), V_US_1);
+    assert_eq!(version.version(), 1);
+}
+
 #[test]
 fn invalid_audiences_are_rejected_at_build_with_nested_pointers() {
     let mut doc = catalog_json();

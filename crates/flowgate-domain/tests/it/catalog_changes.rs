@@ -80,6 +80,7 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                 control: id("60000000-0000-4000-8000-000000000071"),
                 treatment: id("60000000-0000-4000-8000-000000000072"),
                 flow: id(FLOW_NEW),
+                version: None,
                 share: 1.0,
                 guardrails: vec![
                     "flow_complete".to_owned(),
@@ -87,6 +88,24 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                     "revenue".to_owned(),
                 ],
                 minimum_users: 100,
+            },
+        ),
+        (
+            // The optional `version` (D29): not a new format (D26).
+            "start-rollout-version.json",
+            CatalogChange::StartRollout {
+                app: id(APP1),
+                placement: "onboarding".to_owned(),
+                rule: 0,
+                experiment: id("50000000-0000-4000-8000-000000000073"),
+                name: "Rollout of US onboarding version 1".to_owned(),
+                control: id("60000000-0000-4000-8000-000000000073"),
+                treatment: id("60000000-0000-4000-8000-000000000074"),
+                flow: id(FLOW_US),
+                version: Some(1),
+                share: 5.0,
+                guardrails: vec!["purchase_complete".to_owned()],
+                minimum_users: 50,
             },
         ),
     ]
@@ -165,6 +184,7 @@ fn each_sample_applies_to_the_fixture_catalog() {
             "return `US onboarding` to version 1 (Acme iOS)",
             "turn off rule 1 of placement `onboarding` (Acme iOS)",
             "start rolling out `New` on placement `onboarding` at 1% (Acme iOS)",
+            "start rolling out version 1 of `US onboarding` on placement `onboarding` at 5% (Acme iOS)",
         ]
     );
 }

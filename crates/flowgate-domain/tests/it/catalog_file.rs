@@ -5,7 +5,8 @@
 //! Format 2's samples: `v2/catalog.json`, written when the format held only an experiment's
 //! `analysis` (D27), `v2/catalog-stores.json`, with an app's `apple_bundle_id` and
 //! `apple_environments` (D30) too, and `v2/catalog-rule-off.json`, whose one member of format 2
-//! is a rule's `enabled` (D28).
+//! is a rule's `enabled` (D28), and `v2/catalog-schedules.json`, whose members of format 2 are
+//! an experiment's `starts_at` and `ends_at` and a variant's `flow_version` (D29).
 
 use std::path::PathBuf;
 
@@ -61,6 +62,32 @@ fn rule_off() -> CatalogData {
     data
 }
 
+/// The fixture with the paywall experiment scheduled and its variant showing version 1 of its
+/// flow, whichever the flow publishes (D29).
+fn scheduled() -> CatalogData {
+    let mut data = catalog();
+    let paywall = data
+        .workspaces
+        .iter_mut()
+        .flat_map(|w| &mut w.apps)
+        .flat_map(|a| &mut a.placements)
+        .find(|p| p.key == "paywall")
+        .expect("the fixture has a paywall placement");
+    let experiment = paywall.rules[1]
+        .experiment
+        .as_mut()
+        .expect("paywall's second rule runs an experiment");
+    experiment.starts_at = Some(time::macros::datetime!(2026-12-01 09:00 UTC));
+    experiment.ends_at = Some(time::macros::datetime!(2026-12-15 09:00 UTC));
+    experiment
+        .variants
+        .iter_mut()
+        .find(|v| v.flow_id.is_some())
+        .expect("a variant showing a flow")
+        .flow_version = Some(1);
+    data
+}
+
 /// Each export is written as the lowest format whose members it uses: the catalog without
 /// members of format 2 as format 1 (which 0.2.0 imports), the one with them as format 2, and
 /// one with analysis settings but no App Store fields exactly as before those existed.
@@ -86,6 +113,11 @@ fn the_exports_are_their_formats_samples() {
         export_of(&rule_off()).as_bytes(),
         "flowgate.catalog",
     );
+    assert_golden(
+        &sample(2, "catalog-schedules.json"),
+        export_of(&scheduled()).as_bytes(),
+        "flowgate.catalog",
+    );
     assert_eq!(CatalogFile::FORMAT, 2, "the newest has a sample above");
 }
 
@@ -94,7 +126,7 @@ fn the_exports_are_their_formats_samples() {
 /// exported from as no change.
 #[test]
 fn every_versions_samples_import_as_the_catalog_they_hold() {
-    let samples: [(u32, &str, CatalogData); 5] = [
+    let samples: [(u32, &str, CatalogData); 6] = [
         (1, "catalog.json", catalog()),
         // As exports were written before the optional `format` member: absent reads as 1.
         (1, "catalog-without-format.json", catalog()),
@@ -102,6 +134,7 @@ fn every_versions_samples_import_as_the_catalog_they_hold() {
         (2, "catalog.json", analysed_before_store_fields()),
         (2, "catalog-stores.json", analysed()),
         (2, "catalog-rule-off.json", rule_off()),
+        (2, "catalog-schedules.json", scheduled()),
     ];
     for (version, name, data) in samples {
         let path = sample(version, name);

@@ -138,6 +138,21 @@ pub struct ChangeOutcome {
     pub description: String,
 }
 
+/// A rollout to start (D29), as the console's form gives it.
+#[derive(Clone, Debug)]
+pub struct RolloutStart {
+    /// The app.
+    pub app: AppId,
+    /// The placement's key: its first rule serving a flow (and on) is rolled.
+    pub placement: String,
+    /// The new flow.
+    pub flow: FlowId,
+    /// The version of `flow` to roll out; `None`: the one it publishes.
+    pub version: Option<u32>,
+    /// The plan.
+    pub plan: RolloutPlan,
+}
+
 /// Why a change was not previewed or applied, or a rollout (D29) not started or moved; nothing
 /// was written.
 #[derive(Clone, Debug, PartialEq)]
@@ -200,15 +215,12 @@ pub trait ConsoleBackend: Send + Sync {
     fn list_rollouts(&self) -> BoxFuture<'_, Result<Vec<Rollout>, StoreError>>;
     /// The rollout with this id, with its applied steps, if any.
     fn rollout(&self, id: RolloutId) -> BoxFuture<'_, Result<Option<Rollout>, StoreError>>;
-    /// Starts a rollout of `placement`'s first rule serving a flow (and on) to `flow`, as
+    /// Starts a rollout of the placement's first rule serving a flow (and on) to the flow, as
     /// `flowgate rollouts start` does: its first step is applied now, recorded in the audit log
     /// as `actor`'s with `comment`.
     fn start_rollout(
         &self,
-        app: AppId,
-        placement: String,
-        flow: FlowId,
-        plan: RolloutPlan,
+        start: RolloutStart,
         actor: String,
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use actix_web::http::StatusCode;
-use flowgate_domain::catalog::{CatalogData, ExperimentData, PlacementData};
+use flowgate_domain::catalog::{CatalogData, ExperimentData, ExperimentStatus, PlacementData};
 use flowgate_domain::explain::{Reason, Step};
 use flowgate_domain::ids::{ExperimentId, WorkspaceId};
 use flowgate_domain::keys::{KeyRecord, KeyType};
@@ -242,7 +242,15 @@ pub(super) fn experiments(
                                 td { a href={ "/console/experiments/" (l.experiment.id()) } { (l.experiment.name()) } }
                                 td { (l.app.name()) }
                                 td { code { (l.placement) } }
-                                td { span.status { (l.experiment.status().as_str()) } }
+                                td {
+                                    span.status { (l.experiment.status().as_str()) }
+                                    @if let Some(at) = l.experiment.starts_at().filter(|_| l.experiment.status() == ExperimentStatus::Draft) {
+                                        br; small.schedule { "starts " (when(at)) }
+                                    }
+                                    @if let Some(at) = l.experiment.ends_at().filter(|_| l.experiment.status() != ExperimentStatus::Concluded) {
+                                        br; small.schedule { "ends " (when(at)) }
+                                    }
+                                }
                                 td {
                                     @for (i, v) in l.experiment.variants().iter().enumerate() {
                                         @if i > 0 { ", " }

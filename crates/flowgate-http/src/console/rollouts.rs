@@ -30,7 +30,7 @@ use super::pages::{csrf, layout, number, percent, when};
 use super::session::Session;
 use super::{
     error_page, html, posted, see_other, signed_in, store_failure, ChangeRefusal, Console, Data,
-    Fields, PostedForm,
+    Fields, PostedForm, RolloutStart,
 };
 
 /// The navigation entry the pages belong to.
@@ -331,7 +331,13 @@ fn rollout_page(
             dt { "App" } dd { (names.app(r.app_id)) " " code { (r.app_id) } }
             dt { "Placement" } dd { code { (r.placement) } " (its first rule serving a flow)" }
             dt { "From" } dd #from-flow { (names.flow(r.from_flow)) }
-            dt { "To" } dd #to-flow { (names.flow(r.to_flow)) }
+            dt { "To" } dd #to-flow {
+                (names.flow(r.to_flow))
+                @match r.to_version {
+                    Some(n) => { ", version " (n) " (published at completion)" }
+                    None => { " (the version it publishes)" }
+                }
+            }
             dt { "Runs as" } dd { "experiment " a href=(format!("/console/experiments/{}", r.experiment_id)) { code { (r.experiment_id) } } }
             dt { "Started by" } dd #started-by { (r.created_by) ", " (when(r.created_at)) }
             dt { "Last change" } dd { (when(r.updated_at)) }
@@ -593,6 +599,8 @@ struct Start {
     app: AppId,
     placement: String,
     flow: FlowId,
+    /// `None`: the version the flow publishes.
+    version: Option<u32>,
     plan: RolloutPlan,
     comment: String,
 }
@@ -605,11 +613,21 @@ fn start_of(input: &StartInput) -> Result<Start, String> {
         .and_then(|(app, placement)| Some((app.parse::<AppId>().ok()?, placement)))
         .filter(|(_, placement)| !placement.is_empty())
         .ok_or_else(|| format!("choose the app and placement to roll, not {target:?}"))?;
-    let flow = input
-        .flow
-        .trim()
-        .parse::<FlowId>()
-        .map_err(|_| format!("choose the new flow: {:?} is not a flow id", input.flow))?;
+    // `{flow id}` (the version it publishes) or `{flow id}@{version}`.
+    let (flow, version) = match input.flow.trim().split_once('@') {
+        None => (input.flow.trim(), None),
+        Some((flow, version)) => (flow, Some(version)),
+    };
+    let refused = || {
+        format!(
+            "choose the new flow version: {:?} is not a flow id or one followed by @version",
+            input.flow
+        )
+    };
+    let flow = flow.parse::<FlowId>().map_err(|_| refused())?;
+    let version = version
+        .map(|v| v.parse::<u32>().ok().filter(|v| *v > 0).ok_or_else(refused))
+        .transpose()?;
     let steps = input
         .steps
         .split(',')
@@ -644,6 +662,7 @@ fn start_of(input: &StartInput) -> Result<Start, String> {
         app,
         placement: placement.to_owned(),
         flow,
+        version,
         plan,
         comment,
     })
@@ -659,7 +678,8 @@ struct Target<'a> {
 
 /// The start form, filled with `input`, with `message` (a refused start) above it. The
 /// placements offered are those with a rule that serves a flow and is on (the rule a rollout
-/// moves), the flows those that publish a version, each under its app.
+/// moves), then every version of every flow, newest first, each under its app: the published
+/// one by the flow's id, the others as `{flow id}@{version}`.
 fn start_page(
     session: &Session,
     data: &CatalogData,
@@ -725,15 +745,18 @@ fn start_page(
                         }
                     }
                 }
-                label for="flow" { "New flow" }
+                label for="flow" { "New flow version (the current flow's next version, or another flow)" }
                 select #flow name="flow" required {
                     @for a in &apps {
-                        @let published: Vec<_> = a.flows.iter().filter(|f| f.published_version.is_some()).collect();
-                        @if !published.is_empty() {
+                        @if a.flows.iter().any(|f| !f.versions.is_empty()) {
                             optgroup label=(a.name) {
-                                @for f in published {
-                                    option value=(f.id) selected[f.id.to_string() == input.flow] {
-                                        (f.name) " (version " (f.published_version.unwrap_or_default()) ")"
+                                @for f in &a.flows {
+                                    @for v in f.versions.iter().rev() {
+                                        @let published = f.published_version == Some(v.version);
+                                        @let value = if published { f.id.to_string() } else { format!("{}@{}", f.id, v.version) };
+                                        option selected[value == input.flow] value=(value) {
+                                            (f.name) ", version " (v.version) @if published { " (published)" }
+                                        }
                                     }
                                 }
                             }
@@ -802,6 +825,7 @@ pub(super) async fn start(req: HttpRequest, form: PostedForm, console: Data) -> 
         app,
         placement,
         flow,
+        version,
         plan,
         comment,
     } = match start_of(&input) {
@@ -810,7 +834,17 @@ pub(super) async fn start(req: HttpRequest, form: PostedForm, console: Data) -> 
     };
     match console
         .backend
-        .start_rollout(app, placement, flow, plan, session.actor.clone(), comment)
+        .start_rollout(
+            RolloutStart {
+                app,
+                placement,
+                flow,
+                version,
+                plan,
+            },
+            session.actor.clone(),
+            comment,
+        )
         .await
     {
         Ok(rollout) => {

@@ -156,6 +156,10 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                 name: v.name,
                 weight: v.weight,
                 flow_id: v.flow_id.map(|f| FlowId(f.0)),
+                flow_version: v
+                    .flow_version
+                    .map(|n| from_i32(n, "flow_version"))
+                    .transpose()?,
             });
     }
     let mut experiments = HashMap::<DbUuid, ExperimentData>::new();
@@ -198,6 +202,8 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                         })
                     })
                     .transpose()?,
+                starts_at: e.starts_at.map(|t| t.0),
+                ends_at: e.ends_at.map(|t| t.0),
                 variants: variants.remove(&e.id).unwrap_or_default(),
             },
         );

@@ -6,7 +6,7 @@ use crate::keys::KeyRow;
 use crate::schema::{
     apps, experiments, flow_versions, flows, placements, rules, variants, workspaces,
 };
-use crate::types::DbUuid;
+use crate::types::{DbTimestamp, DbUuid};
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = workspaces, treat_none_as_default_value = false)]
@@ -99,6 +99,10 @@ pub(super) struct ExperimentRow {
     pub(super) fallback_attribute: Option<String>,
     /// The catalog file's `analysis` member as JSON text (D27).
     pub(super) analysis: Option<String>,
+    /// When the scheduler starts it, if still a draft (D29).
+    pub(super) starts_at: Option<DbTimestamp>,
+    /// When the scheduler concludes it (D29).
+    pub(super) ends_at: Option<DbTimestamp>,
 }
 
 #[derive(Queryable, Selectable, Insertable)]
@@ -110,6 +114,8 @@ pub(super) struct VariantRow {
     pub(super) name: String,
     pub(super) weight: f64,
     pub(super) flow_id: Option<DbUuid>,
+    /// The version of the flow shown, when not the published one (D29).
+    pub(super) flow_version: Option<i32>,
 }
 
 /// Everything `load_catalog` reads, as rows, before it becomes [`CatalogData`].

@@ -14,7 +14,7 @@ use crate::schema::{
     api_keys, apps, experiments, flow_versions, flows, placements, rules, variants, webhook_keys,
     workspaces,
 };
-use crate::types::{sql, DbUuid};
+use crate::types::{sql, DbTimestamp, DbUuid};
 
 diesel::define_sql_function! {
     /// SQL `COALESCE` of two nullable timestamps.
@@ -190,6 +190,8 @@ pub(super) async fn write_experiment(
                 experiments::min_bucket_version.eq(excluded(experiments::min_bucket_version)),
                 experiments::fallback_attribute.eq(excluded(experiments::fallback_attribute)),
                 experiments::analysis.eq(excluded(experiments::analysis)),
+                experiments::starts_at.eq(excluded(experiments::starts_at)),
+                experiments::ends_at.eq(excluded(experiments::ends_at)),
             )),
     )
     .await?;
@@ -210,6 +212,7 @@ pub(super) async fn write_experiment(
                     variants::name.eq(excluded(variants::name)),
                     variants::weight.eq(excluded(variants::weight)),
                     variants::flow_id.eq(excluded(variants::flow_id)),
+                    variants::flow_version.eq(excluded(variants::flow_version)),
                 )),
         )
         .await?;
@@ -393,6 +396,8 @@ pub(super) fn experiment_rows(
             .as_ref()
             .map(|a| to_json(a, "analysis"))
             .transpose()?,
+        starts_at: e.starts_at.map(DbTimestamp),
+        ends_at: e.ends_at.map(DbTimestamp),
     };
     let variants = e
         .variants
@@ -406,6 +411,10 @@ pub(super) fn experiment_rows(
                 name: v.name.clone(),
                 weight: v.weight,
                 flow_id: v.flow_id.map(|f| DbUuid(f.0)),
+                flow_version: v
+                    .flow_version
+                    .map(|n| to_i32(n, "flow_version"))
+                    .transpose()?,
             })
         })
         .collect::<Result<_, StoreError>>()?;

@@ -562,8 +562,9 @@ async fn wait_resolve(s: &Served, key: &str, status: u16) {
 
 /// The text of the element `css` selects, once the page shows it (within 10 s). A form's
 /// submission navigates while the element is looked for: chromedriver then aborts the lookup
-/// ("aborted by navigation") or the element found goes stale, and the lookup starts again on
-/// the new page; any other error fails at once.
+/// ("aborted by navigation") or the element found goes stale (also reported as a node that
+/// "does not belong to the document"), and the lookup starts again on the new page; any
+/// other error fails at once.
 pub(crate) async fn text(browser: &Browser, css: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -582,8 +583,9 @@ pub(crate) async fn text(browser: &Browser, css: &str) -> String {
             Err(e) => e,
         };
         let message = error.to_string();
-        let navigating =
-            message.contains("aborted by navigation") || message.contains("stale element");
+        let navigating = message.contains("aborted by navigation")
+            || message.contains("stale element")
+            || message.contains("does not belong to the document");
         assert!(navigating && Instant::now() < deadline, "{css}: {message}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -130,7 +130,7 @@ async fn an_editor_moves_a_rollout_from_the_console_and_a_viewer_only_sees_it() 
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert!(listed(&s).is_empty(), "a viewer started nothing");
 
-    // The editor's form: the placements whose rule serves a flow, the published flows, the
+    // The editor's form: the placements whose rule serves a flow, the flows' versions, the
     // plan's defaults.
     let page = get(addr, "/console/rollouts", &edna);
     assert!(page.body.contains("href=\"/console/rollouts/new\""));
@@ -152,10 +152,25 @@ async fn an_editor_moves_a_rollout_from_the_console_and_a_viewer_only_sees_it() 
         !form.body.contains(&format!("{}/paywall", fixtures::APP1)),
         "paywall's rules run experiments"
     );
-    assert!(
-        !form.body.contains(fixtures::FLOW_UNPUBLISHED),
-        "a flow without a published version is not offered"
-    );
+    // Every version of every flow: a published one by the flow's id, the others by number,
+    // a flow that publishes none included (D29).
+    for (value, label) in [
+        (
+            format!("{}@1", fixtures::FLOW_US),
+            "US onboarding, version 1",
+        ),
+        (
+            fixtures::FLOW_US.to_owned(),
+            "US onboarding, version 2 (published)",
+        ),
+        (
+            format!("{}@1", fixtures::FLOW_UNPUBLISHED),
+            "Draft, version 1",
+        ),
+    ] {
+        let option = format!("value=\"{value}\">{label}</option>");
+        assert!(form.body.contains(&option), "{option} in {}", form.body);
+    }
 
     // Started: its page shows step 1 applied, the next pending, and the forms for running.
     let at = start(addr, &edna, &edna_csrf);

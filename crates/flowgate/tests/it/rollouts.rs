@@ -703,3 +703,228 @@ async fn a_rollout_whose_experiment_was_imported_away_is_paused() {
         "{shown}"
     );
 }
+
+/// A time as the catalog file and the CLI write it.
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+/// Resolves `placement` for `user` on `api`: the answer.
+fn resolve_at(api: SocketAddr, key: &str, placement: &str, user: &str) -> Value {
+    let body = json!({"user_id": user, "session_id": format!("{user}-s"),
+        "device_platform": "ios", "attributes": {"country": "US"}});
+    let path = format!("/v1/apps/{}/placements/{placement}/resolve", fixtures::APP1);
+    let (status, reply) = http(api, "POST", &path, Some(key), body.to_string().as_bytes()).unwrap();
+    assert_eq!(status, 200, "{reply}");
+    serde_json::from_str(&reply).unwrap()
+}
+
+/// An experiment's `starts_at` and `ends_at` (D29): the scheduler starts the draft at its start
+/// and concludes it at its end, once each, as `scheduler` in the audit log; resolve assigns
+/// between the two only; the export keeps both times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_experiment_runs_from_its_starts_at_to_its_ends_at() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap();
+    let (starts, ends) = (
+        now + time::Duration::seconds(3),
+        now + time::Duration::seconds(7),
+    );
+    let mut catalog = fixtures::catalog_json();
+    catalog["format"] = 2.into();
+    let experiment =
+        &mut catalog["workspaces"][0]["apps"][0]["placements"][1]["rules"][1]["experiment"];
+    assert_eq!(experiment["id"], fixtures::EXP);
+    experiment["status"] = "draft".into();
+    experiment["starts_at"] = rfc3339(starts).into();
+    experiment["ends_at"] = rfc3339(ends).into();
+    import(&db.url, &catalog);
+    let api = replicas.apis()[0];
+    let in_experiment = |user: &str| {
+        resolve_at(api, &replicas.key, "paywall", user)["experiment_id"] == fixtures::EXP
+    };
+    // Before its start: a draft, no one assigned; the CLI shows what is ahead.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!(0..10).any(|i| in_experiment(&format!("early-{i}"))));
+    let (code, table, err) = run(&["experiments", "list"], &replicas.env());
+    assert_eq!(code, Some(0), "{err}");
+    let ahead = format!("draft (starts {}, ends {})", rfc3339(starts), rfc3339(ends));
+    assert!(table.contains(&ahead), "{ahead} in {table}");
+
+    let status = || {
+        let exported = replicas.cli(&["catalog", "export"]);
+        exported["workspaces"][0]["apps"][0]["placements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["rules"].as_array().unwrap())
+            .map(|r| &r["experiment"])
+            .find(|e| e["id"] == fixtures::EXP)
+            .unwrap()
+            .clone()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen_running = false;
+    loop {
+        let e = status();
+        match e["status"].as_str().unwrap() {
+            "draft" => {}
+            "running" => {
+                if !seen_running {
+                    seen_running = true;
+                    assert!(time::OffsetDateTime::now_utc() >= starts);
+                    // Running: users are assigned (within a refresh).
+                    let until = Instant::now() + Duration::from_secs(5);
+                    while !(0..10).any(|i| in_experiment(&format!("on-{i}"))) {
+                        assert!(Instant::now() < until, "running but assigning no one");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+            "concluded" => {
+                assert!(time::OffsetDateTime::now_utc() >= ends);
+                // The schedule stays in the catalog, as written.
+                let parse = |v: &Value| {
+                    time::OffsetDateTime::parse(
+                        v.as_str().unwrap(),
+                        &time::format_description::well_known::Rfc3339,
+                    )
+                    .unwrap()
+                };
+                assert_eq!(parse(&e["starts_at"]), starts);
+                assert_eq!(parse(&e["ends_at"]), ends);
+                break;
+            }
+            other => panic!("status {other}: {e}"),
+        }
+        assert!(Instant::now() < deadline, "not concluded in 30 s: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(seen_running, "it ran between its start and its end");
+    let until = Instant::now() + Duration::from_secs(5);
+    while (0..10).any(|i| in_experiment(&format!("late-{i}"))) {
+        assert!(Instant::now() < until, "concluded but still assigning");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Once each in the audit log, as the scheduler's, naming the schedule.
+    let audit = replicas.cli(&["audit", "list", "--action", "catalog.change", "--json"]);
+    let comments: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["actor"] == "scheduler")
+        .map(|e| e["comment"].as_str().unwrap())
+        .collect();
+    assert_eq!(comments.len(), 2, "{audit}");
+    assert!(
+        comments.iter().any(|c| c.contains("starts_at")),
+        "{comments:?}"
+    );
+    assert!(
+        comments.iter().any(|c| c.contains("ends_at")),
+        "{comments:?}"
+    );
+    let (_, metrics) = http(replicas.nodes[0].admin, "GET", "/metrics", None, b"").unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "flowgate_scheduler_changes_total{outcome=\"applied\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// A rollout of another version of the flow the rule serves (`--version`): users on the new
+/// variant get that version while the rule's users keep the published one; at completion the
+/// flow publishes the version and everyone gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_of_another_version_of_the_same_flow_publishes_it_at_completion() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let started = replicas.cli(&[
+        "rollouts",
+        "start",
+        "--app",
+        fixtures::APP1,
+        "--placement",
+        "onboarding",
+        "--flow",
+        fixtures::FLOW_US,
+        "--version",
+        "1",
+        "--steps",
+        "50,100",
+        "--hold",
+        "1s",
+        "--minimum-users",
+        "5",
+        "--guardrail",
+        "flow_complete",
+        "--comment",
+        "back to version 1",
+        "--json",
+    ]);
+    assert_eq!(started["state"], "running", "{started}");
+    assert_eq!(started["to_version"], 1, "{started}");
+    let id = started["id"].as_str().unwrap().to_owned();
+    // Both versions are served (once the replica has the new catalog), each to its variant.
+    let api = replicas.apis()[0];
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let versions: Vec<String> = (0..40)
+            .map(|i| {
+                let got = resolve(api, &replicas.key, &format!("v-{i}"));
+                assert_eq!(got["flow_id"], fixtures::FLOW_US, "{got}");
+                got["flow_version_id"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        if versions.iter().any(|v| v == fixtures::V_US_1) {
+            assert!(
+                versions.iter().any(|v| v == fixtures::V_US_2),
+                "{versions:?}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "version 1 is never served: {versions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut round = 0;
+    loop {
+        let shown = replicas.show(&id);
+        if shown["state"] == "completed" {
+            break;
+        }
+        assert_eq!(shown["state"], "running", "{shown}");
+        assert!(Instant::now() < deadline, "not completed in 60 s: {shown}");
+        traffic(&[api], &replicas.key, &format!("t{round}"), 30, 0.5, |_| {
+            0.1
+        });
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Completed: the flow publishes version 1, served to everyone.
+    let exported = replicas.cli(&["catalog", "export"]);
+    let flow = exported["workspaces"][0]["apps"][0]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == fixtures::FLOW_US)
+        .unwrap()
+        .clone();
+    assert_eq!(flow["published_version"], 1, "{flow}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !(0..20).all(|i| {
+        resolve(api, &replicas.key, &format!("after-{i}"))["flow_version_id"] == fixtures::V_US_1
+    }) {
+        assert!(Instant::now() < until, "version 1 is not served to all");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
