@@ -13,7 +13,7 @@ use flowgate_domain::ports::{BoxFuture, CatalogSource, KeyStore, RolloutStore, S
 use flowgate_domain::rollouts::Rollout;
 use flowgate_http::console::{
     ChangeOutcome, ChangeRefusal, ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError,
-    RolloutStart,
+    RolloutMove, RolloutStart,
 };
 use flowgate_store::import::{apply_change, preview_change, ChangeFailure, FileFormat};
 use flowgate_store::{dry_run_text, DryRunReport, ImportError, Store};
@@ -182,45 +182,31 @@ impl ConsoleBackend for StoreConsole {
         })
     }
 
-    fn pause_rollout(
+    fn move_rollout(
         &self,
         id: RolloutId,
+        how: RolloutMove,
         actor: String,
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
         Box::pin(async move {
-            crate::rollouts::pause(&self.0, id, &actor, &comment, OffsetDateTime::now_utc())
-                .await
-                .map_err(rollout_refusal)
-        })
-    }
-
-    fn resume_rollout(
-        &self,
-        id: RolloutId,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
-        Box::pin(async move {
-            crate::rollouts::resume(&self.0, id, &actor, &comment, OffsetDateTime::now_utc())
-                .await
-                .map_err(rollout_refusal)
-        })
-    }
-
-    fn roll_back_rollout(
-        &self,
-        id: RolloutId,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
-        Box::pin(async move {
-            // A person's rollback records no guardrail reading, as `flowgate rollouts rollback`.
             let now = OffsetDateTime::now_utc();
-            let figures = serde_json::Value::Null;
-            crate::rollouts::roll_back(&self.0, id, &actor, &comment, figures, now)
-                .await
-                .map_err(rollout_refusal)
+            let store = &self.0;
+            let moved = match how {
+                RolloutMove::Pause => {
+                    crate::rollouts::pause(store, id, &actor, &comment, now).await
+                }
+                RolloutMove::Resume => {
+                    crate::rollouts::resume(store, id, &actor, &comment, now).await
+                }
+                // A person's rollback records no guardrail reading, as `flowgate rollouts
+                // rollback`.
+                RolloutMove::RollBack => {
+                    let figures = serde_json::Value::Null;
+                    crate::rollouts::roll_back(store, id, &actor, &comment, figures, now).await
+                }
+            };
+            moved.map_err(rollout_refusal)
         })
     }
 }

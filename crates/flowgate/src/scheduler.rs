@@ -156,43 +156,11 @@ async fn pass(
     now: time::OffsetDateTime,
 ) {
     match crate::schedules::apply_due(store, now).await {
-        Ok(done) => {
-            for (id, outcome) in done {
-                match outcome {
-                    crate::schedules::DueOutcome::Applied(revision) => {
-                        metrics.changes("applied");
-                        tracing::info!(change = %id, revision, "scheduled change applied");
-                    }
-                    crate::schedules::DueOutcome::Failed(why) => {
-                        metrics.changes("failed");
-                        tracing::warn!(change = %id, why = %why, "scheduled change failed: it no longer applies");
-                    }
-                    crate::schedules::DueOutcome::Later(why) => {
-                        tracing::info!(change = %id, why = %why, "scheduled change: tried again next pass");
-                    }
-                }
-            }
-        }
+        Ok(done) => log_due(metrics, "scheduled change", done),
         Err(e) => tracing::warn!(error = %e, "scheduler: the scheduled changes could not be read"),
     }
     match crate::schedules::apply_experiment_schedules(store, now).await {
-        Ok(done) => {
-            for (id, outcome) in done {
-                match outcome {
-                    crate::schedules::DueOutcome::Applied(revision) => {
-                        metrics.changes("applied");
-                        tracing::info!(experiment = %id, revision, "experiment schedule applied");
-                    }
-                    crate::schedules::DueOutcome::Failed(why) => {
-                        metrics.changes("failed");
-                        tracing::warn!(experiment = %id, why = %why, "experiment schedule does not apply: change the experiment");
-                    }
-                    crate::schedules::DueOutcome::Later(why) => {
-                        tracing::info!(experiment = %id, why = %why, "experiment schedule: tried again next pass");
-                    }
-                }
-            }
-        }
+        Ok(done) => log_due(metrics, "experiment schedule", done),
         Err(e) => {
             tracing::warn!(error = %e, "scheduler: the experiments' schedules could not be read")
         }
@@ -227,6 +195,31 @@ async fn pass(
                 metrics.count("failed");
                 tracing::warn!(rollout = %id, error = %e, code = e.code(),
                     "rollout: not moved this pass; tried again next pass");
+            }
+        }
+    }
+}
+
+/// Logs and counts what a pass did with each due `what` (a scheduled change, an experiment's
+/// schedule), by its id.
+fn log_due<I: std::fmt::Display>(
+    metrics: &SchedulerMetrics,
+    what: &str,
+    done: Vec<(I, crate::schedules::DueOutcome)>,
+) {
+    use crate::schedules::DueOutcome;
+    for (id, outcome) in done {
+        match outcome {
+            DueOutcome::Applied(revision) => {
+                metrics.changes("applied");
+                tracing::info!(id = %id, revision, "{what} applied");
+            }
+            DueOutcome::Failed(why) => {
+                metrics.changes("failed");
+                tracing::warn!(id = %id, why = %why, "{what} failed: it no longer applies");
+            }
+            DueOutcome::Later(why) => {
+                tracing::info!(id = %id, why = %why, "{what}: tried again next pass");
             }
         }
     }

@@ -224,28 +224,38 @@ pub trait ConsoleBackend: Send + Sync {
         actor: String,
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
-    /// Pauses a running rollout, as `actor` with `comment` (`wrong_state` otherwise).
-    fn pause_rollout(
+    /// Pauses, resumes or rolls back a rollout, as `actor` with `comment` (`wrong_state` when
+    /// its state does not allow the move).
+    fn move_rollout(
         &self,
         id: RolloutId,
+        how: RolloutMove,
         actor: String,
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
-    /// Resumes a paused rollout, as `actor` with `comment` (`wrong_state` otherwise).
-    fn resume_rollout(
-        &self,
-        id: RolloutId,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
-    /// Rolls a running or paused rollout back now (the rule serves the old flow to everyone),
-    /// as `actor` with `comment` (`wrong_state` once it has ended).
-    fn roll_back_rollout(
-        &self,
-        id: RolloutId,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
+}
+
+/// What a person does to a rollout (D29).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RolloutMove {
+    /// A running rollout takes no step until resumed.
+    Pause,
+    /// A paused rollout goes on.
+    Resume,
+    /// A running or paused rollout ends now: the rule serves the old flow to everyone.
+    RollBack,
+}
+
+impl RolloutMove {
+    /// The move a console path names: `pause`, `resume` or `rollback`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "pause" => Some(Self::Pause),
+            "resume" => Some(Self::Resume),
+            "rollback" => Some(Self::RollBack),
+            _ => None,
+        }
+    }
 }
 
 /// What the console needs beyond the admin API's access: the store's side and how long a
@@ -1489,10 +1499,8 @@ pub(crate) fn scope(
         )
         .service(route!("/rollouts/new").route(web::get().to(rollouts::new_rollout)))
         .service(route!("/rollouts/{rolloutId}").route(web::get().to(rollouts::show)))
-        .service(route!("/rollouts/{rolloutId}/pause").route(web::post().to(rollouts::pause)))
-        .service(route!("/rollouts/{rolloutId}/resume").route(web::post().to(rollouts::resume)))
         .service(
-            route!("/rollouts/{rolloutId}/rollback").route(web::post().to(rollouts::roll_back)),
+            route!("/rollouts/{rolloutId}/{move}").route(web::post().to(rollouts::move_rollout)),
         )
         .service(route!("/experiments").route(web::get().to(experiments)))
         .service(route!("/experiments/{experimentId}").route(web::get().to(experiment)))

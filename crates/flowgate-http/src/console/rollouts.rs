@@ -30,7 +30,7 @@ use super::pages::{csrf, layout, number, percent, when};
 use super::session::Session;
 use super::{
     error_page, html, posted, see_other, signed_in, store_failure, ChangeRefusal, Console, Data,
-    Fields, PostedForm, RolloutStart,
+    Fields, PostedForm, RolloutMove, RolloutStart,
 };
 
 /// The navigation entry the pages belong to.
@@ -443,28 +443,26 @@ pub(super) async fn show(req: HttpRequest, path: web::Path<String>, console: Dat
     rollout_answer(&console, &session, &path, StatusCode::OK, None).await
 }
 
-/// Which move a post asks for.
-#[derive(Clone, Copy)]
-enum Move {
-    Pause,
-    Resume,
-    RollBack,
-}
-
-/// Pauses, resumes or rolls back the rollout of the path as the session's actor, and answers
-/// 303 to its page; a refused move shows the page with why.
-async fn move_rollout(
+/// `POST /console/rollouts/{id}/pause|resume|rollback` (editor): pauses (no step until
+/// resumed), resumes, or rolls back (the old flow for everyone, now) the rollout as the
+/// session's actor, and answers 303 to its page; a refused move shows the page with why, and
+/// another last segment is 404.
+pub(super) async fn move_rollout(
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<(String, String)>,
     form: PostedForm,
     console: Data,
-    how: Move,
 ) -> HttpResponse {
+    let (id, name) = path.into_inner();
     let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
         Ok(posted) => posted,
         Err(answer) => return *answer,
     };
-    let rollout = match rollout_at(&console, &session, &path).await {
+    let Some(how) = RolloutMove::parse(&name) else {
+        let message = format!("no move {name:?}: pause, resume or rollback");
+        return error_page(&session, StatusCode::NOT_FOUND, "Not found", &message);
+    };
+    let rollout = match rollout_at(&console, &session, &id).await {
         Ok(rollout) => rollout,
         Err(answer) => return *answer,
     };
@@ -479,7 +477,7 @@ async fn move_rollout(
             return rollout_answer(
                 &console,
                 &session,
-                &path,
+                &id,
                 StatusCode::BAD_REQUEST,
                 Some(&refusal),
             )
@@ -487,58 +485,19 @@ async fn move_rollout(
         }
     };
     let actor = session.actor.clone();
-    let backend = &console.backend;
-    let moved = match how {
-        Move::Pause => backend.pause_rollout(rollout.id, actor, comment).await,
-        Move::Resume => backend.resume_rollout(rollout.id, actor, comment).await,
-        Move::RollBack => backend.roll_back_rollout(rollout.id, actor, comment).await,
-    };
-    match moved {
+    match console
+        .backend
+        .move_rollout(rollout.id, how, actor, comment)
+        .await
+    {
         Ok(moved) => {
             tracing::info!(rollout = %moved.id, state = %moved.state, actor = %session.actor, "console: rollout moved");
             see_other(&format!("/console/rollouts/{}", moved.id))
         }
         Err(refusal) => {
-            rollout_answer(
-                &console,
-                &session,
-                &path,
-                status_of(&refusal),
-                Some(&refusal),
-            )
-            .await
+            rollout_answer(&console, &session, &id, status_of(&refusal), Some(&refusal)).await
         }
     }
-}
-
-/// `POST /console/rollouts/{id}/pause` (editor): a running rollout takes no step until resumed.
-pub(super) async fn pause(
-    req: HttpRequest,
-    path: web::Path<String>,
-    form: PostedForm,
-    console: Data,
-) -> HttpResponse {
-    move_rollout(req, path, form, console, Move::Pause).await
-}
-
-/// `POST /console/rollouts/{id}/resume` (editor): a paused rollout goes on.
-pub(super) async fn resume(
-    req: HttpRequest,
-    path: web::Path<String>,
-    form: PostedForm,
-    console: Data,
-) -> HttpResponse {
-    move_rollout(req, path, form, console, Move::Resume).await
-}
-
-/// `POST /console/rollouts/{id}/rollback` (editor): the old flow for everyone, now.
-pub(super) async fn roll_back(
-    req: HttpRequest,
-    path: web::Path<String>,
-    form: PostedForm,
-    console: Data,
-) -> HttpResponse {
-    move_rollout(req, path, form, console, Move::RollBack).await
 }
 
 /// What the start form holds: the defaults, or what a refused post gave (shown again).

@@ -226,6 +226,11 @@ async fn an_editor_moves_a_rollout_from_the_console_and_a_viewer_only_sees_it() 
     assert!(forged.body.contains("CSRF"), "{}", forged.body);
     assert_eq!(state_of(&s, &id), "running");
 
+    // A move the console does not know is 404 and changes nothing.
+    let unknown = act(addr, &at, &edna, &edna_csrf, "complete");
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(state_of(&s, &id), "running");
+
     // Pause, resume, roll back: each answered 303 to the page, which shows it.
     let paused = act(addr, &at, &edna, &edna_csrf, "pause");
     assert_eq!(paused.status, 303, "{}", paused.body);

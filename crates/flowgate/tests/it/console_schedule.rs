@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 
 use crate::console::{post, Answer, TOKEN};
 use crate::fixtures;
-use crate::people::{audit_cli, get, has, person};
+use crate::people::{audit_cli, get, has, hidden_field, person};
 use crate::support::{resolve_onboarding, run, Served};
 
 /// Opens the change page of onboarding's first rule turned `enabled`: the page, its change
@@ -24,15 +24,7 @@ fn rule_change(s: &Served, cookie: &str, enabled: bool) -> (Answer, String, Stri
     );
     let page = get(s.admin, &path, cookie);
     assert_eq!(page.status, 200, "{}", page.body);
-    let field = |name: &str| {
-        let at = page
-            .body
-            .find(&format!("name=\"{name}\" value=\""))
-            .unwrap();
-        let start = at + name.len() + 15;
-        let end = start + page.body[start..].find('"').unwrap();
-        page.body[start..end].replace("&quot;", "\"")
-    };
+    let field = |name: &str| hidden_field(&page.body, name);
     let (change, base) = (field("change"), field("base"));
     (page, change, base)
 }

@@ -552,6 +552,18 @@ async fn wait_all_trial(s: &Served, key: &str) {
     }
 }
 
+/// The value of the form field `name` of a page (a change page's hidden `change` JSON or
+/// `base` revision), unescaped.
+pub(crate) fn hidden_field(body: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = body
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no field {name} in {body}"))
+        + marker.len();
+    let end = start + body[start..].find('"').unwrap();
+    body[start..end].replace("&quot;", "\"")
+}
+
 /// A person of `role` signed in: cookie and CSRF token.
 pub(crate) fn person(s: &Served, email: &str, role: &str) -> (String, String) {
     let link = add(s, email, role);
@@ -565,15 +577,7 @@ fn ship_preview(s: &Served, cookie: &str) -> (String, String, Answer) {
         format!("/console/changes/new?kind=ship&experiment={DEMO_EXPERIMENT}&variant={DEMO_TRIAL}");
     let page = get(s.admin, &path, cookie);
     assert_eq!(page.status, 200, "{}", page.body);
-    let field = |name: &str| {
-        let at = page
-            .body
-            .find(&format!("name=\"{name}\" value=\""))
-            .unwrap();
-        let start = at + name.len() + 15;
-        let end = start + page.body[start..].find('"').unwrap();
-        page.body[start..end].replace("&quot;", "\"")
-    };
+    let field = |name: &str| hidden_field(&page.body, name);
     (field("change"), field("base"), page)
 }
 
@@ -883,15 +887,7 @@ fn apply_form(s: &Served, cookie: &str, csrf: &str, fields: &[(String, String)],
         cookie,
     );
     assert_eq!(page.status, 200, "{}", page.body);
-    let field = |name: &str| {
-        let at = page
-            .body
-            .find(&format!("name=\"{name}\" value=\""))
-            .unwrap();
-        let start = at + name.len() + 15;
-        let end = start + page.body[start..].find('"').unwrap();
-        page.body[start..end].replace("&quot;", "\"")
-    };
+    let field = |name: &str| hidden_field(&page.body, name);
     let applied = post(
         s.admin,
         "/console/changes",

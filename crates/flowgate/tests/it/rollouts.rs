@@ -149,12 +149,7 @@ async fn wait_ready(admin: SocketAddr) {
 
 /// Resolves onboarding for a US `user` on `api`: the answer.
 fn resolve(api: SocketAddr, key: &str, user: &str) -> Value {
-    let body = json!({"user_id": user, "session_id": format!("{user}-s"),
-        "device_platform": "ios", "attributes": {"country": "US"}});
-    let path = format!("/v1/apps/{}/placements/onboarding/resolve", fixtures::APP1);
-    let (status, reply) = http(api, "POST", &path, Some(key), body.to_string().as_bytes()).unwrap();
-    assert_eq!(status, 200, "{reply}");
-    serde_json::from_str(&reply).unwrap()
+    resolve_at(api, key, "onboarding", user)
 }
 
 /// Sends `users` new US users through `apis` (in turn): each resolves, opens the flow it got
@@ -234,6 +229,27 @@ fn start(
     minimum: &str,
     guardrails: &[&str],
 ) -> String {
+    let started = start_to(
+        replicas,
+        (fixtures::FLOW_NEW, None),
+        steps,
+        hold,
+        minimum,
+        guardrails,
+    );
+    started["id"].as_str().unwrap().to_owned()
+}
+
+/// Starts onboarding's rollout to `flow` (at a version of its own when given) with
+/// `flowgate rollouts start`: the rollout as `--json` prints it, running at its first step.
+fn start_to(
+    replicas: &Replicas,
+    (flow, version): (&str, Option<&str>),
+    steps: &str,
+    hold: &str,
+    minimum: &str,
+    guardrails: &[&str],
+) -> Value {
     let mut args = vec![
         "rollouts",
         "start",
@@ -242,7 +258,7 @@ fn start(
         "--placement",
         "onboarding",
         "--flow",
-        fixtures::FLOW_NEW,
+        flow,
         "--steps",
         steps,
         "--hold",
@@ -253,13 +269,16 @@ fn start(
         "new onboarding",
         "--json",
     ];
+    if let Some(version) = version {
+        args.extend(["--version", version]);
+    }
     for g in guardrails {
         args.extend(["--guardrail", g]);
     }
     let started = replicas.cli(&args);
     assert_eq!(started["state"], "running", "{started}");
     assert_eq!(applied_steps(&started), 1, "{started}");
-    started["id"].as_str().unwrap().to_owned()
+    started
 }
 
 /// A rollout whose new flow converts like the old one goes through every step on three
@@ -844,30 +863,14 @@ async fn an_experiment_runs_from_its_starts_at_to_its_ends_at() {
 async fn a_rollout_of_another_version_of_the_same_flow_publishes_it_at_completion() {
     let db = TestDb::sqlite().await;
     let replicas = Replicas::start(&db, 1).await;
-    let started = replicas.cli(&[
-        "rollouts",
-        "start",
-        "--app",
-        fixtures::APP1,
-        "--placement",
-        "onboarding",
-        "--flow",
-        fixtures::FLOW_US,
-        "--version",
-        "1",
-        "--steps",
+    let started = start_to(
+        &replicas,
+        (fixtures::FLOW_US, Some("1")),
         "50,100",
-        "--hold",
         "1s",
-        "--minimum-users",
         "5",
-        "--guardrail",
-        "flow_complete",
-        "--comment",
-        "back to version 1",
-        "--json",
-    ]);
-    assert_eq!(started["state"], "running", "{started}");
+        &["flow_complete"],
+    );
     assert_eq!(started["to_version"], 1, "{started}");
     let id = started["id"].as_str().unwrap().to_owned();
     // Both versions are served (once the replica has the new catalog), each to its variant.
