@@ -1,5 +1,5 @@
-//! The field rules of identities (resolve bodies, D3.6), declared with `validator`, and the
-//! reported `event_id` of an event error. An event's members have their rules in the event
+//! The field rules of identities (resolve bodies, D3.6), declared with `validator`. An event's
+//! members have their rules in the event
 //! field table ([`crate::events::EVENT_FIELDS`]) instead: one entry per member drives its
 //! validation, where it is kept and its API description, which `validator`'s per-struct
 //! attributes cannot.
@@ -10,10 +10,6 @@ use serde_json::Value;
 use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
 
 use crate::events::MAX_TEXT_CHARS;
-
-/// The longest `event_id` echoed back in an event error, in characters: a longer string is
-/// certainly not a UUID and would only bloat the response.
-pub const MAX_REPORTED_EVENT_ID_CHARS: usize = 256;
 
 /// The identity strings of a resolve or batch resolve body (D3.6), which a `resolve_no_flow`
 /// event stores (D8).
@@ -93,14 +89,6 @@ fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
     })
 }
 
-/// The `event_id` of a raw event to echo in its error: a string of at most
-/// [`MAX_REPORTED_EVENT_ID_CHARS`] characters, UUID or not.
-pub fn reported_event_id(raw: &Value) -> Option<&str> {
-    raw.get("event_id")
-        .and_then(Value::as_str)
-        .filter(|s| s.chars().nth(MAX_REPORTED_EVENT_ID_CHARS).is_none())
-}
-
 /// The store keeps no NUL character (U+0000) in text (PostgreSQL refuses it).
 fn storable<S: AsRef<str> + ?Sized>(value: &S) -> Result<(), ValidationError> {
     if value.as_ref().contains('\0') {
@@ -158,17 +146,5 @@ mod tests {
             FieldRule::Nul.to_string(),
             "must not contain the NUL character (U+0000)"
         );
-    }
-
-    #[test]
-    fn a_reported_event_id_is_at_most_256_characters() {
-        let id = |s: String| serde_json::json!({ "event_id": s });
-        assert_eq!(
-            reported_event_id(&id("é".repeat(256))).map(|s| s.chars().count()),
-            Some(256),
-            "characters, not bytes"
-        );
-        assert_eq!(reported_event_id(&id("a".repeat(257))), None);
-        assert_eq!(reported_event_id(&serde_json::json!({"event_id": 7})), None);
     }
 }

@@ -21,14 +21,11 @@ use actix_web::{web, App, HttpRequest, HttpResponse};
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 
+use crate::access::same_secret;
+pub use crate::access::{ExplainAccess, ResultsAccess};
 use crate::middleware::request_id_of;
 use crate::problem::PROBLEM_JSON;
-use crate::results::{
-    experiment_list, experiment_report, experiments_json, report_json, ReportError, ReportParams,
-    ResultsMetrics, ResultsSettings,
-};
-use crate::state::CatalogHandle;
-use flowgate_domain::ports::ResultsSource;
+use crate::results::{experiment_list, experiments_json, report_json, ReportError, ReportParams};
 
 /// One readiness check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -134,83 +131,6 @@ pub trait AdminSource: Send + Sync {
     fn readiness(&self) -> ReadinessReport;
 }
 
-/// What the explain endpoint (D18) needs: the token callers must present, the live catalog,
-/// and the settings resolve renders with.
-#[derive(Clone)]
-pub struct ExplainAccess {
-    /// `admin.token`: requests must send `Authorization: Bearer <token>`.
-    pub token: String,
-    /// The catalog resolve serves.
-    pub catalog: CatalogHandle,
-    /// `cache_ttl_seconds` for apps without their own (as resolve renders it).
-    pub default_ttl: u32,
-    /// Largest request body, in bytes (resolve's limit).
-    pub body_limit: usize,
-    /// How fast the body must arrive (resolve's pace, D25).
-    pub body_pace: crate::config::BodyPace,
-    /// Where stored assignments are read (D23), as resolve reads them.
-    pub sticky: Option<Arc<dyn flowgate_domain::ports::StickyStore>>,
-}
-
-impl std::fmt::Debug for ExplainAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExplainAccess")
-            .field("token", &"<redacted>")
-            .field("default_ttl", &self.default_ttl)
-            .field("body_limit", &self.body_limit)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What the results endpoints (D22) need: the token callers must present, the live catalog
-/// (which names the experiments), where results are read, and how revenue is reported.
-#[derive(Clone)]
-pub struct ResultsAccess {
-    /// `admin.token`: requests must send `Authorization: Bearer <token>`.
-    pub token: String,
-    /// The catalog resolve serves.
-    pub catalog: CatalogHandle,
-    /// The results store: its own small pool, under `experiments.query_timeout_ms`.
-    pub source: Arc<dyn ResultsSource>,
-    /// `experiments.currency` and `experiments.exchange_rates`.
-    pub settings: ResultsSettings,
-    /// Report queries' metrics.
-    pub metrics: ResultsMetrics,
-}
-
-impl ResultsAccess {
-    /// The report of experiment `id` (as written in a URL) on the live catalog, read and
-    /// counted in the results metrics: what the admin API and the console answer.
-    pub(crate) async fn report(
-        &self,
-        id: &str,
-        params: &ReportParams,
-    ) -> Result<flowgate_domain::results::ExperimentReport, ReportError> {
-        let catalog = self.catalog.load();
-        let started = std::time::Instant::now();
-        let report = experiment_report(
-            &catalog,
-            self.source.as_ref(),
-            id,
-            params,
-            &self.settings,
-            time::OffsetDateTime::now_utc(),
-        )
-        .await;
-        self.metrics.observe(started.elapsed(), &report);
-        report
-    }
-}
-
-impl std::fmt::Debug for ResultsAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResultsAccess")
-            .field("token", &"<redacted>")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
 /// State of the admin listener.
 #[derive(Clone)]
 pub struct AdminState {
@@ -289,16 +209,6 @@ impl AdminState {
         }
         self
     }
-}
-
-/// Equal strings, compared in time that depends only on their lengths.
-pub(crate) fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
 }
 
 /// The 401 of the admin API: no or another token.

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod access;
 pub mod admin;
 pub mod apple_jws;
 pub mod authorization;
@@ -13,6 +14,7 @@ mod dispatch;
 pub mod explain;
 mod guard;
 mod handlers;
+mod log_sampler;
 pub mod metrics;
 mod middleware;
 pub mod oidc;
@@ -42,8 +44,8 @@ pub use admin::{
 };
 pub use config::{BodyPace, HttpConfig, RateLimitConfig};
 pub use connections::ConnectionLimits;
-pub use handlers::store::StoreRoutes;
 pub use metrics::HttpMetrics;
+pub use state::StoreRoutes;
 pub use state::{ApiState, CatalogHandle};
 
 /// The public API application: every `/v1` route, `/openapi.json`, problem+json for unknown

@@ -222,7 +222,7 @@ pub struct HttpMetrics {
     unknown_placement_events_suppressed: Family<AppLabels, Counter>,
     client_error_log_lines_suppressed: Counter,
     /// Which request lines of client errors are written at info (D25).
-    pub(crate) client_error_log: Arc<crate::middleware::LogSampler>,
+    pub(crate) client_error_log: Arc<crate::log_sampler::LogSampler>,
 }
 
 impl Default for HttpMetrics {
@@ -242,8 +242,8 @@ impl Default for HttpMetrics {
             connections_refused: Family::default(),
             unknown_placement_events_suppressed: Family::default(),
             client_error_log_lines_suppressed: Counter::default(),
-            client_error_log: Arc::new(crate::middleware::LogSampler::new(
-                crate::middleware::CLIENT_ERROR_LINES_PER_SECOND,
+            client_error_log: Arc::new(crate::log_sampler::LogSampler::new(
+                crate::log_sampler::CLIENT_ERROR_LINES_PER_SECOND,
             )),
         }
     }

@@ -36,7 +36,7 @@ pub struct ApiState {
     /// non-sticky ones.
     pub(crate) sticky: Option<crate::sticky::StickyAssignments>,
     /// The store notification routes (D30); `None`: they answer 404.
-    pub(crate) store_routes: Option<Arc<crate::handlers::store::StoreRoutes>>,
+    pub(crate) store_routes: Option<Arc<StoreRoutes>>,
 }
 
 impl ApiState {
@@ -77,7 +77,7 @@ impl ApiState {
     }
 
     /// Serves the store notification routes (D30) into `routes.store`.
-    pub fn with_store_routes(mut self, routes: crate::handlers::store::StoreRoutes) -> Self {
+    pub fn with_store_routes(mut self, routes: StoreRoutes) -> Self {
         self.store_routes = Some(Arc::new(routes));
         self
     }
@@ -105,6 +105,22 @@ impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiState")
             .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the store routes need: where notifications are kept and whose signatures are trusted.
+pub struct StoreRoutes {
+    /// The store (the database: notifications are few, each stored before it is answered).
+    pub store: Arc<dyn flowgate_domain::ports::NotificationStore>,
+    /// `stores.apple_root_certificates`, or Apple's root.
+    pub apple_roots: crate::apple_jws::AppleRoots,
+}
+
+impl std::fmt::Debug for StoreRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreRoutes")
+            .field("apple_roots", &self.apple_roots.fingerprints())
             .finish_non_exhaustive()
     }
 }

@@ -6,7 +6,10 @@ use flowgate_domain::delivery::{decode_event_in, reads_event_format, EVENT_JSON_
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
 use flowgate_domain::keys::{KeyRecord, KeyType};
-use flowgate_domain::ports::{DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError};
+use flowgate_domain::people::{AuditAction, NewAuditEntry};
+use flowgate_domain::ports::{
+    AuditLog, DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError,
+};
 use flowgate_jetstream::{codec, Bus};
 use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, Store};
 use serde_json::json;
@@ -15,6 +18,28 @@ use time::OffsetDateTime;
 use crate::cli::{DeadLettersCommand, ExitCode, KeysCommand};
 use crate::config::{Config, SinkKind};
 use crate::{demo, serve};
+
+/// Appends a `cli` entry; a failure is reported (the change itself is done).
+pub(crate) async fn record_cli(
+    store: &Store,
+    action: AuditAction,
+    target: Option<String>,
+    detail: serde_json::Value,
+) {
+    let entry = NewAuditEntry {
+        at: OffsetDateTime::now_utc(),
+        actor: flowgate_store::import::CLI_ACTOR.to_owned(),
+        action,
+        target,
+        comment: None,
+        revision_before: None,
+        revision_after: None,
+        detail,
+    };
+    if let Err(e) = store.append_audit(entry).await {
+        eprintln!("flowgate: warning: the audit entry was not written: {e}");
+    }
+}
 
 pub(crate) fn store_failure(context: &str, e: &StoreError) -> ExitCode {
     eprintln!("flowgate: {context}: {e}");
@@ -510,9 +535,9 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
                 .await
             {
                 Ok(created) => {
-                    crate::people_cmd::record_cli(
+                    record_cli(
                         store,
-                        flowgate_domain::people::AuditAction::KeyCreate,
+                        AuditAction::KeyCreate,
                         Some(created.record.id.to_string()),
                         json!({"workspace_id": workspace.to_string(), "type": key_type.to_string()}),
                     )
@@ -538,9 +563,9 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
             .await
         {
             Ok(record) => {
-                crate::people_cmd::record_cli(
+                record_cli(
                     store,
-                    flowgate_domain::people::AuditAction::KeyRevoke,
+                    AuditAction::KeyRevoke,
                     Some(record.id.to_string()),
                     json!({"workspace_id": record.workspace_id.to_string()}),
                 )

@@ -2,7 +2,7 @@
 //! the command line. What a command changes is recorded in the audit log with `cli` as who.
 
 use flowgate_domain::ids::PersonId;
-use flowgate_domain::people::{AuditAction, AuditQuery, NewAuditEntry, Person, PersonUpdate, Role};
+use flowgate_domain::people::{AuditAction, AuditQuery, Person, PersonUpdate, Role};
 use flowgate_domain::ports::{AuditLog, PeopleStore, StoreError};
 use flowgate_http::console::people::{audit_json, new_sign_in_link, sign_in_link_path};
 use flowgate_store::Store;
@@ -10,33 +10,8 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::cli::{AuditCommand, ExitCode, UsersCommand};
-use crate::commands::{print_json, store_failure};
+use crate::commands::{print_json, record_cli, store_failure};
 use crate::config::Config;
-
-/// Who the audit log names for the command line.
-pub const CLI_ACTOR: &str = "cli";
-
-/// Appends a `cli` entry; a failure is reported (the change itself is done).
-pub(crate) async fn record_cli(
-    store: &Store,
-    action: AuditAction,
-    target: Option<String>,
-    detail: serde_json::Value,
-) {
-    let entry = NewAuditEntry {
-        at: OffsetDateTime::now_utc(),
-        actor: CLI_ACTOR.to_owned(),
-        action,
-        target,
-        comment: None,
-        revision_before: None,
-        revision_after: None,
-        detail,
-    };
-    if let Err(e) = store.append_audit(entry).await {
-        eprintln!("flowgate: warning: the audit entry was not written: {e}");
-    }
-}
 
 fn time_text(t: OffsetDateTime) -> String {
     t.format(&time::format_description::well_known::Rfc3339)

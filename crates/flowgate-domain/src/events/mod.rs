@@ -20,7 +20,8 @@ pub use schema::{
     MIN_REVENUE,
 };
 pub use validate::{
-    validate_event, EventError, EventErrorCode, FlowVersionLookup, ValidationLimits,
+    reported_event_id, validate_event, EventError, EventErrorCode, FlowVersionLookup,
+    ValidationLimits, MAX_REPORTED_EVENT_ID_CHARS,
 };
 
 /// Whether `s` can be stored as an event's text: it holds no NUL character (U+0000).

@@ -35,7 +35,6 @@ use super::schema::{
     FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES, MAX_REVENUE, MIN_REVENUE, RENDERER_MODES,
 };
 use super::{AnalyticsEvent, EventSource, EventType};
-use crate::fields::reported_event_id;
 use crate::identity::Platform;
 use crate::ids::{parse_hyphenated, AppId, EventId, FlowId, FlowVersionId};
 
@@ -630,6 +629,18 @@ impl io::Write for CountingWriter {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// The longest `event_id` echoed back in an event error, in characters: a longer string is
+/// certainly not a UUID and would only bloat the response.
+pub const MAX_REPORTED_EVENT_ID_CHARS: usize = 256;
+
+/// The `event_id` of a raw event to echo in its error: a string of at most
+/// [`MAX_REPORTED_EVENT_ID_CHARS`] characters, UUID or not.
+pub fn reported_event_id(raw: &Value) -> Option<&str> {
+    raw.get("event_id")
+        .and_then(Value::as_str)
+        .filter(|s| s.chars().nth(MAX_REPORTED_EVENT_ID_CHARS).is_none())
 }
 
 #[cfg(test)]
@@ -1661,5 +1672,17 @@ mod tests {
                 field.name(),
             );
         }
+    }
+
+    #[test]
+    fn a_reported_event_id_is_at_most_256_characters() {
+        let id = |s: String| serde_json::json!({ "event_id": s });
+        assert_eq!(
+            reported_event_id(&id("é".repeat(256))).map(|s| s.chars().count()),
+            Some(256),
+            "characters, not bytes"
+        );
+        assert_eq!(reported_event_id(&id("a".repeat(257))), None);
+        assert_eq!(reported_event_id(&serde_json::json!({"event_id": 7})), None);
     }
 }

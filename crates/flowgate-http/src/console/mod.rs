@@ -50,7 +50,7 @@ use futures_util::StreamExt as _;
 use maud::Markup;
 use time::OffsetDateTime;
 
-use crate::admin::{ExplainAccess, ResultsAccess};
+use crate::access::{ExplainAccess, ResultsAccess};
 use crate::results::{experiment_list, ReportError, ReportParams};
 use crate::token_guard::TokenGuard;
 use flowgate_domain::people::{
@@ -460,7 +460,7 @@ async fn checked_post(
 ) -> Result<Session, Box<HttpResponse>> {
     let session = signed_in(console, req, Role::Viewer).await?;
     match csrf {
-        Some(token) if crate::admin::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {}
+        Some(token) if crate::access::same_secret(token.as_bytes(), session.csrf.as_bytes()) => {}
         _ => {
             return Err(Box::new(html(
                 StatusCode::FORBIDDEN,
@@ -605,7 +605,7 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
         let given = fields.get("token").unwrap_or_default();
         if !console.admin_token_sign_in
             || console.explain.token.is_empty()
-            || !crate::admin::same_secret(given.as_bytes(), console.explain.token.as_bytes())
+            || !crate::access::same_secret(given.as_bytes(), console.explain.token.as_bytes())
         {
             console.guard.wrong_sign_in(client);
             let mut entry = audit_entry(ADMIN_TOKEN_ACTOR, AuditAction::SignInFailed, None);

@@ -409,7 +409,7 @@ pub(crate) fn removal(req: &HttpRequest, name: &'static str) -> Cookie<'static> 
 pub(crate) fn sign_in_token_matches(req: &HttpRequest, tokens: &SignInTokens, token: &str) -> bool {
     req.cookie(SIGN_IN_COOKIE).is_some_and(|c| {
         !c.value().is_empty()
-            && crate::admin::same_secret(token.as_bytes(), c.value().as_bytes())
+            && crate::access::same_secret(token.as_bytes(), c.value().as_bytes())
             && tokens.issued(token)
     })
 }

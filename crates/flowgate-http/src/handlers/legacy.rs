@@ -4,8 +4,8 @@
 use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse};
+use flowgate_domain::events::reported_event_id;
 use flowgate_domain::events::{EventError, EventErrorCode};
-use flowgate_domain::fields::reported_event_id;
 use flowgate_domain::ids::AppId;
 use serde_json::Value;
 

@@ -4,13 +4,10 @@
 //! stored once and only then answered 200 (D15's promise); what cannot be verified is 401, what
 //! cannot be read or does not belong to the app is 400, and nothing of either is stored.
 
-use std::sync::Arc;
-
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
 use actix_web::HttpRequest;
 use flowgate_domain::ids::AppId;
-use flowgate_domain::ports::NotificationStore;
 use flowgate_domain::store_notifications::{
     apple_bundle, read_apple, read_revenuecat, NotificationError, StoreNotification, MAX_BODY,
 };
@@ -22,23 +19,8 @@ use crate::guard;
 use crate::problem::ApiError;
 use crate::request_body::{read_json, Encoding};
 use crate::response::{json_response, Reply};
+use crate::state::StoreRoutes;
 use crate::worker::Worker;
-
-/// What the store routes need: where notifications are kept and whose signatures are trusted.
-pub struct StoreRoutes {
-    /// The store (the database: notifications are few, each stored before it is answered).
-    pub store: Arc<dyn NotificationStore>,
-    /// `stores.apple_root_certificates`, or Apple's root.
-    pub apple_roots: AppleRoots,
-}
-
-impl std::fmt::Debug for StoreRoutes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreRoutes")
-            .field("apple_roots", &self.apple_roots.fingerprints())
-            .finish_non_exhaustive()
-    }
-}
 
 fn invalid(e: &NotificationError) -> ApiError {
     ApiError::invalid_notification(format!("{}: {}", e.pointer, e.message))
