@@ -6,7 +6,7 @@ DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 
-.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps check-module-cycles pg-up nats-up redis-up browser-up
+.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps check-module-cycles check-docs pg-up nats-up redis-up browser-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -71,7 +71,7 @@ browser-up:
 
 ## The domain crate is a library others embed: it must package and build as crates.io would
 ## (`cargo publish --dry-run`; the working tree may be dirty).
-lint: check-domain-deps check-module-cycles
+lint: check-domain-deps check-module-cycles check-docs
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
@@ -94,6 +94,11 @@ check-domain-deps:
 check-module-cycles:
 	python3 reliability/module_cycles.py --self-test
 	python3 reliability/module_cycles.py
+
+## Every relative link, anchor and quoted path of the Markdown exists, offline (issue 55).
+check-docs:
+	python3 reliability/doc_links.py --self-test
+	python3 reliability/doc_links.py
 
 ## Regenerate docs/openapi.json from the code (commit the result).
 openapi:
