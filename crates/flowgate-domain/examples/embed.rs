@@ -1,32 +1,32 @@
-//! Embedding the domain crate: load a catalog file, resolve a placement for a few users,
-//! validate an analytics event, and compare two variants from their counts.
+//! Embedding the domain crate through its facade, `Engine` (D31): load a catalog file,
+//! resolve and explain a placement for a few users, validate an analytics event, swap the
+//! catalog, and compare two variants from their counts.
 //!
 //! Run it with `cargo run -p flowgate-domain --example embed`.
 
 use std::error::Error;
 
-use flowgate_domain::events::{validate_event, ValidationLimits};
+use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::results::{compare, srm_p_value, MetricKind, VariantSums};
-use flowgate_domain::{Catalog, CatalogData, Platform, ResolveMode, ResolveRequest};
+use flowgate_domain::{Engine, Platform, ResolveRequest};
 use time::OffsetDateTime;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    // 1. A catalog, as a store or a catalog file holds it; validated and compiled once.
+    // 1. The engine: a catalog file validated and compiled once; share it between threads.
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/catalog.json");
-    let data: CatalogData = serde_json::from_str(&std::fs::read_to_string(path)?)?;
-    let catalog = Catalog::build(data)?;
-    let app = catalog
-        .app("9b2f3c70-0000-4000-8000-0000000000a1".parse()?)
-        .ok_or("the app is in the catalog")?;
+    let file = std::fs::read_to_string(path)?;
+    let engine = Engine::from_catalog_file(&file)?;
+    let app = "9b2f3c70-0000-4000-8000-0000000000a1".parse()?;
 
-    // 2. Resolve the paywall for a few users: the experiment assigns each a variant, the
-    //    same one any GrowthBook SDK would.
+    // 2. Resolve the paywall for a few users, each request on one snapshot: the experiment
+    //    assigns each a variant, the same one any GrowthBook SDK would.
     let attributes = serde_json::json!({"country": "US"});
     let attributes = attributes.as_object().ok_or("an object")?;
     let mut served = None;
     for user in ["user-1", "user-2", "user-3", "user-4", "user-5"] {
+        let snapshot = engine.snapshot();
         let request = ResolveRequest::new(user, "session-1", Platform::Ios, attributes);
-        let resolution = app.resolve("paywall", &request, ResolveMode::Normal);
+        let resolution = snapshot.resolve(app, "paywall", &request)?;
         let variant = resolution.assignment().map_or("-", |a| a.variant.name());
         match resolution.version() {
             Some(version) => {
@@ -36,32 +36,44 @@ fn main() -> Result<(), Box<dyn Error>> {
             None => println!("{user}: no flow ({:?})", resolution.no_flow_reason()),
         }
     }
+    let snapshot = engine.snapshot();
+    let elsewhere = serde_json::Map::new();
+    let request = ResolveRequest::new("user-6", "session-1", Platform::Web, &elsewhere);
+    let explained = snapshot.explain(app, "paywall", &request)?;
+    println!("user-6 without a country: {:?}", explained.reason);
 
     // 3. Validate the event an SDK sends when the first user opens the flow it was given.
     let (user, flow, version) = served.ok_or("a user was served a flow")?;
     let now = OffsetDateTime::now_utc();
     let event = serde_json::json!({
-        "event_id": "0d6e4b1e-8f7a-4c39-9a57-2b1f0c3d4e5f", "app_id": app.id().to_string(),
+        "event_id": "0d6e4b1e-8f7a-4c39-9a57-2b1f0c3d4e5f", "app_id": app.to_string(),
         "flow_id": flow.to_string(), "flow_version_id": version.to_string(),
         "user_id": user, "session_id": "session-1", "device_platform": "ios",
         "event_type": "flow_open", "sdk_version": "1.0.0",
         "timestamp": now.format(&time::format_description::well_known::Rfc3339)?,
     });
     let limits = ValidationLimits::default();
-    let stored = validate_event(&event, app.id(), &catalog, now, &limits)?;
+    let stored = snapshot.validate_event(&event, app, now, &limits)?;
     println!(
         "event {} is valid: {:?} by {}",
         stored.event_id, stored.event_type, stored.user_id
     );
     let mut stale = event.clone();
     stale["timestamp"] = "2020-01-01T00:00:00Z".into();
-    if let Err(error) = validate_event(&stale, app.id(), &catalog, now, &limits) {
+    if let Err(error) = snapshot.validate_event(&stale, app, now, &limits) {
         println!(
             "an event from 2020 is refused: {} ({})",
             error.code.as_str(),
             error.message
         );
     }
+
+    // A new catalog is swapped in whole; requests on the old snapshot finish on it.
+    let previous = engine.swap_file(&file)?;
+    println!(
+        "catalog swapped; the previous one is still held by {} snapshot(s)",
+        std::sync::Arc::strong_count(&previous) - 1
+    );
 
     // 4. Which variant wins, from counts: users and conversions per variant.
     let control = VariantSums {

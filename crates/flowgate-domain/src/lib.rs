@@ -5,6 +5,7 @@ pub mod bucketing;
 pub mod catalog;
 pub mod conditions;
 pub mod delivery;
+pub mod engine;
 pub mod events;
 pub mod explain;
 pub mod fields;
@@ -24,6 +25,7 @@ pub mod sticky;
 pub mod store_notifications;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};
+pub use engine::{Engine, EngineError, Snapshot};
 pub use identity::Platform;
 pub use resolve::{Resolution, ResolveMode, ResolveRequest};
 

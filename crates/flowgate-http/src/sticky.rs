@@ -150,7 +150,7 @@ impl std::fmt::Debug for StickyAssignments {
 /// settings too, and flowgate's binary refuses a key that no component reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(from = "StickyKeys", into = "StickyKeys")]
-pub struct StickySettings {
+pub struct StickyReadWriteSettings {
     /// The deadline of a read.
     pub read_timeout: Duration,
     /// Assignment documents the write queue holds at most.
@@ -159,7 +159,7 @@ pub struct StickySettings {
     pub write_batch: usize,
 }
 
-impl Default for StickySettings {
+impl Default for StickyReadWriteSettings {
     fn default() -> Self {
         Self {
             read_timeout: DEFAULT_READ_TIMEOUT,
@@ -169,9 +169,9 @@ impl Default for StickySettings {
     }
 }
 
-/// [`StickySettings`] as the `sticky.*` keys spell them: the deadline in whole milliseconds.
+/// [`StickyReadWriteSettings`] as the `sticky.*` keys spell them: the deadline in whole milliseconds.
 #[derive(Clone, Copy, serde::Serialize, serde::Deserialize)]
-#[serde(default, rename = "StickySettings")]
+#[serde(default, rename = "StickyReadWriteSettings")]
 struct StickyKeys {
     read_timeout_ms: u64,
     write_queue: usize,
@@ -180,12 +180,12 @@ struct StickyKeys {
 
 impl Default for StickyKeys {
     fn default() -> Self {
-        StickySettings::default().into()
+        StickyReadWriteSettings::default().into()
     }
 }
 
-impl From<StickySettings> for StickyKeys {
-    fn from(s: StickySettings) -> Self {
+impl From<StickyReadWriteSettings> for StickyKeys {
+    fn from(s: StickyReadWriteSettings) -> Self {
         Self {
             read_timeout_ms: u64::try_from(s.read_timeout.as_millis()).unwrap_or(u64::MAX),
             write_queue: s.write_queue,
@@ -194,7 +194,7 @@ impl From<StickySettings> for StickyKeys {
     }
 }
 
-impl From<StickyKeys> for StickySettings {
+impl From<StickyKeys> for StickyReadWriteSettings {
     fn from(k: StickyKeys) -> Self {
         Self {
             read_timeout: Duration::from_millis(k.read_timeout_ms),
@@ -226,7 +226,7 @@ impl StickyAssignments {
     /// anything to be stored.
     pub fn new(
         store: Arc<dyn StickyStore>,
-        settings: StickySettings,
+        settings: StickyReadWriteSettings,
         metrics: StickyMetrics,
     ) -> (Self, StickyWriter) {
         let queue = Arc::new(WriteQueue {
@@ -1085,7 +1085,7 @@ mod tests {
     /// metrics.
     fn assignments_on(
         store: &Arc<Recording>,
-        settings: StickySettings,
+        settings: StickyReadWriteSettings,
     ) -> (StickyAssignments, StickyWriter, Registry) {
         let mut registry = Registry::default();
         let (sticky, writer) = StickyAssignments::new(
@@ -1097,9 +1097,9 @@ mod tests {
     }
 
     fn reads_of(store: &Arc<Recording>, timeout_ms: u64) -> (Rc<WorkerReads>, Registry) {
-        let settings = StickySettings {
+        let settings = StickyReadWriteSettings {
             read_timeout: Duration::from_millis(timeout_ms),
-            ..StickySettings::default()
+            ..StickyReadWriteSettings::default()
         };
         let (sticky, _writer, registry) = assignments_on(store, settings);
         (Rc::new(WorkerReads::new(sticky)), registry)
@@ -1396,7 +1396,7 @@ mod tests {
     async fn writes_during_an_outage_are_held_until_the_store_answers() {
         let store = Arc::new(Recording::default());
         store.failing.store(true, Ordering::Relaxed);
-        let (sticky, writer, registry) = assignments_on(&store, StickySettings::default());
+        let (sticky, writer, registry) = assignments_on(&store, StickyReadWriteSettings::default());
         let task = tokio::spawn(run_writer(writer));
         let users: Vec<String> = (0..50).map(|i| format!("u{i}")).collect();
         let names: Vec<&str> = users.iter().map(String::as_str).collect();
@@ -1448,9 +1448,9 @@ mod tests {
     #[tokio::test]
     async fn past_the_bound_the_oldest_waiting_assignment_is_dropped() {
         let store = Arc::new(Recording::default());
-        let settings = StickySettings {
+        let settings = StickyReadWriteSettings {
             write_queue: 3,
-            ..StickySettings::default()
+            ..StickyReadWriteSettings::default()
         };
         let (sticky, writer, registry) = assignments_on(&store, settings);
         assignments(&sticky, app(1), &["a", "b", "c", "d", "e"]);
@@ -1477,7 +1477,8 @@ mod tests {
     #[tokio::test]
     async fn the_circuit_closes_without_requests_when_the_store_is_back() {
         let store = Arc::new(Recording::default());
-        let (sticky, _writer, _registry) = assignments_on(&store, StickySettings::default());
+        let (sticky, _writer, _registry) =
+            assignments_on(&store, StickyReadWriteSettings::default());
         sticky
             .health()
             .failed_at_start("refused at start".to_owned());

@@ -15,7 +15,7 @@ use figment::{Figment, Profile, Provider};
 use flowgate_analytics::SinkConfig;
 use flowgate_domain::events::ValidationLimits;
 use flowgate_domain::keys::KeyEnvironment;
-use flowgate_http::sticky::StickySettings;
+use flowgate_http::sticky::StickyReadWriteSettings;
 use flowgate_http::{HttpConfig, RateLimitConfig};
 use flowgate_jetstream::JetStreamConfig;
 use flowgate_store::{redact_url, Backend, SqliteSynchronous, TlsMode};
@@ -598,7 +598,7 @@ impl Default for StoresConfig {
 /// `[sticky]` (D23): where sticky experiments' stored assignments are kept, and how long
 /// resolve waits for them. One table read by the components whose keys it holds: the binary's
 /// choice of store (`redis_url`), the Redis store's `key_prefix`, and the HTTP adapter's
-/// request-path settings ([`StickySettings`]: `read_timeout_ms`, `write_queue`, `write_batch`).
+/// request-path settings ([`StickyReadWriteSettings`]: `read_timeout_ms`, `write_queue`, `write_batch`).
 /// Unknown keys are refused by [`Config::load_with`], as in `[events]`.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -613,7 +613,7 @@ pub struct StickyConfig {
     /// without them, counted); assignments waiting to be stored at most (beyond, new ones are
     /// dropped, counted); assignments stored per write.
     #[serde(flatten)]
-    pub settings: StickySettings,
+    pub settings: StickyReadWriteSettings,
 }
 
 impl Default for StickyConfig {
@@ -621,7 +621,7 @@ impl Default for StickyConfig {
         Self {
             redis_url: String::new(),
             key_prefix: "flowgate:sticky".into(),
-            settings: StickySettings::default(),
+            settings: StickyReadWriteSettings::default(),
         }
     }
 }
@@ -1261,7 +1261,7 @@ fn upper_case_keys(dict: &mut Dict, path: &str) -> Result<(), String> {
 /// component reads is refused, as every other table's unknown keys are.
 fn check_shared_tables(figment: &Figment) -> Result<(), ConfigError> {
     check_shared_table::<SinkConfig>(figment, "events", &EventsConfig::default())?;
-    check_shared_table::<StickySettings>(figment, "sticky", &StickyConfig::default())
+    check_shared_table::<StickyReadWriteSettings>(figment, "sticky", &StickyConfig::default())
 }
 
 /// [`check_shared_tables`] for `table`, whose flattened part is `Part` and whose keys are
