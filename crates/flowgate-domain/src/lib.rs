@@ -20,6 +20,7 @@ pub mod ports;
 pub mod resolve;
 pub mod results;
 pub mod rollouts;
+pub mod secrets;
 pub(crate) mod shown;
 pub mod sticky;
 pub mod store_notifications;

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use flowgate_domain::secrets::redact_url;
 use serde::{Deserialize, Serialize};
 
 /// Settings of the event bus. Start from [`JetStreamConfig::default`] and override fields.
@@ -125,7 +126,7 @@ impl JetStreamConfig {
 
     /// The URL with every password replaced by `***`, for logs and messages.
     pub fn redacted_url(&self) -> String {
-        redact(&self.url)
+        redact_url(&self.url)
     }
 
     /// Checks every setting; the first one out of range is reported with its key.
@@ -144,7 +145,7 @@ impl JetStreamConfig {
             if !known {
                 return Err(invalid(
                     "events.jetstream.url",
-                    format!("`{}` must start with nats:// or tls://", redact(server)),
+                    format!("`{}` must start with nats:// or tls://", redact_url(server)),
                 ));
             }
         }
@@ -201,35 +202,6 @@ impl JetStreamConfig {
         }
         Ok(())
     }
-}
-
-/// `scheme://user:password@host` with the password replaced by `***`, for every server of a
-/// comma-separated list.
-fn redact(url: &str) -> String {
-    url.split(',')
-        .map(|server| {
-            let Some(scheme_end) = server.find("://").map(|i| i + 3) else {
-                return server.to_owned();
-            };
-            let rest = &server[scheme_end..];
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => {
-                    let user_info = &rest[..at];
-                    let user = user_info.split(':').next().unwrap_or_default();
-                    let shown = if user_info.contains(':') {
-                        format!("{user}:***")
-                    } else {
-                        // A token alone is a secret too.
-                        "***".to_owned()
-                    };
-                    format!("{}{shown}{}", &server[..scheme_end], &rest[at..])
-                }
-                None => server.to_owned(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use flowgate_domain::ports::{Outage, StoreError};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-use crate::redact::Secrets;
+use flowgate_domain::secrets::Secrets;
 
 /// `error`, met while doing `what` (which names the redacted URL), as the domain sees it; the
 /// detail never holds a password.

@@ -3,9 +3,8 @@
 
 mod error;
 mod options;
-mod redact;
 pub mod store;
 
+pub use flowgate_domain::secrets::redact_url;
 pub use options::{RedisStickyOptions, DEFAULT_KEY_PREFIX};
-pub use redact::redact_url;
 pub use store::RedisStickyStore;

@@ -77,7 +77,7 @@ use redis::{FromRedisValue, Pipeline, Value};
 
 use crate::error::{is_connection_loss, store_error};
 use crate::options::RedisStickyOptions;
-use crate::redact::{redact_url, Secrets};
+use flowgate_domain::secrets::{redact_url, Secrets};
 
 /// The first wait between connection attempts; it doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(50);

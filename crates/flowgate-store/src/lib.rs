@@ -15,7 +15,6 @@ pub mod import;
 mod keys;
 mod options;
 mod people;
-mod redact;
 mod results;
 mod retention;
 mod rollouts;
@@ -28,13 +27,13 @@ pub mod types;
 
 pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
+pub use flowgate_domain::secrets::redact_url;
 pub use history::ImportRecord;
 pub use import::{
     dry_run_file, dry_run_text, import_file, DryRunReport, FileProblem, ImportError, ImportReport,
 };
 pub use keys::CreatedKey;
 pub use options::{SqliteSynchronous, StoreOptions};
-pub use redact::redact_url;
 pub use results::ResultsReader;
 pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};
 pub use store::{Backend, Store, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};

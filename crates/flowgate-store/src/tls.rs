@@ -38,7 +38,7 @@ use tokio_postgres::Socket;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::config_error;
-use crate::redact::{scrub, url_password};
+use flowgate_domain::secrets::Secrets;
 
 /// How a PostgreSQL connection uses TLS: the libpq `sslmode` URL parameter
 /// (`postgres://host/db?sslmode=verify-full`), with libpq's meaning for each value.
@@ -175,12 +175,12 @@ struct Parsed {
     config: tokio_postgres::Config,
     mode: TlsMode,
     roots: Option<Roots>,
-    secrets: Vec<String>,
+    secrets: Secrets,
 }
 
 impl Parsed {
     fn new(url: &str) -> Result<Parsed, StoreError> {
-        let secrets = url_password(url);
+        let secrets = Secrets::of(url);
         let scrub_err = |e: StoreError| scrub_config_error(e, &secrets);
         let (base, query) = match url.split_once('?') {
             Some((base, query)) => (base, query),
@@ -257,7 +257,7 @@ pub(crate) struct PgConnector {
     /// of a refused certificate.
     settings: String,
     /// The password as written in the URL (raw and decoded), scrubbed from every error message.
-    secrets: Vec<String>,
+    secrets: Secrets,
 }
 
 impl fmt::Debug for PgConnector {
@@ -460,10 +460,10 @@ fn with_causes(error: &dyn std::error::Error) -> String {
 }
 
 /// A configuration error with the password scrubbed from its message.
-fn scrub_config_error(error: StoreError, secrets: &[String]) -> StoreError {
+fn scrub_config_error(error: StoreError, secrets: &Secrets) -> StoreError {
     match error {
         StoreError::Config { detail } => StoreError::Config {
-            detail: scrub(&detail, secrets),
+            detail: secrets.scrub(&detail),
         },
         other => other,
     }
@@ -471,21 +471,22 @@ fn scrub_config_error(error: StoreError, secrets: &[String]) -> StoreError {
 
 /// Defence in depth: no error tokio-postgres or rustls produces today contains the password,
 /// but a message is cheap to scrub and a leaked password is not.
-fn scrub_connection_error(error: ConnectionError, secrets: &[String]) -> ConnectionError {
+fn scrub_connection_error(error: ConnectionError, secrets: &Secrets) -> ConnectionError {
     if secrets.is_empty() {
         return error;
     }
     match error {
-        ConnectionError::BadConnection(m) => ConnectionError::BadConnection(scrub(&m, secrets)),
+        ConnectionError::BadConnection(m) => ConnectionError::BadConnection(secrets.scrub(&m)),
         ConnectionError::InvalidConnectionUrl(m) => {
-            ConnectionError::InvalidConnectionUrl(scrub(&m, secrets))
+            ConnectionError::InvalidConnectionUrl(secrets.scrub(&m))
         }
         other => {
             let message = other.to_string();
-            if secrets.iter().any(|s| message.contains(s.as_str())) {
-                ConnectionError::BadConnection(scrub(&message, secrets))
-            } else {
+            let scrubbed = secrets.scrub(&message);
+            if scrubbed == message {
                 other
+            } else {
+                ConnectionError::BadConnection(scrubbed)
             }
         }
     }
