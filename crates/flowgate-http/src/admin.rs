@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::access::same_secret;
 pub use crate::access::{ExplainAccess, ResultsAccess};
 use crate::middleware::request_id_of;
-use crate::problem::PROBLEM_JSON;
+use crate::problem::{problem_body, problem_builder, NoExtra};
 use crate::results::{experiment_list, experiments_json, report_json, ReportError, ReportParams};
 
 /// One readiness check.
@@ -280,17 +280,15 @@ fn admin_problem(
     title: &str,
     detail: &str,
 ) -> HttpResponse {
-    let body = serde_json::json!({
-        "type": format!("https://flowgate.dev/problems/{code}"),
-        "title": title,
-        "status": status.as_u16(),
-        "detail": detail,
-        "code": code,
-        "request_id": request_id_of(req),
-    });
-    HttpResponse::build(status)
-        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
-        .body(body.to_string())
+    let request_id = request_id_of(req);
+    problem_builder(status).body(problem_body(
+        status,
+        code,
+        title,
+        detail,
+        &request_id,
+        NoExtra {},
+    ))
 }
 
 /// The answer to a results request that failed (D22).
@@ -645,18 +643,22 @@ async fn readyz(req: HttpRequest, state: web::Data<AdminState>) -> HttpResponse 
             checks: &report,
         }),
         Readiness::NotReady => {
-            let body = serde_json::json!({
-                "type": "https://flowgate.dev/problems/not_ready",
-                "title": "Not ready",
-                "status": 503,
-                "detail": report.unready_detail(),
-                "code": "not_ready",
-                "request_id": request_id_of(&req),
-                "checks": report,
-            });
-            HttpResponse::build(StatusCode::SERVICE_UNAVAILABLE)
-                .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
-                .body(body.to_string())
+            #[derive(Serialize)]
+            struct Checks<'a> {
+                checks: &'a ReadinessReport,
+            }
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            let request_id = request_id_of(&req);
+            let detail = report.unready_detail();
+            let checks = Checks { checks: &report };
+            problem_builder(status).body(problem_body(
+                status,
+                "not_ready",
+                "Not ready",
+                &detail,
+                &request_id,
+                checks,
+            ))
         }
     }
 }

@@ -267,17 +267,18 @@ impl ApiError {
             .iter()
             .find(|(c, _, _)| *c == self.code)
             .map_or("Error", |(_, _, t)| *t);
-        let body = ProblemBody {
-            r#type: format!("https://flowgate.dev/problems/{}", self.code),
-            title,
-            status: self.status.as_u16(),
-            detail: &self.detail,
-            code: self.code,
-            request_id,
+        let errors = FieldErrors {
             errors: (!self.errors.is_empty()).then_some(&self.errors),
         };
-        let mut response = HttpResponse::build(self.status);
-        response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
+        let body = problem_body(
+            self.status,
+            self.code,
+            title,
+            &self.detail,
+            request_id,
+            errors,
+        );
+        let mut response = problem_builder(self.status);
         if let Some(secs) = self.retry_after {
             response.insert_header((header::RETRY_AFTER, secs.to_string()));
         }
@@ -287,21 +288,62 @@ impl ApiError {
         if self.close {
             response.force_close();
         }
-        match serde_json::to_vec(&body) {
-            Ok(bytes) => response.body(bytes),
-            Err(_) => response.finish(),
-        }
+        response.body(body)
     }
 }
 
+/// A problem+json response of `status` (D9) without its body: the content type set, for
+/// headers of its own before [`problem_body`]. Every listener answers problems through these
+/// two: `/v1` ([`ApiError`]), the admin API and its readiness.
+pub(crate) fn problem_builder(status: StatusCode) -> actix_web::HttpResponseBuilder {
+    let mut response = HttpResponse::build(status);
+    response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
+    response
+}
+
+/// The problem+json body (D9): `type` (from `code`), `title`, `status`, `detail`, `code`,
+/// `request_id`, then the members of `extra` (a `/v1` validation's `errors`, readiness's
+/// `checks`; [`NoExtra`] for none).
+pub(crate) fn problem_body<E: Serialize>(
+    status: StatusCode,
+    code: &str,
+    title: &str,
+    detail: &str,
+    request_id: &str,
+    extra: E,
+) -> Vec<u8> {
+    let body = ProblemBody {
+        r#type: format!("https://flowgate.dev/problems/{code}"),
+        title,
+        status: status.as_u16(),
+        detail,
+        code,
+        request_id,
+        extra,
+    };
+    // Strings, numbers and the extra members' plain data: serialising cannot fail.
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// No member beside the standard ones.
 #[derive(Serialize)]
-struct ProblemBody<'a> {
+pub(crate) struct NoExtra {}
+
+#[derive(Serialize)]
+struct ProblemBody<'a, E> {
     r#type: String,
     title: &'a str,
     status: u16,
     detail: &'a str,
     code: &'a str,
     request_id: &'a str,
+    #[serde(flatten)]
+    extra: E,
+}
+
+/// A validation problem's per-field errors, when it has any.
+#[derive(Serialize)]
+struct FieldErrors<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a Vec<FieldError>>,
 }
