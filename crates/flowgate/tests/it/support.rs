@@ -208,10 +208,45 @@ impl Served {
             cache_dir: tempfile::tempdir().unwrap(),
             launch,
         };
-        served.child = served.spawn();
         let status = served.launch.ready_status.unwrap_or("ready");
-        served.wait_ready(status, Duration::from_secs(30)).await;
+        // A port `free_port` chose can be taken by another test's process before the server
+        // binds it; the server then exits at once ("Address already in use"), and it is started
+        // again on other ports.
+        for attempt in 1.. {
+            served.child = served.spawn();
+            if served
+                .ready_unless_exited(status, Duration::from_secs(30))
+                .await
+            {
+                break;
+            }
+            assert!(
+                attempt < 3,
+                "flowgate serve exited before it was {status}, three times"
+            );
+            served.api = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            if served.launch.admin_port.is_none() {
+                served.admin = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            }
+        }
         Some(served)
+    }
+
+    /// Waits until `/readyz` reports `status`: true, or false when the process exits first.
+    async fn ready_unless_exited(&mut self, status: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok((_, body)) = http(self.admin, "GET", "/readyz", None, b"") {
+                if body.contains(&format!("\"status\":\"{status}\"")) {
+                    return true;
+                }
+            }
+            if self.child.try_wait().unwrap().is_some() {
+                return false;
+            }
+            assert!(Instant::now() < deadline, "readyz never reported {status}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// The proxy in front of PostgreSQL.
