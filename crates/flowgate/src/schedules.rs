@@ -18,6 +18,8 @@ use flowgate_store::import::{apply_change, preview_change, ChangeFailure};
 use flowgate_store::Store;
 use time::OffsetDateTime;
 
+use crate::commands::rfc3339;
+
 /// Most changes one pass applies.
 const PER_PASS: usize = 20;
 
@@ -80,11 +82,6 @@ pub async fn apply_experiment_schedules(
         }
     }
     Ok(done)
-}
-
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| at.to_string())
 }
 
 /// What a pass did with one due change.

@@ -773,6 +773,18 @@ async fn an_experiment_runs_from_its_starts_at_to_its_ends_at() {
     assert_eq!(code, Some(0), "{err}");
     let ahead = format!("draft (starts {}, ends {})", rfc3339(starts), rfc3339(ends));
     assert!(table.contains(&ahead), "{ahead} in {table}");
+    let (status, body) = http_admin(replicas.nodes[0].admin, "/admin/v1/experiments");
+    assert_eq!(status, 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let listed = listed["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["experiment_id"] == fixtures::EXP)
+        .unwrap()
+        .clone();
+    assert_eq!(listed["starts_at"], rfc3339(starts), "{listed}");
+    assert_eq!(listed["ends_at"], rfc3339(ends), "{listed}");
 
     let status = || {
         let exported = replicas.cli(&["catalog", "export"]);
