@@ -45,7 +45,7 @@ fn state_of(s: &Served, id: &str) -> String {
 }
 
 /// The start form's fields: onboarding of app 1 to `FLOW_NEW`, with these steps.
-fn start_form<'a>(csrf: &'a str, steps: &'a str) -> Vec<(&'static str, &'a str)> {
+pub(crate) fn start_form<'a>(csrf: &'a str, steps: &'a str) -> Vec<(&'static str, &'a str)> {
     vec![
         ("csrf", csrf),
         ("target", ONBOARDING),

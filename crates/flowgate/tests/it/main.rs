@@ -8,6 +8,7 @@ mod browser;
 mod cache;
 mod catalog;
 mod console;
+mod console_roles;
 mod console_rollouts;
 mod console_schedule;
 mod durability;

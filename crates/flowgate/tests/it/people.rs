@@ -22,7 +22,7 @@ fn path_of(link: &str) -> String {
 }
 
 /// `flowgate users add EMAIL --role ROLE --json` against `s`: the link's path.
-fn add(s: &Served, email: &str, role: &str) -> String {
+pub(crate) fn add(s: &Served, email: &str, role: &str) -> String {
     let admin = s.admin.to_string();
     let env = [
         ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
@@ -65,7 +65,7 @@ fn set_password(addr: SocketAddr, path: &str, password: &str, confirm: &str) -> 
 }
 
 /// Signs in with an email and a password; the answer to the post.
-fn password_sign_in(addr: SocketAddr, email: &str, password: &str) -> Answer {
+pub(crate) fn password_sign_in(addr: SocketAddr, email: &str, password: &str) -> Answer {
     let form = exchange(addr, "GET", "/console/sign-in", &[], "");
     let pre = format!(
         "flowgate_console_sign_in={}",
@@ -84,7 +84,7 @@ fn password_sign_in(addr: SocketAddr, email: &str, password: &str) -> Answer {
 }
 
 /// The session cookie an answer set, and the CSRF token of the experiments page it opens.
-fn session_of(addr: SocketAddr, answer: &Answer) -> (String, String) {
+pub(crate) fn session_of(addr: SocketAddr, answer: &Answer) -> (String, String) {
     assert_eq!(answer.status, 303, "{}", answer.body);
     let cookie = format!(
         "flowgate_console={}",
@@ -514,7 +514,7 @@ const DEMO_TRIAL: &str = "d0000000-0000-4000-8000-0000000000b2";
 const DEMO_TRIAL_FLOW: &str = "d0000000-0000-4000-8000-0000000000f3";
 
 /// Imports the demo catalog into `s`'s store; its SDK key.
-fn demo_key(s: &Served) -> String {
+pub(crate) fn demo_key(s: &Served) -> String {
     let (code, out, err) = run(
         &["demo", "--json"],
         &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
@@ -572,7 +572,7 @@ pub(crate) fn person(s: &Served, email: &str, role: &str) -> (String, String) {
 }
 
 /// Opens the ship preview of the trial variant and returns the form's change JSON and base.
-fn ship_preview(s: &Served, cookie: &str) -> (String, String, Answer) {
+pub(crate) fn ship_preview(s: &Served, cookie: &str) -> (String, String, Answer) {
     let path =
         format!("/console/changes/new?kind=ship&experiment={DEMO_EXPERIMENT}&variant={DEMO_TRIAL}");
     let page = get(s.admin, &path, cookie);
