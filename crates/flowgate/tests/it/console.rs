@@ -615,7 +615,7 @@ pub(crate) async fn type_into(browser: &Browser, css: &str, text: &str) {
         .unwrap_or_else(|e| panic!("type into {css}: {e}"));
 }
 
-async fn count(browser: &Browser, css: &str) -> usize {
+pub(crate) async fn count(browser: &Browser, css: &str) -> usize {
     browser
         .client
         .find_all(Locator::Css(css))
@@ -624,7 +624,7 @@ async fn count(browser: &Browser, css: &str) -> usize {
         .len()
 }
 
-async fn path_of(browser: &Browser) -> String {
+pub(crate) async fn path_of(browser: &Browser) -> String {
     browser
         .client
         .current_url()

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::browser::Browser;
 use crate::console::{
-    click, exchange, post, sign_in, text, try_sign_in, type_into, wait_path, Answer, TOKEN,
+    click, count, exchange, post, sign_in, text, try_sign_in, type_into, wait_path, Answer, TOKEN,
 };
 use crate::support::{flowgate, http, run, Served};
 
@@ -856,6 +856,102 @@ async fn an_editor_ships_a_variant_in_a_browser_and_the_audit_log_names_them() {
     wait_path(&browser, "/console/people").await;
     assert!(text(&browser, "#people").await.contains("edna@example.com"));
     browser.screenshot("people").await;
+}
+
+/// Signs in the browser with an email and the password [`person`] gave it.
+async fn browser_sign_in(browser: &Browser, base: &str, email: &str) {
+    browser
+        .client
+        .goto(&format!("{base}/console/sign-in"))
+        .await
+        .unwrap();
+    wait_path(browser, "/console/sign-in").await;
+    type_into(browser, "#email", email).await;
+    type_into(browser, "#password", &format!("{email} long password")).await;
+    click(browser, "#password-sign-in button[type=submit]").await;
+    wait_path(browser, "/console/experiments").await;
+}
+
+/// D28's review in a real browser: an editor proposes shipping the demo's trial; the change
+/// waits, its author is offered no approval, and resolve is unchanged; another editor opens
+/// it, approves with a comment, and resolve then serves the trial's flow.
+#[tokio::test]
+async fn with_review_another_editor_approves_in_a_browser() {
+    let s = Served::start_on(
+        Backend::Sqlite,
+        &[
+            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+            ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
+        ],
+    )
+    .await
+    .unwrap();
+    let key = demo_key(&s);
+    person(&s, "edna@example.com", "editor");
+    person(&s, "ed@example.com", "editor");
+    let base = format!("http://{}", s.admin);
+    let browser = Browser::start().await;
+    let c = &browser.client;
+
+    browser_sign_in(&browser, &base, "edna@example.com").await;
+    c.goto(&format!("{base}/console/experiments/{DEMO_EXPERIMENT}"))
+        .await
+        .unwrap();
+    wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
+    click(&browser, "form.ship button[data-variant=trial]").await;
+    wait_path(&browser, "/console/changes/new").await;
+    assert_eq!(
+        text(&browser, "#apply-change button[type=submit]").await,
+        "Propose for review"
+    );
+    type_into(&browser, "#comment", "trial wins, please check").await;
+    click(&browser, "#apply-change button[type=submit]").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let change = loop {
+        let path = crate::console::path_of(&browser).await;
+        if path.starts_with("/console/changes/") && path != "/console/changes/new" {
+            break path;
+        }
+        assert!(Instant::now() < deadline, "the browser shows {path}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    wait_path(&browser, &change).await;
+    assert_eq!(text(&browser, "#change-state").await, "pending");
+    assert!(text(&browser, "#own")
+        .await
+        .contains("another editor or admin"));
+    assert_eq!(
+        count(&browser, "#approve").await,
+        0,
+        "the author may not approve"
+    );
+    browser.screenshot("review-pending").await;
+    // Until approved, resolve serves what it served.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(paywall_flows(&s, &key).iter().any(|f| f != DEMO_TRIAL_FLOW));
+
+    click(&browser, "form.sign-out button").await;
+    wait_path(&browser, "/console/sign-in").await;
+    browser_sign_in(&browser, &base, "ed@example.com").await;
+    c.goto(&format!("{base}{change}")).await.unwrap();
+    wait_path(&browser, &change).await;
+    assert_eq!(
+        text(&browser, "#author").await.split(',').next(),
+        Some("edna@example.com")
+    );
+    type_into(&browser, "#approve #comment", "checked: ship it").await;
+    click(&browser, "#approve button[type=submit]").await;
+    wait_path(&browser, &change).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while text(&browser, "#change-state").await != "applied" {
+        assert!(Instant::now() < deadline, "the change was not applied");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_all_trial(&s, &key).await;
+    let entries = audit_cli(&s, &["--action", "change.approve"]);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["actor"], "ed@example.com");
+    assert_eq!(entries[0]["comment"], "checked: ship it");
 }
 
 /// The hidden fields of each form of class `class` on a page, in order.
