@@ -1,15 +1,16 @@
-//! The field rules of identities (resolve bodies, D3.6), declared with `validator`. An event's
-//! members have their rules in the event
-//! field table ([`crate::events::EVENT_FIELDS`]) instead: one entry per member drives its
-//! validation, where it is kept and its API description, which `validator`'s per-struct
-//! attributes cannot.
+//! The text rule of identities (resolve bodies, D3.6), which a `resolve_no_flow` event stores
+//! (D8). Stated once: `user_id` and `session_id` take their bounds from their entries in the
+//! event field table ([`crate::events::EVENT_FIELDS`]) and are checked by the same
+//! [`broken_text_rule`] as every event string, so a resolve and an event agree on what a user
+//! id may be.
+//!
+//! Why not `validator` (the design card's crate, used here before): its derive checked these
+//! two strings' length and NUL, beside the table that states the same rules for events; it
+//! was a second mechanism, and it brought 54 of the 77 crates an embedder of the domain
+//! compiled (`cargo tree -p flowgate-domain -e normal`: `idna` and ICU for its e-mail and URL
+//! checks, which nothing here uses). D31.
 
-use std::borrow::Cow;
-
-use serde_json::Value;
-use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
-
-use crate::events::MAX_TEXT_CHARS;
+use crate::events::{broken_text_rule, EventField, FieldKind, FieldRule, EVENT_FIELDS};
 
 /// The identity strings of a resolve or batch resolve body (D3.6), which a `resolve_no_flow`
 /// event stores (D8).
@@ -25,77 +26,24 @@ impl IdentityText<'_> {
     /// The rule `user_id` breaks and the rule `session_id` breaks, if any (each its first:
     /// length before NUL).
     pub fn broken_rules(&self) -> (Option<FieldRule>, Option<FieldRule>) {
-        let rules = IdentityRules {
-            user_id: self.user_id,
-            session_id: self.session_id,
-        };
-        match rules.validate() {
-            Ok(()) => (None, None),
-            Err(errors) => (
-                broken_rule(&errors, "user_id"),
-                broken_rule(&errors, "session_id"),
-            ),
-        }
+        (
+            event_text_rule("user_id", self.user_id),
+            event_text_rule("session_id", self.session_id),
+        )
     }
 }
 
-/// [`IdentityText`]'s rules, declared with `validator` (which stays out of the public API).
-#[derive(Validate)]
-struct IdentityRules<'a> {
-    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    user_id: &'a str,
-    #[validate(length(min = 1, max = MAX_TEXT_CHARS), custom(function = "storable"))]
-    session_id: &'a str,
-}
-
-/// Why a field broke its rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FieldRule {
-    /// Its length is outside `min..=max` characters.
-    Length {
-        /// The fewest characters allowed.
-        min: u64,
-        /// The most characters allowed.
-        max: u64,
-    },
-    /// It holds the NUL character, which the store cannot keep.
-    Nul,
-}
-
-impl std::fmt::Display for FieldRule {
-    /// The rule as a field's error message says it: "must be 1 to 256 characters".
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FieldRule::Length { min, max } => write!(f, "must be {min} to {max} characters"),
-            FieldRule::Nul => f.write_str("must not contain the NUL character (U+0000)"),
-        }
+/// The rule `value` breaks as the event member `name` (a text member of the table).
+fn event_text_rule(name: &str, value: &str) -> Option<FieldRule> {
+    match EVENT_FIELDS
+        .iter()
+        .find(|f| f.name() == name)
+        .map(EventField::kind)
+    {
+        Some(FieldKind::Text { min, max }) => broken_text_rule(value, min, max),
+        // Not reached: both members are text (a test holds the table to it).
+        _ => None,
     }
-}
-
-/// The rule `field` broke in `errors`, if it broke one (length before NUL, as declared).
-fn broken_rule(errors: &ValidationErrors, field: &str) -> Option<FieldRule> {
-    let Some(ValidationErrorsKind::Field(list)) = errors.errors().get(field) else {
-        return None;
-    };
-    let first = list.first()?;
-    let bound = |name: &str| first.params.get(name).and_then(Value::as_u64);
-    Some(match first.code.as_ref() {
-        "length" => FieldRule::Length {
-            min: bound("min").unwrap_or(0),
-            max: bound("max").unwrap_or(MAX_TEXT_CHARS),
-        },
-        _ => FieldRule::Nul,
-    })
-}
-
-/// The store keeps no NUL character (U+0000) in text (PostgreSQL refuses it).
-fn storable<S: AsRef<str> + ?Sized>(value: &S) -> Result<(), ValidationError> {
-    if value.as_ref().contains('\0') {
-        return Err(ValidationError::new("nul")
-            .with_message(Cow::Borrowed("must not contain the NUL character (U+0000)")));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -134,6 +82,14 @@ mod tests {
             empty.broken_rules(),
             (Some(FieldRule::Length { min: 1, max: 256 }), None)
         );
+    }
+
+    #[test]
+    fn the_identity_members_are_text_in_the_event_table() {
+        for name in ["user_id", "session_id"] {
+            let field = EVENT_FIELDS.iter().find(|f| f.name() == name).unwrap();
+            assert_eq!(field.kind(), FieldKind::Text { min: 1, max: 256 }, "{name}");
+        }
     }
 
     #[test]

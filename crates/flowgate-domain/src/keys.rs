@@ -128,6 +128,7 @@ pub struct ApiKey {
 
 impl ApiKey {
     /// Generates a new key of `environment` from the operating system's CSPRNG.
+    #[cfg(feature = "server")]
     pub fn generate(environment: KeyEnvironment) -> Result<Self, getrandom::Error> {
         let mut random = String::with_capacity(RANDOM_LEN);
         // Rejection sampling keeps the distribution uniform: 248 = 4 * 62.

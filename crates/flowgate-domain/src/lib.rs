@@ -4,6 +4,7 @@
 pub mod bucketing;
 pub mod catalog;
 pub mod conditions;
+#[cfg(feature = "server")]
 pub mod delivery;
 pub mod engine;
 pub mod events;
@@ -14,15 +15,20 @@ pub mod ids;
 pub mod keys;
 #[cfg(any(test, feature = "test-util"))]
 pub mod memory;
+#[cfg(feature = "server")]
 pub mod people;
 pub mod placement;
+#[cfg(feature = "server")]
 pub mod ports;
 pub mod resolve;
+#[cfg(feature = "server")]
 pub mod results;
+#[cfg(feature = "server")]
 pub mod rollouts;
 pub mod secrets;
 pub(crate) mod shown;
 pub mod sticky;
+#[cfg(feature = "server")]
 pub mod store_notifications;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};

@@ -26,19 +26,6 @@ use crate::ids::AppId;
 /// The stored version of a notification this release writes (see the module's Versions).
 pub const FORMAT: u32 = 1;
 
-/// The metric name of store proceeds per user.
-pub const PROCEEDS_METRIC: &str = "proceeds";
-
-/// The store metrics' names, in report order: each may be an experiment's primary or guardrail
-/// metric (D27).
-pub const STORE_METRICS: [&str; 5] = [
-    "trial_started",
-    "trial_converted",
-    "paid",
-    "refunded",
-    PROCEEDS_METRIC,
-];
-
 /// Most bytes of a notification body the store routes read (an Apple notification with its
 /// three certificate chains is about 10 KB).
 pub const MAX_BODY: usize = 64 * 1024;

@@ -612,7 +612,7 @@ fn build_experiment(
 /// Whether `name` is a metric results read (an SDK event type, a store metric or `revenue`);
 /// when not, every name that is, for the message.
 pub fn check_metric(name: &str) -> Result<(), String> {
-    let store = crate::store_notifications::STORE_METRICS;
+    let store = super::STORE_METRICS;
     let known = name == AnalysisSettings::REVENUE
         || store.contains(&name)
         || crate::events::EventType::SDK_TYPES

@@ -22,6 +22,7 @@ use super::data::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, FlowVersionData,
     PlacementData, WorkspaceData,
 };
+#[cfg(feature = "server")]
 use super::diff::{diff_catalogs, CatalogDiff};
 use super::file::CatalogFile;
 use super::{Catalog, Problem};
@@ -88,6 +89,7 @@ pub fn plan_import(
     plan(file, stored, now, |_| ()).map(|(plan, ())| plan)
 }
 
+#[cfg(feature = "server")]
 /// What an import would do, without doing it (D19): the plan, and the difference between the
 /// stored catalog and the one the import would leave.
 #[derive(Debug)]
@@ -98,6 +100,7 @@ pub struct DryRun {
     pub diff: CatalogDiff,
 }
 
+#[cfg(feature = "server")]
 /// [`plan_import`], and what the import would change (D19). The same validation: a file the
 /// import refuses is refused here with the same problems.
 pub fn plan_dry_run(

@@ -19,9 +19,12 @@
 //! ```
 
 mod build;
+#[cfg(feature = "server")]
 pub mod changes;
 mod data;
+#[cfg(feature = "server")]
 mod diff;
+#[cfg(feature = "server")]
 mod export;
 mod file;
 mod import;
@@ -33,18 +36,23 @@ use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
 pub use build::{check_metric, CatalogError, Problem};
+#[cfg(feature = "server")]
 pub use changes::{CatalogChange, ChangeError};
 pub use data::{
     AnalysisData, AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData,
     FlowVersionData, Font, FontStyle, PlacementData, RuleData, VariantData, WorkspaceData,
 };
+#[cfg(feature = "server")]
 pub use diff::{
     diff_catalogs, CatalogDiff, Change, EntityChange, ExperimentShift, PlacementChange, RuleChange,
     StickyShift, VariantShare,
 };
+#[cfg(feature = "server")]
 pub use export::ExportError;
 pub use file::{CatalogFile, FileKey, WorkspaceFile};
-pub use import::{imported_key_id, plan_dry_run, plan_import, DryRun, ImportPlan, ImportSummary};
+pub use import::{imported_key_id, plan_import, ImportPlan, ImportSummary};
+#[cfg(feature = "server")]
+pub use import::{plan_dry_run, DryRun};
 
 use crate::bucketing::{BucketRange, Namespace};
 use crate::conditions::{Condition, SavedGroups};
@@ -718,6 +726,19 @@ impl Default for AnalysisSettings {
         }
     }
 }
+
+/// The metric name of store proceeds per user (reported by the stores, D30).
+pub const PROCEEDS_METRIC: &str = "proceeds";
+
+/// The store metrics' names, in report order: each may be an experiment's primary or guardrail
+/// metric (D27).
+pub const STORE_METRICS: [&str; 5] = [
+    "trial_started",
+    "trial_converted",
+    "paid",
+    "refunded",
+    PROCEEDS_METRIC,
+];
 
 impl AnalysisSettings {
     /// The metric name of revenue per user, beside the event types.

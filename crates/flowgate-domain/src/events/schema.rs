@@ -24,6 +24,44 @@ pub(crate) const PLATFORMS: &[&str] = &["ios", "android", "web"];
 /// The values of `renderer_mode`.
 pub(crate) const RENDERER_MODES: &[&str] = &["native", "web"];
 
+/// Why a text value broke its rule ([`FieldKind::Text`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FieldRule {
+    /// Its length is outside `min..=max` characters.
+    Length {
+        /// The fewest characters allowed.
+        min: u64,
+        /// The most characters allowed.
+        max: u64,
+    },
+    /// It holds the NUL character, which the store cannot keep.
+    Nul,
+}
+
+impl std::fmt::Display for FieldRule {
+    /// The rule as a field's error message says it: "must be 1 to 256 characters".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldRule::Length { min, max } => write!(f, "must be {min} to {max} characters"),
+            FieldRule::Nul => f.write_str("must not contain the NUL character (U+0000)"),
+        }
+    }
+}
+
+/// The rule of every text field (D3.6, D7), its first break: a length of `min..=max`
+/// characters (Unicode scalar values), then no NUL character ([`super::is_storable_text`]).
+pub fn broken_text_rule(value: &str, min: u64, max: u64) -> Option<FieldRule> {
+    let chars = value.chars().count() as u64;
+    if chars < min || chars > max {
+        Some(FieldRule::Length { min, max })
+    } else if !super::is_storable_text(value) {
+        Some(FieldRule::Nul)
+    } else {
+        None
+    }
+}
+
 /// A member's JSON type and the rule its value must keep (D7). Exhaustive on purpose: a new
 /// kind must be validated and described by every reader of the table, so it should not compile
 /// until they do.

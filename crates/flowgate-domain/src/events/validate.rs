@@ -34,7 +34,7 @@ use time::{Duration, OffsetDateTime};
 use super::schema::{
     FieldKind, Kept, EVENT_FIELDS, MAX_PROPERTIES_BYTES, MAX_REVENUE, MIN_REVENUE, RENDERER_MODES,
 };
-use super::{AnalyticsEvent, EventSource, EventType};
+use super::{AnalyticsEvent, EventSource, EventType, FieldRule};
 use crate::identity::Platform;
 use crate::ids::{parse_hyphenated, AppId, EventId, FlowId, FlowVersionId};
 
@@ -467,25 +467,22 @@ impl<'a> Event<'a> {
         })
     }
 
-    /// D7: a string of `min..=max` characters (Unicode scalar values) that the store can
-    /// keep: no NUL character ([`super::is_storable_text`]). Length is checked first.
+    /// D7: a string of `min..=max` characters that the store can keep, by the one text rule
+    /// ([`super::broken_text_rule`]).
     fn text(&self, field: &'static str, value: &str, min: u64, max: u64) -> Result<(), EventError> {
-        let chars = value.chars().count() as u64;
-        if chars < min || chars > max {
-            return Err(self.fail(
+        match super::broken_text_rule(value, min, max) {
+            None => Ok(()),
+            Some(FieldRule::Length { min, max }) => Err(self.fail(
                 EventErrorCode::InvalidLength,
                 field,
                 format!("`{field}` must be {min} to {max} characters long"),
-            ));
-        }
-        if !super::is_storable_text(value) {
-            return Err(self.fail(
+            )),
+            Some(_) => Err(self.fail(
                 EventErrorCode::InvalidCharacter,
                 field,
                 format!("`{field}` must not contain the NUL character (U+0000)"),
-            ));
+            )),
         }
-        Ok(())
     }
 
     /// D7: RFC 3339 with an offset, inside the configured window around `now` (both bounds

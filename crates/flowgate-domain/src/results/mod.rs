@@ -35,7 +35,7 @@ pub mod sequential;
 pub mod stats;
 
 pub use crate::catalog::AnalysisSettings;
-pub use crate::store_notifications::{PROCEEDS_METRIC, STORE_METRICS};
+pub use crate::catalog::{PROCEEDS_METRIC, STORE_METRICS};
 pub use aggregate::{
     aggregate, aggregate_with, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome,
 };

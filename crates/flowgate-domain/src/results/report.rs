@@ -8,10 +8,10 @@ use time::{Date, OffsetDateTime};
 use super::decision::{decide, Decision};
 use super::sequential::{compare_sequential, Method, SequentialConfig};
 use super::stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};
+use crate::catalog::PROCEEDS_METRIC;
 use crate::catalog::{AnalysisSettings, Experiment, ExperimentStatus};
 use crate::events::EventType;
 use crate::ids::{AppId, ExperimentId, VariantId};
-use crate::store_notifications::PROCEEDS_METRIC;
 
 /// The metric name of revenue per user.
 pub const REVENUE_METRIC: &str = "revenue";
