@@ -20,6 +20,7 @@ test: pg-up nats-up redis-up browser-up
 	$(CARGO) nextest run --workspace --no-fail-fast
 	$(CARGO) test --workspace --doc
 	$(CARGO) run -q -p $(DOMAIN_CRATE) --example embed >/dev/null
+	$(CARGO) run -q -p flowgate-http --example engine_service -- --check
 	bash reliability/api-client.sh
 
 ## Start PostgreSQL when it is not running (the store adapters' tests need it).
