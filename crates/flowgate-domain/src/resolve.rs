@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::bucketing::{choose_variation, hash};
@@ -197,25 +197,22 @@ impl<'c> Resolution<'c> {
     ) -> Option<AnalyticsEvent> {
         let reason = self.no_flow_reason()?;
         let assignment = self.assignment();
-        Some(AnalyticsEvent {
+        let event = AnalyticsEvent::new(
             event_id,
-            source: EventSource::Server,
-            event_type: EventType::ResolveNoFlow,
-            app_id: app.id,
-            flow_id: None,
-            flow_version_id: None,
-            placement_key: Some(placement_key.to_owned()),
-            user_id: request.user_id().to_owned(),
-            session_id: request.session_id().to_owned(),
-            device_platform: request.platform(),
-            occurred_at: at,
-            sdk_version: None,
-            experiment_id: assignment.map(|a| a.experiment.id.to_string()),
-            variant_id: assignment.map(|a| a.variant.id.to_string()),
-            variant_name: assignment.map(|a| a.variant.name.clone()),
-            reason: Some(reason),
-            payload: Map::new(),
-        })
+            EventSource::Server,
+            EventType::ResolveNoFlow,
+            app.id,
+            request.user_id(),
+            request.session_id(),
+            request.platform(),
+            at,
+        )
+        .with_placement_key(Some(placement_key.to_owned()))
+        .with_experiment_id(assignment.map(|a| a.experiment.id.to_string()))
+        .with_variant_id(assignment.map(|a| a.variant.id.to_string()))
+        .with_variant_name(assignment.map(|a| a.variant.name.clone()))
+        .with_reason(Some(reason));
+        Some(event)
     }
 }
 
