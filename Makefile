@@ -5,8 +5,11 @@ CARGO ?= cargo
 DOMAIN_CRATE := flowgate-domain
 # Crates the domain must never depend on (architecture invariant, docs/architecture.md).
 FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
+# The previous release's commit (CHANGELOG.md), the domain's public API is checked against.
+SEMVER_BASELINE := ca0e718141179f75923b99d2cb51a9fef6967cae
+SEMVER_CHECKS_VERSION := 0.51.0
 
-.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps check-module-cycles check-docs pg-up nats-up redis-up browser-up
+.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps check-module-cycles check-docs check-semver pg-up nats-up redis-up browser-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -72,7 +75,7 @@ browser-up:
 
 ## The domain crate is a library others embed: it must package and build as crates.io would
 ## (`cargo publish --dry-run`; the working tree may be dirty).
-lint: check-domain-deps check-module-cycles check-docs
+lint: check-domain-deps check-module-cycles check-docs check-semver
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	# The domain as an embedder compiles it: default features, without `server` (D31).
@@ -95,6 +98,14 @@ check-domain-deps:
 		for dep in $$bad; do $(CARGO) tree -p $(DOMAIN_CRATE) --features server -e normal,build -i $$dep; done; exit 1; \
 	fi; \
 	echo "domain dependency check: $(DOMAIN_CRATE) has $$(wc -l <<<"$$deps") dependencies with server, $$embedder for an embedder, none of [$(FORBIDDEN_IN_DOMAIN)]"
+
+## The domain's public API against the previous release (D26, D31): a breaking change fails
+## unless Cargo.toml's version is the next major one (for 0.x, the next minor), and the
+## CHANGELOG names it. Installs cargo-semver-checks when missing (about 10 minutes of build).
+check-semver:
+	@cargo semver-checks --version 2>/dev/null | grep -q "$(SEMVER_CHECKS_VERSION)" || \
+		$(CARGO) install cargo-semver-checks --locked --version $(SEMVER_CHECKS_VERSION)
+	$(CARGO) semver-checks -p $(DOMAIN_CRATE) --baseline-rev $(SEMVER_BASELINE)
 
 ## No crate's top-level modules depend on each other in a circle (D31, issue 55).
 check-module-cycles:
