@@ -15,10 +15,8 @@ pub mod scale;
 pub use fault_store::FaultStore;
 
 use flowgate_domain::catalog::CatalogData;
-use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
-use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId, KeyId, WorkspaceId};
+use flowgate_domain::ids::{KeyId, WorkspaceId};
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
-use flowgate_domain::Platform;
 use time::macros::datetime;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -162,52 +160,6 @@ pub fn key_record(workspace: Uuid, fill: char, created_at: OffsetDateTime) -> Ke
 /// A fixed creation time, `n` minutes (and `n` microseconds) after the epoch of the fixtures.
 pub fn at(n: i64) -> OffsetDateTime {
     datetime!(2026-05-01 10:00 UTC) + time::Duration::minutes(n) + time::Duration::microseconds(n)
-}
-
-/// An SDK `screen_view` event with id number `n` (unique per `n`).
-pub fn sdk_event(n: u32) -> AnalyticsEvent {
-    let mut payload = serde_json::Map::new();
-    payload.insert("screen_index".to_owned(), serde_json::json!(n));
-    payload.insert(
-        "properties".to_owned(),
-        serde_json::json!({"b": 1, "a": [true, null]}),
-    );
-    AnalyticsEvent::new(
-        EventId::from_uuid(Uuid::from_u128(
-            0x8000_0000_0000_4000_8000_0000_0000_0000 | u128::from(n),
-        )),
-        EventSource::Sdk,
-        EventType::ScreenView,
-        AppId::from_uuid(APP1),
-        format!("user-{n}"),
-        "session-1",
-        Platform::Ios,
-        at(i64::from(n % 1000)),
-    )
-    .with_flow_id(Some(FlowId::from_uuid(FLOW_US)))
-    .with_flow_version_id(Some(FlowVersionId::from_uuid(V_US_2)))
-    .with_placement_key(Some("onboarding".to_owned()))
-    .with_sdk_version(Some("1.2.3".to_owned()))
-    .with_payload(payload)
-}
-
-/// A server `resolve_no_flow` event for a holdout (D8).
-pub fn server_event() -> AnalyticsEvent {
-    AnalyticsEvent::new(
-        EventId::from_uuid(Uuid::from_u128(0x9000_0000_0000_7000_8000_0000_0000_0001)),
-        EventSource::Server,
-        EventType::ResolveNoFlow,
-        AppId::from_uuid(APP1),
-        "user-h",
-        "session-h",
-        Platform::Web,
-        at(1),
-    )
-    .with_placement_key(Some("paywall".to_owned()))
-    .with_experiment_id(Some("50000000-0000-4000-8000-000000000001".to_owned()))
-    .with_variant_id(Some("60000000-0000-4000-8000-000000000004".to_owned()))
-    .with_variant_name(Some("control".to_owned()))
-    .with_reason(Some(NoFlowReason::Holdout))
 }
 
 /// The repository's `formats/` folder: a golden sample of every version ever written of each

@@ -151,24 +151,9 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::events::{EventSource, EventType};
-    use crate::ids::{AppId, EventId};
+
     use crate::memory::InMemoryStore;
     use crate::ports::{AppendOutcome, BoxFuture, Outage};
-    use crate::Platform;
-
-    fn event(n: u128) -> AnalyticsEvent {
-        AnalyticsEvent::new(
-            EventId::from_uuid(uuid::Uuid::from_u128(n)),
-            EventSource::Sdk,
-            EventType::ScreenView,
-            AppId::from_uuid(uuid::Uuid::from_u128(1)),
-            format!("user-{n}"),
-            "s",
-            Platform::Ios,
-            OffsetDateTime::UNIX_EPOCH,
-        )
-    }
 
     /// Refuses, whole, any batch holding a poisoned user (a check constraint); fails
     /// transiently while `down`; counts its writes.
@@ -180,7 +165,7 @@ mod tests {
     }
 
     impl Picky {
-        fn new(poisoned: &[u128]) -> Self {
+        fn new(poisoned: &[u32]) -> Self {
             Self {
                 inner: InMemoryStore::new(),
                 poisoned: poisoned.iter().map(|n| format!("user-{n}")).collect(),
@@ -227,7 +212,7 @@ mod tests {
     fn a_healthy_batch_is_one_write() {
         let store = Picky::new(&[]);
         let letters = InMemoryStore::new();
-        let batch: Vec<_> = (1..=10).map(event).collect();
+        let batch: Vec<_> = (1..=10).map(AnalyticsEvent::sample).collect();
         let outcome = run(store_batch(
             &store,
             &letters,
@@ -250,7 +235,7 @@ mod tests {
     fn refused_events_are_isolated_and_the_rest_is_stored() {
         let store = Picky::new(&[7, 300, 301, 1000]);
         let letters = InMemoryStore::new();
-        let batch: Vec<_> = (1..=1000).map(event).collect();
+        let batch: Vec<_> = (1..=1000).map(AnalyticsEvent::sample).collect();
         let at = OffsetDateTime::UNIX_EPOCH + time::Duration::hours(1);
         let outcome = run(store_batch(&store, &letters, &batch, at)).unwrap();
         assert_eq!(outcome.inserted, 996);
@@ -274,7 +259,7 @@ mod tests {
         let dead = run(letters.list_dead_letters(None, 10)).unwrap();
         let ids: Vec<_> = dead.iter().map(|l| l.event_id.unwrap()).collect();
         for n in [7, 300, 301, 1000] {
-            assert!(ids.contains(&EventId::from_uuid(uuid::Uuid::from_u128(n))));
+            assert!(ids.contains(&AnalyticsEvent::sample(n).event_id));
         }
         let letter = &dead[0];
         assert_eq!(letter.format, EVENT_JSON_FORMAT);
@@ -292,7 +277,7 @@ mod tests {
         let store = Picky::new(&[3]);
         *store.down.lock().unwrap() = true;
         let letters = InMemoryStore::new();
-        let batch: Vec<_> = (1..=8).map(event).collect();
+        let batch: Vec<_> = (1..=8).map(AnalyticsEvent::sample).collect();
         let error = run(store_batch(
             &store,
             &letters,

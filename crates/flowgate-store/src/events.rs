@@ -268,7 +268,9 @@ impl QueryId for SqliteInsert<'_> {
 mod tests {
     use diesel::pg::PgQueryBuilder;
     use diesel::query_builder::QueryBuilder;
-    use flowgate_contract_tests::fixtures::sdk_event as event;
+    fn event(n: u32) -> AnalyticsEvent {
+        AnalyticsEvent::sample(n)
+    }
 
     use super::*;
 

@@ -7,33 +7,18 @@ use diesel::sql_types::Text;
 use diesel::QueryableByName;
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use flowgate_analytics::{AckMode, SinkConfig};
-use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType, NoFlowReason};
-use flowgate_domain::ids::{AppId, EventId, FlowId, FlowVersionId};
-use flowgate_domain::Platform;
+use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::ids::EventId;
 use flowgate_store::StoreOptions;
 use time::OffsetDateTime;
 
-pub const APP: &str = "20000000-0000-4000-8000-000000000001";
-
-/// An SDK event with a fresh id.
+/// An SDK event with a fresh id, now: the test event of every crate with this sink's needs
+/// (ids never seen before, a time inside the accepted window).
 pub fn sdk_event(n: usize) -> AnalyticsEvent {
-    let mut payload = serde_json::Map::new();
-    payload.insert("screen_index".to_owned(), serde_json::json!(n));
-    AnalyticsEvent::new(
-        EventId::from_uuid(uuid::Uuid::new_v4()),
-        EventSource::Sdk,
-        EventType::ScreenView,
-        APP.parse::<AppId>().unwrap(),
-        format!("user-{n}"),
-        "session-1",
-        Platform::Ios,
-        OffsetDateTime::now_utc(),
-    )
-    .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::new_v4())))
-    .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::new_v4())))
-    .with_placement_key(Some("onboarding".to_owned()))
-    .with_sdk_version(Some("1.2.3".to_owned()))
-    .with_payload(payload)
+    let mut event = AnalyticsEvent::sample(u32::try_from(n).expect("a small n"));
+    event.event_id = EventId::from_uuid(uuid::Uuid::new_v4());
+    event.occurred_at = OffsetDateTime::now_utc();
+    event
 }
 
 /// `n` SDK events: one request.
@@ -41,21 +26,13 @@ pub fn request(n: usize) -> Vec<AnalyticsEvent> {
     (0..n).map(sdk_event).collect()
 }
 
-/// A server `resolve_no_flow` event (D8).
+/// A server `resolve_no_flow` event (D8) with a fresh id, now.
 pub fn no_flow_event() -> AnalyticsEvent {
     let at = OffsetDateTime::now_utc();
-    AnalyticsEvent::new(
-        EventId::new_v7(at),
-        EventSource::Server,
-        EventType::ResolveNoFlow,
-        APP.parse::<AppId>().unwrap(),
-        "user-s",
-        "session-s",
-        Platform::Web,
-        at,
-    )
-    .with_placement_key(Some("missing".to_owned()))
-    .with_reason(Some(NoFlowReason::UnknownPlacement))
+    let mut event = AnalyticsEvent::sample_no_flow();
+    event.event_id = EventId::new_v7(at);
+    event.occurred_at = at;
+    event
 }
 
 pub fn ids(events: &[AnalyticsEvent]) -> Vec<EventId> {

@@ -240,6 +240,78 @@ pub struct AnalyticsEvent {
     pub payload: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The test event: one builder for the tests and benchmarks of every crate (feature
+/// `test-util`).
+#[cfg(any(test, feature = "test-util"))]
+impl AnalyticsEvent {
+    /// An SDK `screen_view` numbered `n` (its id unique per `n`) of the fixture catalog's app
+    /// `20000000-0000-4000-8000-000000000001`, served flow `30000000-…-0001` at version
+    /// `40000000-…-0002` on placement `onboarding`: user `user-{n}`, session `session-1`,
+    /// iOS, SDK 1.2.3, at 2026-05-01 10:00 UTC plus `n % 1000` minutes and microseconds, with
+    /// `screen_index` (`n`) and `properties` in its payload. A test changes what it needs
+    /// with the `with_` methods or the public fields.
+    pub fn sample(n: u32) -> Self {
+        let mut payload = serde_json::Map::new();
+        payload.insert("screen_index".to_owned(), serde_json::json!(n));
+        payload.insert(
+            "properties".to_owned(),
+            serde_json::json!({"b": 1, "a": [true, null]}),
+        );
+        let offset = i64::from(n % 1000);
+        let at = time::macros::datetime!(2026-05-01 10:00 UTC)
+            + time::Duration::minutes(offset)
+            + time::Duration::microseconds(offset);
+        AnalyticsEvent::new(
+            EventId::from_uuid(uuid::Uuid::from_u128(
+                0x8000_0000_0000_4000_8000_0000_0000_0000 | u128::from(n),
+            )),
+            EventSource::Sdk,
+            EventType::ScreenView,
+            AppId::from_uuid(uuid::Uuid::from_u128(
+                0x2000_0000_0000_4000_8000_0000_0000_0001,
+            )),
+            format!("user-{n}"),
+            "session-1",
+            Platform::Ios,
+            at,
+        )
+        .with_flow_id(Some(FlowId::from_uuid(uuid::Uuid::from_u128(
+            0x3000_0000_0000_4000_8000_0000_0000_0001,
+        ))))
+        .with_flow_version_id(Some(FlowVersionId::from_uuid(uuid::Uuid::from_u128(
+            0x4000_0000_0000_4000_8000_0000_0000_0002,
+        ))))
+        .with_placement_key(Some("onboarding".to_owned()))
+        .with_sdk_version(Some("1.2.3".to_owned()))
+        .with_payload(payload)
+    }
+
+    /// The server's `resolve_no_flow` for a holdout (D8) of the same app: placement
+    /// `paywall`, user `user-h`, session `session-h`, web, at 10:01 and 1 µs.
+    pub fn sample_no_flow() -> Self {
+        let at = time::macros::datetime!(2026-05-01 10:01:00.000001 UTC);
+        AnalyticsEvent::new(
+            EventId::from_uuid(uuid::Uuid::from_u128(
+                0x9000_0000_0000_7000_8000_0000_0000_0001,
+            )),
+            EventSource::Server,
+            EventType::ResolveNoFlow,
+            AppId::from_uuid(uuid::Uuid::from_u128(
+                0x2000_0000_0000_4000_8000_0000_0000_0001,
+            )),
+            "user-h",
+            "session-h",
+            Platform::Web,
+            at,
+        )
+        .with_placement_key(Some("paywall".to_owned()))
+        .with_experiment_id(Some("50000000-0000-4000-8000-000000000001".to_owned()))
+        .with_variant_id(Some("60000000-0000-4000-8000-000000000004".to_owned()))
+        .with_variant_name(Some("control".to_owned()))
+        .with_reason(Some(NoFlowReason::Holdout))
+    }
+}
+
 impl AnalyticsEvent {
     /// An event with its required fields; every optional field absent and an empty payload.
     /// The one way to build an event outside this crate (the type is `#[non_exhaustive]`): set

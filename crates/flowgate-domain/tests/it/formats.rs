@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use flowgate_contract_tests::fixtures::{assert_golden, at, formats_dir, sdk_event, server_event};
+use flowgate_contract_tests::fixtures::{assert_golden, at, formats_dir};
 use flowgate_domain::delivery::{
     dead_letter, decode_event, decode_event_in, EVENT_JSON_FORMAT, EVENT_JSON_READS,
 };
@@ -27,12 +27,12 @@ fn samples() -> Vec<(&'static str, PathBuf, AnalyticsEvent)> {
         (
             "flowgate.event.v1+json",
             sample("v1", "sdk.json"),
-            sdk_event(7),
+            AnalyticsEvent::sample(7),
         ),
         (
             "flowgate.event.v1+json",
             sample("v1", "server.json"),
-            server_event(),
+            AnalyticsEvent::sample_no_flow(),
         ),
     ]
 }
@@ -42,7 +42,10 @@ fn a_dead_letter_holds_the_event_as_pinned() {
     let error = StoreError::Unstorable {
         detail: "refused".to_owned(),
     };
-    for (name, event) in [("sdk.json", sdk_event(7)), ("server.json", server_event())] {
+    for (name, event) in [
+        ("sdk.json", AnalyticsEvent::sample(7)),
+        ("server.json", AnalyticsEvent::sample_no_flow()),
+    ] {
         let letter = dead_letter(&event, &error, at(5)).unwrap();
         assert_eq!(letter.format, EVENT_JSON_FORMAT);
         assert_golden(&sample("v1", name), &letter.payload, EVENT_JSON_FORMAT);
@@ -108,7 +111,7 @@ fn a_v1_letter_without_its_optional_members_reads_them_as_absent() {
         );
     }
     let read = decode_event(&serde_json::to_vec(&json).unwrap()).unwrap();
-    let expected = sdk_event(7)
+    let expected = AnalyticsEvent::sample(7)
         .with_flow_id(None)
         .with_flow_version_id(None)
         .with_placement_key(None)

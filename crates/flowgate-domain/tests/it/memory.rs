@@ -5,9 +5,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use flowgate_domain::events::{AnalyticsEvent, EventSource, EventType};
-use flowgate_domain::identity::Platform;
-use flowgate_domain::ids::{AppId, EventId, KeyId, WorkspaceId};
+use flowgate_domain::events::AnalyticsEvent;
+use flowgate_domain::ids::{KeyId, WorkspaceId};
 use flowgate_domain::keys::{KeyEnvironment, KeyType};
 use flowgate_domain::memory::InMemoryStore;
 use flowgate_domain::ports::{AppendOutcome, CatalogSource, EventStore, KeyStore, StoreError};
@@ -22,23 +21,6 @@ fn ready<T>(f: impl Future<Output = T>) -> T {
         Poll::Ready(v) => v,
         Poll::Pending => panic!("in-memory futures are always ready"),
     }
-}
-
-fn event(n: u128) -> AnalyticsEvent {
-    AnalyticsEvent::new(
-        EventId::from_uuid(uuid::Uuid::from_u128(n)),
-        EventSource::Sdk,
-        EventType::FlowOpen,
-        APP1.parse::<AppId>().unwrap(),
-        "u",
-        "s",
-        Platform::Ios,
-        datetime!(2026-11-21 10:00 UTC),
-    )
-    .with_flow_id(Some(FLOW_US.parse().unwrap()))
-    .with_flow_version_id(Some(V_US_2.parse().unwrap()))
-    .with_placement_key(Some("onboarding".into()))
-    .with_sdk_version(Some("2.0.0".into()))
 }
 
 #[test]
@@ -111,7 +93,11 @@ fn keys_insert_revoke_list() {
 #[test]
 fn event_appends_are_idempotent_on_event_id() {
     let store = InMemoryStore::new();
-    let batch = vec![event(1), event(2), event(1)];
+    let batch = vec![
+        AnalyticsEvent::sample(1),
+        AnalyticsEvent::sample(2),
+        AnalyticsEvent::sample(1),
+    ];
     assert_eq!(
         ready(store.append_events(&batch)),
         Ok(AppendOutcome {
@@ -126,10 +112,10 @@ fn event_appends_are_idempotent_on_event_id() {
             duplicates: 3
         })
     );
-    let stored: Vec<u128> = store
-        .events()
-        .iter()
-        .map(|e| e.event_id.0.as_u128())
-        .collect();
-    assert_eq!(stored, vec![1, 2]);
+    let stored: Vec<_> = store.events().iter().map(|e| e.event_id).collect();
+    assert_eq!(
+        stored,
+        [1, 2].map(|n| AnalyticsEvent::sample(n).event_id),
+        "each stored once, in order"
+    );
 }

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use flowgate_contract_tests::fixtures::{assert_golden, formats_dir, sdk_event, server_event};
+use flowgate_contract_tests::fixtures::{assert_golden, formats_dir};
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_jetstream::codec::{decode, encode, COUNT_HEADER, FORMAT, FORMAT_HEADER, READS};
 
@@ -23,13 +23,13 @@ fn samples() -> Vec<(&'static str, PathBuf, Vec<AnalyticsEvent>)> {
     vec![(
         "flowgate.events.v1+json",
         sample("v1", "body.json"),
-        vec![sdk_event(7), server_event()],
+        vec![AnalyticsEvent::sample(7), AnalyticsEvent::sample_no_flow()],
     )]
 }
 
 #[test]
 fn a_message_is_written_as_pinned() {
-    let events = vec![sdk_event(7), server_event()];
+    let events = vec![AnalyticsEvent::sample(7), AnalyticsEvent::sample_no_flow()];
     let messages = encode(&events, 1024 * 1024).unwrap();
     assert_eq!(messages.len(), 1);
     let message = &messages[0];

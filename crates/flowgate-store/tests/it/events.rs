@@ -7,16 +7,16 @@ use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ports::{AppendOutcome, EventStore, Outage, StoreError};
 use flowgate_store::Backend;
 
-use crate::support::{sdk_event, server_event, TestDb, APP1};
+use crate::support::{TestDb, APP1};
 
 backend_tests! {
     async fn the_first_of_repeated_ids_is_the_one_kept(db) {
         // The contract suite counts what a batch with a repeated id inserts; which of the
         // copies is kept only shows in the rows.
-        let a = sdk_event(1);
+        let a = AnalyticsEvent::sample(1);
         let mut a_again = a.clone();
         a_again.user_id = "someone-else".to_owned();
-        let outcome = db.store.append_events(&[a, sdk_event(2), a_again]).await.expect("append");
+        let outcome = db.store.append_events(&[a, AnalyticsEvent::sample(2), a_again]).await.expect("append");
         assert_eq!(outcome, AppendOutcome { inserted: 2, duplicates: 1 });
         assert_eq!(
             db.count("SELECT count(*) AS n FROM analytics_events WHERE user_id = 'user-1'").await,
@@ -31,13 +31,13 @@ backend_tests! {
 
     async fn a_stored_event_id_sends_the_batch_again_with_on_conflict_only_on_postgres(db) {
         // New events go through the COPY on PostgreSQL: no retry.
-        let batch: Vec<_> = (0..5).map(sdk_event).collect();
+        let batch: Vec<_> = (0..5).map(AnalyticsEvent::sample).collect();
         let outcome = db.store.append_events(&batch).await.expect("append");
         assert_eq!(outcome, AppendOutcome { inserted: 5, duplicates: 0 });
         assert_eq!(db.store.event_conflict_retries(), 0);
         // A batch holding one stored event_id: refused by the key, then written with
         // ON CONFLICT; the new events are stored, the stored one is not repeated.
-        let mixed: Vec<_> = [batch[4].clone()].into_iter().chain((5..8).map(sdk_event)).collect();
+        let mixed: Vec<_> = [batch[4].clone()].into_iter().chain((5..8).map(AnalyticsEvent::sample)).collect();
         let outcome = db.store.append_events(&mixed).await.expect("append mixed");
         assert_eq!(outcome, AppendOutcome { inserted: 3, duplicates: 1 });
         assert_eq!(db.count("SELECT count(*) AS n FROM analytics_events").await, 8);
@@ -49,8 +49,8 @@ backend_tests! {
     }
 
     async fn every_column_is_stored_as_sent(db) {
-        let sdk = sdk_event(7);
-        let server = server_event();
+        let sdk = AnalyticsEvent::sample(7);
+        let server = AnalyticsEvent::sample_no_flow();
         let outcome = db.store.append_events(&[sdk.clone(), server]).await.expect("append");
         assert_eq!(outcome, AppendOutcome { inserted: 2, duplicates: 0 });
         assert_eq!(
@@ -108,7 +108,7 @@ backend_tests! {
         use flowgate_domain::ids::AppId;
         use flowgate_domain::ports::DeadLetterStore;
         // Stored under today's key: 30 events, and a dead letter of an event.
-        let batch: Vec<_> = (0..30).map(sdk_event).collect();
+        let batch: Vec<_> = (0..30).map(AnalyticsEvent::sample).collect();
         db.store.append_events(&batch).await.expect("append");
         let refused = StoreError::Conflict { detail: "refused".into() };
         let now = time::OffsetDateTime::now_utc();
@@ -143,7 +143,7 @@ backend_tests! {
     }
 
     async fn ids_text_and_times_are_stored_exactly(db) {
-        let mut event = sdk_event(9);
+        let mut event = AnalyticsEvent::sample(9);
         event.user_id = "ユーザー-9 \"quoted\" \\ tab\t".to_owned();
         event.occurred_at = time::macros::datetime!(2026-11-23 12:34:56.123_456_789 UTC);
         let id = event.event_id.0;
@@ -307,7 +307,7 @@ async fn a_write_given_up_midway_stores_nothing_of_it() {
     // takes it and starts its COPY at once.
     let warm = db
         .store
-        .append_events(&[sdk_event(0)])
+        .append_events(&[AnalyticsEvent::sample(0)])
         .await
         .expect("warm-up");
     assert_eq!(warm.inserted, 1);
@@ -315,7 +315,7 @@ async fn a_write_given_up_midway_stores_nothing_of_it() {
 
     // About 700 KB, several CopyData chunks. The COPY stores the rows before the last one, then
     // waits on the primary key for the observer's transaction, which holds the last event_id.
-    let batch: Vec<_> = (1..=2_000).map(sdk_event).collect();
+    let batch: Vec<_> = (1..=2_000).map(AnalyticsEvent::sample).collect();
     hold_event_id(&observer, &batch[batch.len() - 1]).await;
     let give_up = tokio::time::timeout(Duration::from_secs(2), db.store.append_events(&batch));
     let blocked = wait_for(&monitor, "the COPY waiting on the observer", |backends| {
@@ -342,7 +342,7 @@ async fn a_write_given_up_midway_stores_nothing_of_it() {
     // Writes go on meanwhile, on a new client.
     let during = tokio::time::timeout(
         Duration::from_secs(5),
-        db.store.append_events(&[sdk_event(3_000)]),
+        db.store.append_events(&[AnalyticsEvent::sample(3_000)]),
     )
     .await
     .expect("a write while the observer holds its row")
@@ -396,7 +396,7 @@ async fn a_copy_the_server_refuses_keeps_its_client_and_a_lock_timeout_is_transi
     let now = time::OffsetDateTime::now_utc();
     let batch: Vec<_> = (0..10)
         .map(|n| {
-            let mut event = sdk_event(n);
+            let mut event = AnalyticsEvent::sample(n);
             event.occurred_at = now;
             event
         })

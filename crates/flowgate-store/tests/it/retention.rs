@@ -11,7 +11,7 @@ use time::format_description::well_known::Rfc3339;
 use time::macros::datetime;
 use time::OffsetDateTime;
 
-use crate::support::{sdk_event, TestDb};
+use crate::support::TestDb;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -25,7 +25,7 @@ fn window(retention_days: u32) -> EventRetention {
 }
 
 fn at(n: u32, occurred_at: OffsetDateTime) -> AnalyticsEvent {
-    let mut event = sdk_event(n);
+    let mut event = AnalyticsEvent::sample(n);
     event.occurred_at = occurred_at;
     event
 }

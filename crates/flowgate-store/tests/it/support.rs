@@ -5,7 +5,7 @@
 use flowgate_domain::ids::WorkspaceId;
 
 pub use flowgate_contract_tests::fixtures::{
-    catalog, key_record, sdk_event, server_event, APP1, EXACT_SCHEMA, FLOW_US, V_US_2, WS1, WS2,
+    catalog, key_record, APP1, EXACT_SCHEMA, FLOW_US, V_US_2, WS1, WS2,
 };
 pub use flowgate_testkit::TestDb;
 

@@ -10,6 +10,7 @@
 //! The certificate is the server's own `ssl_cert_file`, read from disk (the server's
 //! configuration is never changed).
 
+use flowgate_domain::events::AnalyticsEvent;
 use std::time::{Duration, Instant};
 
 use diesel::sql_types::{Bool, Text};
@@ -196,7 +197,7 @@ async fn event_batches_are_copied_over_the_same_tls() {
         );
         let store = connect(&url);
         store
-            .append_events(&[support::sdk_event(1)])
+            .append_events(&[AnalyticsEvent::sample(1)])
             .await
             .expect("append");
         let copying: Vec<Ssl> = diesel::sql_query(format!(

@@ -1,11 +1,12 @@
 //! An unreachable database is `StoreError::Unavailable`, quickly: never a panic or a hang.
 
+use flowgate_domain::events::AnalyticsEvent;
 use std::time::{Duration, Instant};
 
 use flowgate_domain::ports::{CatalogSource, EventStore, KeyStore, StoreError};
 use flowgate_store::{Store, StoreOptions};
 
-use crate::support::{sdk_event, ws, WS1};
+use crate::support::{ws, WS1};
 
 fn short() -> StoreOptions {
     StoreOptions {
@@ -24,7 +25,10 @@ async fn assert_unavailable(store: &Store) {
             .wait_for_change(1, Duration::from_secs(30))
             .await
             .map(|_| ()),
-        store.append_events(&[sdk_event(1)]).await.map(|_| ()),
+        store
+            .append_events(&[AnalyticsEvent::sample(1)])
+            .await
+            .map(|_| ()),
         store.list_keys(ws(WS1)).await.map(|_| ()),
         store.migrate().await.map(|_| ()),
     ];

@@ -5,6 +5,7 @@
 //! within the acknowledgement timeout, never a 202, with their retries stored once after. An
 //! event the store refuses for good is a dead letter until replayed (D17).
 
+use flowgate_domain::events::AnalyticsEvent;
 use std::time::{Duration, Instant};
 
 use flowgate_store::Backend;
@@ -238,7 +239,6 @@ async fn a_refused_event_is_a_dead_letter_until_replayed() {
 /// readable letters beside it are replayed; `list` shows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_letter_in_a_format_this_release_does_not_read_is_skipped_and_kept() {
-    use flowgate_contract_tests::fixtures::sdk_event;
     use flowgate_domain::delivery::dead_letter;
     use flowgate_domain::ids::{DeadLetterId, EventId};
     use flowgate_domain::ports::{DeadLetter, DeadLetterStore, StoreError};
@@ -250,8 +250,8 @@ async fn a_dead_letter_in_a_format_this_release_does_not_read_is_skipped_and_kep
     let refused = StoreError::Unstorable {
         detail: "refused".to_owned(),
     };
-    let readable = dead_letter(&sdk_event(7), &refused, now).unwrap();
-    let later_event = sdk_event(8);
+    let readable = dead_letter(&AnalyticsEvent::sample(7), &refused, now).unwrap();
+    let later_event = AnalyticsEvent::sample(8);
     let later = DeadLetter {
         id: DeadLetterId::new_v7(now),
         event_id: Some(EventId::from_uuid(uuid::Uuid::new_v4())),
