@@ -206,7 +206,7 @@ fn catalog_with_markup_names() -> Value {
 }
 
 /// The keys of a workspace, as `flowgate keys list --json` lists them.
-fn listed_keys(s: &Served, workspace: &str) -> Vec<Value> {
+pub(crate) fn listed_keys(s: &Served, workspace: &str) -> Vec<Value> {
     let (code, out, err) = run(
         &["keys", "list", "--workspace", workspace, "--json"],
         &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],

@@ -6,7 +6,6 @@
 use std::net::SocketAddr;
 
 use flowgate_store::Backend;
-use serde_json::Value;
 
 use crate::console::{exchange, post, Answer, TOKEN};
 use crate::console_rollouts::start_form;
@@ -139,21 +138,10 @@ async fn every_console_route_and_post_is_refused_below_its_role_and_without_csrf
         let action = people.body[at..].find("action=\"/console/people/").unwrap() + at + 24;
         people.body[action..action + 36].to_owned()
     };
-    let key_id = {
-        let (code, out, err) = run(
-            &[
-                "keys",
-                "list",
-                "--workspace",
-                crate::fixtures::WS1,
-                "--json",
-            ],
-            &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
-        );
-        assert_eq!(code, Some(0), "{err}");
-        let keys: Value = serde_json::from_str(&out).unwrap();
-        keys[0]["id"].as_str().unwrap().to_owned()
-    };
+    let key_id = crate::console::listed_keys(&s, crate::fixtures::WS1)[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     // A second session of the viewer's, to be revoked (the first one stays in use).
     let (second, _) = session_of(
         addr,

@@ -15,6 +15,19 @@ use crate::console::{
 };
 use crate::support::{flowgate, http, run, Served};
 
+/// A server on SQLite with the console and `catalog.require_review` on.
+async fn served_with_review() -> Served {
+    Served::start_on(
+        Backend::Sqlite,
+        &[
+            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+            ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
+        ],
+    )
+    .await
+    .unwrap()
+}
+
 /// The path and query of a link the CLI printed (`http://host:port/console/...`).
 fn path_of(link: &str) -> String {
     let rest = link.split_once("://").map_or(link, |(_, rest)| rest);
@@ -119,22 +132,7 @@ pub(crate) fn has(entries: &[Value], actor: &str, action: &str, target: Option<&
 }
 
 fn keys_of(s: &Served) -> usize {
-    let (code, out, err) = run(
-        &[
-            "keys",
-            "list",
-            "--workspace",
-            crate::fixtures::WS1,
-            "--json",
-        ],
-        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
-    );
-    assert_eq!(code, Some(0), "{err}");
-    serde_json::from_str::<Value>(&out)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .len()
+    crate::console::listed_keys(s, crate::fixtures::WS1).len()
 }
 
 #[tokio::test]
@@ -700,15 +698,7 @@ async fn an_editor_ships_a_variant_with_a_comment_and_a_stale_change_writes_noth
 
 #[tokio::test]
 async fn with_review_a_change_waits_for_another_person_and_resolve_is_unchanged_until_then() {
-    let s = Served::start_on(
-        Backend::Sqlite,
-        &[
-            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
-            ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
-        ],
-    )
-    .await
-    .unwrap();
+    let s = served_with_review().await;
     let key = demo_key(&s);
     let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
     let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
@@ -877,15 +867,7 @@ async fn browser_sign_in(browser: &Browser, base: &str, email: &str) {
 /// it, approves with a comment, and resolve then serves the trial's flow.
 #[tokio::test]
 async fn with_review_another_editor_approves_in_a_browser() {
-    let s = Served::start_on(
-        Backend::Sqlite,
-        &[
-            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
-            ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
-        ],
-    )
-    .await
-    .unwrap();
+    let s = served_with_review().await;
     let key = demo_key(&s);
     person(&s, "edna@example.com", "editor");
     person(&s, "ed@example.com", "editor");
