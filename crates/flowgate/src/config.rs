@@ -1097,6 +1097,16 @@ impl Config {
         })
     }
 
+    /// How reports value and bound results (D27, D30): the reporting currency, its exchange
+    /// rates and the store notifications' horizon.
+    pub fn results_settings(&self) -> flowgate_http::results::ResultsSettings {
+        flowgate_http::results::ResultsSettings {
+            currency: self.experiments.currency.clone(),
+            exchange_rates: self.experiments.exchange_rates.clone(),
+            horizon_days: self.stores.horizon_days,
+        }
+    }
+
     /// What the events table keeps (D21): the accepted window and the retention.
     pub fn event_retention(&self) -> flowgate_store::EventRetention {
         flowgate_store::EventRetention {

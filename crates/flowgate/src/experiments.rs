@@ -9,7 +9,7 @@ use flowgate_domain::results::{Estimate, ExperimentReport, Method, MetricKind, M
 use flowgate_domain::Catalog;
 use flowgate_http::results::{
     experiment_list, experiment_report, experiments_json, metrics_by_role, report_json, rfc3339,
-    verdict_words, MetricRole, ReportError, ReportParams, ResultsSettings,
+    verdict_words, MetricRole, ReportError, ReportParams,
 };
 use flowgate_store::Store;
 
@@ -30,7 +30,7 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
             return ExitCode::Failure;
         }
     };
-    let reader = match crate::results_reader(config) {
+    let reader = match crate::adapters::results_reader(config) {
         Ok(reader) => reader,
         Err(code) => return code,
     };
@@ -69,11 +69,7 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
                 Ok(params) => params,
                 Err(e) => return failure(&e),
             };
-            let settings = ResultsSettings {
-                currency: config.experiments.currency.clone(),
-                exchange_rates: config.experiments.exchange_rates.clone(),
-                horizon_days: config.stores.horizon_days,
-            };
+            let settings = config.results_settings();
             let now = time::OffsetDateTime::now_utc();
             match experiment_report(&catalog, &reader, &experiment, &params, &settings, now).await {
                 Ok(report) if json => {

@@ -56,7 +56,7 @@ pub async fn explain(
             return ExitCode::Failure;
         }
     };
-    let sticky = match crate::sticky_store(config, store).await {
+    let sticky = match crate::adapters::sticky_store(config, store).await {
         Ok(sticky) => sticky,
         Err(code) => return code,
     };

@@ -26,7 +26,7 @@ const LAG_REFRESH: Duration = Duration::from_secs(5);
 
 /// Runs ingest until a shutdown signal.
 pub async fn ingest(config: Config) -> ExitCode {
-    let store = match crate::open_store(&config).await {
+    let store = match crate::adapters::open_store(&config).await {
         Ok(store) => store,
         Err(code) => return code,
     };

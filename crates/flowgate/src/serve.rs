@@ -14,7 +14,7 @@ use flowgate_analytics::Sink;
 use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
 use flowgate_domain::Catalog;
 use flowgate_http::console::ConsoleAccess;
-use flowgate_http::results::{ResultsMetrics, ResultsSettings};
+use flowgate_http::results::ResultsMetrics;
 use flowgate_http::sticky::{run_writer, StickyAssignments, StickyMetrics};
 use flowgate_http::{
     admin_app, api_app, AdminState, ApiState, CatalogHandle, ConnectionLimits, ExplainAccess,
@@ -24,13 +24,14 @@ use flowgate_jetstream::{Bus, Publisher};
 use flowgate_store::{Backend, Store};
 use tokio::sync::watch;
 
+use crate::adapters::open_store;
 use crate::cache::CatalogCache;
 use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
+use crate::demo;
 use crate::health::{Admin, DeadLetterGauge, EventMaintenance, ServiceHealth};
 use crate::refresh::{Refresher, ReloadError};
 use crate::scrape::Collected;
-use crate::{demo, open_store};
 
 /// Runs the service until a shutdown signal.
 pub async fn serve(config: Config, env: Environment) -> ExitCode {
@@ -105,7 +106,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     crate::health::register_build_info(&mut registry);
     let metrics = HttpMetrics::new(&mut registry);
     let results_metrics = ResultsMetrics::new(&mut registry);
-    let sticky_store = match crate::sticky_store(&config, &store).await {
+    let sticky_store = match crate::adapters::sticky_store(&config, &store).await {
         Ok(sticky) => sticky,
         Err(code) => return code,
     };
@@ -137,15 +138,11 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     // The rollout scheduler (D29): every replica runs it; the one holding the lease acts.
-    let scheduler = match crate::results_reader(&config) {
+    let scheduler = match crate::adapters::results_reader(&config) {
         Ok(reader) => tokio::spawn(crate::scheduler::run(
             store.clone(),
             Arc::new(reader),
-            ResultsSettings {
-                currency: config.experiments.currency.clone(),
-                exchange_rates: config.experiments.exchange_rates.clone(),
-                horizon_days: config.stores.horizon_days,
-            },
+            config.results_settings(),
             crate::scheduler::SchedulerSettings {
                 interval: Duration::from_millis(config.scheduler.interval_ms),
                 lease: Duration::from_secs(config.scheduler.lease_seconds),
@@ -207,7 +204,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     let admin_state = if explain.token.is_empty() {
         admin_state
     } else {
-        let reader = match crate::results_reader(&config) {
+        let reader = match crate::adapters::results_reader(&config) {
             Ok(reader) => reader,
             Err(code) => return code,
         };
@@ -216,11 +213,7 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 token: explain.token.clone(),
                 catalog: catalog.clone(),
                 source: background.work().results(Arc::new(reader)),
-                settings: ResultsSettings {
-                    currency: config.experiments.currency.clone(),
-                    exchange_rates: config.experiments.exchange_rates.clone(),
-                    horizon_days: config.stores.horizon_days,
-                },
+                settings: config.results_settings(),
                 metrics: results_metrics,
             })
             .with_explain(explain)

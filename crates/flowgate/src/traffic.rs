@@ -388,7 +388,7 @@ pub async fn traffic(
         sent.exposed, sent.accepted, sent.rejected
     );
     // The events are stored in batches: wait until the experiment's exposures are all there.
-    let reader = match crate::results_reader(config) {
+    let reader = match crate::adapters::results_reader(config) {
         Ok(reader) => reader,
         Err(code) => return code,
     };
