@@ -106,6 +106,8 @@ check-semver:
 	@cargo semver-checks --version 2>/dev/null | grep -q "$(SEMVER_CHECKS_VERSION)" || \
 		$(CARGO) install cargo-semver-checks --locked --version $(SEMVER_CHECKS_VERSION)
 	$(CARGO) semver-checks -p $(DOMAIN_CRATE) --baseline-rev $(SEMVER_BASELINE)
+	# An embedder's API: the default features only (the server's parts left out).
+	$(CARGO) semver-checks -p $(DOMAIN_CRATE) --baseline-rev $(SEMVER_BASELINE) --default-features
 
 ## No crate's top-level modules depend on each other in a circle (D31, issue 55).
 check-module-cycles:

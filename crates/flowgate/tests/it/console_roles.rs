@@ -1,7 +1,8 @@
 //! Every console route and post, per role (D24, D28): signed out, each goes to the sign-in
-//! page; a lesser role's request is 403 and changes nothing; every post without the session's
-//! CSRF token is 403 and changes nothing; the role that may use a route is never refused. The
-//! table is checked against the routes the console registers, so a new route cannot miss it.
+//! page; a lesser role's request is 403 and changes nothing; every signed-in post without the
+//! session's CSRF token is 403 and changes nothing; the role that may use a route is never
+//! refused. The table is checked against the routes the console registers, so a new route
+//! cannot miss it.
 
 use std::net::SocketAddr;
 
