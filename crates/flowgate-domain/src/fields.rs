@@ -1,6 +1,7 @@
 //! The text rule of identities (resolve bodies, D3.6), which a `resolve_no_flow` event stores
-//! (D8). Stated once: `user_id` and `session_id` take their bounds from their entries in the
-//! event field table ([`crate::events::EVENT_FIELDS`]) and are checked by the same
+//! (D8). Stated once: `user_id` and `session_id` take their bounds from
+//! [`IDENTITY_TEXT`], the kind of their entries in the event field table
+//! ([`crate::events::EVENT_FIELDS`]), and are checked by the same
 //! [`broken_text_rule`] as every event string, so a resolve and an event agree on what a user
 //! id may be.
 //!
@@ -10,7 +11,7 @@
 //! compiled (`cargo tree -p flowgate-domain -e normal`: `idna` and ICU for its e-mail and URL
 //! checks, which nothing here uses). D31.
 
-use crate::events::{broken_text_rule, EventField, FieldKind, FieldRule, EVENT_FIELDS};
+use crate::events::{broken_text_rule, FieldKind, FieldRule, IDENTITY_TEXT};
 
 /// The identity strings of a resolve or batch resolve body (D3.6), which a `resolve_no_flow`
 /// event stores (D8).
@@ -26,22 +27,14 @@ impl IdentityText<'_> {
     /// The rule `user_id` breaks and the rule `session_id` breaks, if any (each its first:
     /// length before NUL).
     pub fn broken_rules(&self) -> (Option<FieldRule>, Option<FieldRule>) {
-        (
-            event_text_rule("user_id", self.user_id),
-            event_text_rule("session_id", self.session_id),
-        )
+        (identity_rule(self.user_id), identity_rule(self.session_id))
     }
 }
 
-/// The rule `value` breaks as the event member `name` (a text member of the table).
-fn event_text_rule(name: &str, value: &str) -> Option<FieldRule> {
-    match EVENT_FIELDS
-        .iter()
-        .find(|f| f.name() == name)
-        .map(EventField::kind)
-    {
-        Some(FieldKind::Text { min, max }) => broken_text_rule(value, min, max),
-        // Not reached: both members are text (a test holds the table to it).
+/// The rule `value` breaks as an identity string: the event table's [`IDENTITY_TEXT`].
+fn identity_rule(value: &str) -> Option<FieldRule> {
+    match IDENTITY_TEXT {
+        FieldKind::Text { min, max } => broken_text_rule(value, min, max),
         _ => None,
     }
 }
@@ -87,9 +80,13 @@ mod tests {
     #[test]
     fn the_identity_members_are_text_in_the_event_table() {
         for name in ["user_id", "session_id"] {
-            let field = EVENT_FIELDS.iter().find(|f| f.name() == name).unwrap();
-            assert_eq!(field.kind(), FieldKind::Text { min: 1, max: 256 }, "{name}");
+            let field = crate::events::EVENT_FIELDS
+                .iter()
+                .find(|f| f.name() == name)
+                .unwrap();
+            assert_eq!(field.kind(), IDENTITY_TEXT, "{name}");
         }
+        assert_eq!(IDENTITY_TEXT, FieldKind::Text { min: 1, max: 256 });
     }
 
     #[test]

@@ -16,8 +16,8 @@ use crate::ids::{AppId, EventId, FlowId, FlowVersionId};
 #[cfg(test)]
 pub(crate) use schema::event_field;
 pub use schema::{
-    broken_text_rule, EventField, FieldKind, FieldRule, Kept, EVENT_FIELDS, MAX_REVENUE,
-    MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS, MIN_REVENUE,
+    broken_text_rule, EventField, FieldKind, FieldRule, Kept, EVENT_FIELDS, IDENTITY_TEXT,
+    MAX_REVENUE, MAX_SDK_VERSION_CHARS, MAX_TEXT_CHARS, MIN_REVENUE,
 };
 pub use validate::{
     reported_event_id, validate_event, EventError, EventErrorCode, FlowVersionLookup,

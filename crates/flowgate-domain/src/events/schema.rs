@@ -204,6 +204,12 @@ impl EventField {
     }
 }
 
+/// `user_id` and `session_id`: 1 to [`MAX_TEXT_CHARS`] characters, in an event and in a
+/// resolve body alike (D3.6, D7).
+pub const IDENTITY_TEXT: FieldKind = FieldKind::Text {
+    min: 1,
+    max: MAX_TEXT_CHARS,
+};
 /// An optional free-form string.
 const TEXT: FieldKind = FieldKind::Text {
     min: 0,
@@ -226,22 +232,8 @@ pub const EVENT_FIELDS: &[EventField] = &[
     EventField::required("flow_id", FieldKind::Uuid, "flow_id"),
     EventField::required("flow_version_id", FieldKind::Uuid, "flow_version_id")
         .described("A version (published or not) of `flow_id` in the app."),
-    EventField::required(
-        "user_id",
-        FieldKind::Text {
-            min: 1,
-            max: MAX_TEXT_CHARS,
-        },
-        "user_id",
-    ),
-    EventField::required(
-        "session_id",
-        FieldKind::Text {
-            min: 1,
-            max: MAX_TEXT_CHARS,
-        },
-        "session_id",
-    ),
+    EventField::required("user_id", IDENTITY_TEXT, "user_id"),
+    EventField::required("session_id", IDENTITY_TEXT, "session_id"),
     EventField::required(
         "device_platform",
         FieldKind::OneOf(PLATFORMS),
