@@ -1,9 +1,11 @@
 //! The adapters the binary's commands use, each built by the adapter's own constructor from
-//! its settings in the configuration: the store (with its migrations), the results reader
-//! (D22) and the sticky store (D23). `serve` wires them with the rest, top to bottom.
+//! its settings in the configuration: the store (with its migrations), the event bus (D16),
+//! the results reader (D22) and the sticky store (D23). `serve` wires them with the rest, top
+//! to bottom; on failure each prints why (no secrets) and returns the exit code.
 
 use std::time::Duration;
 
+use flowgate_jetstream::Bus;
 use flowgate_store::{Backend, Store, StoreOptions};
 
 use crate::cli::ExitCode;
@@ -106,4 +108,26 @@ pub(crate) async fn sticky_store(
             Err(ExitCode::Config)
         }
     }
+}
+
+/// The event bus (D16) of `events.jetstream`, connected as `name`, its stream and consumer
+/// checked: before `serve` publishes or `ingest` consumes.
+pub(crate) async fn bus(config: &Config, name: &str) -> Result<Bus, ExitCode> {
+    let settings = &config.events.jetstream;
+    let bus = Bus::connect(settings, name).await.map_err(|e| {
+        eprintln!("flowgate: events.sink = \"jetstream\": {e}");
+        ExitCode::Failure
+    })?;
+    bus.check().await.map_err(|e| {
+        eprintln!("flowgate: events.sink = \"jetstream\": {e}");
+        ExitCode::Failure
+    })?;
+    tracing::info!(
+        url = %settings.redacted_url(),
+        stream = %settings.stream,
+        consumer = %settings.consumer,
+        replicas = settings.replicas,
+        "event bus checked"
+    );
+    Ok(bus)
 }

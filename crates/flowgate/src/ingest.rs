@@ -30,7 +30,7 @@ pub async fn ingest(config: Config) -> ExitCode {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let bus = match crate::bus::connect_checked(&config, "flowgate-ingest").await {
+    let bus = match crate::adapters::bus(&config, "flowgate-ingest").await {
         Ok(bus) => bus,
         Err(code) => return code,
     };

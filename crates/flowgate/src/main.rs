@@ -3,7 +3,6 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod adapters;
-mod bus;
 mod cache;
 mod catalog_cmd;
 mod changes_cmd;

@@ -1,30 +1,45 @@
-//! `flowgate serve`: wires the store, the catalog refresher, the analytics sink and the two
-//! listeners, then waits for SIGTERM or Ctrl-C and shuts down gracefully: new event requests
-//! are refused (503), in-flight requests finish, the sink drains within
-//! `events.drain_deadline_ms`, and the exit code says whether everything accepted was stored.
+//! `flowgate serve`: the composition root. [`serve`] reads top to bottom in the order the
+//! service comes up, each step a function taking what the earlier ones built:
+//!
+//! 1. [`Adapters::open`]: every outside system (the store, the event bus, the sticky store, the
+//!    results readers, the App Store roots), each built by its adapter's constructor from its
+//!    own settings ([`crate::adapters`]);
+//! 2. [`first_catalog`]: the catalog every request reads, loaded before anything listens;
+//! 3. [`request_path`]: the analytics sink, sticky assignments and the API's state;
+//! 4. [`Tasks::spawn`]: the catalog refresher, the rollout scheduler and the maintenance loops;
+//! 5. [`admin`]: health, metrics, the admin API and the console (the last two only with
+//!    `admin.token`);
+//! 6. [`Listeners::start`]: the API and admin listeners;
+//! 7. [`shutdown`], on SIGTERM or Ctrl-C: new event requests are refused (503), in-flight
+//!    requests finish, the sink drains within `events.drain_deadline_ms`, and the exit code
+//!    says whether everything accepted was stored.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::dev::Server;
+use actix_web::dev::{Server, ServerHandle};
 use actix_web::{web, HttpServer};
 use arc_swap::ArcSwap;
 use flowgate_analytics::Sink;
-use flowgate_domain::ports::{CatalogSource, DeadLetterStore, EventStore, SystemClock};
+use flowgate_domain::ports::{
+    CatalogSource, DeadLetterStore, EventStore, StickyStore, SystemClock,
+};
 use flowgate_domain::Catalog;
+use flowgate_http::apple_jws::AppleRoots;
 use flowgate_http::console::ConsoleAccess;
 use flowgate_http::results::ResultsMetrics;
-use flowgate_http::sticky::{run_writer, StickyAssignments, StickyMetrics};
+use flowgate_http::sticky::{run_writer, StickyAssignments, StickyHealth, StickyMetrics};
 use flowgate_http::{
     admin_app, api_app, AdminState, ApiState, CatalogHandle, ConnectionLimits, ExplainAccess,
     HttpMetrics, ResultsAccess,
 };
 use flowgate_jetstream::{Bus, Publisher};
-use flowgate_store::{Backend, Store};
+use flowgate_store::{Backend, ResultsReader, Store};
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use crate::adapters::open_store;
 use crate::cache::CatalogCache;
 use crate::cli::ExitCode;
 use crate::config::{Config, Environment, SinkKind};
@@ -35,19 +50,116 @@ use crate::scrape::Collected;
 
 /// Runs the service until a shutdown signal.
 pub async fn serve(config: Config, env: Environment) -> ExitCode {
-    // Files the configuration names are read first: a wrong one stops the start at once.
-    let apple_roots = match apple_roots(&config) {
-        Ok(roots) => roots,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config).await {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
-    if store.backend() == Backend::Sqlite {
-        seed_demo_if_empty(&store, &config).await;
+    match run(&config, env).await {
+        Ok(code) | Err(code) => code,
     }
+}
+
+/// The steps of the module's doc, in order; `Err` is a start that stopped (the code says why).
+async fn run(config: &Config, env: Environment) -> Result<ExitCode, ExitCode> {
+    let adapters = Adapters::open(config).await?;
     let health = Arc::new(ServiceHealth::default());
+    let (catalog, refresher) = first_catalog(config, &adapters.store, &health).await;
+    let mut registry = Registry::default();
+    crate::health::register_build_info(&mut registry);
+    let request = request_path(config, &adapters, &catalog, &mut registry).await?;
+    let tasks = Tasks::spawn(config, &adapters, refresher, &request, &mut registry);
+    // Reports and previews run on a runtime of their own at a lower priority, never on the
+    // admin listener's worker (held until serve returns; shut down without waiting).
+    let background = BackgroundRuntime::start().map_err(|e| {
+        tracing::error!(error = %e, "cannot start the background runtime");
+        ExitCode::Failure
+    })?;
+    let admin_state = admin(
+        config,
+        adapters,
+        AdminParts {
+            health,
+            catalog,
+            request: &request,
+            tasks: &tasks,
+            background: &background,
+        },
+        registry,
+    );
+    let listeners = Listeners::start(config, request.state.clone(), admin_state)?;
+    tracing::info!(
+        environment = env.as_str(),
+        api = %listeners.api_addr,
+        admin = %listeners.admin_addr,
+        database = %config.database.redacted_url(),
+        database_tls = %database_tls(&tasks.store).await,
+        key_environment = %config.auth.key_environment,
+        events_sink = config.events.sink.as_str(),
+        events_ack = config.events.sink_settings.ack.as_str(),
+        "flowgate is serving"
+    );
+    shutdown_signal().await;
+    Ok(shutdown(config, request, tasks, listeners).await)
+}
+
+/// Step 1: every outside system the service talks to, each built by its adapter's constructor
+/// from its own settings. Files the configuration names are read first: a wrong one stops the
+/// start at once.
+struct Adapters {
+    /// The store: catalog, people, audit, dead letters, the events table (D16).
+    store: Store,
+    /// Where the sink writes (D16): the store, or the stream `flowgate ingest` reads.
+    events: Arc<dyn EventStore>,
+    /// The event bus, with `events.sink = "jetstream"`.
+    bus: Option<Bus>,
+    /// Where sticky experiments' assignments are kept (D23).
+    sticky: Arc<dyn StickyStore>,
+    /// The rollout scheduler's reader of results (D22, D29), on a pool of its own.
+    scheduler_results: ResultsReader,
+    /// The admin API's reader of results, on another pool; none without `admin.token`.
+    admin_results: Option<ResultsReader>,
+    /// The roots App Store notifications must chain to (D30).
+    apple_roots: AppleRoots,
+}
+
+impl Adapters {
+    async fn open(config: &Config) -> Result<Self, ExitCode> {
+        let apple_roots = apple_roots(config)?;
+        let store = crate::adapters::open_store(config).await?;
+        let (events, bus): (Arc<dyn EventStore>, Option<Bus>) = match config.events.sink {
+            SinkKind::Store => (Arc::new(store.clone()), None),
+            SinkKind::Jetstream => {
+                let bus = crate::adapters::bus(config, "flowgate-serve").await?;
+                (Arc::new(Publisher::new(&bus)), Some(bus))
+            }
+        };
+        let sticky = crate::adapters::sticky_store(config, &store).await?;
+        let scheduler_results = crate::adapters::results_reader(config)?;
+        let admin_results = if config.admin.token.is_empty() {
+            None
+        } else {
+            Some(crate::adapters::results_reader(config)?)
+        };
+        Ok(Self {
+            store,
+            events,
+            bus,
+            sticky,
+            scheduler_results,
+            admin_results,
+            apple_roots,
+        })
+    }
+}
+
+/// Step 2: the catalog every request reads (an empty one until the first load), and the
+/// refresher that keeps it current from the store (run by step 4). An empty SQLite store gets
+/// the demo first. A store that cannot be read is not fatal: the listeners start, the refresher
+/// retries, and meanwhile the cached catalog serves (D20), or `/readyz` says `not_ready`.
+async fn first_catalog(
+    config: &Config,
+    store: &Store,
+    health: &Arc<ServiceHealth>,
+) -> (CatalogHandle, Refresher) {
+    if store.backend() == Backend::Sqlite {
+        seed_demo_if_empty(store, config).await;
+    }
     let catalog: CatalogHandle = Arc::new(ArcSwap::from_pointee(Catalog::empty()));
     let cache = (!config.catalog.cache_path.is_empty()).then(|| {
         Arc::new(CatalogCache::new(
@@ -64,8 +176,6 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
     };
     match refresher.reload(None).await {
         Ok(_) => {}
-        // Not fatal: the listeners start, and the refresher retries. Meanwhile the cached
-        // catalog serves (D20), or /readyz says not_ready.
         Err(e @ ReloadError::Load(_)) => {
             tracing::error!(error = %e, "the store is unreachable at start; retrying in the background");
             refresher.serve_cache().await;
@@ -74,74 +184,108 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
             tracing::error!(error = %e, "the first catalog load failed; retrying in the background")
         }
     }
+    (catalog, refresher)
+}
 
-    // Where the sink writes (D16): the store, or the stream `flowgate ingest` reads. Events
-    // the store or the stream refuse for good go to the store's dead letters either way (D17).
-    let (events, bus): (Arc<dyn EventStore>, Option<Bus>) = match config.events.sink {
-        SinkKind::Store => (Arc::new(store.clone()), None),
-        SinkKind::Jetstream => match crate::bus::connect_checked(&config, "flowgate-serve").await {
-            Ok(bus) => (Arc::new(Publisher::new(&bus)), Some(bus)),
-            Err(code) => return code,
-        },
-    };
-    let sink = match Sink::start(
+/// Step 3's values: what answers `/v1` requests, and the tasks behind it.
+struct RequestPath {
+    /// The API's state, shared by its workers.
+    state: web::Data<ApiState>,
+    /// The analytics sink (D15, D16): events dead-letter into the store when refused for good
+    /// (D17).
+    sink: Arc<Sink>,
+    /// Whether the sticky store answers (D23), for `/readyz`.
+    sticky_health: Arc<StickyHealth>,
+    /// Probes a failing sticky store until it answers.
+    sticky_prober: JoinHandle<()>,
+    /// Stores sticky assignments behind resolve.
+    sticky_writer: JoinHandle<()>,
+}
+
+/// Step 3: the analytics sink, sticky assignments and the API's state.
+async fn request_path(
+    config: &Config,
+    adapters: &Adapters,
+    catalog: &CatalogHandle,
+    registry: &mut Registry,
+) -> Result<RequestPath, ExitCode> {
+    let http = config.http().map_err(|e| {
+        eprintln!("flowgate: {e}");
+        ExitCode::Config
+    })?;
+    let sink = Sink::start(
         config.sink(),
-        events,
-        Arc::new(store.clone()) as Arc<dyn DeadLetterStore>,
-    ) {
-        Ok(sink) => Arc::new(sink),
-        Err(e) => {
-            tracing::error!(error = %e, "the analytics sink did not start");
-            return ExitCode::Failure;
-        }
-    };
-    let http = match config.http() {
-        Ok(http) => http,
-        Err(e) => {
-            eprintln!("flowgate: {e}");
-            return ExitCode::Config;
-        }
-    };
-    let mut registry = prometheus_client::registry::Registry::default();
-    crate::health::register_build_info(&mut registry);
-    let metrics = HttpMetrics::new(&mut registry);
-    let results_metrics = ResultsMetrics::new(&mut registry);
-    let sticky_store = match crate::adapters::sticky_store(&config, &store).await {
-        Ok(sticky) => sticky,
-        Err(code) => return code,
-    };
-    let (sticky, sticky_writer) = StickyAssignments::new(
-        Arc::clone(&sticky_store),
+        adapters.events.clone(),
+        Arc::new(adapters.store.clone()) as Arc<dyn DeadLetterStore>,
+    )
+    .map_err(|e| {
+        tracing::error!(error = %e, "the analytics sink did not start");
+        ExitCode::Failure
+    })?;
+    let sink = Arc::new(sink);
+    let metrics = HttpMetrics::new(registry);
+    let (sticky, writer) = StickyAssignments::new(
+        Arc::clone(&adapters.sticky),
         config.sticky.settings,
-        StickyMetrics::new(&mut registry),
+        StickyMetrics::new(registry),
     );
     let sticky_health = Arc::clone(sticky.health());
-    check_sticky_store(&sticky, &config).await;
+    check_sticky_store(&sticky, config).await;
     let sticky_prober = tokio::spawn({
         let sticky = sticky.clone();
         async move { sticky.probe_while_failing().await }
     });
-    let sticky_writer = tokio::spawn(run_writer(sticky_writer));
-    let api_state = web::Data::new(
-        ApiState::new(
-            http,
-            catalog.clone(),
-            sink.clone(),
-            Arc::new(SystemClock),
-            metrics,
-        )
-        .with_sticky(sticky)
-        .with_store_routes(flowgate_http::StoreRoutes {
-            store: Arc::new(store.clone()),
-            apple_roots,
-        }),
-    );
-    let (stop_tx, stop_rx) = watch::channel(false);
-    // The rollout scheduler (D29): every replica runs it; the one holding the lease acts.
-    let scheduler = match crate::adapters::results_reader(&config) {
-        Ok(reader) => tokio::spawn(crate::scheduler::run(
+    let state = ApiState::new(
+        http,
+        catalog.clone(),
+        sink.clone(),
+        Arc::new(SystemClock),
+        metrics,
+    )
+    .with_sticky(sticky)
+    .with_store_routes(flowgate_http::StoreRoutes {
+        store: Arc::new(adapters.store.clone()),
+        apple_roots: adapters.apple_roots.clone(),
+    });
+    Ok(RequestPath {
+        state: web::Data::new(state),
+        sink,
+        sticky_health,
+        sticky_prober,
+        sticky_writer: tokio::spawn(run_writer(writer)),
+    })
+}
+
+/// Step 4's values: the background loops, stopped by `stop` at shutdown.
+struct Tasks {
+    /// Turns true at shutdown: the refresher and the scheduler end.
+    stop: watch::Sender<bool>,
+    refresher: JoinHandle<()>,
+    scheduler: JoinHandle<()>,
+    /// Dead letters in the store, counted now and then.
+    dead_letters: Arc<DeadLetterGauge>,
+    /// The events table's retention and partitions.
+    maintenance: Arc<EventMaintenance>,
+    /// The store, for the start-up line.
+    store: Store,
+}
+
+impl Tasks {
+    /// Step 4: the catalog refresher (D12), the rollout scheduler (D29: every replica runs it,
+    /// the one holding the lease acts), the dead-letter gauge, the events table's maintenance
+    /// and the console's.
+    fn spawn(
+        config: &Config,
+        adapters: &Adapters,
+        refresher: Refresher,
+        request: &RequestPath,
+        registry: &mut Registry,
+    ) -> Self {
+        let (stop, stop_rx) = watch::channel(false);
+        let store = &adapters.store;
+        let scheduler = tokio::spawn(crate::scheduler::run(
             store.clone(),
-            Arc::new(reader),
+            Arc::new(adapters.scheduler_results.clone()),
             config.results_settings(),
             crate::scheduler::SchedulerSettings {
                 interval: Duration::from_millis(config.scheduler.interval_ms),
@@ -150,149 +294,200 @@ pub async fn serve(config: Config, env: Environment) -> ExitCode {
                 // then, so its reading starts with users under its weights.
                 settle: Duration::from_millis((2 * config.catalog.refresh_interval_ms).max(1000)),
             },
-            crate::scheduler::SchedulerMetrics::new(&mut registry),
+            crate::scheduler::SchedulerMetrics::new(registry),
             stop_rx.clone(),
-        )),
-        Err(code) => return code,
-    };
-    let refresher = tokio::spawn(refresher.run(
-        Some(api_state.clone()),
-        Duration::from_millis(config.catalog.refresh_interval_ms),
-        stop_rx,
-    ));
-    let dead_letters = Arc::new(DeadLetterGauge::default());
-    dead_letters.spawn_refresh(store.clone());
-    let maintenance = Arc::new(EventMaintenance::default());
-    maintenance.spawn(store.clone(), config.event_retention());
-    tokio::spawn(console_maintenance(
-        store.clone(),
-        config.audit.retention_days,
-    ));
-    let explain = ExplainAccess {
-        token: config.admin.token.clone(),
-        catalog: catalog.clone(),
-        default_ttl: config.resolve.cache_ttl_seconds,
-        body_limit: config.resolve.body_limit_bytes,
-        body_pace: api_state.config().body_pace,
-        sticky: Some(sticky_store),
-    };
+        ));
+        let refresher = tokio::spawn(refresher.run(
+            Some(request.state.clone()),
+            Duration::from_millis(config.catalog.refresh_interval_ms),
+            stop_rx,
+        ));
+        let dead_letters = Arc::new(DeadLetterGauge::default());
+        dead_letters.spawn_refresh(store.clone());
+        let maintenance = Arc::new(EventMaintenance::default());
+        maintenance.spawn(store.clone(), config.event_retention());
+        tokio::spawn(console_maintenance(
+            store.clone(),
+            config.audit.retention_days,
+        ));
+        Self {
+            stop,
+            refresher,
+            scheduler,
+            dead_letters,
+            maintenance,
+            store: store.clone(),
+        }
+    }
+}
+
+/// What step 5 reads from the earlier steps besides the adapters.
+struct AdminParts<'a> {
+    health: Arc<ServiceHealth>,
+    catalog: CatalogHandle,
+    request: &'a RequestPath,
+    tasks: &'a Tasks,
+    background: &'a BackgroundRuntime,
+}
+
+/// Step 5: the admin listener's state: health and metrics always; the admin API (D18, D22)
+/// and the console (D24) only with `admin.token`.
+fn admin(
+    config: &Config,
+    adapters: Adapters,
+    parts: AdminParts<'_>,
+    mut registry: Registry,
+) -> AdminState {
+    let AdminParts {
+        health,
+        catalog,
+        request,
+        tasks,
+        background,
+    } = parts;
+    let results_metrics = ResultsMetrics::new(&mut registry);
+    let store = adapters.store;
     let admin = Arc::new(Admin {
-        health: health.clone(),
+        health,
         catalog: catalog.clone(),
-        sink: sink.clone(),
+        sink: request.sink.clone(),
         sink_kind: config.events.sink,
         ack: config.events.sink_settings.ack,
-        bus,
-        dead_letters,
-        maintenance,
+        bus: adapters.bus,
+        dead_letters: tasks.dead_letters.clone(),
+        maintenance: tasks.maintenance.clone(),
         store: store.clone(),
-        sticky: sticky_health,
+        sticky: request.sticky_health.clone(),
     });
     // The values read at scrape time (catalog, store, sink, dead letters, maintenance).
     registry.register_collector(Box::new(Collected(admin.clone())));
-    let admin_state = AdminState::new(Arc::new(registry), admin);
-    // Reports and previews run on a runtime of their own at a lower priority, never on the
-    // admin listener's worker (held until serve returns; shut down without waiting).
-    let background = match BackgroundRuntime::start() {
-        Ok(background) => background,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the background runtime");
-            return ExitCode::Failure;
-        }
+    let state = AdminState::new(Arc::new(registry), admin);
+    let Some(reader) = adapters.admin_results else {
+        return state;
     };
-    // The admin API (D18, D22) and the console (D24) exist only with a token.
-    let admin_state = if explain.token.is_empty() {
-        admin_state
-    } else {
-        let reader = match crate::adapters::results_reader(&config) {
-            Ok(reader) => reader,
-            Err(code) => return code,
+    let token = config.admin.token.clone();
+    state
+        .with_results(ResultsAccess {
+            token: token.clone(),
+            catalog: catalog.clone(),
+            source: background.work().results(Arc::new(reader)),
+            settings: config.results_settings(),
+            metrics: results_metrics,
+        })
+        .with_explain(ExplainAccess {
+            token,
+            catalog,
+            default_ttl: config.resolve.cache_ttl_seconds,
+            body_limit: config.resolve.body_limit_bytes,
+            body_pace: request.state.config().body_pace,
+            sticky: Some(adapters.sticky),
+        })
+        .with_audit(Arc::new(store.clone()))
+        .with_rollouts(Arc::new(store.clone()))
+        .with_console(ConsoleAccess {
+            backend: Arc::new(crate::console::StoreConsole(store.clone())),
+            people: Arc::new(store.clone()),
+            audit: Arc::new(store.clone()),
+            changes: Arc::new(store),
+            require_review: config.catalog.require_review,
+            admin_token_sign_in: config.console.admin_token_sign_in,
+            failed_sign_ins_per_account: config.console.failed_sign_ins_per_account,
+            session_lifetime: Duration::from_secs(config.admin.console_session_seconds),
+            background: background.work(),
+            oidc: crate::console::oidc_access(&config.console.oidc),
+        })
+}
+
+/// Step 6's values: the two running listeners.
+struct Listeners {
+    api: ServerHandle,
+    admin: ServerHandle,
+    api_task: JoinHandle<std::io::Result<()>>,
+    admin_task: JoinHandle<std::io::Result<()>>,
+    api_addr: SocketAddr,
+    admin_addr: SocketAddr,
+}
+
+impl Listeners {
+    /// Step 6: the API listener (with its connection limits, D25) and the admin listener (one
+    /// worker).
+    fn start(
+        config: &Config,
+        api_state: web::Data<ApiState>,
+        admin_state: AdminState,
+    ) -> Result<Self, ExitCode> {
+        let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
+            return Err(ExitCode::Config);
         };
-        admin_state
-            .with_results(ResultsAccess {
-                token: explain.token.clone(),
-                catalog: catalog.clone(),
-                source: background.work().results(Arc::new(reader)),
-                settings: config.results_settings(),
-                metrics: results_metrics,
-            })
-            .with_explain(explain)
-            .with_audit(Arc::new(store.clone()))
-            .with_rollouts(Arc::new(store.clone()))
-            .with_console(ConsoleAccess {
-                backend: Arc::new(crate::console::StoreConsole(store.clone())),
-                people: Arc::new(store.clone()),
-                audit: Arc::new(store.clone()),
-                changes: Arc::new(store.clone()),
-                require_review: config.catalog.require_review,
-                admin_token_sign_in: config.console.admin_token_sign_in,
-                failed_sign_ins_per_account: config.console.failed_sign_ins_per_account,
-                session_lifetime: Duration::from_secs(config.admin.console_session_seconds),
-                background: background.work(),
-                oidc: crate::console::oidc_access(&config.console.oidc),
-            })
-    };
+        let limits = ApiLimits {
+            max_connections: connection_budget(config.server.max_connections),
+            per_address: ConnectionLimits::new(
+                config.server.max_connections_per_address,
+                config.rate_limit.trusted_proxies.clone(),
+                api_state.metrics().clone(),
+            ),
+        };
+        let connections = Arc::clone(&limits.per_address);
+        tokio::spawn(crate::heap::release_after_closed_connections(
+            move || connections.closed(),
+            crate::heap::CONNECTIONS_RELEASE_EVERY,
+            crate::heap::CONNECTIONS_RELEASE_AT_LEAST,
+            crate::heap::release_free_memory,
+        ));
+        let (api, _) =
+            api_listener(api_state, api_addr, config.server.workers, limits).map_err(|e| {
+                tracing::error!(address = %api_addr, error = %e, "cannot listen for the API");
+                ExitCode::Failure
+            })?;
+        let admin = HttpServer::new(move || admin_app(admin_state.clone()))
+            .workers(1)
+            .disable_signals()
+            .bind(admin_addr)
+            .map_err(|e| {
+                tracing::error!(address = %admin_addr, error = %e, "cannot listen for the admin endpoints");
+                ExitCode::Failure
+            })?
+            .run();
+        Ok(Self {
+            api: api.handle(),
+            admin: admin.handle(),
+            api_task: tokio::spawn(api),
+            admin_task: tokio::spawn(admin),
+            api_addr,
+            admin_addr,
+        })
+    }
+}
 
-    let (Ok(api_addr), Ok(admin_addr)) = (config.server_addr(), config.admin_addr()) else {
-        return ExitCode::Config;
-    };
-    let limits = ApiLimits {
-        max_connections: connection_budget(config.server.max_connections),
-        per_address: ConnectionLimits::new(
-            config.server.max_connections_per_address,
-            config.rate_limit.trusted_proxies.clone(),
-            api_state.metrics().clone(),
-        ),
-    };
-    let connections = Arc::clone(&limits.per_address);
-    tokio::spawn(crate::heap::release_after_closed_connections(
-        move || connections.closed(),
-        crate::heap::CONNECTIONS_RELEASE_EVERY,
-        crate::heap::CONNECTIONS_RELEASE_AT_LEAST,
-        crate::heap::release_free_memory,
-    ));
-    let api = match api_listener(api_state, api_addr, config.server.workers, limits) {
-        Ok((server, _)) => server,
-        Err(e) => {
-            tracing::error!(address = %api_addr, error = %e, "cannot listen for the API");
-            return ExitCode::Failure;
-        }
-    };
-    let admin = match HttpServer::new(move || admin_app(admin_state.clone()))
-        .workers(1)
-        .disable_signals()
-        .bind(admin_addr)
-    {
-        Ok(server) => server.run(),
-        Err(e) => {
-            tracing::error!(address = %admin_addr, error = %e, "cannot listen for the admin endpoints");
-            return ExitCode::Failure;
-        }
-    };
-    let (api_handle, admin_handle) = (api.handle(), admin.handle());
-    let api_task = tokio::spawn(api);
-    let admin_task = tokio::spawn(admin);
-    tracing::info!(
-        environment = env.as_str(),
-        api = %api_addr,
-        admin = %admin_addr,
-        database = %config.database.redacted_url(),
-        database_tls = %database_tls(&store).await,
-        key_environment = %config.auth.key_environment,
-        events_sink = config.events.sink.as_str(),
-        events_ack = config.events.sink_settings.ack.as_str(),
-        "flowgate is serving"
-    );
-
-    shutdown_signal().await;
+/// Step 7: the sink refuses new events (requests get 503 overloaded, nothing accepted is
+/// lost) while the API stops accepting connections and finishes the requests in flight; then
+/// the background loops and the admin listener stop, and queued sticky assignments are stored.
+/// Success when every accepted event was stored within `events.drain_deadline_ms`.
+async fn shutdown(
+    config: &Config,
+    request: RequestPath,
+    tasks: Tasks,
+    listeners: Listeners,
+) -> ExitCode {
     tracing::info!("shutdown: refusing new events, finishing requests, draining the event buffer");
+    let RequestPath {
+        state,
+        sink,
+        sticky_prober,
+        sticky_writer,
+        ..
+    } = request;
+    drop(state);
     let deadline = config.events.sink_settings.drain_deadline;
-    // The sink refuses new events from here on (requests get 503 overloaded, nothing accepted
-    // is lost); the API stops accepting connections and finishes the requests in flight.
-    let (report, ()) = tokio::join!(sink.shutdown(deadline), api_handle.stop(true));
-    let _ = stop_tx.send(true);
-    admin_handle.stop(true).await;
-    let _ = tokio::join!(api_task, admin_task, refresher, scheduler);
+    let (report, ()) = tokio::join!(sink.shutdown(deadline), listeners.api.stop(true));
+    let _ = tasks.stop.send(true);
+    listeners.admin.stop(true).await;
+    let _ = tokio::join!(
+        listeners.api_task,
+        listeners.admin_task,
+        tasks.refresher,
+        tasks.scheduler
+    );
     // The prober holds the assignments too: gone with it, the writer sees no producer left.
     sticky_prober.abort();
     let _ = sticky_prober.await;
