@@ -99,9 +99,16 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let holder = holder_id();
-    let mut every = tokio::time::interval(settings.interval);
+    // The first pass one interval after the start, not at once: a starting replica has just
+    // loaded the catalog for its own start, and replicas restarted together do not all read it
+    // again in the same instant.
+    let mut every = tokio::time::interval_at(
+        tokio::time::Instant::now() + settings.interval,
+        settings.interval,
+    );
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leading = false;
+    let mut watch = crate::schedules::ScheduleWatch::default();
     loop {
         tokio::select! {
             _ = every.tick() => {}
@@ -137,6 +144,7 @@ pub async fn run(
             settings.settle,
             &metrics,
             now,
+            &mut watch,
         )
         .await;
     }
@@ -154,12 +162,13 @@ async fn pass(
     settle: Duration,
     metrics: &SchedulerMetrics,
     now: time::OffsetDateTime,
+    watch: &mut crate::schedules::ScheduleWatch,
 ) {
     match crate::schedules::apply_due(store, now).await {
         Ok(done) => log_due(metrics, "scheduled change", done),
         Err(e) => tracing::warn!(error = %e, "scheduler: the scheduled changes could not be read"),
     }
-    match crate::schedules::apply_experiment_schedules(store, now).await {
+    match crate::schedules::apply_experiment_schedules(store, now, watch).await {
         Ok(done) => log_due(metrics, "experiment schedule", done),
         Err(e) => {
             tracing::warn!(error = %e, "scheduler: the experiments' schedules could not be read")

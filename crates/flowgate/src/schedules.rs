@@ -28,18 +28,33 @@ const PER_PASS: usize = 20;
 /// catalog change through the one write path, as `scheduler` with the time it was due in the
 /// comment. Of any number of replicas trying, one applies each: the others find the catalog
 /// changed (tried again next pass, when nothing is left to do) or the status set already.
+///
+/// `watch` spares the whole catalog's read (millions of instructions and a large answer from the
+/// store at scale) on a pass where nothing can be due: the catalog's revision is the one the
+/// last pass read, which found nothing due, and no experiment's `starts_at` or `ends_at` has
+/// come since. Then the pass reads only the revision.
 pub async fn apply_experiment_schedules(
     store: &Store,
     now: OffsetDateTime,
+    watch: &mut ScheduleWatch,
 ) -> Result<Vec<(ExperimentId, DueOutcome)>, StoreError> {
+    if let Some((revision, next)) = watch.idle {
+        if next.is_none_or(|at| now < at) && store.revision().await? == revision {
+            return Ok(Vec::new());
+        }
+    }
+    watch.idle = None;
     let stored = store.load_catalog().await?;
-    let due: Vec<_> = stored
-        .workspaces
-        .iter()
-        .flat_map(|w| &w.apps)
-        .flat_map(|a| &a.placements)
-        .flat_map(|p| &p.rules)
-        .filter_map(|r| r.experiment.as_ref())
+    let experiments = || {
+        stored
+            .workspaces
+            .iter()
+            .flat_map(|w| &w.apps)
+            .flat_map(|a| &a.placements)
+            .flat_map(|p| &p.rules)
+            .filter_map(|r| r.experiment.as_ref())
+    };
+    let due: Vec<_> = experiments()
         .filter_map(|e| {
             let status = e.scheduled_status(now)?;
             let at = if status == ExperimentStatus::Running {
@@ -51,6 +66,14 @@ pub async fn apply_experiment_schedules(
         })
         .take(PER_PASS)
         .collect();
+    if due.is_empty() {
+        let next = experiments()
+            .flat_map(|e| [e.starts_at, e.ends_at])
+            .flatten()
+            .filter(|at| *at > now)
+            .min();
+        watch.idle = Some((stored.revision, next));
+    }
     let mut done = Vec::with_capacity(due.len());
     let mut base = stored.revision;
     for (experiment, status, at) in due {
@@ -82,6 +105,13 @@ pub async fn apply_experiment_schedules(
         }
     }
     Ok(done)
+}
+
+/// What the last pass of [`apply_experiment_schedules`] found when nothing was due: the catalog
+/// revision it read and the earliest `starts_at` or `ends_at` after it (none: no schedule).
+#[derive(Debug, Default)]
+pub struct ScheduleWatch {
+    idle: Option<(u64, Option<OffsetDateTime>)>,
 }
 
 /// What a pass did with one due change.
