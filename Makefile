@@ -9,7 +9,7 @@ FORBIDDEN_IN_DOMAIN := tokio actix-web actix-rt diesel diesel-async
 SEMVER_BASELINE := ca0e718141179f75923b99d2cb51a9fef6967cae
 SEMVER_CHECKS_VERSION := 0.51.0
 
-.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps check-module-cycles check-docs check-semver pg-up nats-up redis-up browser-up
+.PHONY: release-pgo run test upgrade-test lint fmt doc openapi bench bench-domain bench-handler bench-instructions bench-count bench-stages bench-store bench-results bench-console bench-admin bench-http bench-http-unpinned bench-sticky bench-peer ci check-domain-deps check-module-cycles check-docs check-semver pg-up nats-up redis-up browser-up
 
 ## Serve on the embedded default: SQLite under ./data, migrations applied, a demo workspace
 ## seeded into an empty store, a key and curl commands printed.
@@ -140,6 +140,15 @@ bench-handler:
 	$(CARGO) bench -p flowgate-http --bench handler
 
 ## Instructions and simulated L1i misses per request (and per placement for the batches) of
+## Instructions per request of whole server processes, counted by callgrind (bench/count.py;
+## docs/benchmarks.md's headline): flowgate (one worker, PostgreSQL and Redis), the no-logic
+## baseline answering its bytes, Unleash Edge on the equivalent toggle (bench/peer/install_edge.sh
+## builds it when missing, about 10 minutes once). Two runs; about 15 minutes once built.
+bench-count: pg-up redis-up
+	bash -c '. bench/install.sh && install_missing valgrind'
+	$(CARGO) build --release -p flowgate -p flowgate-bench-baseline
+	EDGE_BIN=$$(bash bench/peer/install_edge.sh) python3 bench/count.py
+
 ## the same in-process path, counted by callgrind: repeatable on this shared machine where times are not (bench/instructions.sh;
 ## installs valgrind).
 bench-instructions:
