@@ -64,6 +64,8 @@ async fn run(config: &Config, env: Environment) -> Result<ExitCode, ExitCode> {
     crate::health::register_build_info(&mut registry);
     let request = request_path(config, &adapters, &catalog, &mut registry).await?;
     let tasks = Tasks::spawn(config, &adapters, refresher, &request, &mut registry);
+    // For the start-up line, read once the listeners are up (the store may be slow to answer).
+    let store = adapters.store.clone();
     // Reports and previews run on a runtime of their own at a lower priority, never on the
     // admin listener's worker (held until serve returns; shut down without waiting).
     let background = BackgroundRuntime::start().map_err(|e| {
@@ -88,7 +90,7 @@ async fn run(config: &Config, env: Environment) -> Result<ExitCode, ExitCode> {
         api = %listeners.api_addr,
         admin = %listeners.admin_addr,
         database = %config.database.redacted_url(),
-        database_tls = %database_tls(&tasks.store).await,
+        database_tls = %database_tls(&store).await,
         key_environment = %config.auth.key_environment,
         events_sink = config.events.sink.as_str(),
         events_ack = config.events.sink_settings.ack.as_str(),
@@ -266,8 +268,6 @@ struct Tasks {
     dead_letters: Arc<DeadLetterGauge>,
     /// The events table's retention and partitions.
     maintenance: Arc<EventMaintenance>,
-    /// The store, for the start-up line.
-    store: Store,
 }
 
 impl Tasks {
@@ -316,7 +316,6 @@ impl Tasks {
             scheduler,
             dead_letters,
             maintenance,
-            store: store.clone(),
         }
     }
 }
