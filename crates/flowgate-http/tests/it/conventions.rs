@@ -206,10 +206,28 @@ async fn compressed_responses(backend: Backend) {
         ("br, gzip;q=0", "br"),
         ("br, deflate", "br"),
         ("deflate;q=0.5, zstd", "zstd"),
+        ("BR", "br"),
+        ("identity, deflate", "deflate"),
+        ("identity;q=0.1, br;q=0.5", "br"),
     ] {
         let r = s.post_accepting(&path, &body, accept).await;
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-encoding"), Some(expected), "{accept}");
+    }
+    // Identity when nothing else we have is acceptable (refused, unknown) or the client prefers it.
+    for accept in [
+        "identity",
+        "identity;q=1.0",
+        "br;q=0, identity",
+        "*;q=0, identity",
+        "compress, identity",
+        "identity;q=0.5, br;q=0.1",
+        "",
+    ] {
+        let r = s.post_accepting(&path, &body, accept).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding"), None, "{accept}");
+        assert_eq!(r.body, plain.body, "{accept}");
     }
     assert!(plain.body.len() > 4096, "{} bytes", plain.body.len());
     // Bodies under 1 KiB go out as they are, whatever is accepted: resolves of a small flow or
