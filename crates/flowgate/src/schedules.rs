@@ -45,16 +45,8 @@ pub async fn apply_experiment_schedules(
     }
     watch.idle = None;
     let stored = store.load_catalog().await?;
-    let experiments = || {
-        stored
-            .workspaces
-            .iter()
-            .flat_map(|w| &w.apps)
-            .flat_map(|a| &a.placements)
-            .flat_map(|p| &p.rules)
-            .filter_map(|r| r.experiment.as_ref())
-    };
-    let due: Vec<_> = experiments()
+    let due: Vec<_> = stored
+        .experiments()
         .filter_map(|e| {
             let status = e.scheduled_status(now)?;
             let at = if status == ExperimentStatus::Running {
@@ -67,7 +59,8 @@ pub async fn apply_experiment_schedules(
         .take(PER_PASS)
         .collect();
     if due.is_empty() {
-        let next = experiments()
+        let next = stored
+            .experiments()
             .flat_map(|e| [e.starts_at, e.ends_at])
             .flatten()
             .filter(|at| *at > now)

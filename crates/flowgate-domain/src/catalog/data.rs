@@ -29,6 +29,19 @@ pub struct CatalogData {
     pub api_keys: Vec<KeyRecord>,
 }
 
+impl CatalogData {
+    /// Every experiment of the catalog, in the order of its workspaces, apps, placements and
+    /// rules.
+    pub fn experiments(&self) -> impl Iterator<Item = &ExperimentData> {
+        self.workspaces
+            .iter()
+            .flat_map(|w| &w.apps)
+            .flat_map(|a| &a.placements)
+            .flat_map(|p| &p.rules)
+            .filter_map(|r| r.experiment.as_ref())
+    }
+}
+
 /// A workspace (D2).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkspaceData {

@@ -216,3 +216,34 @@ fn a_rule_that_is_off_needs_format_2() {
     let enabled: Vec<bool> = onboarding.rules.iter().map(|r| r.enabled).collect();
     assert_eq!(enabled, [false, true, true]);
 }
+
+#[test]
+fn experiments_lists_every_experiment_of_every_workspace_in_order() {
+    let mut data = catalog();
+    assert_eq!(
+        data.workspaces.len(),
+        2,
+        "the fixture's second workspace has no app"
+    );
+    let mut copy = data.workspaces[0].apps[0].clone();
+    for e in copy
+        .placements
+        .iter_mut()
+        .flat_map(|p| &mut p.rules)
+        .filter_map(|r| r.experiment.as_mut())
+    {
+        e.name = format!("{} (other workspace)", e.name);
+    }
+    data.workspaces[1].apps.push(copy);
+    let names: Vec<&str> = data.experiments().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "old-test",
+            "paywall-test",
+            "old-test (other workspace)",
+            "paywall-test (other workspace)"
+        ]
+    );
+    assert_eq!(CatalogData::default().experiments().count(), 0);
+}

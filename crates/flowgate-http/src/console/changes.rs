@@ -715,14 +715,7 @@ pub(super) fn experiment_forms(
     data: &CatalogData,
     experiment: ExperimentId,
 ) -> Markup {
-    let found = data
-        .workspaces
-        .iter()
-        .flat_map(|w| &w.apps)
-        .flat_map(|a| &a.placements)
-        .flat_map(|p| &p.rules)
-        .filter_map(|r| r.experiment.as_ref())
-        .find(|e| e.id == experiment);
+    let found = data.experiments().find(|e| e.id == experiment);
     let Some(e) = found.filter(|_| session.role.allows(Role::Editor)) else {
         return html! {};
     };

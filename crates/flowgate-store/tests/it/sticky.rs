@@ -44,12 +44,7 @@ fn sticky_file() -> Value {
 
 /// The stored experiment of [`d13`].
 fn experiment(data: &CatalogData) -> &ExperimentData {
-    data.workspaces
-        .iter()
-        .flat_map(|w| &w.apps)
-        .flat_map(|a| &a.placements)
-        .flat_map(|p| &p.rules)
-        .filter_map(|r| r.experiment.as_ref())
+    data.experiments()
         .find(|e| e.id.to_string() == EXPERIMENT_ID)
         .expect("the experiment is stored")
 }
