@@ -189,9 +189,9 @@ def start_flowgate(name, run, extra):
         "FLOWGATE__EVENTS__BATCH_SIZE": "100",
         "FLOWGATE__EVENTS__FLUSH_INTERVAL_MS": "60000",
         # The store's revision is polled at the longest interval D12 allows (changes still
-        # arrive by LISTEN at once), and the rollout scheduler's pass, which reads the whole
-        # catalog, every 10 minutes: background work that would land in whichever window it
-        # falls in.
+        # arrive by LISTEN at once), and the rollout scheduler's pass every 10 minutes (its
+        # first, 10 minutes after the start, reads the whole catalog): background work that
+        # would land in whichever window it falls in.
         "FLOWGATE__CATALOG__REFRESH_INTERVAL_MS": "5000",
         "FLOWGATE__SCHEDULER__INTERVAL_MS": "600000",
         "FLOWGATE__SCHEDULER__LEASE_SECONDS": "3600",

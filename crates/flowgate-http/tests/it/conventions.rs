@@ -8,7 +8,7 @@ use flowgate_http::{HttpConfig, RateLimitConfig};
 use serde_json::json;
 
 use crate::fixtures::*;
-use crate::support::{on_sqlite, server, Backend, Reply};
+use crate::support::{on_sqlite, server, Backend, Reply, TestServer};
 
 on_sqlite!(
     routes_and_methods,
@@ -209,6 +209,8 @@ async fn compressed_responses(backend: Backend) {
         ("BR", "br"),
         ("identity, deflate", "deflate"),
         ("identity;q=0.1, br;q=0.5", "br"),
+        ("identity;q=0.001, br;q=0.002", "br"),
+        ("identity;q=0.2, br;Q=0.5", "br"),
     ] {
         let r = s.post_accepting(&path, &body, accept).await;
         assert_eq!(r.status, 200);
@@ -228,6 +230,25 @@ async fn compressed_responses(backend: Backend) {
         assert_eq!(r.status, 200);
         assert_eq!(r.header("content-encoding"), None, "{accept}");
         assert_eq!(r.body, plain.body, "{accept}");
+    }
+    // Every Accept-Encoding line counts, not only the first.
+    for (lines, expected) in [
+        (["identity", "br"], Some("br")),
+        (["br", "gzip"], Some("gzip")),
+        (["br;q=0", "identity"], None),
+    ] {
+        let mut req = s
+            .client
+            .post(s.url(&path))
+            .no_decompress()
+            .insert_header(("content-type", "application/json"))
+            .insert_header(("authorization", TestServer::bearer(&s.keys.sdk)));
+        for line in lines {
+            req = req.append_header(("accept-encoding", line));
+        }
+        let r = Reply::from(req.send_body(body.clone()).await.expect("request sent")).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding"), expected, "{lines:?}");
     }
     assert!(plain.body.len() > 4096, "{} bytes", plain.body.len());
     // Bodies under 1 KiB go out as they are, whatever is accepted: resolves of a small flow or
