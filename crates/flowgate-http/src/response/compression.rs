@@ -24,63 +24,72 @@ use super::json::json_response;
 /// by the client's q-values, as actix negotiates them; identity when the header is absent or
 /// names nothing we have (RFC 9110 §12.5.3: send identity rather than refuse).
 pub(crate) fn negotiate(req: &HttpRequest) -> ContentEncoding {
-    // Every `Accept-Encoding` line counts, as in actix's parse of the header.
-    let lines = req.headers().get_all(header::ACCEPT_ENCODING);
-    if gzip_acceptable(lines.clone().filter_map(|v| v.to_str().ok())) {
-        return ContentEncoding::Gzip;
-    }
-    // A value that names no coding we have but identity (`identity`, as Python's `http.client`
-    // sends by default; or none at all): actix's negotiation below could only choose
-    // identity, and its parse into q-values and a set of codings cost about 3,000
-    // instructions per request, 8% of flowgate's own work in a resolve.
-    if !lines
-        .clone()
-        .any(|v| v.to_str().map_or(true, accepts_another_coding))
-    {
-        return ContentEncoding::Identity;
-    }
-    const OTHERS: [Encoding; 4] = [
-        Encoding::identity(),
-        Encoding::brotli(),
-        Encoding::deflate(),
-        Encoding::zstd(),
-    ];
-    match req
-        .get_header::<AcceptEncoding>()
-        .and_then(|accept| accept.negotiate(OTHERS.iter()))
-    {
-        Some(Encoding::Known(coding)) => coding,
-        _ => ContentEncoding::Identity,
-    }
-}
-
-/// Whether `Accept-Encoding` (its lines in order) accepts gzip: named without `q=0`, or not
-/// named and covered by a `*` without `q=0`.
-fn gzip_acceptable<'a>(lines: impl Iterator<Item = &'a str>) -> bool {
-    let mut star = false;
-    for item in lines.flat_map(|line| line.split(',')) {
-        let (name, refused) = coding(item);
-        if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
-            return !refused;
+    match scan(req.headers().get_all(header::ACCEPT_ENCODING)) {
+        Accepts::Gzip => ContentEncoding::Gzip,
+        // actix's negotiation below could only choose identity, and its parse into q-values
+        // and a set of codings cost about 3,000 instructions per request, 8% of flowgate's
+        // own work in a resolve.
+        Accepts::IdentityOnly => ContentEncoding::Identity,
+        Accepts::Another => {
+            const OTHERS: [Encoding; 4] = [
+                Encoding::identity(),
+                Encoding::brotli(),
+                Encoding::deflate(),
+                Encoding::zstd(),
+            ];
+            match req
+                .get_header::<AcceptEncoding>()
+                .and_then(|accept| accept.negotiate(OTHERS.iter()))
+            {
+                Some(Encoding::Known(coding)) => coding,
+                _ => ContentEncoding::Identity,
+            }
         }
-        star |= name == "*" && !refused;
     }
-    star
 }
 
-/// Whether an `Accept-Encoding` value may accept brotli, deflate or zstd: by name or by `*`,
-/// without `q=0`.
-fn accepts_another_coding(accept_encoding: &str) -> bool {
-    accept_encoding
-        .split(',')
-        .map(coding)
-        .any(|(name, refused)| {
-            !refused
-                && (name == "*"
+/// What an `Accept-Encoding` header accepts, as far as [`negotiate`] needs to know.
+#[derive(Debug, PartialEq, Eq)]
+enum Accepts {
+    /// gzip: named without `q=0`, or not named and covered by a `*` without `q=0`.
+    Gzip,
+    /// No coding we have but identity (`identity`, as Python's `http.client` sends by
+    /// default; or no header at all).
+    IdentityOnly,
+    /// Maybe brotli, deflate or zstd (named, or `*`, without `q=0`; or a line that is not
+    /// text): for actix's negotiation by q-values.
+    Another,
+}
+
+/// Reads every `Accept-Encoding` line in order, in one pass, as actix's parse of the header
+/// reads them all; the first gzip item decides about gzip.
+fn scan<'a>(lines: impl Iterator<Item = &'a HeaderValue>) -> Accepts {
+    let (mut gzip_refused, mut star, mut another) = (false, false, false);
+    for line in lines {
+        let Ok(text) = line.to_str() else {
+            another = true;
+            continue;
+        };
+        for (name, refused) in text.split(',').map(coding) {
+            if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
+                if !refused && !gzip_refused {
+                    return Accepts::Gzip;
+                }
+                gzip_refused = true;
+            } else if !refused {
+                star |= name == "*";
+                another |= name == "*"
                     || ["br", "deflate", "zstd"]
                         .iter()
-                        .any(|c| name.eq_ignore_ascii_case(c)))
-        })
+                        .any(|c| name.eq_ignore_ascii_case(c));
+            }
+        }
+    }
+    match (star && !gzip_refused, another) {
+        (true, _) => Accepts::Gzip,
+        (false, true) => Accepts::Another,
+        (false, false) => Accepts::IdentityOnly,
+    }
 }
 
 /// One `Accept-Encoding` item: its coding and whether it is refused (`q=0`).
