@@ -63,6 +63,8 @@ fn rollout(n: u128, created: i64) -> Rollout {
             hold_secs: 3600,
             minimum_users: 100,
             guardrails: vec!["revenue".to_owned(), "flow_complete".to_owned()],
+            // An optional member of the plan (D35), so every adapter is seen to keep it.
+            optional_guardrails: vec!["revenue".to_owned()],
         },
         state: RolloutState::Running,
         reason: None,

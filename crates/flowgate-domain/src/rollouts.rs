@@ -39,7 +39,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use time::OffsetDateTime;
 
 use crate::ids::{AppId, ExperimentId, FlowId, RolloutId, VariantId};
-use crate::results::{Decision, Verdict};
+use crate::results::{Decision, ExperimentReport, Verdict};
 
 /// The stored version of a rollout this release writes (see the module's Versions).
 pub const ROLLOUT_FORMAT: u32 = 1;
@@ -107,6 +107,10 @@ pub struct RolloutPlan {
     /// The metrics that must not get significantly worse: an SDK event type, a store metric
     /// or `revenue`.
     pub guardrails: Vec<String>,
+    /// The guardrails (of `guardrails`) started as optional: one without an estimate does not
+    /// hold a step (D35). Stored only when not empty (an optional member of version 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub optional_guardrails: Vec<String>,
 }
 
 impl Default for RolloutPlan {
@@ -116,6 +120,7 @@ impl Default for RolloutPlan {
             hold_secs: DEFAULT_HOLD_SECS,
             minimum_users: DEFAULT_MINIMUM_USERS,
             guardrails: DEFAULT_GUARDRAILS.iter().map(|g| (*g).to_owned()).collect(),
+            optional_guardrails: Vec::new(),
         }
     }
 }
@@ -186,7 +191,34 @@ impl RolloutPlan {
             hold_secs,
             minimum_users,
             guardrails,
+            optional_guardrails: Vec::new(),
         })
+    }
+
+    /// The plan with `optional` among its guardrails marked optional (D35): each must be one of
+    /// the plan's guardrails. Without an estimate, an optional guardrail does not hold a step;
+    /// significantly worse, it still rolls back.
+    pub fn with_optional(mut self, optional: Vec<String>) -> Result<Self, RolloutError> {
+        for (i, name) in optional.iter().enumerate() {
+            let reason = if optional[..i].contains(name) {
+                "listed twice"
+            } else if !self.guardrails.contains(name) {
+                "an optional guardrail must also be one of the rollout's guardrails"
+            } else {
+                continue;
+            };
+            return Err(RolloutError::InvalidGuardrail {
+                name: name.clone(),
+                reason: reason.to_owned(),
+            });
+        }
+        self.optional_guardrails = optional;
+        Ok(self)
+    }
+
+    /// Whether `guardrail` was started as optional.
+    pub fn is_optional(&self, guardrail: &str) -> bool {
+        self.optional_guardrails.iter().any(|g| g == guardrail)
     }
 }
 
@@ -383,16 +415,59 @@ pub struct GuardrailReading {
     pub treatment_users: u64,
     /// The figures to record with a step or a rollback (the report's metrics).
     pub figures: serde_json::Value,
+    /// The guardrails that are not optional and have no estimate for the new flow, each in
+    /// words with why (D35: such a guardrail holds the next step).
+    pub no_data: Vec<String>,
 }
 
 impl GuardrailReading {
-    /// The reading of a results decision.
+    /// The reading of a results decision, every guardrail with an estimate.
     pub fn of(decision: &Decision, treatment_users: u64, figures: serde_json::Value) -> Self {
         Self {
             verdict: decision.verdict,
             reasons: decision.reasons.iter().map(|r| r.message.clone()).collect(),
             treatment_users,
             figures,
+            no_data: Vec::new(),
+        }
+    }
+
+    /// The reading of `rollout`'s experiment report: its verdict, the new flow's users and
+    /// the guardrails without an estimate for the new flow (a metric the report lacks, one
+    /// with no users, or gbstats' "no estimate": zero variance, a control mean of 0), except
+    /// those started as optional.
+    pub fn read(report: &ExperimentReport, rollout: &Rollout, figures: serde_json::Value) -> Self {
+        let treatment_users = report
+            .variants
+            .iter()
+            .find(|v| v.variant_id == rollout.treatment_variant)
+            .map_or(0, |v| v.users);
+        let no_data = rollout
+            .plan
+            .guardrails
+            .iter()
+            .filter(|g| !rollout.plan.is_optional(g))
+            .filter_map(|g| {
+                let Some(metric) = report.metrics.iter().find(|m| &m.metric == g) else {
+                    return Some(format!("{g}: not in the report"));
+                };
+                let new = metric
+                    .variants
+                    .iter()
+                    .find(|v| v.variant_id == rollout.treatment_variant);
+                match new.map(|v| (v.reason(metric.kind), v.comparison)) {
+                    Some((None, Some(Ok(_)))) => None,
+                    Some((Some(no), _)) | Some((None, Some(Err(no)))) => Some(format!(
+                        "{g}: no estimate for the new flow ({}: {no})",
+                        no.code()
+                    )),
+                    _ => Some(format!("{g}: no users of the new flow")),
+                }
+            })
+            .collect();
+        Self {
+            no_data,
+            ..Self::of(&report.decision, treatment_users, figures)
         }
     }
 }
@@ -424,12 +499,16 @@ pub enum NextAction {
         /// Why, in words.
         why: String,
     },
-    /// Pause for a person: the assignment cannot be trusted (`why` says how).
+    /// Pause for a person: the assignment cannot be trusted, or a guardrail has no estimate
+    /// (`why` says which, starting with its code: `srm` or `guardrail_no_data`).
     Pause {
         /// Why, in words.
         why: String,
     },
 }
+
+/// The reason code of a pause for guardrails without an estimate (D35).
+pub const GUARDRAIL_NO_DATA: &str = "guardrail_no_data";
 
 /// What to do with `rollout` at `now`, given what its guardrails read (see the module's
 /// documentation for the rules).
@@ -475,6 +554,15 @@ pub fn next_action(
                 reading.treatment_users, rollout.plan.minimum_users
             ),
         );
+    }
+    // D35: a step advances only when every guardrail (but the optional ones) has an estimate.
+    if !reading.no_data.is_empty() {
+        return NextAction::Pause {
+            why: format!(
+                "{GUARDRAIL_NO_DATA}: the next step needs an estimate of every guardrail; {}",
+                reading.no_data.join("; ")
+            ),
+        };
     }
     if share >= 100.0 {
         NextAction::Complete { index }
@@ -535,7 +623,55 @@ mod tests {
             reasons: vec!["because".into()],
             treatment_users: users,
             figures: serde_json::Value::Null,
+            no_data: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_guardrail_without_an_estimate_pauses_the_step_it_would_allow() {
+        // D35: with the hold and the users there, a guardrail with no estimate pauses the
+        // rollout rather than letting it advance; before that, the rollout just waits.
+        let r = rollout(&[(1.0, 0)]);
+        let mut blind = reading(Verdict::KeepRunning, 10);
+        blind.no_data = vec!["purchase_complete: no estimate for the new flow".into()];
+        assert!(matches!(
+            next_action(&r, at(59), &blind),
+            NextAction::Wait { .. }
+        ));
+        match next_action(&r, at(60), &blind) {
+            NextAction::Pause { why } => {
+                assert!(why.starts_with("guardrail_no_data: "), "{why}");
+                assert!(why.contains("purchase_complete"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A guardrail significantly worse still rolls back at once.
+        blind.verdict = Verdict::RollBack;
+        assert!(matches!(
+            next_action(&r, at(60), &blind),
+            NextAction::RollBack { .. }
+        ));
+    }
+
+    #[test]
+    fn optional_guardrails_are_among_the_plans() {
+        let plan = RolloutPlan::new(vec![50.0, 100.0], 60, 10, vec![]).unwrap();
+        let plan = plan.with_optional(vec!["revenue".into()]).unwrap();
+        assert!(plan.is_optional("revenue") && !plan.is_optional("flow_complete"));
+        let refused = |o: &[&str]| {
+            RolloutPlan::default()
+                .with_optional(o.iter().map(|g| (*g).to_owned()).collect())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(refused(&["paid"]).contains("also be one of the rollout's guardrails"));
+        assert!(refused(&["revenue", "revenue"]).contains("listed twice"));
+        // Stored only when given: a plan without them reads and writes as version 1 did.
+        let json = serde_json::to_value(RolloutPlan::default()).unwrap();
+        assert!(json.get("optional_guardrails").is_none(), "{json}");
+        let back: RolloutPlan =
+            serde_json::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
+        assert_eq!(back, plan);
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub fn rollout_json(r: &Rollout) -> Value {
         "plan": {
             "steps": r.plan.steps, "hold_seconds": r.plan.hold_secs,
             "minimum_users": r.plan.minimum_users, "guardrails": r.plan.guardrails,
+            "optional_guardrails": r.plan.optional_guardrails,
         },
         "created_by": r.created_by,
         "created_at": rfc3339(r.created_at),

@@ -441,6 +441,10 @@ pub enum RolloutsCommand {
         /// `flow_complete`, `purchase_complete` and `revenue`).
         #[arg(long = "guardrail")]
         guardrails: Vec<String>,
+        /// A guardrail (one of the rollout's) that does not hold a step while it has no
+        /// estimate (D35; repeat for several); significantly worse, it still rolls back.
+        #[arg(long = "optional-guardrail")]
+        optional_guardrails: Vec<String>,
         /// Why, for the audit log.
         #[arg(long, default_value = "")]
         comment: String,

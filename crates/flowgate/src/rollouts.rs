@@ -260,17 +260,8 @@ pub async fn read_guardrails(
         now,
     )
     .await?;
-    let treatment_users = report
-        .variants
-        .iter()
-        .find(|v| v.variant_id == rollout.treatment_variant)
-        .map_or(0, |v| v.users);
     let figures = figures(&report, rollout);
-    Ok(GuardrailReading::of(
-        &report.decision,
-        treatment_users,
-        figures,
-    ))
+    Ok(GuardrailReading::read(&report, rollout, figures))
 }
 
 /// The figures a step or a rollback records: users per variant, and per metric the new flow's

@@ -24,6 +24,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
             hold,
             minimum_users,
             guardrails,
+            optional_guardrails,
             comment,
             json,
         } => {
@@ -32,7 +33,8 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
                 return ExitCode::InvalidInput;
             };
             let plan = parse_duration(&hold)
-                .and_then(|hold| RolloutPlan::new(steps, hold, minimum_users, guardrails));
+                .and_then(|hold| RolloutPlan::new(steps, hold, minimum_users, guardrails))
+                .and_then(|plan| plan.with_optional(optional_guardrails));
             let plan = match plan {
                 Ok(plan) => plan,
                 Err(e) => {
@@ -190,7 +192,16 @@ fn show(r: &Rollout, json: bool) {
         "plan       hold {}, {} users, guardrails {}",
         format_duration(r.plan.hold_secs),
         r.plan.minimum_users,
-        r.plan.guardrails.join(", ")
+        r.plan
+            .guardrails
+            .iter()
+            .map(|g| if r.plan.is_optional(g) {
+                format!("{g} (optional)")
+            } else {
+                g.clone()
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     for (i, share) in r.plan.steps.iter().enumerate() {
         match r.applied.iter().find(|s| s.index as usize == i) {

@@ -4,7 +4,7 @@
 //! The rules are [`decide`]'s.
 
 use super::report::{ExperimentReport, MetricReport, MetricVariant};
-use super::stats::{Estimate, NoEstimate};
+use super::stats::{fisher_exact, Estimate, MetricKind, NoEstimate, ALPHA};
 use crate::catalog::AnalysisSettings;
 use crate::ids::VariantId;
 
@@ -163,17 +163,13 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
             continue;
         };
         for (v, e) in estimates(metric) {
-            match e {
-                Ok(e) if e.ci_high < 0.0 => guardrails_worse.push(Reason::new(
+            if let Some(words) = names.significantly_worse(metric, v, &e) {
+                guardrails_worse.push(Reason::new(
                     "guardrail_worse",
-                    format!(
-                        "guardrail {}",
-                        names.worse(&metric.metric, v.variant_id, &e)
-                    ),
+                    format!("guardrail {words}"),
                     Some(&metric.metric),
                     Some(v.variant_id),
-                )),
-                _ => {}
+                ));
             }
         }
     }
@@ -195,10 +191,9 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
     let worse: Vec<Reason> = treatments
         .iter()
         .filter_map(|(v, e)| {
-            let e = e.as_ref().ok().filter(|e| e.ci_high < 0.0)?;
             Some(Reason::new(
                 "primary_worse",
-                names.worse(&primary.metric, v.variant_id, e),
+                names.significantly_worse(primary, v, e)?,
                 Some(&primary.metric),
                 Some(v.variant_id),
             ))
@@ -248,40 +243,42 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
     // 5. Nothing significant enough: keep running.
     let mut reasons: Vec<Reason> = treatments
         .iter()
-        .map(|(v, e)| match e {
-            Ok(e) if e.ci_high < 0.0 => Reason::new(
-                "primary_worse",
-                names.worse(&primary.metric, v.variant_id, e),
-                Some(&primary.metric),
-                Some(v.variant_id),
-            ),
-            Ok(e) => Reason::new(
-                "no_significant_difference",
-                format!(
-                    "{}: {} differs from {} by {} (95% interval {} to {}), not significantly",
-                    primary.metric,
-                    names.of(v.variant_id),
-                    names.control(),
-                    percent(e.lift),
-                    percent(e.ci_low),
-                    percent(e.ci_high),
+        .map(
+            |(v, e)| match (names.significantly_worse(primary, v, e), e) {
+                (Some(words), _) => Reason::new(
+                    "primary_worse",
+                    words,
+                    Some(&primary.metric),
+                    Some(v.variant_id),
                 ),
-                Some(&primary.metric),
-                Some(v.variant_id),
-            ),
-            Err(no) => Reason::new(
-                "no_significant_difference",
-                format!(
-                    "{}: {} has no estimate against {} ({}: {no})",
-                    primary.metric,
-                    names.of(v.variant_id),
-                    names.control(),
-                    no.code(),
+                (None, Ok(e)) => Reason::new(
+                    "no_significant_difference",
+                    format!(
+                        "{}: {} differs from {} by {} (95% interval {} to {}), not significantly",
+                        primary.metric,
+                        names.of(v.variant_id),
+                        names.control(),
+                        relative_percent(e.lift),
+                        relative_percent(e.ci_low),
+                        relative_percent(e.ci_high),
+                    ),
+                    Some(&primary.metric),
+                    Some(v.variant_id),
                 ),
-                Some(&primary.metric),
-                Some(v.variant_id),
-            ),
-        })
+                (None, Err(no)) => Reason::new(
+                    "no_significant_difference",
+                    format!(
+                        "{}: {} has no estimate against {} ({}: {no})",
+                        primary.metric,
+                        names.of(v.variant_id),
+                        names.control(),
+                        no.code(),
+                    ),
+                    Some(&primary.metric),
+                    Some(v.variant_id),
+                ),
+            },
+        )
         .collect();
     reasons.append(&mut missing);
     decision(Verdict::KeepRunning, None, reasons)
@@ -326,6 +323,47 @@ impl Names<'_> {
             .map_or_else(|| "the control".to_owned(), |v| v.name.clone())
     }
 
+    /// Why treatment `v` is significantly worse than the control on `metric`, in words, or
+    /// `None`: its interval lies entirely below 0, or (D35) it has none of a conversion the
+    /// control has and Fisher's exact test finds the difference at [`ALPHA`] (gbstats gives no
+    /// estimate there: a variance of 0).
+    fn significantly_worse(
+        &self,
+        metric: &MetricReport,
+        v: &MetricVariant,
+        e: &Result<Estimate, NoEstimate>,
+    ) -> Option<String> {
+        match e {
+            Ok(e) if e.ci_high < 0.0 => return Some(self.worse(&metric.metric, v.variant_id, e)),
+            Ok(_) | Err(NoEstimate::Overflow) => return None,
+            Err(_) => {}
+        }
+        let control = metric.variants.first()?.sums;
+        let treatment = v.sums;
+        if metric.kind != MetricKind::Conversion || treatment.sum != 0.0 || control.sum <= 0.0 {
+            return None;
+        }
+        if treatment.users == 0 || control.users == 0 {
+            return None;
+        }
+        // A conversion's sum is its count of converted users.
+        let converted = control.sum.round() as u64;
+        let p_value = fisher_exact(0, treatment.users, converted, control.users);
+        (p_value < ALPHA).then(|| {
+            format!(
+                "{}: {} has no conversions (0 of {} users) where {} has {} ({} of {}); \
+                 Fisher's exact test p = {p_value:.2e}",
+                metric.metric,
+                self.of(v.variant_id),
+                treatment.users,
+                self.control(),
+                percent(control.sum / control.users as f64),
+                converted,
+                control.users,
+            )
+        })
+    }
+
     fn better(&self, metric: &str, id: VariantId, e: &Estimate) -> String {
         self.compared(metric, id, e, "better")
     }
@@ -340,10 +378,16 @@ impl Names<'_> {
             self.of(id),
             percent(e.lift.abs()),
             self.control(),
-            percent(e.ci_low),
-            percent(e.ci_high),
+            relative_percent(e.ci_low),
+            relative_percent(e.ci_high),
         )
     }
+}
+
+/// A relative figure (a lift or an interval's end) as people read it: clamped at -100%, below
+/// which no non-negative metric can fall (D35; the JSON keeps gbstats' figures).
+pub fn relative_percent(x: f64) -> String {
+    percent(x.max(-1.0))
 }
 
 /// `0.123` as `12.3%`; never `-0.0%`.
@@ -461,6 +505,83 @@ mod tests {
         assert_eq!(Verdict::KeepRunning.as_str(), "keep_running");
         assert_eq!(Verdict::NoDecision.as_str(), "no_decision");
         assert_eq!(Verdict::Ship.as_str(), "ship");
+    }
+
+    /// The report of one treatment against the control on `PRIMARY` as a guardrail, with
+    /// these conversions (converted, users) and gbstats' "no estimate" for the treatment.
+    fn zero_rate(control: (u64, u64), treatment: (u64, u64)) -> ExperimentReport {
+        let mut r = report(&["current", "new"], 10, &[(PRIMARY, &[None])]);
+        let conv = |(c, n): (u64, u64)| VariantSums {
+            users: n,
+            sum: c as f64,
+            sum_squares: c as f64,
+        };
+        r.metrics[0].variants[0].sums = conv(control);
+        r.metrics[0].variants[1].sums = conv(treatment);
+        r.variants[0].users = control.1;
+        r.variants[1].users = treatment.1;
+        r
+    }
+
+    fn few_users_guarding(metric: &str) -> AnalysisSettings {
+        AnalysisSettings {
+            guardrail_metrics: vec![metric.to_owned()],
+            minimum_users: 5,
+            ..AnalysisSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_treatment_that_never_converts_where_the_control_does_rolls_back() {
+        // Issue 65: 0 purchases in 68 users against 317 in 634 read "no estimate" and the
+        // rollout went on to 100%. Fisher's exact test: p = 1.04e-19 (SciPy).
+        let r = zero_rate((317, 634), (0, 68));
+        let d = decide(&r, &few_users_guarding(PRIMARY));
+        assert_eq!(d.verdict, Verdict::RollBack, "{d:?}");
+        assert_eq!(d.variant_id, Some(vid(2)));
+        assert_eq!(d.reasons[0].code, "guardrail_worse");
+        let words = &d.reasons[0].message;
+        assert!(
+            words.contains("no conversions (0 of 68 users)")
+                && words.contains("317 of 634")
+                && words.contains("Fisher's exact test p = 1.04e-19"),
+            "{words}"
+        );
+        // As the primary metric alone (no guardrail), every treatment is worse: roll back.
+        let d = decide(
+            &r,
+            &AnalysisSettings {
+                minimum_users: 5,
+                ..AnalysisSettings::default()
+            },
+        );
+        assert_eq!(d.verdict, Verdict::RollBack, "{d:?}");
+        assert_eq!(d.reasons[0].code, "primary_worse");
+    }
+
+    #[test]
+    fn a_zero_rate_that_chance_explains_is_not_worse() {
+        // 0 of 20 against 1 of 20: p = 1 (SciPy); no verdict from so little.
+        let d = decide(&zero_rate((1, 20), (0, 20)), &few_users_guarding(PRIMARY));
+        assert_eq!(d.verdict, Verdict::KeepRunning, "{d:?}");
+        assert!(
+            d.reasons.iter().all(|r| r.code != "guardrail_worse"),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn intervals_people_read_are_clamped_at_minus_100_percent() {
+        // Issue 65: "95% interval -102.3% to -67.9%" is no figure a conversion can have.
+        let worse: Cmp = Some((-0.851, -1.023, -0.679, 0.0));
+        let d = decide(
+            &report(&["control", "trial"], 1000, &[(PRIMARY, &[worse])]),
+            &guarded(),
+        );
+        let words = &d.reasons[0].message;
+        assert!(words.contains("-100.0% to -67.9%"), "{words}");
+        assert_eq!(relative_percent(-1.023), "-100.0%");
+        assert_eq!(relative_percent(0.25), "25.0%");
     }
 
     #[test]

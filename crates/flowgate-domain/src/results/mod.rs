@@ -39,7 +39,7 @@ pub use crate::catalog::{PROCEEDS_METRIC, STORE_METRICS};
 pub use aggregate::{
     aggregate, aggregate_with, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome,
 };
-pub use decision::{decide, Decision, Reason, Verdict};
+pub use decision::{decide, relative_percent, Decision, Reason, Verdict};
 pub use report::{
     report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, StoreCounts, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,
@@ -48,4 +48,4 @@ pub use report::{
 pub use sequential::{
     compare_sequential, FrequentistEstimate, Method, SequentialConfig, DEFAULT_TUNING,
 };
-pub use stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};
+pub use stats::{compare, fisher_exact, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};

@@ -9,15 +9,16 @@ use flowgate_domain::catalog::ExperimentStatus;
 use flowgate_domain::events::EventType;
 use flowgate_domain::ids::{AppId, ExperimentId, VariantId};
 use flowgate_domain::results::{
-    compare, compare_sequential, report, srm_p_value, DailyCounts, Exposure, Folder, Method,
-    MetricKind, NoEstimate, Outcome, ResultsData, ResultsQuery, SequentialConfig, VariantCounts,
-    VariantSums, Verdict, REVENUE_METRIC,
+    compare, compare_sequential, fisher_exact, report, srm_p_value, DailyCounts, Exposure, Folder,
+    Method, MetricKind, NoEstimate, Outcome, ResultsData, ResultsQuery, SequentialConfig,
+    VariantCounts, VariantSums, Verdict, REVENUE_METRIC,
 };
 use serde_json::Value;
 use time::macros::{date, datetime};
 
 const VECTORS: &str = include_str!("../data/gbstats/vectors.json");
 const SEQUENTIAL_VECTORS: &str = include_str!("../data/gbstats/sequential.json");
+const FISHER_VECTORS: &str = include_str!("../data/fisher/fisher.json");
 
 /// Relative agreement asked of every figure gbstats returns (D22).
 const RELATIVE: f64 = 1e-6;
@@ -823,4 +824,34 @@ fn ten_looks_at_null_experiments_find_false_winners_only_without_sequential_test
         rate(fixed_false) > 0.10 && fixed_false >= 3 * sequential_false.max(1),
         "fixed horizon: {fixed_false}, sequential: {sequential_false} of {experiments}"
     );
+}
+
+/// Fisher's exact test (D35) against SciPy's `fisher_exact` (`tests/data/fisher/`, written by
+/// SciPy itself): every case's two-sided p-value to 1e-6 relative, or 1e-300 absolute where
+/// SciPy's is below what a relative figure means.
+#[test]
+fn conformance_fisher_exact_agrees_with_scipy() {
+    let vectors: Value = serde_json::from_str(FISHER_VECTORS).expect("fisher.json parses");
+    let cases = vectors["cases"].as_array().expect("cases");
+    let mut failed = Vec::new();
+    for case in cases {
+        let n = |k: &str| case[k].as_u64().expect(k);
+        let theirs = case["p_value"].as_f64().expect("p_value");
+        let ours = fisher_exact(n("a"), n("n_a"), n("b"), n("n_b"));
+        let agrees = if theirs < 1e-290 {
+            ours < 1e-290
+        } else {
+            ((ours - theirs) / theirs).abs() <= RELATIVE
+        };
+        if !agrees {
+            failed.push(format!("{case}: ours {ours:e}, SciPy's {theirs:e}"));
+        }
+    }
+    println!(
+        "Fisher's exact test: {} of {} cases agree with SciPy",
+        cases.len() - failed.len(),
+        cases.len()
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    assert!(cases.len() >= 70, "the vectors hold {} cases", cases.len());
 }

@@ -492,6 +492,164 @@ async fn a_worse_guardrail_rolls_back_by_itself_and_everyone_gets_the_old_flow()
     }
 }
 
+/// Issue 65: a new flow nobody buys from, against a current one that sells half the time, on
+/// three replicas on PostgreSQL. gbstats has no estimate for a variant that never converts
+/// (zero variance), and the rollout used to go on to 50% and complete; D35 judges it with
+/// Fisher's exact test, and it is rolled back at its first step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_flow_that_never_sells_is_rolled_back_not_shipped() {
+    let db = TestDb::postgres()
+        .await
+        .expect("PostgreSQL runs (make pg-up)");
+    let replicas = Replicas::start(&db, 3).await;
+    let id = start(&replicas, "20,50,100", "2s", "20", &["purchase_complete"]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut round = 0;
+    let shown = loop {
+        let shown = replicas.show(&id);
+        assert_eq!(applied_steps(&shown), 1, "it advanced: {shown}");
+        if shown["state"] == "rolled_back" {
+            break shown;
+        }
+        assert_eq!(shown["state"], "running", "{shown}");
+        assert!(
+            Instant::now() < deadline,
+            "not rolled back in 90 s: {shown}"
+        );
+        traffic(
+            &replicas.apis(),
+            &replicas.key,
+            &format!("z{round}"),
+            60,
+            0.5,
+            |flow| if flow == fixtures::FLOW_NEW { 0.0 } else { 0.5 },
+        );
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(shown["share"], 0.0, "{shown}");
+    let reason = shown["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("purchase_complete")
+            && reason.contains("no conversions")
+            && reason.contains("Fisher's exact test"),
+        "{reason}"
+    );
+    let audit = replicas.cli(&["audit", "list", "--action", "rollout.rollback", "--json"]);
+    assert_eq!(audit.as_array().unwrap().len(), 1, "{audit}");
+    assert_eq!(audit[0]["actor"], "scheduler");
+}
+
+/// D35: guardrails without an estimate (nobody buys in either flow) hold the step: the rollout
+/// pauses with `guardrail_no_data` instead of advancing; the same rollout with that guardrail
+/// started as optional advances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guardrail_without_data_pauses_unless_it_is_optional() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let id = start(
+        &replicas,
+        "20,50,100",
+        "1s",
+        "5",
+        &["flow_complete", "purchase_complete"],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut round = 0;
+    let shown = loop {
+        let shown = replicas.show(&id);
+        assert_eq!(
+            applied_steps(&shown),
+            1,
+            "it advanced without data: {shown}"
+        );
+        if shown["state"] == "paused" {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "not paused in 60 s: {shown}");
+        traffic(
+            &replicas.apis(),
+            &replicas.key,
+            &format!("n{round}"),
+            40,
+            0.5,
+            |_| 0.0,
+        );
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let reason = shown["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("guardrail_no_data") && reason.contains("purchase_complete"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("flow_complete:"),
+        "flow_complete has data: {reason}"
+    );
+    replicas.cli(&["rollouts", "rollback", &id, "--json"]);
+
+    // Started again with purchases optional: it advances on flow_complete alone.
+    let started = start_optional(&replicas, &["flow_complete", "purchase_complete"]);
+    let id = started["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        started["plan"]["optional_guardrails"][0],
+        "purchase_complete"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown = replicas.show(&id);
+        assert_eq!(shown["state"], "running", "{shown}");
+        if applied_steps(&shown) >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "did not advance in 60 s: {shown}"
+        );
+        traffic(
+            &replicas.apis(),
+            &replicas.key,
+            &format!("o{round}"),
+            40,
+            0.5,
+            |_| 0.0,
+        );
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// `flowgate rollouts start` of onboarding to `FLOW_NEW` with `guardrails`, the last optional.
+fn start_optional(replicas: &Replicas, guardrails: &[&str]) -> Value {
+    let mut args = vec![
+        "rollouts",
+        "start",
+        "--app",
+        fixtures::APP1,
+        "--placement",
+        "onboarding",
+        "--flow",
+        fixtures::FLOW_NEW,
+        "--steps",
+        "20,50,100",
+        "--hold",
+        "1s",
+        "--minimum-users",
+        "5",
+        "--json",
+    ];
+    for g in guardrails {
+        args.extend(["--guardrail", g]);
+    }
+    if let Some(last) = guardrails.last() {
+        args.extend(["--optional-guardrail", last]);
+    }
+    let started = replicas.cli(&args);
+    assert_eq!(started["state"], "running", "{started}");
+    started
+}
+
 /// Exposures far from the planned split (a sample ratio mismatch) pause the rollout for a
 /// person; `flowgate rollouts resume` and `rollback` then act on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
