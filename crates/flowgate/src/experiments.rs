@@ -193,6 +193,12 @@ fn signed_percent(x: f64) -> String {
     format!("{:+.1}%", 100.0 * x)
 }
 
+/// A relative figure (a lift or an interval's end) as people read it: clamped at -100%, below
+/// which no non-negative metric can fall (D35; `--json` keeps gbstats' figures).
+fn signed_relative(x: f64) -> String {
+    signed_percent(x.max(-1.0))
+}
+
 fn p_value(p: f64) -> String {
     if p < 0.0001 {
         "<0.0001".to_owned()
@@ -214,11 +220,11 @@ fn comparison(v: &MetricVariant) -> Vec<String> {
             chance_to_win,
             ..
         })) => vec![
-            signed_percent(*lift),
+            signed_relative(*lift),
             format!(
                 "[{}, {}]",
-                signed_percent(*ci_low),
-                signed_percent(*ci_high)
+                signed_relative(*ci_low),
+                signed_relative(*ci_high)
             ),
             p_value(*p),
             format!("{:.1}%", 100.0 * chance_to_win),
@@ -342,4 +348,17 @@ fn report_table(r: &ExperimentReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signed_relative;
+
+    #[test]
+    fn relative_figures_are_clamped_at_minus_100_percent() {
+        // Issue 65: a guardrail read "95% interval -102.3% to -67.9%".
+        assert_eq!(signed_relative(-1.023), "-100.0%");
+        assert_eq!(signed_relative(-0.679), "-67.9%");
+        assert_eq!(signed_relative(0.25), "+25.0%");
+    }
 }

@@ -266,7 +266,9 @@ pub(super) fn lift_points(
         .enumerate()
         .filter_map(|(i, c)| match c {
             Some(Ok(e)) if [e.ci_low, e.lift, e.ci_high].iter().all(|x| x.is_finite()) => {
-                Some((i, e.ci_low * 100.0, e.lift * 100.0, e.ci_high * 100.0))
+                // Clamped at -100% as the words are (D35); the JSON keeps gbstats' figures.
+                let at = |x: f64| x.max(-1.0) * 100.0;
+                Some((i, at(e.ci_low), at(e.lift), at(e.ci_high)))
             }
             _ => None,
         })
@@ -455,6 +457,11 @@ mod tests {
         assert_eq!(points.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 3]);
         assert!((points[0].2 - 5.0).abs() < 1e-9, "{points:?}");
         assert!((points[1].1 - -30.0).abs() < 1e-9, "{points:?}");
+        // Issue 65: an interval's end below -100% is drawn at -100% (D35).
+        let far = Ok(estimate(-0.95));
+        let clamped = lift_points(&[None, Some(&far)]);
+        assert_eq!(clamped[0].1, -100.0, "{clamped:?}");
+        assert!((clamped[0].2 - -95.0).abs() < 1e-9, "{clamped:?}");
         let names = ["control", "a", "none", "<script>b</script>", "nan"];
         let svg = lifts("purchase_complete", "sequential", &names, &points);
         assert_eq!(svg.matches("<circle class=\"lift\"").count(), 2, "{svg}");

@@ -107,6 +107,12 @@ pub(super) fn percent(share: f64) -> String {
     }
 }
 
+/// A relative figure (a lift or an interval's end) as [`percent`], clamped at -100% where no
+/// non-negative metric can fall (D35: the JSON keeps gbstats' figures, people read these).
+pub(super) fn relative(x: f64) -> String {
+    percent(x.max(-1.0))
+}
+
 /// A number, or `n/a` when not finite.
 pub(super) fn number(x: f64, decimals: usize) -> String {
     if x.is_finite() {
@@ -443,8 +449,8 @@ fn metric(report: &ExperimentReport, m: &MetricReport, role: MetricRole, index: 
                                     None => { td.num colspan="4" { "control" } }
                                     Some(Err(reason)) => { td.num colspan="4" { "no estimate: " (reason) } }
                                     Some(Ok(e)) => {
-                                        td.num { (percent(e.lift)) }
-                                        td.num { (percent(e.ci_low)) " – " (percent(e.ci_high)) }
+                                        td.num { (relative(e.lift)) }
+                                        td.num { (relative(e.ci_low)) " – " (relative(e.ci_high)) }
                                         td.num.chance { (percent(e.chance_to_win)) }
                                         td.num { (p_value(e.p_value)) }
                                     }

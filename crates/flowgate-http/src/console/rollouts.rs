@@ -26,7 +26,7 @@ use flowgate_domain::rollouts::{
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::pages::{csrf, layout, number, percent, when};
+use super::pages::{csrf, layout, number, relative, when};
 use super::session::Session;
 use super::{
     error_page, html, posted, see_other, signed_in, store_failure, ChangeRefusal, Console, Data,
@@ -281,8 +281,8 @@ fn figures_markup(figures: &Value) -> Markup {
                                 @if let Some(reason) = m["no_estimate"].as_str() {
                                     td.num colspan="2" { "no estimate: " (reason) }
                                 } @else {
-                                    td.num.lift { (figure(&m["lift"], percent)) }
-                                    td.num.interval { (figure(&m["ci_low"], percent)) " – " (figure(&m["ci_high"], percent)) }
+                                    td.num.lift { (figure(&m["lift"], relative)) }
+                                    td.num.interval { (figure(&m["ci_low"], relative)) " – " (figure(&m["ci_high"], relative)) }
                                 }
                             }
                         }
@@ -830,6 +830,8 @@ mod tests {
             "metrics": [
                 {"metric": "purchase_complete", "mean": 0.05, "control_mean": 0.6,
                  "lift": -0.9167, "ci_low": -0.98, "ci_high": -0.85},
+                {"metric": "flow_complete", "mean": 0.01, "control_mean": 0.5,
+                 "lift": -0.98, "ci_low": -1.023, "ci_high": -0.679},
                 {"metric": "revenue", "no_estimate": "no variance"},
             ],
         });
@@ -842,11 +844,14 @@ mod tests {
             "0.6000",
             "-91.67%",
             "-98.00% – -85.00%",
+            // Issue 65: "-102.3%" is no figure a conversion can have; people read -100%.
+            "-100.00% – -67.90%",
             "no estimate: no variance",
             "is worse &lt;b&gt;now&lt;/b&gt;",
         ] {
             assert!(page.contains(part), "{part} in {page}");
         }
         assert!(!page.contains("<b>"));
+        assert!(!page.contains("-102.30%"), "{page}");
     }
 }
