@@ -97,7 +97,8 @@ pub struct StoreTransaction {
     /// When it was bought (Apple `purchaseDate`, RevenueCat `purchased_at_ms`).
     pub purchased_at: OffsetDateTime,
     /// Its price in units of `currency` (Apple's milliunits divided by 1000); 0 for a free
-    /// trial.
+    /// trial. Never negative: a refund carries the price it gave back (RevenueCat's negative
+    /// refund price, as a positive amount).
     pub price: f64,
     /// ISO 4217, upper-case; empty when the store gave none (a free trial).
     pub currency: String,
@@ -209,6 +210,23 @@ fn price(value: f64, at: &str) -> Result<f64, NotificationError> {
         Err(wrong(
             at,
             format!("must be a price from 0 to 1000000, not {value}"),
+        ))
+    }
+}
+
+/// The amount a refund gave back: RevenueCat documents a refund's `price` and
+/// `price_in_purchased_currency` as possibly negative ("Can be negative for refunds",
+/// <https://www.revenuecat.com/docs/integrations/webhooks/event-types-and-fields>), so either
+/// sign from -1,000,000 to 1,000,000 is read, and its magnitude kept. A refunded transaction
+/// then carries its paid price, as Apple's `REFUND` does, and the results take it back from
+/// proceeds (D30).
+fn refund_price(value: f64, at: &str) -> Result<f64, NotificationError> {
+    if value.is_finite() && (-1_000_000.0..=1_000_000.0).contains(&value) {
+        Ok(value.abs())
+    } else {
+        Err(wrong(
+            at,
+            format!("must be a refund from -1000000 to 1000000, not {value}"),
         ))
     }
 }
@@ -340,7 +358,10 @@ fn apple_transaction(
 ///
 /// The price is `price_in_purchased_currency` in `currency` when both are given, else `price`
 /// in USD. A transaction starts a free trial when `period_type` is `TRIAL`; it is refunded by a
-/// `CANCELLATION` whose `cancel_reason` is `CUSTOMER_SUPPORT`. Events without a transaction
+/// `CANCELLATION` whose `cancel_reason` is `CUSTOMER_SUPPORT`, whose price RevenueCat sends
+/// negative: it is read as the amount refunded (a positive price, `refunded` set), so that the
+/// refund merges with its purchase and lowers proceeds as an Apple `REFUND` does (D30; a
+/// negative price on any other event is refused). Events without a transaction
 /// (`TEST`, and any event without `transaction_id`) are stored and counted by nothing.
 pub fn read_revenuecat(
     app_id: AppId,
@@ -379,6 +400,8 @@ pub fn read_revenuecat(
                 purchased_at,
                 price: if trial {
                     0.0
+                } else if refunded {
+                    refund_price(amount, &format!("{AT}/price"))?
                 } else {
                     price(amount, &format!("{AT}/price"))?
                 },

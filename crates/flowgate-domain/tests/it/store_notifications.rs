@@ -188,6 +188,67 @@ fn revenuecat_events_are_read_as_documented() {
     assert_eq!(test.transaction, None);
 }
 
+/// RevenueCat sends a refund (`CANCELLATION`, `CUSTOMER_SUPPORT`) with a negative price, as
+/// its documentation says: it is read as the refunded amount, merged with the purchase, and
+/// proceeds drop by it. A negative price on anything but a refund is still refused.
+#[test]
+fn a_revenuecat_refund_with_a_negative_price_lowers_proceeds() {
+    let event = |id: &str, kind: &str, price: f64| {
+        json!({"api_version": "1.0", "event": {"id": id, "type": kind,
+            "cancel_reason": "CUSTOMER_SUPPORT", "app_user_id": "u", "transaction_id": "t1",
+            "original_transaction_id": "t1", "period_type": "NORMAL",
+            "purchased_at_ms": datetime!(2026-11-02 00:00 UTC).unix_timestamp() * 1000,
+            "price": price, "price_in_purchased_currency": price, "currency": "USD"}})
+    };
+    let paid = read_revenuecat(app(), &event("e1", "INITIAL_PURCHASE", 20.0))
+        .unwrap()
+        .transaction
+        .unwrap();
+    let refund = read_revenuecat(app(), &event("e2", "CANCELLATION", -20.0))
+        .unwrap()
+        .transaction
+        .unwrap();
+    assert!(refund.refunded);
+    assert_eq!(refund.price, 20.0, "the amount refunded");
+    for kind in ["INITIAL_PURCHASE", "RENEWAL"] {
+        let error = read_revenuecat(app(), &event("e3", kind, -20.0)).unwrap_err();
+        assert_eq!(error.pointer, "/event/price", "{kind}");
+        assert!(error.message.contains("-20"), "{error}");
+    }
+    let error = read_revenuecat(app(), &event("e4", "CANCELLATION", -2e6)).unwrap_err();
+    assert!(error.message.contains("-2000000"), "{error}");
+
+    let catalog = crate::fixtures::build(&crate::fixtures::catalog_json());
+    let (app, experiment) = catalog
+        .experiment(ExperimentId::from_uuid(
+            crate::fixtures::EXP.parse().unwrap(),
+        ))
+        .unwrap();
+    let query = ResultsQuery::new(
+        app.id(),
+        experiment,
+        None,
+        datetime!(2026-12-31 00:00 UTC),
+        &[],
+        "USD",
+        BTreeMap::new(),
+    )
+    .with_store_metrics(30);
+    let exposed = [Exposure {
+        at: datetime!(2026-11-01 00:00 UTC),
+        variant: 0,
+    }];
+    let proceeds = |transactions: &[StoreTransaction]| {
+        let mut folder = Folder::new(&query);
+        folder.user_with(&exposed, &[], transactions);
+        folder.finish().variants[0].store
+    };
+    assert_eq!(proceeds(&[paid.clone()]).proceeds.sum, 20.0);
+    let refunded = proceeds(&[paid, refund]);
+    assert_eq!((refunded.paid, refunded.refunded), (1, 1));
+    assert_eq!(refunded.proceeds.sum, 0.0, "the refund is taken back");
+}
+
 fn tx(
     id: &str,
     original: &str,

@@ -701,7 +701,11 @@ async fn store_revenue_decides_otherwise_than_the_purchases_the_app_saw() {
                         refund["id"] = format!("e-{user}-3").into();
                         refund["type"] = "CANCELLATION".into();
                         refund["cancel_reason"] = "CUSTOMER_SUPPORT".into();
-                        assert_eq!(send(refund).0, 200);
+                        // RevenueCat sends a refund's price negative ("Can be negative for
+                        // refunds"): it is stored, and proceeds drop by it.
+                        refund["price_in_purchased_currency"] = (-20.0).into();
+                        let (status, reply) = send(refund);
+                        assert_eq!(status, 200, "{reply}");
                         sent += 1;
                     }
                 }
