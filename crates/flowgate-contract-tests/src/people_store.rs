@@ -464,3 +464,88 @@ pub async fn concurrent_first_console_secrets_agree<S: PeopleStore + ?Sized>(sto
     assert!(a == [4; 32] || a == [5; 32], "{a:?}");
     assert_eq!(ok(store.console_secret([6; 32]).await, "secret"), a);
 }
+
+/// Issue 65: a session is read as its person is now. A session written with a role the person
+/// no longer has (a sign-in that raced a demotion) acts with the person's current role, in
+/// every look-up and list; a session cannot be written for a disabled person (a sign-in that
+/// raced a disable), and nothing is stored then.
+pub async fn sessions_follow_the_person_now<S: PeopleStore + ?Sized>(store: &S) {
+    let ann = person(1, "ann@example.com", Role::Admin);
+    add(store, &ann).await;
+    let demote = PersonUpdate {
+        role: Some(Role::Viewer),
+        ..PersonUpdate::default()
+    };
+    ok(store.update_person(ann.id, demote, at(2)).await, "update");
+    // The racing sign-in read ann as an admin before the demotion and writes now.
+    let stale = SessionRecord {
+        role: Role::Admin,
+        ..session("a1", Some(ann.id), 3, 100)
+    };
+    start(store, &stale).await;
+    let as_now = SessionRecord {
+        role: Role::Viewer,
+        ..stale.clone()
+    };
+    assert_eq!(
+        ok(store.session("a1", at(10)).await, "session"),
+        Some(as_now.clone()),
+        "the session acts with the role ann has now"
+    );
+    assert_eq!(
+        ok(store.sessions_of(ann.id, at(10)).await, "sessions_of"),
+        std::slice::from_ref(&as_now)
+    );
+    assert_eq!(all(store, at(10)).await, std::slice::from_ref(&as_now));
+
+    let disable = PersonUpdate {
+        disabled: Some(true),
+        ..PersonUpdate::default()
+    };
+    ok(store.update_person(ann.id, disable, at(11)).await, "update");
+    let late = store
+        .create_session(session("a2", Some(ann.id), 12, 100))
+        .await;
+    assert!(
+        matches!(late, Err(StoreError::Conflict { .. })),
+        "a disabled person gets no session: {late:?}"
+    );
+    assert_eq!(ok(store.session("a2", at(20)).await, "session"), None);
+    assert_eq!(
+        ok(store.sessions_of(ann.id, at(20)).await, "sessions_of"),
+        []
+    );
+    assert_eq!(all(store, at(20)).await, []);
+    // The admin token's session has no person and is read as written.
+    let token = session("t1", None, 13, 100);
+    start(store, &token).await;
+    assert_eq!(
+        ok(store.session("t1", at(20)).await, "session"),
+        Some(token)
+    );
+}
+
+/// Issue 65: a link can be looked at without taking it: its person before it expires, nobody
+/// at or after `expires_at` or for an unknown hash, and the link still works once after.
+pub async fn sign_in_links_are_read_without_taking_them<S: PeopleStore + ?Sized>(store: &S) {
+    let ann = person(1, "ann@example.com", Role::Viewer);
+    add(store, &ann).await;
+    ok(
+        store.create_sign_in_link(link("h1", ann.id, 60)).await,
+        "create_sign_in_link",
+    );
+    let read = |hash, now| store.sign_in_link(hash, now);
+    assert_eq!(ok(read("h1", at(59)).await, "read"), Some(ann.id));
+    assert_eq!(
+        ok(read("h1", at(59)).await, "read"),
+        Some(ann.id),
+        "not taken"
+    );
+    assert_eq!(ok(read("h1", at(60)).await, "read"), None, "expired");
+    assert_eq!(ok(read("nope", at(1)).await, "read"), None, "unknown");
+    assert_eq!(
+        ok(store.take_sign_in_link("h1", at(59)).await, "take"),
+        Some(ann.id)
+    );
+    assert_eq!(ok(read("h1", at(1)).await, "read"), None, "taken");
+}

@@ -392,6 +392,17 @@ fn newest_sessions_first(sessions: &mut [SessionRecord]) {
     sessions.sort_by(|a, b| (b.created_at, &b.id_hash).cmp(&(a.created_at, &a.id_hash)));
 }
 
+/// `session` as the port reads it (issue 65): gone when its person is gone or disabled, and
+/// acting with the person's role now rather than the one it was opened with.
+fn as_read(people: &BTreeMap<PersonId, Person>, session: &SessionRecord) -> Option<SessionRecord> {
+    let mut read = session.clone();
+    if let Some(id) = session.person_id {
+        let person = people.get(&id).filter(|p| !p.disabled)?;
+        read.role = person.role;
+    }
+    Some(read)
+}
+
 impl PeopleStore for InMemoryStore {
     fn add_person(&self, mut person: Person) -> BoxFuture<'_, Result<(), StoreError>> {
         let mut state = self.lock();
@@ -487,6 +498,20 @@ impl PeopleStore for InMemoryStore {
         ready(result)
     }
 
+    fn sign_in_link<'a>(
+        &'a self,
+        token_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<PersonId>, StoreError>> {
+        let found = self
+            .lock()
+            .sign_in_links
+            .get(token_hash)
+            .filter(|link| link.expires_at > now)
+            .map(|link| link.person_id);
+        ready(Ok(found))
+    }
+
     fn take_sign_in_link<'a>(
         &'a self,
         token_hash: &'a str,
@@ -500,10 +525,14 @@ impl PeopleStore for InMemoryStore {
 
     fn create_session(&self, session: SessionRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         let mut state = self.lock();
-        let result = match session.person_id {
-            Some(person) if !state.people.contains_key(&person) => Err(StoreError::NotFound {
+        let person = session.person_id.map(|id| (id, state.people.get(&id)));
+        let result = match person {
+            Some((id, None)) => Err(StoreError::NotFound {
                 entity: "person",
-                which: person.to_string(),
+                which: id.to_string(),
+            }),
+            Some((id, Some(p))) if p.disabled => Err(StoreError::Conflict {
+                detail: format!("person {id} is disabled"),
             }),
             _ if state.sessions.contains_key(&session.id_hash) => Err(StoreError::Conflict {
                 detail: "the session exists".to_owned(),
@@ -521,12 +550,12 @@ impl PeopleStore for InMemoryStore {
         id_hash: &'a str,
         now: OffsetDateTime,
     ) -> BoxFuture<'a, Result<Option<SessionRecord>, StoreError>> {
-        let found = self
-            .lock()
+        let state = self.lock();
+        let found = state
             .sessions
             .get(id_hash)
             .filter(|s| s.expires_at > now)
-            .cloned();
+            .and_then(|s| as_read(&state.people, s));
         ready(Ok(found))
     }
 
@@ -535,12 +564,12 @@ impl PeopleStore for InMemoryStore {
         person: PersonId,
         now: OffsetDateTime,
     ) -> BoxFuture<'_, Result<Vec<SessionRecord>, StoreError>> {
-        let mut sessions: Vec<SessionRecord> = self
-            .lock()
+        let state = self.lock();
+        let mut sessions: Vec<SessionRecord> = state
             .sessions
             .values()
             .filter(|s| s.person_id == Some(person) && s.expires_at > now)
-            .cloned()
+            .filter_map(|s| as_read(&state.people, s))
             .collect();
         newest_sessions_first(&mut sessions);
         ready(Ok(sessions))
@@ -550,12 +579,12 @@ impl PeopleStore for InMemoryStore {
         &self,
         now: OffsetDateTime,
     ) -> BoxFuture<'_, Result<Vec<SessionRecord>, StoreError>> {
-        let mut sessions: Vec<SessionRecord> = self
-            .lock()
+        let state = self.lock();
+        let mut sessions: Vec<SessionRecord> = state
             .sessions
             .values()
             .filter(|s| s.expires_at > now)
-            .cloned()
+            .filter_map(|s| as_read(&state.people, s))
             .collect();
         newest_sessions_first(&mut sessions);
         ready(Ok(sessions))

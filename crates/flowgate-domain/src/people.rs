@@ -375,6 +375,10 @@ named_enum!(
         SignIn = "sign_in",
         /// A refused sign-in (the target is the account tried).
         SignInFailed = "sign_in.failed",
+        /// A sign-in or a password change refused before any password was checked: too
+        /// many attempts (429), or a disabled person's link (issue 65). Not counted as a
+        /// failure of the account.
+        SignInRefused = "sign_in.refused",
         /// A sign-out.
         SignOut = "sign_out",
         /// A session revoked by someone else.
@@ -645,6 +649,7 @@ mod tests {
                 "change.withdraw",
                 "sign_in",
                 "sign_in.failed",
+                "sign_in.refused",
                 "sign_out",
                 "session.revoke",
                 "key.create",

@@ -484,6 +484,14 @@ pub trait PeopleStore: Send + Sync {
         link: crate::people::SignInLink,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
 
+    /// The person of the link with this hash when it has not expired at `now`, else `None`;
+    /// the link is not taken (the console checks a link before it hashes a password for it).
+    fn sign_in_link<'a>(
+        &'a self,
+        token_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<crate::ids::PersonId>, StoreError>>;
+
     /// Takes the link with this hash: its person when it has not expired at `now`, else
     /// `None`. Atomic: a link is deleted when taken (expired or not), so of any number of
     /// takes, however concurrent, at most one gets its person.
@@ -494,13 +502,16 @@ pub trait PeopleStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<crate::ids::PersonId>, StoreError>>;
 
     /// Stores a session. A taken `id_hash` is [`StoreError::Conflict`]; an unknown person is
-    /// [`StoreError::NotFound`].
+    /// [`StoreError::NotFound`]; a disabled person is [`StoreError::Conflict`] (checked in the
+    /// same transaction as the write, so a sign-in that raced a disable stores nothing).
     fn create_session(
         &self,
         session: crate::people::SessionRecord,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
 
-    /// The session with this id hash, if it has not expired at `now`.
+    /// The session with this id hash, if it has not expired at `now` and its person (if any)
+    /// still exists and is not disabled; its `role` is the person's role now, not the one the
+    /// session was opened with (a sign-in that raced a demotion or a disable gains nothing).
     fn session<'a>(
         &'a self,
         id_hash: &'a str,
@@ -508,14 +519,16 @@ pub trait PeopleStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<crate::people::SessionRecord>, StoreError>>;
 
     /// The sessions of a person that have not expired at `now`, newest first (by `created_at`,
-    /// then `id_hash`).
+    /// then `id_hash`), as [`PeopleStore::session`] reads each: none of a disabled person, and
+    /// with the person's role now.
     fn sessions_of(
         &self,
         person: crate::ids::PersonId,
         now: OffsetDateTime,
     ) -> BoxFuture<'_, Result<Vec<crate::people::SessionRecord>, StoreError>>;
 
-    /// Every session that has not expired at `now` (the admin token's too), newest first.
+    /// Every session that has not expired at `now` (the admin token's too), newest first, as
+    /// [`PeopleStore::session`] reads each.
     fn all_sessions(
         &self,
         now: OffsetDateTime,

@@ -138,13 +138,54 @@ impl SessionRow {
     }
 }
 
+/// The role and whether disabled of each person `rows` name, read now: a session is read as
+/// its person is now (issue 65), not as it was when the session opened.
+async fn people_of(
+    store: &Store,
+    rows: &[SessionRow],
+) -> Result<std::collections::HashMap<DbUuid, (String, bool)>, StoreError> {
+    let ids: Vec<DbUuid> = rows.iter().filter_map(|r| r.person_id).collect();
+    if ids.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let found: Vec<(DbUuid, String, bool)> = store
+        .db()
+        .rows(people::table.filter(people::id.eq_any(ids)).select((
+            people::id,
+            people::role,
+            people::disabled,
+        )))
+        .await?;
+    Ok(found
+        .into_iter()
+        .map(|(id, role, disabled)| (id, (role, disabled)))
+        .collect())
+}
+
+/// The sessions of `rows` as the port reads them: none whose person is gone or disabled, each
+/// with its person's role now.
+async fn as_read(store: &Store, rows: Vec<SessionRow>) -> Result<Vec<SessionRecord>, StoreError> {
+    let people = people_of(store, &rows).await?;
+    rows.into_iter()
+        .filter_map(|mut row| {
+            if let Some(id) = row.person_id {
+                match people.get(&id) {
+                    Some((role, false)) => row.role.clone_from(role),
+                    _ => return None,
+                }
+            }
+            Some(row.into_session())
+        })
+        .collect()
+}
+
 /// Sessions as the port lists them: newest first, then by id hash (sorted here, so that the
 /// order is the bytes' on both backends whatever the database's collation).
-fn newest_first(rows: Vec<SessionRow>) -> Result<Vec<SessionRecord>, StoreError> {
-    let mut sessions = rows
-        .into_iter()
-        .map(SessionRow::into_session)
-        .collect::<Result<Vec<_>, _>>()?;
+async fn newest_first(
+    store: &Store,
+    rows: Vec<SessionRow>,
+) -> Result<Vec<SessionRecord>, StoreError> {
+    let mut sessions = as_read(store, rows).await?;
     sessions.sort_by(|a, b| (b.created_at, &b.id_hash).cmp(&(a.created_at, &a.id_hash)));
     Ok(sessions)
 }
@@ -314,6 +355,25 @@ impl PeopleStore for Store {
         })
     }
 
+    fn sign_in_link<'a>(
+        &'a self,
+        token_hash: &'a str,
+        now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Option<PersonId>, StoreError>> {
+        Box::pin(async move {
+            let found: Vec<DbUuid> = self
+                .db()
+                .rows(
+                    sign_in_links::table
+                        .find(text(token_hash, "link hash")?)
+                        .filter(sign_in_links::expires_at.gt(DbTimestamp(now)))
+                        .select(sign_in_links::person_id),
+                )
+                .await?;
+            Ok(found.into_iter().next().map(|id| PersonId(id.0)))
+        })
+    }
+
     fn take_sign_in_link<'a>(
         &'a self,
         token_hash: &'a str,
@@ -350,10 +410,29 @@ impl PeopleStore for Store {
                 expires_at: DbTimestamp(session.expires_at),
                 address: optional_text(session.address.as_ref(), "session address")?,
             };
+            let person = row.person_id;
+            let row = &row;
+            // Written first (on SQLite that takes the write lock before anything is read), then
+            // the person checked in the same transaction: a sign-in that raced a disable
+            // stores nothing (issue 65).
             self.db()
-                .run(diesel::insert_into(console_sessions::table).values(&row))
-                .await?;
-            Ok(())
+                .transaction(async |conn| {
+                    conn.run(diesel::insert_into(console_sessions::table).values(row))
+                        .await?;
+                    if let Some(id) = person {
+                        let disabled: bool = conn
+                            .row(people::table.find(id).select(people::disabled))
+                            .await?;
+                        if disabled {
+                            return Err(StoreError::Conflict {
+                                detail: format!("person {} is disabled", id.0),
+                            }
+                            .into());
+                        }
+                    }
+                    Ok::<_, TransactionError>(())
+                })
+                .await
         })
     }
 
@@ -373,10 +452,7 @@ impl PeopleStore for Store {
                         .select(columns::<SessionRow>()),
                 )
                 .await?;
-            rows.into_iter()
-                .next()
-                .map(SessionRow::into_session)
-                .transpose()
+            Ok(as_read(self, rows).await?.into_iter().next())
         })
     }
 
@@ -396,7 +472,7 @@ impl PeopleStore for Store {
                         .select(columns::<SessionRow>()),
                 )
                 .await?;
-            newest_first(rows)
+            newest_first(self, rows).await
         })
     }
 
@@ -414,7 +490,7 @@ impl PeopleStore for Store {
                         .select(columns::<SessionRow>()),
                 )
                 .await?;
-            newest_first(rows)
+            newest_first(self, rows).await
         })
     }
 

@@ -99,6 +99,8 @@ contract_tests!(people_store {
     store sessions_expire_are_listed_and_deleted,
     store console_secret_is_the_first_candidate,
     store concurrent_first_console_secrets_agree,
+    store sessions_follow_the_person_now,
+    store sign_in_links_are_read_without_taking_them,
 });
 
 contract_tests!(audit_log {
