@@ -200,7 +200,12 @@ impl<'q> Folder<'q> {
             }
         }
         if let Some(horizon) = self.query.store_horizon_days {
-            let end = (first.at + time::Duration::days(i64::from(horizon))).min(to);
+            // Saturating: a horizon past the last representable instant (year 9999) reaches
+            // the report's end, whatever the configuration or the parameter held.
+            let end = first
+                .at
+                .checked_add(time::Duration::days(i64::from(horizon)))
+                .map_or(to, |end| end.min(to));
             let store = store_counts(first.at, end, transactions, self.query);
             let counts = &mut self.variants[first.variant].store;
             counts.trial_started += u64::from(store.trial_started);
@@ -414,4 +419,54 @@ pub fn aggregate_with<'e>(
         );
     }
     folder.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use time::macros::datetime;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::results::Method;
+
+    /// Issue 65: the store horizon is added to a user's first exposure; a horizon that reaches
+    /// past the year 9999 (`stores.horizon_days = 4294967295`) counts up to the report's end
+    /// instead of panicking, and the transactions within it are counted.
+    #[test]
+    fn a_horizon_beyond_the_calendar_counts_up_to_the_end() {
+        let to = datetime!(2026-12-07 00:00 UTC);
+        let exposed = datetime!(2026-12-01 00:00 UTC);
+        for horizon in [u32::MAX, 3650, 30] {
+            let query = ResultsQuery {
+                app_id: AppId::from_uuid(Uuid::from_u128(1)),
+                experiment_id: ExperimentId::from_uuid(Uuid::from_u128(2)),
+                variants: vec![VariantId::from_uuid(Uuid::from_u128(3))],
+                from: None,
+                to,
+                conversions: vec![EventType::FlowComplete, EventType::PurchaseComplete],
+                currency: "USD".to_owned(),
+                exchange_rates: BTreeMap::new(),
+                method: Method::FixedHorizon,
+                store_horizon_days: Some(horizon),
+            };
+            let mut bought =
+                StoreTransaction::bought("t1".to_owned(), exposed + time::Duration::days(2));
+            bought.price = 9.99;
+            bought.currency = "USD".to_owned();
+            let mut folder = Folder::new(&query);
+            folder.user_with(
+                &[Exposure {
+                    at: exposed,
+                    variant: 0,
+                }],
+                &[],
+                &[bought],
+            );
+            let data = folder.finish();
+            assert_eq!(data.variants[0].users, 1, "horizon {horizon}");
+            assert_eq!(data.variants[0].store.paid, 1, "horizon {horizon}");
+        }
+    }
 }
