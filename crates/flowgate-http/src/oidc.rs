@@ -43,7 +43,7 @@
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -744,26 +744,34 @@ fn parse_url(what: &'static str, value: &str) -> Result<Url, OidcError> {
     }
 }
 
-/// rustls with the `ring` provider, trusting `ca_file`'s certificates, or the system's roots.
-fn tls_config(ca_file: Option<&PathBuf>) -> Result<Arc<rustls::ClientConfig>, OidcError> {
+/// The certificates of [`OidcSettings::ca_file`] as trusted roots; why not when the file cannot
+/// be read, is not PEM or holds no certificate rustls can use. The binary checks the file with
+/// this at start, so that a wrong file stops the start rather than the first sign-in.
+pub fn ca_file_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
     use rustls::pki_types::pem::PemObject as _;
     use rustls::pki_types::CertificateDer;
-    let bad = |reason: String| OidcError::InvalidSettings { reason };
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("ca_file {}: {e}", path.display()))?;
     let mut roots = rustls::RootCertStore::empty();
-    match ca_file {
-        Some(path) => {
-            let certs = CertificateDer::pem_file_iter(path)
-                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| bad(format!("ca_file {}: {e}", path.display())))?;
-            roots.add_parsable_certificates(certs);
-            if roots.is_empty() {
-                return Err(bad(format!(
-                    "ca_file {} holds no usable certificate",
-                    path.display()
-                )));
-            }
-        }
+    roots.add_parsable_certificates(certs);
+    if roots.is_empty() {
+        return Err(format!(
+            "ca_file {} holds no usable certificate (a PEM file of one or more \
+             -----BEGIN CERTIFICATE----- blocks)",
+            path.display()
+        ));
+    }
+    Ok(roots)
+}
+
+/// rustls with the `ring` provider, trusting `ca_file`'s certificates, or the system's roots.
+fn tls_config(ca_file: Option<&PathBuf>) -> Result<Arc<rustls::ClientConfig>, OidcError> {
+    let bad = |reason: String| OidcError::InvalidSettings { reason };
+    let roots = match ca_file {
+        Some(path) => ca_file_roots(path).map_err(bad)?,
         None => {
+            let mut roots = rustls::RootCertStore::empty();
             let found = rustls_native_certs::load_native_certs();
             roots.add_parsable_certificates(found.certs);
             if roots.is_empty() {
@@ -773,8 +781,9 @@ fn tls_config(ca_file: Option<&PathBuf>) -> Result<Arc<rustls::ClientConfig>, Oi
                         .to_owned(),
                 ));
             }
+            roots
         }
-    }
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

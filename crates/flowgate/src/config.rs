@@ -682,12 +682,216 @@ pub const ENUMERATED: [(&str, &[&str]); 5] = [
 /// (`eur` and `EUR`) is refused.
 pub const OPERATOR_KEYED: [&str; 1] = ["experiments.exchange_rates"];
 
+/// A numeric key and the values it accepts, both bounds included (issue 65): what its reader
+/// takes without overflowing, panicking or silently misbehaving.
+#[derive(Clone, Copy)]
+pub struct Bounded {
+    /// The key, e.g. `stores.horizon_days`.
+    pub key: &'static str,
+    /// The least value accepted.
+    pub min: u64,
+    /// The most value accepted.
+    pub max: u64,
+    /// The key's value in a configuration.
+    value: fn(&Config) -> u64,
+}
+
+const fn bounded(key: &'static str, min: u64, max: u64, value: fn(&Config) -> u64) -> Bounded {
+    Bounded {
+        key,
+        min,
+        max,
+        value,
+    }
+}
+
+/// The file descriptors a Linux process may have at most by default (`fs.nr_open`): no more
+/// connections than this can be open.
+const MAX_DESCRIPTORS: u64 = 1_048_576;
+/// A hundred years of days: the longest retention or horizon anyone could mean.
+const CENTURY_DAYS: u64 = 36_500;
+
+/// Every numeric key with its range. [`Config::load_with`] refuses a value outside it before
+/// the values are read (so a negative number or one too large for its type is refused alike,
+/// with the key, the value given and the range), and [`Config::validate`] checks a
+/// configuration built in code against it. `events.jetstream.replicas` (1, 3 or 5) is
+/// enumerated instead; the cross-key rules (`scheduler.lease_seconds` longer than
+/// `scheduler.interval_ms`, `events.retry_max_ms` at least `events.retry_base_ms`,
+/// `events.retention_days` beyond `events.max_past_secs`) are checked by
+/// [`Config::validate`] and the components.
+pub const BOUNDED: &[Bounded] = &[
+    // 0: one worker per core; more than 1024 threads would only contend.
+    bounded("server.workers", 0, 1024, |c| c.server.workers as u64),
+    bounded("server.body_timeout_ms", 100, 600_000, |c| {
+        c.server.body_timeout_ms
+    }),
+    // 0: no rate check; a floor above 1 MiB/s would refuse ordinary mobile clients.
+    bounded("server.body_min_bytes_per_sec", 0, 1_048_576, |c| {
+        u64::from(c.server.body_min_bytes_per_sec)
+    }),
+    bounded("server.max_connections", 16, MAX_DESCRIPTORS, |c| {
+        c.server.max_connections as u64
+    }),
+    bounded(
+        "server.max_connections_per_address",
+        0,
+        MAX_DESCRIPTORS,
+        |c| u64::from(c.server.max_connections_per_address),
+    ),
+    bounded("admin.console_session_seconds", 60, 7 * 24 * 3600, |c| {
+        c.admin.console_session_seconds
+    }),
+    // 0: the backend's default; PostgreSQL itself allows 100 connections by default.
+    bounded("database.max_connections", 0, 1000, |c| {
+        c.database.max_connections as u64
+    }),
+    // Below 100 ms no connection to another host opens; a pool waits this long for one.
+    bounded("database.connect_timeout_ms", 100, 600_000, |c| {
+        c.database.connect_timeout_ms
+    }),
+    // D12: a change is served within 5 s.
+    bounded("catalog.refresh_interval_ms", 1, 5_000, |c| {
+        c.catalog.refresh_interval_ms
+    }),
+    // 0 would refuse every sign-in of every account, forever.
+    bounded("console.failed_sign_ins_per_account", 1, 1000, |c| {
+        u64::from(c.console.failed_sign_ins_per_account)
+    }),
+    // 0: keep all.
+    bounded("audit.retention_days", 0, CENTURY_DAYS, |c| {
+        u64::from(c.audit.retention_days)
+    }),
+    bounded("scheduler.interval_ms", 50, 600_000, |c| {
+        c.scheduler.interval_ms
+    }),
+    bounded("scheduler.lease_seconds", 1, 3600, |c| {
+        c.scheduler.lease_seconds
+    }),
+    // The catalog file accepts an app's own `cache_ttl_seconds` up to u32::MAX; the default
+    // takes the same values.
+    bounded("resolve.cache_ttl_seconds", 0, u32::MAX as u64, |c| {
+        u64::from(c.resolve.cache_ttl_seconds)
+    }),
+    // A resolve body is read whole into memory: at most 16 MiB per request.
+    bounded("resolve.body_limit_bytes", 1024, 16 * 1024 * 1024, |c| {
+        c.resolve.body_limit_bytes as u64
+    }),
+    bounded("rate_limit.per_key_rps", 1, u32::MAX as u64, |c| {
+        u64::from(c.rate_limit.per_key_rps)
+    }),
+    bounded("rate_limit.per_key_burst", 1, u32::MAX as u64, |c| {
+        u64::from(c.rate_limit.per_key_burst)
+    }),
+    bounded("rate_limit.per_ip_rps", 1, u32::MAX as u64, |c| {
+        u64::from(c.rate_limit.per_ip_rps)
+    }),
+    bounded("rate_limit.per_ip_burst", 1, u32::MAX as u64, |c| {
+        u64::from(c.rate_limit.per_ip_burst)
+    }),
+    bounded(
+        "events.unknown_placement_events_per_minute",
+        0,
+        1_000_000,
+        |c| u64::from(c.events.unknown_placement_events_per_minute),
+    ),
+    // The events table gets a day partition for every day of the accepted window (D21): a
+    // month ahead, a year back at most.
+    bounded("events.max_future_secs", 1, 31 * 86_400, |c| {
+        c.events.max_future_secs
+    }),
+    bounded("events.max_past_secs", 1, 366 * 86_400, |c| {
+        c.events.max_past_secs
+    }),
+    // 0: keep everything.
+    bounded("events.retention_days", 0, CENTURY_DAYS, |c| {
+        u64::from(c.events.retention_days)
+    }),
+    // The sink's own ranges (`SinkConfig::validate`); `writers` 0 is the backend's default.
+    bounded("events.ack_timeout_ms", 1, 600_000, |c| {
+        millis(c.events.sink_settings.ack_timeout)
+    }),
+    bounded("events.queue_capacity", 100, 10_000_000, |c| {
+        c.events.sink_settings.queue_capacity as u64
+    }),
+    bounded("events.batch_size", 1, 10_000, |c| {
+        c.events.sink_settings.batch_size as u64
+    }),
+    bounded("events.flush_interval_ms", 1, 60_000, |c| {
+        millis(c.events.sink_settings.flush_interval)
+    }),
+    bounded("events.write_threshold", 1, 10_000, |c| {
+        c.events.sink_settings.write_threshold as u64
+    }),
+    bounded("events.drain_deadline_ms", 0, 3_600_000, |c| {
+        millis(c.events.sink_settings.drain_deadline)
+    }),
+    bounded("events.writers", 0, 64, |c| {
+        c.events.sink_settings.writers as u64
+    }),
+    bounded("events.write_timeout_ms", 1, 600_000, |c| {
+        millis(c.events.sink_settings.write_timeout)
+    }),
+    bounded("events.admission_wait_ms", 0, 60_000, |c| {
+        millis(c.events.sink_settings.admission_wait)
+    }),
+    bounded("events.retry_base_ms", 1, 60_000, |c| {
+        millis(c.events.sink_settings.backoff.base)
+    }),
+    bounded("events.retry_max_ms", 1, 600_000, |c| {
+        millis(c.events.sink_settings.backoff.max)
+    }),
+    // The bus's own ranges (`JetStreamConfig::validate`).
+    bounded("events.jetstream.max_deliveries", 1, 1000, |c| {
+        u64::from(c.events.jetstream.max_deliveries)
+    }),
+    bounded("events.jetstream.ack_wait_ms", 1000, 3_600_000, |c| {
+        c.events.jetstream.ack_wait_ms
+    }),
+    bounded("events.jetstream.connect_timeout_ms", 100, 60_000, |c| {
+        c.events.jetstream.connect_timeout_ms
+    }),
+    bounded("events.jetstream.ingest_batch_size", 1, 100_000, |c| {
+        c.events.jetstream.ingest_batch_size as u64
+    }),
+    bounded("experiments.query_timeout_ms", 100, 600_000, |c| {
+        c.experiments.query_timeout_ms
+    }),
+    bounded("experiments.max_connections", 1, 64, |c| {
+        c.experiments.max_connections as u64
+    }),
+    // A report's `--horizon` and `horizon=` take 1 to 3650 days (ReportParams::with_horizon);
+    // 0 would count no store transaction at all.
+    bounded("stores.horizon_days", 1, 3650, |c| {
+        u64::from(c.stores.horizon_days)
+    }),
+    bounded("sticky.read_timeout_ms", 1, 10_000, |c| {
+        millis(c.sticky.settings.read_timeout)
+    }),
+    bounded("sticky.write_queue", 1, 10_000_000, |c| {
+        c.sticky.settings.write_queue as u64
+    }),
+    bounded("sticky.write_batch", 1, 10_000, |c| {
+        c.sticky.settings.write_batch as u64
+    }),
+];
+
+/// The message of a value out of its range; `value` as given.
+fn out_of_range(bound: &Bounded, value: &str) -> String {
+    format!(
+        "{} = {value} is out of range: {} to {}",
+        bound.key, bound.min, bound.max
+    )
+}
+
 /// Invalid configuration: the key and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A file or variable could not be read into the typed configuration.
     #[error("invalid configuration: {0}")]
     Parse(String),
+    /// A number outside its key's range ([`BOUNDED`]): the key, the value and the range.
+    #[error("invalid configuration: {0}")]
+    OutOfRange(String),
     /// A value is of the right type but not acceptable.
     #[error("invalid configuration: {key}: {problem}")]
     Invalid {
@@ -748,6 +952,7 @@ impl Config {
             .extract::<Value>()
             .map_err(|e| ConfigError::Parse(redact_errors(&e)))?;
         check_enumerated(&figment)?;
+        check_bounded(&figment)?;
         check_shared_tables(&figment)?;
         let config: Config = figment
             .extract()
@@ -815,48 +1020,97 @@ impl Config {
                     format!("role {:?} is not one of viewer, editor, admin", rule.role),
                 ));
             }
+            check_role_match(rule)?;
+        }
+        let claim = &oidc.groups_claim;
+        if claim.trim().is_empty() || claim.trim() != claim {
+            return Err(invalid(
+                "console.oidc.groups_claim",
+                format!(
+                    "must name the ID token claim that lists a person's groups (e.g. \"groups\"), \
+                     without spaces around it, not {claim:?}"
+                ),
+            ));
+        }
+        // The provider's TLS is set up at the first sign-in; a file that cannot serve then
+        // stops the start instead, with the same reader.
+        if !oidc.ca_file.is_empty() {
+            flowgate_http::oidc::ca_file_roots(Path::new(&oidc.ca_file)).map_err(|why| {
+                invalid(
+                    "console.oidc.ca_file",
+                    format!("{:?} cannot be used: {why}", oidc.ca_file),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Production's own rules: live keys, no demo root, PostgreSQL over TLS to another host.
+    fn validate_production(&self, url: &str) -> Result<(), ConfigError> {
+        if self.auth.key_environment != KeyEnvironment::Live {
+            return Err(invalid(
+                "auth.key_environment",
+                format!(
+                    "production accepts live keys only (D1), not `{}`",
+                    self.auth.key_environment
+                ),
+            ));
+        }
+        if !self.stores.demo_apple_signer.as_os_str().is_empty() {
+            return Err(invalid(
+                "stores.demo_apple_signer",
+                format!(
+                    "production trusts no demo root; leave it empty, not {:?}",
+                    self.stores.demo_apple_signer.display().to_string()
+                ),
+            ));
+        }
+        if url.starts_with("sqlite://") {
+            return Err(invalid(
+                "database.url",
+                "production needs PostgreSQL (postgres://...); the embedded SQLite store is for development",
+            ));
+        }
+        let tls =
+            flowgate_store::url_tls(url).map_err(|e| invalid("database.url", e.to_string()))?;
+        if matches!(tls.mode, TlsMode::Disable | TlsMode::Prefer) && !tls.loopback {
+            return Err(invalid(
+                "database.url",
+                format!(
+                    "production needs sslmode=require or stronger for a database on another \
+                     host, not sslmode={} (it sends the password and the data in plain text, \
+                     or may fall back to it); use sslmode=verify-full with sslrootcert",
+                    tls.mode
+                ),
+            ));
         }
         Ok(())
     }
 
     /// Checks what types cannot: required values per environment, addresses, ranges.
     pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
+        for bound in BOUNDED {
+            let value = (bound.value)(self);
+            if !(bound.min..=bound.max).contains(&value) {
+                return Err(ConfigError::OutOfRange(out_of_range(
+                    bound,
+                    &value.to_string(),
+                )));
+            }
+        }
         parse_addr("server.listen", &self.server.listen)?;
-        if !(100..=600_000).contains(&self.server.body_timeout_ms) {
-            return Err(invalid(
-                "server.body_timeout_ms",
-                format!("must be 100..=600000, not {}", self.server.body_timeout_ms),
-            ));
-        }
         let sc = &self.scheduler;
-        if !(50..=600_000).contains(&sc.interval_ms) {
-            return Err(invalid(
-                "scheduler.interval_ms",
-                format!("must be 50..=600000, not {}", sc.interval_ms),
-            ));
-        }
-        if !(1..=3600).contains(&sc.lease_seconds) || sc.lease_seconds * 1000 <= sc.interval_ms {
+        // Both in range (above): the product cannot overflow.
+        if sc.lease_seconds * 1000 <= sc.interval_ms {
             return Err(invalid(
                 "scheduler.lease_seconds",
                 format!(
-                    "must be 1..=3600 and last longer than scheduler.interval_ms ({} ms), not {}",
+                    "must last longer than scheduler.interval_ms ({} ms), not {} s",
                     sc.interval_ms, sc.lease_seconds
                 ),
             ));
         }
         let x = &self.experiments;
-        if !(100..=600_000).contains(&x.query_timeout_ms) {
-            return Err(invalid(
-                "experiments.query_timeout_ms",
-                format!("must be 100..=600000, not {}", x.query_timeout_ms),
-            ));
-        }
-        if !(1..=64).contains(&x.max_connections) {
-            return Err(invalid(
-                "experiments.max_connections",
-                format!("must be 1..=64, not {}", x.max_connections),
-            ));
-        }
         let is_code = |c: &str| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase());
         if !is_code(&x.currency) {
             return Err(invalid(
@@ -901,25 +1155,6 @@ impl Config {
             ));
         }
         let sticky = &self.sticky;
-        let read_timeout_ms = millis(sticky.settings.read_timeout);
-        if !(1..=10_000).contains(&read_timeout_ms) {
-            return Err(invalid(
-                "sticky.read_timeout_ms",
-                format!("must be 1..=10000, not {read_timeout_ms}"),
-            ));
-        }
-        if !(1..=10_000_000).contains(&sticky.settings.write_queue) {
-            return Err(invalid(
-                "sticky.write_queue",
-                format!("must be 1..=10000000, not {}", sticky.settings.write_queue),
-            ));
-        }
-        if !(1..=10_000).contains(&sticky.settings.write_batch) {
-            return Err(invalid(
-                "sticky.write_batch",
-                format!("must be 1..=10000, not {}", sticky.settings.write_batch),
-            ));
-        }
         if sticky.key_prefix.is_empty() {
             return Err(invalid("sticky.key_prefix", "must not be empty"));
         }
@@ -932,12 +1167,6 @@ impl Config {
                     "must start with redis:// or redis+unix:// (TLS is not built in), not {}",
                     flowgate_redis::redact_url(redis)
                 ),
-            ));
-        }
-        if self.server.max_connections < 16 {
-            return Err(invalid(
-                "server.max_connections",
-                format!("must be at least 16, not {}", self.server.max_connections),
             ));
         }
         parse_addr("admin.listen", &self.admin.listen)?;
@@ -964,15 +1193,6 @@ impl Config {
             ));
         }
         self.validate_oidc()?;
-        if !(60..=7 * 24 * 3600).contains(&self.admin.console_session_seconds) {
-            return Err(invalid(
-                "admin.console_session_seconds",
-                format!(
-                    "must be between 60 (a minute) and 604800 (a week), not {}",
-                    self.admin.console_session_seconds
-                ),
-            ));
-        }
         let url = self.database.url.trim();
         if url.is_empty() {
             return Err(invalid(
@@ -990,62 +1210,7 @@ impl Config {
             ));
         }
         if env == Environment::Production {
-            if self.auth.key_environment != KeyEnvironment::Live {
-                return Err(invalid(
-                    "auth.key_environment",
-                    format!(
-                        "production accepts live keys only (D1), not `{}`",
-                        self.auth.key_environment
-                    ),
-                ));
-            }
-            if !self.stores.demo_apple_signer.as_os_str().is_empty() {
-                return Err(invalid(
-                    "stores.demo_apple_signer",
-                    format!(
-                        "production trusts no demo root; leave it empty, not {:?}",
-                        self.stores.demo_apple_signer.display().to_string()
-                    ),
-                ));
-            }
-            if url.starts_with("sqlite://") {
-                return Err(invalid(
-                    "database.url",
-                    "production needs PostgreSQL (postgres://...); the embedded SQLite store is for development",
-                ));
-            }
-            let tls =
-                flowgate_store::url_tls(url).map_err(|e| invalid("database.url", e.to_string()))?;
-            if matches!(tls.mode, TlsMode::Disable | TlsMode::Prefer) && !tls.loopback {
-                return Err(invalid(
-                    "database.url",
-                    format!(
-                        "production needs sslmode=require or stronger for a database on another \
-                         host, not sslmode={} (it sends the password and the data in plain text, \
-                         or may fall back to it); use sslmode=verify-full with sslrootcert",
-                        tls.mode
-                    ),
-                ));
-            }
-        }
-        if self.catalog.refresh_interval_ms == 0 || self.catalog.refresh_interval_ms > 5_000 {
-            return Err(invalid(
-                "catalog.refresh_interval_ms",
-                "must be 1 to 5000 (D12: changes served within 5 s)",
-            ));
-        }
-        if self.resolve.body_limit_bytes < 1024 {
-            return Err(invalid("resolve.body_limit_bytes", "must be at least 1024"));
-        }
-        for (key, value) in [
-            ("rate_limit.per_key_rps", self.rate_limit.per_key_rps),
-            ("rate_limit.per_key_burst", self.rate_limit.per_key_burst),
-            ("rate_limit.per_ip_rps", self.rate_limit.per_ip_rps),
-            ("rate_limit.per_ip_burst", self.rate_limit.per_ip_burst),
-        ] {
-            if value == 0 {
-                return Err(invalid(key, "must be at least 1"));
-            }
+            self.validate_production(url)?;
         }
         let retention_secs = u64::from(self.events.retention_days) * 86_400;
         if self.events.retention_days > 0 && retention_secs <= self.events.max_past_secs + 86_400 {
@@ -1057,9 +1222,6 @@ impl Config {
                     self.events.retention_days, self.events.max_past_secs
                 ),
             ));
-        }
-        if self.events.max_future_secs == 0 || self.events.max_past_secs == 0 {
-            return Err(invalid("events.max_future_secs", "the timestamp window must be positive (events.max_future_secs, events.max_past_secs)"));
         }
         self.sink()
             .validate()
@@ -1143,6 +1305,50 @@ impl Config {
     }
 }
 
+/// A rule of `console.oidc.roles` that can match someone: an `email_domain` is a domain name
+/// as it follows the `@` of an email (`example.com`, compared in any case), a `group` is not
+/// empty. `@example.com` or `""` would never match and lock people out silently. Spaces around
+/// a domain are ignored, as the console reads it.
+fn check_role_match(rule: &OidcRoleRule) -> Result<(), ConfigError> {
+    if let Some(given) = &rule.email_domain {
+        let domain = given.trim();
+        let labels_ok = domain.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+        if !labels_ok || domain.len() > 253 {
+            let hint = if domain.contains('@') {
+                " (without the @)"
+            } else {
+                ""
+            };
+            return Err(invalid(
+                "console.oidc.roles",
+                format!(
+                    "email_domain {given:?} is not a domain name like \"example.com\"{hint}: \
+                     it would never match"
+                ),
+            ));
+        }
+    }
+    if let Some(group) = &rule.group {
+        if group.trim().is_empty() || group.trim() != group {
+            return Err(invalid(
+                "console.oidc.roles",
+                format!(
+                    "group {group:?} must name a group, without spaces around it: it would \
+                     never match"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `log.level`: at least one directive, each naming one of [`LOG_LEVELS`] (alone or after
 /// `target=`), and the whole a filter `tracing` reads.
 fn check_log_level(filter: &str) -> Result<(), ConfigError> {
@@ -1209,6 +1415,69 @@ fn check_enumerated(figment: &Figment) -> Result<(), ConfigError> {
         Ok(())
     } else {
         Err(ConfigError::Parse(problems.join("; ")))
+    }
+}
+
+/// A whole number as a source gives it: its value, or `None` when no 128-bit integer holds it
+/// (it is out of every range).
+enum Given {
+    Int(Option<i128>),
+    NotAnInteger,
+}
+
+fn given_integer(value: &Value) -> Given {
+    match value {
+        Value::Num(_, num) => match (num.to_u128(), num.to_i128()) {
+            (Some(u), _) => Given::Int(i128::try_from(u).ok()),
+            (None, Some(i)) => Given::Int(Some(i)),
+            // A fraction is the deserialiser's to refuse, with the type expected.
+            (None, None) => Given::NotAnInteger,
+        },
+        Value::String(_, text) => {
+            let text = text.trim();
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                Given::NotAnInteger
+            } else {
+                Given::Int(text.parse::<i128>().ok())
+            }
+        }
+        _ => Given::NotAnInteger,
+    }
+}
+
+/// [`BOUNDED`]: every key given a whole number outside its range, with the value as given and
+/// where it came from. Done before the values are read, so that `-1` or `4294967296` for a
+/// `u32` key gets the range too, not only the type serde expected.
+fn check_bounded(figment: &Figment) -> Result<(), ConfigError> {
+    let problems: Vec<String> = BOUNDED
+        .iter()
+        .filter_map(|bound| {
+            let value = figment.find_value(bound.key).ok()?;
+            let inside = match given_integer(&value) {
+                Given::NotAnInteger => return None,
+                Given::Int(n) => {
+                    n.is_some_and(|n| (i128::from(bound.min)..=i128::from(bound.max)).contains(&n))
+                }
+            };
+            if inside {
+                return None;
+            }
+            let shown = match &value {
+                Value::String(_, s) => s.trim().to_owned(),
+                other => serde_json::to_string(other).unwrap_or_else(|_| "?".into()),
+            };
+            let mut message = out_of_range(bound, &shown);
+            if let Some(meta) = figment.find_metadata(bound.key) {
+                message.push_str(&from_source(meta));
+            }
+            Some(message)
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange(problems.join("; ")))
     }
 }
 
@@ -1596,6 +1865,229 @@ mod tests {
             let err = load_file(&file, &[]).unwrap_err().to_string();
             assert!(err.contains(key) && err.contains(quoted), "{key} {quoted} in {err}");
         }
+    }
+
+    /// Issue 65: settings that could never work are refused at start, naming the key and the
+    /// value, instead of failing at the first sign-in (a CA file that is missing or not PEM) or
+    /// never matching anyone (an empty groups claim, an email domain with its `@` or empty, an
+    /// empty group).
+    #[test]
+    fn openid_connect_settings_that_could_never_work_are_refused() {
+        let base = "[console.oidc]\nissuer = \"https://id.example.com\"\nclient_id = \"fg\"\n\
+                    client_secret = \"s3cret-value\"\n\
+                    redirect_url = \"https://fg.example.com/console/oidc/callback\"\n";
+        let rule = "roles = [{ email_domain = \"example.com\", role = \"viewer\" }]\n";
+        let apple_root = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../flowgate-http/data/AppleRootCA-G3.pem"
+        );
+        let not_pem = tempdir().join("not-a-certificate.pem");
+        std::fs::write(&not_pem, "hello\n").unwrap();
+        let missing = tempdir().join("missing.pem");
+        for accepted in [
+            format!("{base}{rule}ca_file = \"{apple_root}\"\n"),
+            format!("{base}roles = [{{ email_domain = \" Example.COM \", role = \"viewer\" }}]\n"),
+            format!("{base}roles = [{{ group = \"Growth Team\", role = \"viewer\" }}]\n"),
+        ] {
+            load_file(&accepted, &[]).unwrap_or_else(|e| panic!("{accepted}: {e}"));
+        }
+        for (file, expected) in [
+            (
+                format!("{base}{rule}ca_file = \"{}\"\n", missing.display()),
+                vec!["console.oidc.ca_file", &*missing.to_string_lossy()],
+            ),
+            (
+                format!("{base}{rule}ca_file = \"{}\"\n", not_pem.display()),
+                vec![
+                    "console.oidc.ca_file",
+                    &*not_pem.to_string_lossy(),
+                    "no usable certificate",
+                ],
+            ),
+            (
+                format!("{base}roles = [{{ email_domain = \"\", role = \"viewer\" }}]\n"),
+                vec!["console.oidc.roles", "email_domain \"\""],
+            ),
+            (
+                format!(
+                    "{base}roles = [{{ email_domain = \"@example.com\", role = \"viewer\" }}]\n"
+                ),
+                vec!["console.oidc.roles", "\"@example.com\"", "without the @"],
+            ),
+            (
+                format!(
+                    "{base}roles = [{{ email_domain = \"example..com\", role = \"viewer\" }}]\n"
+                ),
+                vec!["console.oidc.roles", "\"example..com\""],
+            ),
+            (
+                format!("{base}roles = [{{ group = \"\", role = \"viewer\" }}]\n"),
+                vec!["console.oidc.roles", "group \"\""],
+            ),
+            (
+                format!("{base}{rule}groups_claim = \"\"\n"),
+                vec!["console.oidc.groups_claim", "not \"\""],
+            ),
+            (
+                format!("{base}{rule}groups_claim = \" groups\"\n"),
+                vec!["console.oidc.groups_claim", "not \" groups\""],
+            ),
+        ] {
+            let err = load_file(&file, &[]).unwrap_err().to_string();
+            for part in expected {
+                assert!(err.contains(part), "{part:?} not in {err}");
+            }
+        }
+        // Off (no issuer), nothing of it is read.
+        let off = "[console.oidc]\ngroups_claim = \"\"\nca_file = \"/nowhere.pem\"\n";
+        load_file(off, &[]).unwrap();
+    }
+
+    /// The configuration's keys (dotted) and their values as the docs' table shows them.
+    fn flatten_json(
+        prefix: &str,
+        value: &serde_json::Value,
+        out: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        match value {
+            // A table key (`experiments.exchange_rates`) whose default is empty.
+            serde_json::Value::Object(keys) if keys.is_empty() && !prefix.is_empty() => {
+                out.insert(prefix.to_owned(), "{}".to_owned());
+            }
+            serde_json::Value::Object(keys) => {
+                for (key, value) in keys {
+                    let name = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    flatten_json(&name, value, out);
+                }
+            }
+            serde_json::Value::Null => {
+                out.insert(prefix.to_owned(), "unset".to_owned());
+            }
+            serde_json::Value::String(s) => {
+                out.insert(prefix.to_owned(), s.clone());
+            }
+            other => {
+                out.insert(prefix.to_owned(), other.to_string());
+            }
+        }
+    }
+
+    /// The environment variable of a key: `FLOWGATE__` and the key's parts, upper-case.
+    fn variable(key: &str) -> String {
+        format!("FLOWGATE__{}", key.to_uppercase().replace('.', "__"))
+    }
+
+    /// Issue 65: every numeric key is in [`BOUNDED`], and each is refused below and above its
+    /// range (a negative number and one beyond its type's too) with the key, the value and the
+    /// range, and accepted at both bounds; a configuration built in code is checked alike.
+    #[test]
+    fn every_numeric_key_is_refused_outside_its_range() {
+        let mut defaults = std::collections::BTreeMap::new();
+        flatten_json(
+            "",
+            &serde_json::to_value(Config::default()).unwrap(),
+            &mut defaults,
+        );
+        let numeric: Vec<&String> = defaults
+            .iter()
+            .filter(|(key, value)| {
+                value.parse::<f64>().is_ok() && *key != "events.jetstream.replicas"
+            })
+            .map(|(key, _)| key)
+            .collect();
+        let bounded: Vec<&str> = BOUNDED.iter().map(|b| b.key).collect();
+        for key in &numeric {
+            assert!(
+                bounded.contains(&key.as_str()),
+                "{key} has no range in BOUNDED"
+            );
+        }
+        for key in &bounded {
+            assert!(defaults.contains_key(*key), "{key} is not a key");
+        }
+        assert_eq!(bounded.len(), numeric.len(), "each key once");
+        // What a bound needs beside it to load: the cross-key rules.
+        let companions = |key: &str, at_max: bool| -> Vec<(&'static str, &'static str)> {
+            match (key, at_max) {
+                ("scheduler.interval_ms", true) => {
+                    vec![("FLOWGATE__SCHEDULER__LEASE_SECONDS", "3600")]
+                }
+                ("scheduler.lease_seconds", false) => {
+                    vec![("FLOWGATE__SCHEDULER__INTERVAL_MS", "50")]
+                }
+                ("events.retry_base_ms", true) => {
+                    vec![("FLOWGATE__EVENTS__RETRY_MAX_MS", "600000")]
+                }
+                ("events.retry_max_ms", false) => vec![("FLOWGATE__EVENTS__RETRY_BASE_MS", "1")],
+                _ => vec![],
+            }
+        };
+        for bound in BOUNDED {
+            let var = variable(bound.key);
+            let below = match bound.min.checked_sub(1) {
+                Some(n) => n.to_string(),
+                None => "-1".to_owned(),
+            };
+            let above = (u128::from(bound.max) + 1).to_string();
+            for value in [&below, &above] {
+                let err = load_error(Environment::Development, &[(&var, value)]);
+                let expected = format!(
+                    "invalid configuration: {} = {value} is out of range: {} to {} (from `FLOWGATE__`",
+                    bound.key, bound.min, bound.max
+                );
+                assert!(err.starts_with(&expected), "{var}={value}: {err}");
+            }
+            for (value, at_max) in [(bound.min, false), (bound.max, true)] {
+                let value = value.to_string();
+                let mut vars = companions(bound.key, at_max);
+                vars.push((&var, &value));
+                let config = load(Environment::Development, &vars)
+                    .unwrap_or_else(|e| panic!("{var}={value}: {e}"));
+                assert_eq!((bound.value)(&config).to_string(), value, "{var}");
+            }
+        }
+        // docs/configuration.md gives each range in the key's row.
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .unwrap();
+        for bound in BOUNDED {
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{}` |", bound.key)))
+                .unwrap_or_else(|| panic!("{} has no row", bound.key));
+            let range = format!("Range: {} to {}", bound.min, bound.max);
+            assert!(row.contains(&range), "{}: {range:?} not in its row", bound.key);
+        }
+        // In code: the same check, the same message.
+        let mut config = Config::default();
+        config.stores.horizon_days = u32::MAX;
+        assert_eq!(
+            config
+                .validate(Environment::Development)
+                .unwrap_err()
+                .to_string(),
+            "invalid configuration: stores.horizon_days = 4294967295 is out of range: 1 to 3650"
+        );
+        let mut config = Config::default();
+        config.console.failed_sign_ins_per_account = 0;
+        assert_eq!(
+            config.validate(Environment::Development).unwrap_err().to_string(),
+            "invalid configuration: console.failed_sign_ins_per_account = 0 is out of range: 1 to 1000"
+        );
+        // From a file: where it came from.
+        let err = load_file("[stores]\nhorizon_days = 0\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("stores.horizon_days = 0 is out of range: 1 to 3650 (from TOML file")
+                && err.contains("mine.toml"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -2204,39 +2696,8 @@ mod tests {
                 );
             }
         }
-        fn flatten(
-            prefix: &str,
-            value: &serde_json::Value,
-            out: &mut std::collections::BTreeMap<String, String>,
-        ) {
-            match value {
-                // A table key (`experiments.exchange_rates`) whose default is empty.
-                serde_json::Value::Object(keys) if keys.is_empty() && !prefix.is_empty() => {
-                    out.insert(prefix.to_owned(), "{}".to_owned());
-                }
-                serde_json::Value::Object(keys) => {
-                    for (key, value) in keys {
-                        let name = if prefix.is_empty() {
-                            key.clone()
-                        } else {
-                            format!("{prefix}.{key}")
-                        };
-                        flatten(&name, value, out);
-                    }
-                }
-                serde_json::Value::Null => {
-                    out.insert(prefix.to_owned(), "unset".to_owned());
-                }
-                serde_json::Value::String(s) => {
-                    out.insert(prefix.to_owned(), s.clone());
-                }
-                other => {
-                    out.insert(prefix.to_owned(), other.to_string());
-                }
-            }
-        }
         let mut code = std::collections::BTreeMap::new();
-        flatten(
+        flatten_json(
             "",
             &serde_json::to_value(Config::default()).unwrap(),
             &mut code,
