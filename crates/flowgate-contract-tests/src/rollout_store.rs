@@ -314,6 +314,15 @@ pub async fn set_rollout_state_is_compare_and_set<S: RolloutStore + ?Sized>(stor
         "set_rollout_state"
     ));
     assert_eq!(get(store, rollout_id(9)).await, None);
+
+    // Abandoned (issue 65): kept with its reason and steps; it has ended, so it stays.
+    let abandon = change(RolloutState::Running, RolloutState::Abandoned, Some("gone"));
+    assert!(ok(set(abandon.clone(), 15).await, "set_rollout_state"));
+    r.state = RolloutState::Abandoned;
+    r.reason = Some("gone".to_owned());
+    r.updated_at = at(15);
+    assert_eq!(get(store, r.id).await, Some(r.clone()));
+    assert!(!ok(set(abandon, 16).await, "set_rollout_state"));
 }
 
 /// A free lease is taken; another holder is refused until it expires (at its end exactly it

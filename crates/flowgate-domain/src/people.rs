@@ -403,6 +403,9 @@ named_enum!(
         RolloutPause = "rollout.pause",
         /// A paused staged rollout resumed.
         RolloutResume = "rollout.resume",
+        /// A staged rollout ended as abandoned: its experiment left the catalog or ended
+        /// without it (issue 65).
+        RolloutAbandon = "rollout.abandon",
     }
 );
 

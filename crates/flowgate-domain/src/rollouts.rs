@@ -56,6 +56,10 @@ pub const DEFAULT_GUARDRAILS: [&str; 3] = ["flow_complete", "purchase_complete",
 pub const MAX_STEPS: usize = 20;
 /// The longest hold: 90 days.
 pub const MAX_HOLD_SECS: u64 = 90 * 24 * 3600;
+/// The most users a plan may wait for: the most a catalog file accepts as an experiment's
+/// `analysis.minimum_users` (a `u32`), which the rollout's experiment carries, so that an
+/// export of the catalog imports again.
+pub const MAX_MINIMUM_USERS: u64 = u32::MAX as u64;
 
 /// The actor of what the scheduler does, in the audit log (D28, D29).
 pub const SCHEDULER_ACTOR: &str = "scheduler";
@@ -75,9 +79,9 @@ pub enum RolloutError {
     /// A hold out of range.
     #[error("the hold must be from 0 s to 90 days, not {0} s")]
     InvalidHold(u64),
-    /// `minimum_users` of 0.
-    #[error("minimum users must be at least 1, not 0")]
-    InvalidMinimumUsers,
+    /// `minimum_users` of 0, or above [`MAX_MINIMUM_USERS`].
+    #[error("minimum users must be from 1 to {MAX_MINIMUM_USERS}, not {0}")]
+    InvalidMinimumUsers(u64),
     /// A guardrail that is not a metric, or one given twice.
     #[error("invalid guardrail {name:?}: {reason}")]
     InvalidGuardrail {
@@ -90,7 +94,7 @@ pub enum RolloutError {
     #[error("{0:?} is not a duration: a whole number and s, m, h or d (90s, 15m, 24h, 7d)")]
     InvalidDuration(String),
     /// A state name that does not parse.
-    #[error("{0:?} is not a rollout state (running, paused, rolled_back, completed)")]
+    #[error("{0:?} is not a rollout state (running, paused, rolled_back, completed, abandoned)")]
     UnknownState(String),
 }
 
@@ -127,7 +131,8 @@ impl Default for RolloutPlan {
 
 impl RolloutPlan {
     /// A plan, checked: `steps` increasing, each above 0 and at most 100, the last 100, at most
-    /// [`MAX_STEPS`]; a hold up to [`MAX_HOLD_SECS`]; `minimum_users` at least 1; each
+    /// [`MAX_STEPS`]; a hold up to [`MAX_HOLD_SECS`]; `minimum_users` from 1 to
+    /// [`MAX_MINIMUM_USERS`]; each
     /// guardrail a metric, none twice (at least one: the defaults when none are given).
     pub fn new(
         steps: Vec<f64>,
@@ -164,8 +169,8 @@ impl RolloutPlan {
         if hold_secs > MAX_HOLD_SECS {
             return Err(RolloutError::InvalidHold(hold_secs));
         }
-        if minimum_users == 0 {
-            return Err(RolloutError::InvalidMinimumUsers);
+        if !(1..=MAX_MINIMUM_USERS).contains(&minimum_users) {
+            return Err(RolloutError::InvalidMinimumUsers(minimum_users));
         }
         let guardrails = if guardrails.is_empty() {
             RolloutPlan::default().guardrails
@@ -261,30 +266,39 @@ pub enum RolloutState {
     RolledBack,
     /// Completed: the rule serves the new flow to everyone; the experiment ended.
     Completed,
+    /// Abandoned: its experiment left the catalog (an import replaced its rule) or ended
+    /// without it (concluded by its `ends_at`, stopped by a person), so it can neither step
+    /// nor roll back; the rule serves what the catalog says, and the placement is free.
+    Abandoned,
 }
 
 impl RolloutState {
     /// Every state.
-    pub const ALL: [RolloutState; 4] = [
+    pub const ALL: [RolloutState; 5] = [
         RolloutState::Running,
         RolloutState::Paused,
         RolloutState::RolledBack,
         RolloutState::Completed,
+        RolloutState::Abandoned,
     ];
 
-    /// `running`, `paused`, `rolled_back` or `completed`.
+    /// `running`, `paused`, `rolled_back`, `completed` or `abandoned`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RolloutState::Running => "running",
             RolloutState::Paused => "paused",
             RolloutState::RolledBack => "rolled_back",
             RolloutState::Completed => "completed",
+            RolloutState::Abandoned => "abandoned",
         }
     }
 
-    /// Whether the rollout has ended (rolled back or completed).
+    /// Whether the rollout has ended (rolled back, completed or abandoned).
     pub const fn ended(self) -> bool {
-        matches!(self, RolloutState::RolledBack | RolloutState::Completed)
+        matches!(
+            self,
+            RolloutState::RolledBack | RolloutState::Completed | RolloutState::Abandoned
+        )
     }
 }
 
@@ -756,8 +770,37 @@ mod tests {
         assert!(RolloutPlan::new(vec![100.0], 60, 1, twice).is_err());
         assert_eq!(
             RolloutPlan::new(vec![100.0], 60, 0, vec![]),
-            Err(RolloutError::InvalidMinimumUsers)
+            Err(RolloutError::InvalidMinimumUsers(0))
         );
+    }
+
+    /// Issue 65: a plan waits for at most the users a catalog file accepts as its experiment's
+    /// `analysis.minimum_users`; `--minimum-users 18446744073709551615` was written into the
+    /// catalog, whose export then did not import.
+    #[test]
+    fn minimum_users_stay_within_what_a_catalog_file_accepts() {
+        let catalog = |minimum: u64| {
+            crate::catalog::CatalogFile::parse(&format!(
+                r#"{{"format": 2, "workspaces": [{{"id": "10000000-0000-4000-8000-000000000001",
+                "name": "A", "apps": [{{"id": "20000000-0000-4000-8000-000000000001",
+                "name": "a", "media_base_url": "https://m", "icon_base_url": "https://i",
+                "placements": [{{"key": "p", "rules": [{{"experiment": {{
+                "id": "30000000-0000-4000-8000-000000000001", "name": "e", "status": "running",
+                "variants": [], "analysis": {{"minimum_users": {minimum}}}}}}}]}}]}}]}}]}}"#
+            ))
+        };
+        assert!(catalog(MAX_MINIMUM_USERS).is_ok());
+        assert!(catalog(MAX_MINIMUM_USERS + 1).is_err());
+        let plan = RolloutPlan::new(vec![100.0], 60, MAX_MINIMUM_USERS, vec![]).unwrap();
+        assert_eq!(plan.minimum_users, MAX_MINIMUM_USERS);
+        for refused in [MAX_MINIMUM_USERS + 1, 99_999_999_999, u64::MAX] {
+            let err = RolloutPlan::new(vec![100.0], 60, refused, vec![]).unwrap_err();
+            assert_eq!(err, RolloutError::InvalidMinimumUsers(refused));
+            assert_eq!(
+                err.to_string(),
+                format!("minimum users must be from 1 to 4294967295, not {refused}")
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! same transaction, keyed by `(rollout, step)`: a step is applied at most once, whichever
 //! process tries and however often.
 
-use flowgate_domain::catalog::{CatalogChange, CatalogData};
+use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
 use flowgate_domain::ids::{AppId, ExperimentId, FlowId, RolloutId, VariantId};
 use flowgate_domain::people::{AuditAction, NewAuditEntry};
 use flowgate_domain::ports::{
@@ -334,6 +334,8 @@ pub enum Outcome {
     RolledBack(String),
     /// Paused, why.
     Paused(String),
+    /// Abandoned, why: its experiment left the catalog or ended without it.
+    Abandoned(String),
 }
 
 /// One pass of the scheduler over the running rollouts, oldest first: each is read and moved
@@ -364,16 +366,19 @@ pub async fn advance(
     rollout: &Rollout,
     now: OffsetDateTime,
 ) -> Result<Outcome, RolloutFailure> {
+    // Its experiment left the catalog or ended without it: nothing to step or roll back; it
+    // ends as abandoned and frees its placement (issue 65).
+    if let Some(why) = orphaned(&store.load_catalog().await?, rollout) {
+        abandon(store, rollout, SCHEDULER_ACTOR, &why, now).await?;
+        return Ok(Outcome::Abandoned(why));
+    }
     let reading = match read_guardrails(store, reader, settings, settle, rollout, now).await {
         Ok(reading) => reading,
-        // Its experiment left the catalog (an import replaced the rule): nothing to step or
-        // roll back; a person decides.
+        // Removed between the two reads: the next pass abandons it.
         Err(RolloutFailure::Report(ReportError::UnknownExperiment(_))) => {
-            let why = "its experiment is no longer in the catalog (an import or a change \
-                       replaced its rule); the rule serves what the catalog says"
-                .to_owned();
-            pause(store, rollout.id, SCHEDULER_ACTOR, &why, now).await?;
-            return Ok(Outcome::Paused(why));
+            return Ok(Outcome::Waited(
+                "its experiment left the catalog during the pass".to_owned(),
+            ));
         }
         Err(e) => return Err(e),
     };
@@ -487,6 +492,11 @@ pub async fn roll_back(
             what: "only a running or paused rollout rolls back",
         });
     }
+    // Nothing to ship when its experiment left the catalog or ended without it: it ends as
+    // abandoned instead, and the placement is free again (issue 65).
+    if let Some(gone) = orphaned(&store.load_catalog().await?, &rollout) {
+        return abandon(store, &rollout, actor, &format!("{why} ({gone})"), now).await;
+    }
     let change = CatalogChange::ShipVariant {
         experiment: rollout.experiment_id,
         variant: rollout.control_variant,
@@ -550,6 +560,45 @@ pub async fn resume(
     .await
 }
 
+/// Why `rollout` can neither step nor roll back, if it cannot: its experiment is not in
+/// `stored`, or no longer running (concluded by its `ends_at`, stopped by a person).
+fn orphaned(stored: &CatalogData, rollout: &Rollout) -> Option<String> {
+    match stored.experiments().find(|e| e.id == rollout.experiment_id) {
+        None => Some(
+            "its experiment is no longer in the catalog (an import or a change replaced its \
+             rule); the rule serves what the catalog says"
+                .to_owned(),
+        ),
+        Some(e) if e.status != ExperimentStatus::Running => Some(format!(
+            "its experiment is {} (concluded by its end time or stopped); the rule serves what \
+             the catalog says",
+            e.status.as_str()
+        )),
+        Some(_) => None,
+    }
+}
+
+/// Ends a running or paused `rollout` as abandoned with `why`, as `actor` (audited).
+pub async fn abandon(
+    store: &Store,
+    rollout: &Rollout,
+    actor: &str,
+    why: &str,
+    now: OffsetDateTime,
+) -> Result<Rollout, RolloutFailure> {
+    let reason = format!("abandoned by {actor}: {why}");
+    set_state(
+        store,
+        rollout.id,
+        (rollout.state, RolloutState::Abandoned, Some(reason)),
+        "only a running or paused rollout is abandoned",
+        actor,
+        why,
+        now,
+    )
+    .await
+}
+
 async fn set_state(
     store: &Store,
     id: RolloutId,
@@ -571,10 +620,10 @@ async fn set_state(
             what,
         });
     }
-    let action = if to == RolloutState::Paused {
-        AuditAction::RolloutPause
-    } else {
-        AuditAction::RolloutResume
+    let action = match to {
+        RolloutState::Paused => AuditAction::RolloutPause,
+        RolloutState::Abandoned => AuditAction::RolloutAbandon,
+        _ => AuditAction::RolloutResume,
     };
     let entry = NewAuditEntry {
         at: now,

@@ -50,8 +50,9 @@ impl SchedulerMetrics {
             .register(
                 "steps",
                 "Rollout steps taken by this replica's scheduler, by outcome: step, completed, \
-             rolled_back (automatic rollbacks: alert on any), paused (sample ratio mismatch), \
-             failed (retried next pass)",
+             rolled_back (automatic rollbacks: alert on any), paused (sample ratio mismatch, \
+             guardrail_no_data), abandoned (its experiment left the catalog or ended), failed \
+             (retried next pass)",
                 m.steps.clone(),
             );
         let scheduler = registry.sub_registry_with_prefix("flowgate_scheduler");
@@ -199,6 +200,10 @@ async fn pass(
             Ok(Outcome::Paused(why)) => {
                 metrics.count("paused");
                 tracing::warn!(rollout = %id, why = %why, "rollout: paused for a person");
+            }
+            Ok(Outcome::Abandoned(why)) => {
+                metrics.count("abandoned");
+                tracing::warn!(rollout = %id, why = %why, "rollout: abandoned");
             }
             Err(e) => {
                 metrics.count("failed");

@@ -27,6 +27,7 @@ mod keys;
 mod migrations;
 mod results_limit;
 mod retention;
+mod rollout_states;
 mod sticky;
 mod support;
 mod tls;

@@ -474,10 +474,15 @@ async fn a_worse_guardrail_rolls_back_by_itself_and_everyone_gets_the_old_flow()
         .iter()
         .find(|m| m["metric"] == "purchase_complete")
         .unwrap_or_else(|| panic!("{figures}"));
-    assert!(
-        purchases["ci_high"].as_f64().unwrap() < 0.0,
-        "the interval lies below 0: {purchases}"
-    );
+    // Either the interval lies below 0, or (D35) the new flow had no purchase yet and Fisher's
+    // exact test found it worse first: the reason then says so.
+    match purchases["ci_high"].as_f64() {
+        Some(high) => assert!(high < 0.0, "the interval lies below 0: {purchases}"),
+        None => assert!(
+            reason.contains("no conversions") && reason.contains("Fisher's exact test"),
+            "{reason}; {purchases}"
+        ),
+    }
     // Everyone gets the old flow, the users the new one had too.
     let deadline = Instant::now() + Duration::from_secs(10);
     let api = replicas.apis()[0];
@@ -858,7 +863,7 @@ async fn a_scheduled_change_applies_once_at_its_time() {
 /// A rollout whose experiment an import removed (the placement's rules replaced) is paused by
 /// the scheduler, saying why, rather than failing every pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rollout_whose_experiment_was_imported_away_is_paused() {
+async fn a_rollout_whose_experiment_was_imported_away_is_abandoned_and_frees_its_placement() {
     let db = TestDb::sqlite().await;
     let replicas = Replicas::start(&db, 1).await;
     let id = start(&replicas, "10,100", "1h", "5", &["flow_complete"]);
@@ -866,10 +871,10 @@ async fn a_rollout_whose_experiment_was_imported_away_is_paused() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let shown = loop {
         let shown = replicas.show(&id);
-        if shown["state"] == "paused" {
+        if shown["state"] == "abandoned" {
             break shown;
         }
-        assert!(Instant::now() < deadline, "not paused in 20 s: {shown}");
+        assert!(Instant::now() < deadline, "not abandoned in 20 s: {shown}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(
@@ -879,6 +884,110 @@ async fn a_rollout_whose_experiment_was_imported_away_is_paused() {
             .contains("no longer in the catalog"),
         "{shown}"
     );
+    let audit = replicas.cli(&["audit", "list", "--action", "rollout.abandon", "--json"]);
+    assert_eq!(audit[0]["target"], id.as_str(), "{audit}");
+    // Issue 65: the placement is free again: a new rollout of it starts.
+    start(&replicas, "10,100", "1h", "5", &["flow_complete"]);
+}
+
+/// Issue 65: `rollouts list` said `running 10%` for a rollout whose experiment had been
+/// concluded: the scheduler now ends it as abandoned, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_whose_experiment_was_concluded_is_abandoned() {
+    let db = TestDb::sqlite().await;
+    let replicas = Replicas::start(&db, 1).await;
+    let id = start(&replicas, "10,100", "1h", "5", &["flow_complete"]);
+    let (code, out, err) = run(&["catalog", "export"], &replicas.env());
+    assert_eq!(code, Some(0), "{err}");
+    let mut catalog: Value = serde_json::from_str(&out).unwrap();
+    let rules = &mut catalog["workspaces"][0]["apps"][0]["placements"];
+    let experiment = rules
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .flat_map(|p| p["rules"].as_array_mut().unwrap().iter_mut())
+        .find_map(|r| {
+            let e = &mut r["experiment"];
+            (e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("Rollout of")))
+            .then_some(e)
+        })
+        .expect("the rollout's experiment is in the export");
+    experiment["status"] = "concluded".into();
+    import(&db.url, &catalog);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let shown = loop {
+        let shown = replicas.show(&id);
+        if shown["state"] == "abandoned" {
+            break shown;
+        }
+        assert!(Instant::now() < deadline, "not abandoned in 20 s: {shown}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let reason = shown["reason"].as_str().unwrap();
+    assert!(reason.contains("its experiment is concluded"), "{reason}");
+}
+
+/// Issue 65: a paused rollout whose experiment an import removed used to be stuck (its
+/// rollback shipped a variant of a missing experiment, and a new start was refused while it
+/// was open): a person's rollback now ends it as abandoned, and the placement is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_ends_a_rollout_whose_experiment_is_gone() {
+    let db = TestDb::sqlite().await;
+    let env = [("FLOWGATE__DATABASE__URL", db.url.as_str())];
+    import(&db.url, &fixtures::catalog_json());
+    let started: Value = {
+        let (code, out, err) = run(
+            &[
+                "rollouts",
+                "start",
+                "--app",
+                fixtures::APP1,
+                "--placement",
+                "onboarding",
+                "--flow",
+                fixtures::FLOW_NEW,
+                "--steps",
+                "10,100",
+                "--json",
+            ],
+            &env,
+        );
+        assert_eq!(code, Some(0), "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let id = started["id"].as_str().unwrap();
+    let (code, _, err) = run(&["rollouts", "pause", id], &env);
+    assert_eq!(code, Some(0), "{err}");
+    import(&db.url, &fixtures::catalog_json());
+    let (code, out, err) = run(&["rollouts", "rollback", id, "--json"], &env);
+    assert_eq!(code, Some(0), "{err}");
+    let ended: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ended["state"], "abandoned", "{ended}");
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no longer in the catalog"),
+        "{ended}"
+    );
+    let (code, _, err) = run(
+        &[
+            "rollouts",
+            "start",
+            "--app",
+            fixtures::APP1,
+            "--placement",
+            "onboarding",
+            "--flow",
+            fixtures::FLOW_NEW,
+            "--steps",
+            "10,100",
+        ],
+        &env,
+    );
+    assert_eq!(code, Some(0), "the placement is free again: {err}");
 }
 
 /// A time as the catalog file and the CLI write it.
