@@ -175,7 +175,20 @@ fn optional_text(
     }
 }
 
-/// A time in milliseconds since the epoch, as both stores write them.
+/// The earliest time a notification may carry: the start of year 0.
+///
+/// The stores hold different ranges: PostgreSQL's `timestamptz` from 4713 BC to 294276 AD,
+/// SQLite's fixed-width RFC 3339 text years 0 to 9999, the `time` crate years -9999 to 9999.
+/// A time outside what both hold would be refused by the store on every retry (a 503 that
+/// the app stores retry for days), so it is refused when read, quoted, before anything is
+/// written.
+const EARLIEST: OffsetDateTime = time::macros::datetime!(0000-01-01 00:00 UTC);
+
+/// The latest time a notification may carry: the end of year 9999 (see [`EARLIEST`]).
+const LATEST: OffsetDateTime = time::macros::datetime!(9999-12-31 23:59:59.999_999_999 UTC);
+
+/// A time in milliseconds since the epoch, as both stores write them, within the years the
+/// stores hold ([`EARLIEST`] to [`LATEST`]).
 fn millis(
     object: &Value,
     pointer: &str,
@@ -188,9 +201,20 @@ fn millis(
             let ms = n
                 .as_i64()
                 .ok_or_else(|| wrong(&at, format!("must be whole milliseconds, not {n}")))?;
-            OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-                .map(Some)
-                .map_err(|_| wrong(&at, format!("{ms} ms is not a time")))
+            match OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000) {
+                Ok(t) if (EARLIEST..=LATEST).contains(&t) => Ok(Some(t)),
+                Ok(t) => Err(wrong(
+                    &at,
+                    format!(
+                        "{ms} ms is year {}: the stores hold years 0 to 9999",
+                        t.year()
+                    ),
+                )),
+                Err(_) => Err(wrong(
+                    &at,
+                    format!("{ms} ms is not a time of years 0 to 9999"),
+                )),
+            }
         }
         Some(other) => Err(wrong(
             &at,

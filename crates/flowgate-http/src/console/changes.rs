@@ -237,7 +237,23 @@ fn comment_of(fields: &Fields) -> Result<String, String> {
             "A comment has at most {MAX_COMMENT_CHARS} characters."
         ));
     }
+    storable_comment(comment)?;
     Ok(comment.to_owned())
+}
+
+/// Refuses a comment the store cannot keep, quoting it. PostgreSQL's `text` cannot hold a NUL
+/// character, so such a comment would fail every write as if the store were down (503), and
+/// retrying could never help: it is refused here, before anything is written, as the SDK's
+/// events are ([`flowgate_domain::events::is_storable_text`]).
+pub(super) fn storable_comment(comment: &str) -> Result<(), String> {
+    if flowgate_domain::events::is_storable_text(comment) {
+        Ok(())
+    } else {
+        Err(format!(
+            "A comment cannot hold a NUL character (U+0000), which the store cannot keep: {}",
+            crate::problem::quoted(comment)
+        ))
+    }
 }
 
 /// A time to apply a change at: `YYYY-MM-DDTHH:MM` (seconds optional) in UTC, as a

@@ -101,6 +101,7 @@ fn comment_of(given: &str) -> Result<String, String> {
             "A comment has at most {MAX_COMMENT_CHARS} characters."
         ));
     }
+    super::changes::storable_comment(comment)?;
     Ok(comment.to_owned())
 }
 
@@ -791,19 +792,31 @@ pub(super) async fn start(req: HttpRequest, form: PostedForm, console: Data) -> 
         Ok(start) => start,
         Err(message) => return refused(&data, StatusCode::BAD_REQUEST, &message),
     };
+    let start = RolloutStart {
+        app,
+        placement,
+        flow,
+        version,
+        plan,
+    };
+    // D35: with review, a rollout start moves users like any change: it waits for another
+    // editor's or admin's approval on the changes page.
+    if console.require_review {
+        return match console
+            .backend
+            .propose_rollout(start, session.actor.clone(), comment)
+            .await
+        {
+            Ok(id) => {
+                tracing::info!(change = %id, actor = %session.actor, "console: rollout proposed");
+                see_other(&format!("/console/changes/{id}"))
+            }
+            Err(refusal) => refused(&data, status_of(&refusal), &refusal.message),
+        };
+    }
     match console
         .backend
-        .start_rollout(
-            RolloutStart {
-                app,
-                placement,
-                flow,
-                version,
-                plan,
-            },
-            session.actor.clone(),
-            comment,
-        )
+        .start_rollout(start, session.actor.clone(), comment)
         .await
     {
         Ok(rollout) => {

@@ -392,9 +392,92 @@ async fn a_flood_of_notifications_is_limited(backend: Backend) {
     reply.problem(429, "rate_limited");
 }
 
+/// Issue 65: a purchase date the store cannot hold (year -9999, before PostgreSQL's 4713 BC;
+/// year -1, before SQLite's year 0) is permanent bad input, refused 400 with the value quoted,
+/// never the 503 the stores would retry for days; the first and last instants of years 0 to
+/// 9999 are stored on both stores.
+async fn a_purchase_date_the_store_cannot_hold_is_refused_not_retried(backend: Backend) {
+    let Some(s) = Served::start(backend).await else {
+        return;
+    };
+    let ms = |year: i32| {
+        time::Date::from_calendar_date(year, time::Month::January, 1)
+            .unwrap()
+            .midnight()
+            .assume_utc()
+            .unix_timestamp()
+            * 1000
+    };
+    let path = format!("/v1/apps/{APP1}/store/revenuecat");
+    let revenuecat = |id: &str, at: i64| {
+        let body = json!({"api_version": "1.0", "event": {"id": id, "type": "INITIAL_PURCHASE",
+            "app_user_id": "user-1", "transaction_id": id, "purchased_at_ms": at,
+            "price": 5, "environment": "PRODUCTION"}});
+        (path.clone(), body.to_string().into_bytes())
+    };
+    for (id, at) in [
+        ("e-9999", ms(-9999)),
+        ("e-4714", ms(-4714)),
+        ("e-1", ms(-1)),
+    ] {
+        let (path, body) = revenuecat(id, at);
+        let reply = s
+            .post(&path, Some(s.webhook.expose().to_owned()), body)
+            .await;
+        let problem = reply.problem(400, "invalid_notification");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("/event/purchased_at_ms") && detail.contains(&at.to_string()),
+            "{detail}"
+        );
+    }
+    let apple = |id: &str, at: i64| {
+        let transaction = s.signer.sign(&json!({
+            "transactionId": id, "bundleId": BUNDLE, "purchaseDate": at, "price": 29990,
+            "currency": "USD", "appAccountToken": USER}));
+        s.signer.sign(&json!({
+            "notificationType": "SUBSCRIBED", "notificationUUID": id, "version": "2.0",
+            "data": {"bundleId": BUNDLE, "environment": "Production",
+                     "signedTransactionInfo": transaction}}))
+    };
+    let reply = s.apple(APP1, &apple("n-9999", ms(-9999))).await;
+    let problem = reply.problem(400, "invalid_notification");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("/transaction/purchaseDate") && detail.contains(&ms(-9999).to_string()),
+        "{detail}"
+    );
+    assert_eq!(s.stored().await, 0, "nothing refused was stored");
+
+    // The ends of the range are stored.
+    // 9999 is not a leap year.
+    let last = ms(9999) + 365 * 86_400_000 - 1;
+    for (id, at) in [("e-first", ms(0)), ("e-last", last)] {
+        let (path, body) = revenuecat(id, at);
+        let reply = s
+            .post(&path, Some(s.webhook.expose().to_owned()), body)
+            .await;
+        assert_eq!(
+            reply.status.as_u16(),
+            200,
+            "{id}: {}",
+            String::from_utf8_lossy(&reply.body)
+        );
+    }
+    let reply = s.apple(APP1, &apple("n-last", last)).await;
+    assert_eq!(
+        reply.status.as_u16(),
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(s.stored().await, 3);
+}
+
 on_sqlite!(a_flood_of_notifications_is_limited);
 
 on_both_stores!(
+    a_purchase_date_the_store_cannot_hold_is_refused_not_retried,
     apple_notifications_are_verified_stored_once_and_refused_otherwise,
     revenuecat_webhooks_take_a_webhook_key_and_are_stored_once,
 );
