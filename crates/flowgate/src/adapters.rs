@@ -10,6 +10,7 @@ use flowgate_store::{Backend, Store, StoreOptions};
 
 use crate::cli::ExitCode;
 use crate::config::{Config, ExperimentsConfig};
+use crate::terminal::errln;
 
 /// Connects to the configured store and applies migrations when `database.auto_migrate` says
 /// so (by default on SQLite only).
@@ -27,7 +28,7 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
         tracing::warn!("{warning}");
     }
     let store = Store::connect(&config.database.url, options).map_err(|e| {
-        eprintln!(
+        errln!(
             "flowgate: cannot use database {}: {e}",
             config.database.redacted_url()
         );
@@ -44,7 +45,7 @@ pub(crate) async fn open_store(config: &Config) -> Result<Store, ExitCode> {
             }
             Ok(_) => {}
             Err(e) => {
-                eprintln!(
+                errln!(
                     "flowgate: migrations failed on {}: {e}",
                     config.database.redacted_url()
                 );
@@ -74,7 +75,7 @@ pub(crate) fn results_reader(config: &Config) -> Result<flowgate_store::ResultsR
         ..StoreOptions::default()
     };
     let store = Store::connect(url, options).map_err(|e| {
-        eprintln!(
+        errln!(
             "flowgate: cannot use the results database {}: {e}",
             flowgate_store::redact_url(url)
         );
@@ -104,7 +105,7 @@ pub(crate) async fn sticky_store(
     match flowgate_redis::RedisStickyStore::connect_lazy(url, options).await {
         Ok(redis) => Ok(std::sync::Arc::new(redis)),
         Err(e) => {
-            eprintln!("flowgate: cannot use sticky.redis_url: {e}");
+            errln!("flowgate: cannot use sticky.redis_url: {e}");
             Err(ExitCode::Config)
         }
     }
@@ -115,11 +116,11 @@ pub(crate) async fn sticky_store(
 pub(crate) async fn bus(config: &Config, name: &str) -> Result<Bus, ExitCode> {
     let settings = &config.events.jetstream;
     let bus = Bus::connect(settings, name).await.map_err(|e| {
-        eprintln!("flowgate: events.sink = \"jetstream\": {e}");
+        errln!("flowgate: events.sink = \"jetstream\": {e}");
         ExitCode::Failure
     })?;
     bus.check().await.map_err(|e| {
-        eprintln!("flowgate: events.sink = \"jetstream\": {e}");
+        errln!("flowgate: events.sink = \"jetstream\": {e}");
         ExitCode::Failure
     })?;
     tracing::info!(

@@ -2,7 +2,6 @@
 //! importable catalog file. Human output goes to stdout, errors to stderr; `--json` prints one
 //! JSON document for scripts.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use flowgate_domain::catalog::{CatalogFile, ExportError, ImportSummary};
@@ -14,6 +13,7 @@ use serde_json::json;
 use crate::cache::write_atomically;
 use crate::cli::{CatalogCommand, ExitCode};
 use crate::commands::{print_json, rfc3339, store_failure};
+use crate::terminal::{errln, outln};
 
 /// Hex digits of the SHA-256 shown in the history table (the JSON has all 64).
 const SHORT_SHA: usize = 12;
@@ -65,7 +65,7 @@ async fn history(store: &Store, limit: usize, json: bool) -> ExitCode {
         return ExitCode::Success;
     }
     if records.is_empty() {
-        println!("no catalog imports recorded");
+        outln!("no catalog imports recorded");
         return ExitCode::Success;
     }
     let times: Vec<String> = records.iter().map(|r| rfc3339(r.imported_at)).collect();
@@ -76,13 +76,16 @@ async fn history(store: &Store, limit: usize, json: bool) -> ExitCode {
         .max()
         .unwrap_or(0)
         .max("file".len());
-    println!(
+    outln!(
         "{:>8}  {:<time_width$}  {:<SHORT_SHA$}  {:<file_width$}  summary",
-        "revision", "imported at", "sha256", "file"
+        "revision",
+        "imported at",
+        "sha256",
+        "file"
     );
     for (r, at) in records.iter().zip(&times) {
         let sha = r.sha256.get(..SHORT_SHA).unwrap_or(&r.sha256);
-        println!(
+        outln!(
             "{:>8}  {at:<time_width$}  {sha:<SHORT_SHA$}  {:<file_width$}  {}",
             r.revision,
             r.file,
@@ -101,33 +104,25 @@ async fn export(store: &Store, workspace: Option<WorkspaceId>, output: Option<&P
     let file = match CatalogFile::from_data(&data, workspace) {
         Ok(file) => file,
         Err(e @ ExportError::UnknownWorkspace(_)) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return ExitCode::NotFound;
         }
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return ExitCode::Failure;
         }
     };
     let text = match file.to_pretty_json() {
         Ok(text) => text,
         Err(e) => {
-            eprintln!("flowgate: the catalog could not be written as JSON: {e}");
+            errln!("flowgate: the catalog could not be written as JSON: {e}");
             return ExitCode::Failure;
         }
     };
     let Some(path) = output else {
-        let mut stdout = std::io::stdout().lock();
-        return match stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-        {
-            Ok(()) => ExitCode::Success,
-            Err(e) => {
-                eprintln!("flowgate: cannot write the export to standard output: {e}");
-                ExitCode::Failure
-            }
-        };
+        // A failed write ends the process (crate::terminal): closed, quietly.
+        crate::terminal::json(&text);
+        return ExitCode::Success;
     };
     let target: PathBuf = path.to_owned();
     // No secrets inside (D19: no keys), so an ordinary file's mode, less the umask.
@@ -136,12 +131,12 @@ async fn export(store: &Store, workspace: Option<WorkspaceId>, output: Option<&P
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
     if let Err(e) = written {
-        eprintln!("flowgate: cannot write {}: {e}", path.display());
+        errln!("flowgate: cannot write {}: {e}", path.display());
         return ExitCode::Failure;
     }
     let apps = file.workspaces.iter().flat_map(|w| &w.apps);
     let flows = apps.clone().flat_map(|a| &a.flows);
-    println!(
+    outln!(
         "{}: exported {} workspace(s), {} app(s), {} flow(s), {} version(s), {} placement(s) at revision {}; no API keys",
         path.display(),
         file.workspaces.len(),

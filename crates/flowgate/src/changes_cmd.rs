@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 use crate::cli::{ChangesCommand, ExitCode};
 use crate::commands::{print_json, store_failure};
 use crate::schedules::{schedule, ScheduleFailure};
+use crate::terminal::{errln, outln};
 
 /// `flowgate changes ...`
 pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
@@ -35,14 +36,14 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
             ) {
                 Ok(at) => at,
                 Err(_) => {
-                    eprintln!("flowgate: --at must be an RFC 3339 time (2026-12-01T09:00:00Z), not {at:?}");
+                    errln!("flowgate: --at must be an RFC 3339 time (2026-12-01T09:00:00Z), not {at:?}");
                     return ExitCode::InvalidInput;
                 }
             };
             let change = match read_change(&file) {
                 Ok(change) => change,
                 Err(message) => {
-                    eprintln!("flowgate: {}: {message}", file.display());
+                    errln!("flowgate: {}: {message}", file.display());
                     return ExitCode::InvalidInput;
                 }
             };
@@ -52,12 +53,12 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                     ExitCode::Success
                 }
                 Ok(record) => {
-                    println!("{}", record.id);
-                    eprintln!("scheduled for {}: {}", rfc3339(at), record.summary);
+                    outln!("{}", record.id);
+                    errln!("scheduled for {}: {}", rfc3339(at), record.summary);
                     ExitCode::Success
                 }
                 Err(ScheduleFailure::Invalid(message)) => {
-                    eprintln!("flowgate: the change does not apply: {message}");
+                    errln!("flowgate: the change does not apply: {message}");
                     ExitCode::InvalidInput
                 }
                 Err(ScheduleFailure::Store(e)) => store_failure("the change was not scheduled", &e),
@@ -67,25 +68,25 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
             let state = match state.map(|s| s.parse::<ChangeState>()).transpose() {
                 Ok(state) => state,
                 Err(e) => {
-                    eprintln!("flowgate: --state: {e}");
+                    errln!("flowgate: --state: {e}");
                     return ExitCode::InvalidInput;
                 }
             };
-            match store.list_changes(state, limit.clamp(1, 10_000)).await {
+            match store.list_changes(state, limit).await {
                 Ok(listed) if json => {
                     print_json(&json!(listed.iter().map(change_json).collect::<Vec<_>>()));
                     ExitCode::Success
                 }
                 Ok(listed) => {
                     if listed.is_empty() {
-                        println!("no changes");
+                        outln!("no changes");
                     }
                     for c in &listed {
                         let when = c
                             .apply_at
                             .map(|at| format!(" at {}", rfc3339(at)))
                             .unwrap_or_default();
-                        println!(
+                        outln!(
                             "{}  {:<9}{when}  {}  ({})",
                             c.id,
                             c.state.as_str(),
@@ -100,7 +101,7 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
         }
         ChangesCommand::Cancel { id, json } => {
             let Ok(id) = id.parse::<ChangeId>() else {
-                eprintln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
+                errln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
                 return ExitCode::InvalidInput;
             };
             let decision = ChangeDecision {
@@ -127,20 +128,20 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                     }
                     match store.change(id).await {
                         Ok(Some(record)) if json => print_json(&change_json(&record)),
-                        _ => eprintln!("change {id} cancelled"),
+                        _ => errln!("change {id} cancelled"),
                     }
                     ExitCode::Success
                 }
                 Ok(false) => match store.change(id).await {
                     Ok(Some(record)) => {
-                        eprintln!(
+                        errln!(
                             "flowgate: change {id} is {}: only a pending change is cancelled",
                             record.state.as_str()
                         );
                         ExitCode::InvalidInput
                     }
                     Ok(None) => {
-                        eprintln!("flowgate: no change {id}");
+                        errln!("flowgate: no change {id}");
                         ExitCode::NotFound
                     }
                     Err(e) => store_failure("the change could not be read", &e),

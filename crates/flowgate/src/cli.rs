@@ -19,6 +19,16 @@ pub const VERSION: &str = concat!(
 /// The release's commit (see build.rs).
 pub const COMMIT: &str = env!("FLOWGATE_COMMIT");
 
+/// Most entries a `--limit` lists at once.
+pub const MAX_LIMIT: u64 = 10_000;
+
+/// `--limit`: 1 to [`MAX_LIMIT`]. Out of it, clap refuses the command (exit 2) naming the
+/// flag, the value and the range, before anything is read: 0 listed nothing, and a number
+/// beyond what the store's query takes failed there.
+fn limit() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_LIMIT)
+}
+
 /// flowgate: decides which onboarding or paywall flow an app shows, and collects what users do
 /// in it.
 #[derive(Debug, Parser)]
@@ -153,7 +163,7 @@ pub enum CatalogCommand {
     /// file name and what the file held. An import that changed nothing is not listed.
     History {
         /// Show at most this many.
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_parser = limit())]
         limit: usize,
         /// Print a JSON array (full SHA-256).
         #[arg(long)]
@@ -232,7 +242,7 @@ pub enum DeadLettersCommand {
     /// List dead letters, oldest first.
     List {
         /// Show at most this many.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = limit())]
         limit: usize,
         /// Print JSON (each letter with its payload).
         #[arg(long)]
@@ -393,7 +403,7 @@ pub enum ChangesCommand {
         #[arg(long)]
         state: Option<String>,
         /// At most this many.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = limit())]
         limit: usize,
         /// Print JSON.
         #[arg(long)]
@@ -435,7 +445,11 @@ pub enum RolloutsCommand {
         #[arg(long, default_value = "24h")]
         hold: String,
         /// Users the new flow needs before the next step.
-        #[arg(long, default_value_t = flowgate_domain::rollouts::DEFAULT_MINIMUM_USERS)]
+        #[arg(
+            long,
+            default_value_t = flowgate_domain::rollouts::DEFAULT_MINIMUM_USERS,
+            value_parser = clap::value_parser!(u64).range(1..=flowgate_domain::rollouts::MAX_MINIMUM_USERS)
+        )]
         minimum_users: u64,
         /// A metric that must not get significantly worse (repeat for several; default
         /// `flow_complete`, `purchase_complete` and `revenue`).
@@ -519,7 +533,7 @@ pub enum AuditCommand {
         #[arg(long)]
         action: Option<String>,
         /// At most this many.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = limit())]
         limit: usize,
         /// Print JSON.
         #[arg(long)]

@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 
 use crate::cli::{DeadLettersCommand, ExitCode, KeysCommand};
 use crate::config::{Config, SinkKind};
+use crate::terminal::{errln, outln};
 use crate::{demo, serve};
 
 /// Appends a `cli` entry; a failure is reported (the change itself is done).
@@ -37,12 +38,12 @@ pub(crate) async fn record_cli(
         detail,
     };
     if let Err(e) = store.append_audit(entry).await {
-        eprintln!("flowgate: warning: the audit entry was not written: {e}");
+        errln!("flowgate: warning: the audit entry was not written: {e}");
     }
 }
 
 pub(crate) fn store_failure(context: &str, e: &StoreError) -> ExitCode {
-    eprintln!("flowgate: {context}: {e}");
+    errln!("flowgate: {context}: {e}");
     match e {
         StoreError::NotFound { .. } => ExitCode::NotFound,
         _ => ExitCode::Failure,
@@ -50,10 +51,7 @@ pub(crate) fn store_failure(context: &str, e: &StoreError) -> ExitCode {
 }
 
 pub(crate) fn print_json(value: &serde_json::Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
+    crate::terminal::json(&serde_json::to_string_pretty(value).unwrap_or_default());
 }
 
 /// `flowgate migrate`: the database's migrations, then, with `events.sink = "jetstream"`, the
@@ -87,7 +85,7 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
         match ensured {
             Ok((stream, consumer)) => bus = Some((settings, stream, consumer)),
             Err(e) => {
-                eprintln!("flowgate: events.sink = \"jetstream\": {e}");
+                errln!("flowgate: events.sink = \"jetstream\": {e}");
                 return ExitCode::Failure;
             }
         }
@@ -101,16 +99,16 @@ pub async fn migrate(store: &Store, config: &Config, json: bool) -> ExitCode {
         print_json(&out);
     } else {
         if applied.is_empty() {
-            println!("migrations: nothing to apply, the schema is current");
+            outln!("migrations: nothing to apply, the schema is current");
         }
         for m in &applied {
-            println!("applied {m}");
+            outln!("applied {m}");
         }
         if partitions > 0 {
-            println!("events table: {partitions} day partition(s) created");
+            outln!("events table: {partitions} day partition(s) created");
         }
         if let Some((settings, stream, consumer)) = &bus {
-            println!(
+            outln!(
                 "stream {} ({} replica(s)): {}; consumer {}: {}",
                 settings.stream,
                 settings.replicas,
@@ -216,11 +214,14 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
             if json {
                 print_json(&json!(letters.iter().map(letter_json).collect::<Vec<_>>()));
             } else if letters.is_empty() {
-                println!("no dead letters");
+                outln!("no dead letters");
             } else {
-                println!(
+                outln!(
                     "{:<36}  {:<36}  {:>8}  {:<20}  error",
-                    "id", "event_id", "attempts", "last attempt"
+                    "id",
+                    "event_id",
+                    "attempts",
+                    "last attempt"
                 );
                 for l in &letters {
                     let event = l
@@ -234,7 +235,7 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
                             l.error, l.format
                         )
                     };
-                    println!(
+                    outln!(
                         "{:<36}  {:<36}  {:>8}  {:<20}  {}",
                         l.id,
                         event,
@@ -253,7 +254,7 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
                 Err(e) => return store_failure("dead letters could not be read", &e),
             };
             if let (Some(id), true) = (id, letters.is_empty()) {
-                eprintln!("flowgate: no dead letter {id}");
+                errln!("flowgate: no dead letter {id}");
                 return ExitCode::NotFound;
             }
             let (mut replayed, mut inserted, mut duplicates) = (0usize, 0usize, 0usize);
@@ -303,16 +304,16 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
                     "skipped": skipped.iter().map(|(id, format, reason)| json!({"id": id.to_string(), "format": format, "reason": reason})).collect::<Vec<_>>(),
                 }));
             } else {
-                println!(
+                outln!(
                     "replayed {replayed} dead letter(s): {inserted} event(s) stored, {duplicates} already stored; {} still refused; {} skipped",
                     refused.len(),
                     skipped.len()
                 );
                 for (id, error) in &refused {
-                    println!("  {id}: {error}");
+                    outln!("  {id}: {error}");
                 }
                 for (id, _, reason) in &skipped {
-                    println!("  {id}: skipped: {reason}");
+                    outln!("  {id}: skipped: {reason}");
                 }
             }
             if refused.is_empty() {
@@ -335,24 +336,24 @@ fn import_failure(file: &std::path::Path, error: ImportError, json: bool) -> Exi
                     .collect();
                 print_json(&json!({"problems": list}));
             } else {
-                eprintln!(
+                errln!(
                     "{}: {} problem(s); nothing was written:",
                     file.display(),
                     problems.len()
                 );
                 for p in &problems {
-                    eprintln!("  {p}");
+                    errln!("  {p}");
                 }
             }
             ExitCode::InvalidInput
         }
         ImportError::Io { path, source } => {
-            eprintln!("flowgate: cannot read {}: {source}", path.display());
+            errln!("flowgate: cannot read {}: {source}", path.display());
             ExitCode::Failure
         }
         ImportError::Store(e) => store_failure("the import failed; nothing was written", &e),
         other => {
-            eprintln!("flowgate: {other}");
+            errln!("flowgate: {other}");
             ExitCode::Failure
         }
     }
@@ -380,17 +381,17 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
         }));
         return ExitCode::Success;
     }
-    println!(
+    outln!(
         "{}: valid; dry run, nothing written (the store is at revision {})",
         file.display(),
         report.revision
     );
     if !report.changed {
-        println!("no change: the store already holds everything in this file");
+        outln!("no change: the store already holds everything in this file");
         return ExitCode::Success;
     }
     if !diff.entities.is_empty() {
-        println!("changes:");
+        outln!("changes:");
         for e in &diff.entities {
             let change = serde_json::to_value(e.change).unwrap_or_default();
             let change = change.as_str().unwrap_or_default();
@@ -399,11 +400,11 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
             } else {
                 format!(": {}", e.detail)
             };
-            println!("  {change} {} {} `{}`{detail}", e.entity, e.id, e.name);
+            outln!("  {change} {} {} `{}`{detail}", e.entity, e.id, e.name);
         }
     }
     if !diff.placements.is_empty() {
-        println!("rule lists:");
+        outln!("rule lists:");
         for p in &diff.placements {
             let rules: Vec<String> = p
                 .rules
@@ -415,7 +416,7 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
             } else {
                 ""
             };
-            println!(
+            outln!(
                 "  {}/{}: {} -> {} rule(s); {}{default}",
                 p.app_id,
                 p.key,
@@ -426,12 +427,12 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
         }
     }
     if !diff.experiments.is_empty() {
-        println!("experiments whose users move (shares of the users who reach the rule):");
+        outln!("experiments whose users move (shares of the users who reach the rule):");
         for e in &diff.experiments {
             let status = |s: Option<flowgate_domain::catalog::ExperimentStatus>| {
                 s.map_or("absent", |s| s.as_str())
             };
-            println!(
+            outln!(
                 "  `{}` ({}) in {}/{}, {} -> {}:",
                 e.name,
                 e.id,
@@ -440,7 +441,7 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
                 status(e.status_before),
                 status(e.status_after)
             );
-            println!(
+            outln!(
                 "    change variant {}, enter {}, leave {}, keep variant {}, outside {}",
                 percent(e.change_variant),
                 percent(e.enter),
@@ -453,17 +454,17 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
                 .iter()
                 .map(|v| format!("{} {} -> {}", v.name, percent(v.before), percent(v.after)))
                 .collect();
-            println!("    variants: {}", variants.join("; "));
+            outln!("    variants: {}", variants.join("; "));
             if e.rule_changed {
-                println!("    its rule's audience or position changes too: the shares are of users who reach it both before and after");
+                outln!("    its rule's audience or position changes too: the shares are of users who reach it both before and after");
             }
             if let Some(sticky) = &e.sticky {
-                println!("    sticky: {}", sticky.note);
+                outln!("    sticky: {}", sticky.note);
             }
         }
     }
     for w in &warnings {
-        println!("warning: {w}");
+        outln!("warning: {w}");
     }
     ExitCode::Success
 }
@@ -485,14 +486,14 @@ pub async fn import(store: &Store, file: &std::path::Path, dry: bool, json: bool
                 }));
             } else {
                 for w in &warnings {
-                    eprintln!("warning: {w}");
+                    errln!("warning: {w}");
                 }
                 let verb = if report.changed {
                     "imported"
                 } else {
                     "unchanged (already imported)"
                 };
-                println!(
+                outln!(
                     "{}: {verb}: {} workspace(s), {} app(s), {} flow(s), {} version(s), {} placement(s), {} key(s); revision {}",
                     file.display(), report.workspaces, report.apps, report.flows, report.versions, report.placements, report.keys, report.revision
                 );
@@ -547,8 +548,8 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
                         v["key"] = json!(created.key.expose());
                         print_json(&v);
                     } else {
-                        println!("{}", created.key.expose());
-                        eprintln!(
+                        outln!("{}", created.key.expose());
+                        errln!(
                             "key {} created; this is the only time it is shown",
                             created.record.id
                         );
@@ -573,7 +574,7 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
                 if json {
                     print_json(&record_json(&record));
                 } else {
-                    println!("key {} ({}…) revoked", record.id, record.display_prefix);
+                    outln!("key {} ({}…) revoked", record.id, record.display_prefix);
                 }
                 ExitCode::Success
             }
@@ -585,14 +586,18 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
                     if json {
                         print_json(&json!(records.iter().map(record_json).collect::<Vec<_>>()));
                     } else {
-                        println!(
+                        outln!(
                             "{:<36}  {:<12}  {:<7}  {:<4}  {:<20}  status",
-                            "id", "prefix", "type", "env", "name"
+                            "id",
+                            "prefix",
+                            "type",
+                            "env",
+                            "name"
                         );
                         for r in &records {
                             let status = if r.is_revoked() { "revoked" } else { "active" };
                             // `as_str`: the types' `Display` ignores the width.
-                            println!(
+                            outln!(
                                 "{:<36}  {:<12}  {:<7}  {:<4}  {:<20}  {status}",
                                 r.id,
                                 r.display_prefix,
@@ -623,12 +628,12 @@ pub async fn demo(store: &Store, config: &Config, json: bool) -> ExitCode {
             if json {
                 print_json(&serde_json::to_value(&d).unwrap_or_default());
             } else {
-                println!("{}", d.banner());
+                crate::terminal::lines(&d.banner());
             }
             ExitCode::Success
         }
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             ExitCode::Failure
         }
     }

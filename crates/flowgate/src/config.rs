@@ -2061,7 +2061,11 @@ mod tests {
                 .find(|l| l.starts_with(&format!("| `{}` |", bound.key)))
                 .unwrap_or_else(|| panic!("{} has no row", bound.key));
             let range = format!("Range: {} to {}", bound.min, bound.max);
-            assert!(row.contains(&range), "{}: {range:?} not in its row", bound.key);
+            assert!(
+                row.contains(&range),
+                "{}: {range:?} not in its row",
+                bound.key
+            );
         }
         // In code: the same check, the same message.
         let mut config = Config::default();

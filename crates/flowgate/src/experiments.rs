@@ -16,17 +16,18 @@ use flowgate_store::Store;
 use crate::cli::{ExitCode, ExperimentsCommand};
 use crate::commands::print_json;
 use crate::config::Config;
+use crate::terminal::{errln, escape};
 
 /// `flowgate experiments ...`
 pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCommand) -> ExitCode {
     let catalog = match store.load_catalog().await.map(Catalog::build) {
         Ok(Ok(catalog)) => catalog,
         Ok(Err(e)) => {
-            eprintln!("flowgate: the stored catalog does not build: {e}");
+            errln!("flowgate: the stored catalog does not build: {e}");
             return ExitCode::Failure;
         }
         Err(e) => {
-            eprintln!("flowgate: the catalog could not be read: {e}");
+            errln!("flowgate: the catalog could not be read: {e}");
             return ExitCode::Failure;
         }
     };
@@ -42,7 +43,7 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
                     ExitCode::Success
                 }
                 Ok((listed, exposed)) => {
-                    print!("{}", list_table(&experiments_json(&listed, &exposed)));
+                    crate::terminal::lines(&list_table(&experiments_json(&listed, &exposed)));
                     ExitCode::Success
                 }
                 Err(e) => failure(&e),
@@ -77,7 +78,7 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
                     ExitCode::Success
                 }
                 Ok(report) => {
-                    print!("{}", report_table(&report));
+                    crate::terminal::lines(&report_table(&report));
                     ExitCode::Success
                 }
                 Err(e) => failure(&e),
@@ -89,11 +90,11 @@ pub async fn experiments(store: &Store, config: &Config, command: ExperimentsCom
 /// The message and exit code of a failed list or report: the caller's mistake is 4 (D22),
 /// the store's failure 1.
 fn failure(e: &ReportError) -> ExitCode {
-    eprintln!("flowgate: {e}");
+    errln!("flowgate: {e}");
     match e {
         ReportError::Store(_) => {
             if e.timed_out() {
-                eprintln!(
+                errln!(
                     "flowgate: ask for a shorter window (--from, --to), or raise \
                      experiments.query_timeout_ms"
                 );
@@ -104,8 +105,13 @@ fn failure(e: &ReportError) -> ExitCode {
     }
 }
 
-/// Columns padded to their widest cell, two spaces apart.
+/// Columns padded to their widest cell, two spaces apart; each cell escaped (a name from the
+/// catalog cannot start a line or move the cursor), then measured.
 fn table(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| escape(cell).into_owned()).collect())
+        .collect();
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -117,7 +123,7 @@ fn table(rows: &[Vec<String>]) -> String {
         })
         .collect();
     let mut out = String::new();
-    for row in rows {
+    for row in &rows {
         let mut line = String::new();
         for (c, cell) in row.iter().enumerate() {
             let _ = write!(line, "{cell:<width$}  ", width = widths[c]);
@@ -244,7 +250,7 @@ fn report_table(r: &ExperimentReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Verdict: {}", verdict_words(r));
     for reason in &r.decision.reasons {
-        let _ = writeln!(out, "  - {}", reason.message);
+        let _ = writeln!(out, "  - {}", escape(&reason.message));
     }
     let _ = writeln!(
         out,
@@ -263,7 +269,7 @@ fn report_table(r: &ExperimentReport) -> String {
     let _ = writeln!(
         out,
         "{} ({}), {}, app {}",
-        r.name,
+        escape(&r.name),
         r.experiment_id,
         r.status.as_str(),
         r.app_id
@@ -344,7 +350,7 @@ fn report_table(r: &ExperimentReport) -> String {
     if !r.warnings.is_empty() {
         out.push('\n');
         for w in &r.warnings {
-            let _ = writeln!(out, "warning ({}): {}", w.code, w.message);
+            let _ = writeln!(out, "warning ({}): {}", w.code, escape(&w.message));
         }
     }
     out

@@ -9,6 +9,7 @@ use flowgate_store::Store;
 
 use crate::cli::ExitCode;
 use crate::config::Config;
+use crate::terminal::{errln, outln};
 
 /// The request body: JSON text, `@FILE` for a file's, or `-` for standard input's.
 fn read_body(body: &str) -> Result<Vec<u8>, String> {
@@ -37,14 +38,14 @@ pub async fn explain(
     let body = match read_body(body) {
         Ok(body) => body,
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return ExitCode::Failure;
         }
     };
     let data = match store.load_catalog().await {
         Ok(data) => data,
         Err(e) => {
-            eprintln!("flowgate: the catalog could not be read: {e}");
+            errln!("flowgate: the catalog could not be read: {e}");
             return ExitCode::Failure;
         }
     };
@@ -52,7 +53,7 @@ pub async fn explain(
     let catalog = match Catalog::build(data) {
         Ok(catalog) => catalog,
         Err(e) => {
-            eprintln!("flowgate: the stored catalog does not build: {e}");
+            errln!("flowgate: the stored catalog does not build: {e}");
             return ExitCode::Failure;
         }
     };
@@ -72,9 +73,9 @@ pub async fn explain(
     {
         Ok(explained) => explained,
         Err(e) => {
-            eprintln!("flowgate: {}", e.detail);
+            errln!("flowgate: {}", e.detail);
             for field in &e.errors {
-                eprintln!("  {}: {}", field.field, field.message);
+                errln!("  {}: {}", field.field, field.message);
             }
             return if e.code == "app_not_found" {
                 ExitCode::NotFound
@@ -84,17 +85,17 @@ pub async fn explain(
         }
     };
     if json {
-        println!("{}", String::from_utf8_lossy(&explained.to_json()));
+        crate::terminal::json(&String::from_utf8_lossy(&explained.to_json()));
         return ExitCode::Success;
     }
-    println!("catalog revision {revision}");
-    println!("result: {}", String::from_utf8_lossy(explained.result()));
+    outln!("catalog revision {revision}");
+    outln!("result: {}", String::from_utf8_lossy(explained.result()));
     if explained.trace().is_empty() {
-        println!("trace: the app has no placement `{placement}`");
+        outln!("trace: the app has no placement `{placement}`");
     }
     for step in explained.trace() {
-        println!("{step}");
+        outln!("{step}");
     }
-    println!("reason: {}", explained.reason());
+    outln!("reason: {}", explained.reason());
     ExitCode::Success
 }

@@ -20,6 +20,7 @@ use crate::cli::ExitCode;
 use crate::config::Config;
 use crate::health::{DeadLetterGauge, EventMaintenance};
 use crate::scrape::{Collected, Scrape, Scraped};
+use crate::terminal::errln;
 
 /// How often the consumer's lag is read for `/metrics`.
 const LAG_REFRESH: Duration = Duration::from_secs(5);
@@ -118,7 +119,7 @@ pub async fn ingest(config: Config) -> ExitCode {
             ExitCode::Success
         }
         Ok(Err(e)) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             ExitCode::Failure
         }
         Err(e) => {

@@ -25,12 +25,14 @@ mod schedules;
 mod scrape;
 mod serve;
 mod telemetry;
+mod terminal;
 mod traffic;
 
 use clap::Parser;
 
 use crate::cli::{Cli, Command, EventsCommand, ExitCode};
 use crate::config::{Config, Sources};
+use crate::terminal::errln;
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -41,7 +43,7 @@ fn main() -> std::process::ExitCode {
     let config = match Config::load(cli.environment, &sources) {
         Ok(config) => config,
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return std::process::ExitCode::from(ExitCode::Config as u8);
         }
     };
@@ -55,7 +57,7 @@ fn main() -> std::process::ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("flowgate: cannot start the async runtime: {e}");
+            errln!("flowgate: cannot start the async runtime: {e}");
             return std::process::ExitCode::from(ExitCode::Failure as u8);
         }
     };

@@ -12,6 +12,7 @@ use time::OffsetDateTime;
 use crate::cli::{AuditCommand, ExitCode, UsersCommand};
 use crate::commands::{print_json, record_cli, store_failure};
 use crate::config::Config;
+use crate::terminal::{errln, outln};
 
 fn time_text(t: OffsetDateTime) -> String {
     t.format(&time::format_description::well_known::Rfc3339)
@@ -31,16 +32,14 @@ async fn person_of(store: &Store, email: &str) -> Result<Person, ExitCode> {
     let normalized = match flowgate_domain::people::normalize_email(email) {
         Ok(email) => email,
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return Err(ExitCode::InvalidInput);
         }
     };
     match store.person_by_email(&normalized).await {
         Ok(Some(person)) => Ok(person),
         Ok(None) => {
-            eprintln!(
-                "flowgate: no person {normalized:?}; `flowgate users list` shows who there is"
-            );
+            errln!("flowgate: no person {normalized:?}; `flowgate users list` shows who there is");
             Err(ExitCode::NotFound)
         }
         Err(e) => Err(store_failure("the people could not be read", &e)),
@@ -57,7 +56,7 @@ async fn print_link(
 ) -> ExitCode {
     let now = OffsetDateTime::now_utc();
     let Ok((secret, link)) = new_sign_in_link(person.id, now) else {
-        eprintln!("flowgate: no randomness for a link");
+        errln!("flowgate: no randomness for a link");
         return ExitCode::Failure;
     };
     let expires_at = link.expires_at;
@@ -75,8 +74,8 @@ async fn print_link(
         v["link_expires_at"] = json!(time_text(expires_at));
         print_json(&v);
     } else {
-        println!("{url}");
-        eprintln!(
+        outln!("{url}");
+        errln!(
             "the sign-in link of {} ({}), shown this once: it works once, until {}",
             person.email,
             person.role,
@@ -101,14 +100,14 @@ pub async fn users(store: &Store, config: &Config, command: UsersCommand) -> Exi
                 match Person::new(PersonId::from_uuid(uuid::Uuid::new_v4()), &email, role, now) {
                     Ok(person) => person,
                     Err(e) => {
-                        eprintln!("flowgate: {e}");
+                        errln!("flowgate: {e}");
                         return ExitCode::InvalidInput;
                     }
                 };
             match store.add_person(person.clone()).await {
                 Ok(()) => {}
                 Err(StoreError::Conflict { .. }) => {
-                    eprintln!(
+                    errln!(
                         "flowgate: {} is already a person here; `flowgate users link {}` makes a new link",
                         person.email, person.email
                     );
@@ -148,7 +147,7 @@ pub async fn users(store: &Store, config: &Config, command: UsersCommand) -> Exi
                 if json {
                     print_json(&json!(people.iter().map(person_json).collect::<Vec<_>>()));
                 } else {
-                    println!("{:<40}  {:<6}  {:<15}  added", "email", "role", "status");
+                    outln!("{:<40}  {:<6}  {:<15}  added", "email", "role", "status");
                     for p in &people {
                         let status = if p.disabled {
                             "disabled"
@@ -157,7 +156,7 @@ pub async fn users(store: &Store, config: &Config, command: UsersCommand) -> Exi
                         } else {
                             "active"
                         };
-                        println!(
+                        outln!(
                             "{:<40}  {:<6}  {:<15}  {}",
                             p.email,
                             p.role.as_str(),
@@ -236,11 +235,11 @@ async fn update(
             } else {
                 "enabled"
             };
-            println!("{}: {}, {status}", after.email, after.role);
+            outln!("{}: {}, {status}", after.email, after.role);
             ExitCode::Success
         }
         Ok(None) => {
-            eprintln!("flowgate: {} was removed meanwhile", person.email);
+            errln!("flowgate: {} was removed meanwhile", person.email);
             ExitCode::NotFound
         }
         Err(e) => store_failure("the person was not changed", &e),
@@ -266,21 +265,17 @@ pub async fn audit(store: &Store, command: AuditCommand) -> ExitCode {
     {
         Ok(since) => since,
         Err(message) => {
-            eprintln!("flowgate: {message}");
+            errln!("flowgate: {message}");
             return ExitCode::InvalidInput;
         }
     };
     let action = match action.map(|a| a.parse::<AuditAction>()).transpose() {
         Ok(action) => action,
         Err(e) => {
-            eprintln!("flowgate: --action: {e}");
+            errln!("flowgate: --action: {e}");
             return ExitCode::InvalidInput;
         }
     };
-    if !(1..=10_000).contains(&limit) {
-        eprintln!("flowgate: --limit must be 1 to 10000, not {limit}");
-        return ExitCode::InvalidInput;
-    }
     let query = AuditQuery {
         since,
         until: None,
@@ -304,7 +299,7 @@ pub async fn audit(store: &Store, command: AuditCommand) -> ExitCode {
                         .as_deref()
                         .map(|c| format!(" \"{c}\""))
                         .unwrap_or_default();
-                    println!(
+                    outln!(
                         "{:>6}  {}  {:<28}  {:<16}  {}{revisions}{comment}",
                         e.id,
                         time_text(e.at),

@@ -9,6 +9,7 @@ use flowgate_store::Store;
 use crate::cli::{ExitCode, RolloutsCommand};
 use crate::commands::{print_json, store_failure};
 use crate::rollouts::{self, RolloutFailure, StartRequest};
+use crate::terminal::{errln, outln};
 use flowgate_http::rollouts::rollout_json;
 
 /// `flowgate rollouts ...`
@@ -29,7 +30,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
             json,
         } => {
             let (Ok(app), Ok(flow)) = (app.parse::<AppId>(), flow.parse::<FlowId>()) else {
-                eprintln!("flowgate: --app and --flow are ids (hyphenated UUIDs)");
+                errln!("flowgate: --app and --flow are ids (hyphenated UUIDs)");
                 return ExitCode::InvalidInput;
             };
             let plan = parse_duration(&hold)
@@ -38,7 +39,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
             let plan = match plan {
                 Ok(plan) => plan,
                 Err(e) => {
-                    eprintln!("flowgate: {e}");
+                    errln!("flowgate: {e}");
                     return ExitCode::InvalidInput;
                 }
             };
@@ -57,7 +58,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
             let state = match state.map(|s| s.parse()).transpose() {
                 Ok(state) => state,
                 Err(e) => {
-                    eprintln!("flowgate: --state: {e}");
+                    errln!("flowgate: --state: {e}");
                     return ExitCode::InvalidInput;
                 }
             };
@@ -71,10 +72,10 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
                 }
                 Ok(listed) => {
                     if listed.is_empty() {
-                        println!("no rollouts");
+                        outln!("no rollouts");
                     }
                     for r in &listed {
-                        println!(
+                        outln!(
                             "{}  {:<11}  {:>5}%  {}  {} -> {}",
                             r.id,
                             r.state.as_str(),
@@ -99,7 +100,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
                     ExitCode::Success
                 }
                 Ok(None) => {
-                    eprintln!("flowgate: no rollout {id}");
+                    errln!("flowgate: no rollout {id}");
                     ExitCode::NotFound
                 }
                 Err(e) => store_failure("the rollout could not be read", &e),
@@ -142,7 +143,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
 fn parse_id(text: &str) -> Option<RolloutId> {
     let parsed = text.parse().ok();
     if parsed.is_none() {
-        eprintln!("flowgate: {text:?} is not a rollout id (a hyphenated UUID)");
+        errln!("flowgate: {text:?} is not a rollout id (a hyphenated UUID)");
     }
     parsed
 }
@@ -154,21 +155,21 @@ fn shown(result: Result<Rollout, RolloutFailure>, json: bool) -> ExitCode {
             if json {
                 show(&r, true);
             } else {
-                println!("{}", r.id);
-                eprintln!("rollout {} is {} at {}%", r.id, r.state, r.share());
+                outln!("{}", r.id);
+                errln!("rollout {} is {} at {}%", r.id, r.state, r.share());
             }
             ExitCode::Success
         }
         Err(RolloutFailure::NotFound(id)) => {
-            eprintln!("flowgate: no rollout {id}");
+            errln!("flowgate: no rollout {id}");
             ExitCode::NotFound
         }
         Err(e) if e.is_callers() => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             ExitCode::InvalidInput
         }
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             ExitCode::Failure
         }
     }
@@ -180,15 +181,15 @@ fn show(r: &Rollout, json: bool) {
         print_json(&rollout_json(r));
         return;
     }
-    println!("rollout    {}", r.id);
-    println!("state      {} at {}%", r.state, r.share());
+    outln!("rollout    {}", r.id);
+    outln!("state      {} at {}%", r.state, r.share());
     if let Some(reason) = &r.reason {
-        println!("reason     {reason}");
+        outln!("reason     {reason}");
     }
-    println!("placement  {} of app {}", r.placement, r.app_id);
-    println!("flows      {} -> {}", r.from_flow, r.to_flow);
-    println!("experiment {}", r.experiment_id);
-    println!(
+    outln!("placement  {} of app {}", r.placement, r.app_id);
+    outln!("flows      {} -> {}", r.from_flow, r.to_flow);
+    outln!("experiment {}", r.experiment_id);
+    outln!(
         "plan       hold {}, {} users, guardrails {}",
         format_duration(r.plan.hold_secs),
         r.plan.minimum_users,
@@ -205,13 +206,13 @@ fn show(r: &Rollout, json: bool) {
     );
     for (i, share) in r.plan.steps.iter().enumerate() {
         match r.applied.iter().find(|s| s.index as usize == i) {
-            Some(s) => println!(
+            Some(s) => outln!(
                 "step {:>2}    {share:>5}%  applied {} (revision {})",
                 i + 1,
                 flowgate_http::results::rfc3339(s.applied_at),
                 s.revision
             ),
-            None => println!("step {:>2}    {share:>5}%  pending", i + 1),
+            None => outln!("step {:>2}    {share:>5}%  pending", i + 1),
         }
     }
 }

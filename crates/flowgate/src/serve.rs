@@ -47,6 +47,7 @@ use crate::demo;
 use crate::health::{Admin, DeadLetterGauge, EventMaintenance, ServiceHealth};
 use crate::refresh::{Refresher, ReloadError};
 use crate::scrape::Collected;
+use crate::terminal::errln;
 
 /// Runs the service until a shutdown signal.
 pub async fn serve(config: Config, env: Environment) -> ExitCode {
@@ -212,7 +213,7 @@ async fn request_path(
     registry: &mut Registry,
 ) -> Result<RequestPath, ExitCode> {
     let http = config.http().map_err(|e| {
-        eprintln!("flowgate: {e}");
+        errln!("flowgate: {e}");
         ExitCode::Config
     })?;
     let sink = Sink::start(
@@ -684,7 +685,7 @@ async fn seed_demo_if_empty(store: &Store, config: &Config) {
         Ok(data) if data.workspaces.is_empty() => {
             let base = base_url(&config.server.listen);
             match demo::create(store, config.auth.key_environment, &base).await {
-                Ok(d) => println!("{}", d.banner()),
+                Ok(d) => crate::terminal::best_effort_lines(&d.banner()),
                 Err(e) => tracing::error!(error = %e, "could not seed the demo workspace"),
             }
         }
@@ -765,14 +766,14 @@ fn apple_roots(config: &Config) -> Result<flowgate_http::apple_jws::AppleRoots, 
         flowgate_http::apple_jws::AppleRoots::apple()
     } else {
         flowgate_http::apple_jws::AppleRoots::from_pem_files(files).map_err(|e| {
-            eprintln!("flowgate: stores.apple_root_certificates: {e}");
+            errln!("flowgate: stores.apple_root_certificates: {e}");
             ExitCode::Config
         })?
     };
     let demo = &config.stores.demo_apple_signer;
     if !demo.as_os_str().is_empty() {
         let signer = crate::demo::apple_signer(demo, true).map_err(|e| {
-            eprintln!("flowgate: stores.demo_apple_signer: {e}");
+            errln!("flowgate: stores.demo_apple_signer: {e}");
             ExitCode::Config
         })?;
         roots = roots.and(&signer.roots());

@@ -23,6 +23,7 @@ use flowgate_http::apple_jws::TestSigner;
 use crate::cli::ExitCode;
 use crate::config::Config;
 use crate::demo;
+use crate::terminal::errln;
 
 /// Requests in flight at once.
 const CONCURRENCY: usize = 16;
@@ -331,29 +332,27 @@ pub async fn traffic(
     let created = match demo::create(store, config.auth.key_environment, &base).await {
         Ok(created) => created,
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return ExitCode::Failure;
         }
     };
     let webhook = match demo::webhook_key(store, config.auth.key_environment).await {
         Ok(key) => key,
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return ExitCode::Failure;
         }
     };
     // The App Store signer the server trusts (created by `flowgate serve` in development).
     let signer = &config.stores.demo_apple_signer;
     let apple = if signer.as_os_str().is_empty() {
-        eprintln!(
-            "flowgate: stores.demo_apple_signer is not set: RevenueCat reports on every buyer"
-        );
+        errln!("flowgate: stores.demo_apple_signer is not set: RevenueCat reports on every buyer");
         None
     } else {
         match demo::apple_signer(signer, false) {
             Ok(signer) => Some(signer),
             Err(e) => {
-                eprintln!(
+                errln!(
                     "flowgate: stores.demo_apple_signer: {e}; `flowgate serve` creates it when \
                      missing: is it serving with the same configuration?"
                 );
@@ -379,11 +378,11 @@ pub async fn traffic(
     let sent = match sent {
         Ok(sent) => sent,
         Err(e) => {
-            eprintln!("flowgate: {e}");
+            errln!("flowgate: {e}");
             return ExitCode::Failure;
         }
     };
-    eprintln!(
+    errln!(
         "flowgate: {users} users sent to {base}: {} in the experiment, {} events accepted, {} rejected",
         sent.exposed, sent.accepted, sent.rejected
     );
@@ -421,15 +420,14 @@ pub async fn traffic(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     if stored < sent.exposed {
-        eprintln!(
+        errln!(
             "flowgate: {stored} of the {} exposed users are stored after 30 s; the report shows \
              those",
             sent.exposed
         );
     }
-    eprintln!(
-        "flowgate: the report (again any time: flowgate experiments results {experiment}):\n"
-    );
+    errln!("flowgate: the report (again any time: flowgate experiments results {experiment}):");
+    errln!("");
     crate::experiments::experiments(
         store,
         config,

@@ -26,3 +26,4 @@ mod rollouts;
 mod startup;
 mod sticky;
 mod support;
+mod terminal;
