@@ -200,19 +200,30 @@ fn paths() -> Value {
     let mut apple_op = operation(
         "storeApple",
         "Receive an App Store Server Notification V2",
-        "App Store Connect's notification URL for this app (D30). The `signedPayload` (and its `signedTransactionInfo` and `signedRenewalInfo`) must be signed by a certificate chain to a trusted root (`stores.apple_root_certificates`; Apple Root CA - G3 by default) with Apple's marker extensions, for the app's `apple_bundle_id` and one of its `apple_environments`. Stored once per `notificationUUID`. 401 `invalid_signature` for a signature that does not verify; 400 `store_mismatch` for another bundle or environment, `store_not_configured` for an app without `apple_bundle_id`, `invalid_notification` for a body or field that cannot be read. Nothing refused is stored.",
+        "App Store Connect's notification URL for this app (D30). The `signedPayload` (and its `signedTransactionInfo` and `signedRenewalInfo`) must be signed by a certificate chain to a trusted root (`stores.apple_root_certificates`; Apple Root CA - G3 by default) with Apple's marker extensions, for the app's `apple_bundle_id` and one of its `apple_environments`. Stored once per `notificationUUID`. 404 `app_not_found` for an app not in the catalog; 409 `store_not_configured` for an app without `apple_bundle_id`; 401 `invalid_signature` for a signature that does not verify; 400 `store_mismatch` for another bundle or environment, `invalid_notification` for a body or field that cannot be read (a `signedPayload` that is not a compact JWS, quoted). Nothing refused is stored.",
         vec![app_id_param()],
-        json!({"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {"type": "string", "description": "Apple's JWS (compact form)."}}}),
+        json!({"type": "object", "required": ["signedPayload"], "properties": {"signedPayload": {
+            "type": "string", "minLength": 1, "pattern": crate::handlers::store::JWS_PATTERN,
+            "description": "Apple's signed notification: a non-empty JWS in compact form, three base64url parts (header, payload, signature) joined by dots. Another shape is 400 `invalid_notification`; a JWS whose signature does not verify is 401 `invalid_signature`."}}}),
         ("200", stored.clone()),
     );
     apple_op["security"] = json!([]);
+    apple_op["responses"]["409"] = problem_response(
+        "The app is in the catalog but not set up for the App Store: it has no `apple_bundle_id` (`store_not_configured`). Set it in the catalog; Apple retries the notification.",
+        &[],
+    );
     apple_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
     let mut revenuecat_op = operation(
         "storeRevenueCat",
         "Receive a RevenueCat webhook",
-        "RevenueCat's webhook URL for this app (D30), with a webhook key of the app's workspace (`flowgate keys create --type webhook`) as the Authorization header's value, with or without `Bearer`. Stored once per `event.id`. 400 `invalid_notification` for a body or field that cannot be read; nothing refused is stored.",
+        "RevenueCat's webhook URL for this app (D30), with a webhook key of the app's workspace (`flowgate keys create --type webhook`) as the Authorization header's value, with or without `Bearer`. Stored once per `event.id`. The key is checked first, then the app: 404 `app_not_found` for an app not in the catalog, 403 `forbidden_app` for another workspace's. 400 `invalid_notification` for a body or field that cannot be read (with its JSON pointer, the value quoted); nothing refused is stored.",
         vec![app_id_param()],
-        json!({"type": "object", "required": ["event"], "properties": {"api_version": {"type": "string"}, "event": {"type": "object", "required": ["id", "type"]}}}),
+        json!({"type": "object", "required": ["event"], "properties": {"api_version": {"type": "string"}, "event": {
+            "type": "object", "required": ["id", "type"],
+            "description": "RevenueCat's event. With a `transaction_id`, `purchased_at_ms` is required (milliseconds since the epoch, years 0 to 9999); `price` and `price_in_purchased_currency` are 0 to 1,000,000, or -1,000,000 to 1,000,000 on a refund (`CANCELLATION` with `cancel_reason` `CUSTOMER_SUPPORT`).",
+            "properties": {
+                "id": {"type": "string", "minLength": 1, "maxLength": 256},
+                "type": {"type": "string", "minLength": 1, "maxLength": 256}}}}}),
         ("200", stored),
     );
     revenuecat_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});

@@ -37,7 +37,6 @@ pub const PROBLEM_CODES: &[(&str, u16, &str)] = &[
     ("too_many_placements", 400, "Too many placements"),
     ("invalid_notification", 400, "Invalid store notification"),
     ("store_mismatch", 400, "Store notification for another app"),
-    ("store_not_configured", 400, "Store not configured"),
     ("missing_api_key", 401, "Missing API key"),
     ("invalid_api_key", 401, "Invalid API key"),
     ("key_type_not_allowed", 401, "Key type not allowed"),
@@ -48,6 +47,7 @@ pub const PROBLEM_CODES: &[(&str, u16, &str)] = &[
     ("not_found", 404, "Not found"),
     ("method_not_allowed", 405, "Method not allowed"),
     ("request_timeout", 408, "Request timeout"),
+    ("store_not_configured", 409, "Store not configured"),
     ("payload_too_large", 413, "Payload too large"),
     ("unsupported_media_type", 415, "Unsupported media type"),
     ("rate_limited", 429, "Rate limited"),
@@ -156,12 +156,15 @@ impl ApiError {
         Self::new("store_mismatch", detail)
     }
 
-    /// 400 `store_not_configured` (D30): no app of this id takes App Store notifications (it
-    /// is not in the catalog, or has no `apple_bundle_id`).
+    /// 409 `store_not_configured` (D30): the app is in the catalog but takes no App Store
+    /// notifications (it has no `apple_bundle_id`). A conflict with the app's state rather
+    /// than a fault of the request (400) or of its content (422): the same notification is
+    /// taken once the catalog gives the app its bundle id. An app not in the catalog is 404
+    /// `app_not_found`, as on every app route.
     pub fn store_not_configured(app: flowgate_domain::ids::AppId) -> Self {
         Self::new(
             "store_not_configured",
-            format!("app {app} is not in the catalog or has no apple_bundle_id"),
+            format!("app {app} has no apple_bundle_id in the catalog: it takes no App Store notifications"),
         )
     }
 

@@ -2,7 +2,9 @@
 //! Notifications V2, authenticated by Apple's signature) and `POST
 //! /v1/apps/{appId}/store/revenuecat` (authenticated by a webhook key). Each is verified, read,
 //! stored once and only then answered 200 (D15's promise); what cannot be verified is 401, what
-//! cannot be read or does not belong to the app is 400, and nothing of either is stored.
+//! cannot be read or does not belong to the app is 400, and nothing of either is stored. An
+//! app not in the catalog is 404 `app_not_found`, as on every app route; an app not set up for
+//! the App Store (no `apple_bundle_id`) is 409 `store_not_configured`.
 
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
@@ -111,7 +113,10 @@ pub(crate) async fn apple(
         client_limit(req, worker)?;
         let app_id = guard::app_id_param(app_id)?;
         let catalog = worker.snapshot();
-        let Some((bundle, environments)) = catalog.app(app_id).and_then(apple_app) else {
+        // An unknown app is 404 as on every app route; a known one without a bundle id is
+        // 409: its configuration, not the request, stands in the way.
+        let app = catalog.app(app_id).ok_or_else(ApiError::app_not_found)?;
+        let Some((bundle, environments)) = apple_app(app) else {
             return Err(ApiError::store_not_configured(app_id));
         };
         let body = body(req, payload, worker).await?;
@@ -120,6 +125,12 @@ pub(crate) async fn apple(
                 "the body must be Apple's {\"signedPayload\": \"<JWS>\"}",
             ));
         };
+        if !is_compact_jws(signed) {
+            return Err(ApiError::invalid_notification(format!(
+                "/signedPayload: must be a compact JWS (three base64url parts joined by dots), not {}",
+                crate::problem::quoted(signed)
+            )));
+        }
         let now = worker.shared.clock.now();
         let roots = &routes.apple_roots;
         let notification = verify(roots, signed, now).map_err(|e| {
@@ -140,6 +151,31 @@ pub(crate) async fn apple(
     .await;
     or_problem(req, result)
 }
+
+/// The shape of a compact JWS, [`JWS_PATTERN`]: a header and a payload of base64url
+/// characters and a signature of them, possibly empty, joined by two dots. What has another
+/// shape is not a notification at all (400, quoted); an empty signature has the shape, and is
+/// refused by the verification (401 `invalid_signature`) as every unsigned JWS is.
+fn is_compact_jws(text: &str) -> bool {
+    let base64url = |part: &str| {
+        part.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    let mut parts = text.split('.');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(header), Some(payload), Some(signature), None) => {
+            !header.is_empty()
+                && !payload.is_empty()
+                && base64url(header)
+                && base64url(payload)
+                && base64url(signature)
+        }
+        _ => false,
+    }
+}
+
+/// [`is_compact_jws`] as a regular expression, for the OpenAPI document.
+pub(crate) const JWS_PATTERN: &str = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$";
 
 /// The app's `apple_bundle_id` and `apple_environments` (D30), when it takes App Store
 /// notifications.

@@ -212,18 +212,18 @@ async fn apple_notifications_are_verified_stored_once_and_refused_otherwise(back
             400,
             "store_mismatch",
         ),
-        // APP2 has no apple_bundle_id; an id of no app is the same answer.
+        // APP2 has no apple_bundle_id (409); an id of no app is 404, as on every app route.
         (
             notification(&s.signer, "n-6", "SUBSCRIBED", BUNDLE, "Production"),
             APP2,
-            400,
+            409,
             "store_not_configured",
         ),
         (
             notification(&s.signer, "n-7", "SUBSCRIBED", BUNDLE, "Production"),
             "6a000000-0000-4000-8000-000000000000",
-            400,
-            "store_not_configured",
+            404,
+            "app_not_found",
         ),
     ];
     for (payload, app, status, code) in cases {
@@ -474,7 +474,105 @@ async fn a_purchase_date_the_store_cannot_hold_is_refused_not_retried(backend: B
     assert_eq!(s.stored().await, 3);
 }
 
-on_sqlite!(a_flood_of_notifications_is_limited);
+/// Issue 65 (schema-driven fuzzing): an unknown app on the store routes is 404
+/// `app_not_found`, as on every other app route, whatever the body; an app of the catalog not
+/// set up for the App Store is 409 `store_not_configured` (its state, not the request, is at
+/// fault: the same notification is taken once the app has an `apple_bundle_id`); a
+/// `signedPayload` that is not a non-empty compact JWS is 400 `invalid_notification`, quoted.
+async fn the_store_routes_answer_unknown_apps_and_bodies_as_the_document_says(backend: Backend) {
+    let Some(s) = Served::start(backend).await else {
+        return;
+    };
+    const UNKNOWN: &str = "6a000000-0000-4000-8000-000000000000";
+    for body in [
+        r#"{"signedPayload": ""}"#,
+        "{}",
+        r#"{"signedPayload": "a.b.c"}"#,
+    ] {
+        s.post(
+            &format!("/v1/apps/{UNKNOWN}/store/apple"),
+            None,
+            body.as_bytes().to_vec(),
+        )
+        .await
+        .problem(404, "app_not_found");
+    }
+    let good = notification(&s.signer, "n-1", "SUBSCRIBED", BUNDLE, "Production");
+    let problem = s
+        .apple(APP2, &good)
+        .await
+        .problem(409, "store_not_configured");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(APP2) && detail.contains("apple_bundle_id"),
+        "{detail}"
+    );
+    for (payload, quoted) in [
+        ("", r#""""#),
+        ("not a jws", r#""not a jws""#),
+        ("a.b", r#""a.b""#),
+        ("a..c", r#""a..c""#),
+        ("a.b.c.d", r#""a.b.c.d""#),
+    ] {
+        let problem = s
+            .apple(APP1, payload)
+            .await
+            .problem(400, "invalid_notification");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("/signedPayload") && detail.contains(quoted),
+            "{payload:?}: {detail}"
+        );
+    }
+    // RevenueCat: the key first (D9), then the app: an unknown one is 404.
+    let body = br#"{"api_version": "1.0", "event": {"id": "e-1", "type": "TEST"}}"#;
+    s.post(
+        &format!("/v1/apps/{UNKNOWN}/store/revenuecat"),
+        Some(s.webhook.expose().to_owned()),
+        body.to_vec(),
+    )
+    .await
+    .problem(404, "app_not_found");
+    for event in [
+        r#"{"id": "", "type": "TEST"}"#,
+        r#"{"id": "e-2", "type": ""}"#,
+    ] {
+        let body = format!(r#"{{"api_version": "1.0", "event": {event}}}"#);
+        s.post(
+            &format!("/v1/apps/{APP1}/store/revenuecat"),
+            Some(s.webhook.expose().to_owned()),
+            body.into_bytes(),
+        )
+        .await
+        .problem(400, "invalid_notification");
+    }
+    assert_eq!(s.stored().await, 0);
+    // What the document says the bodies must be.
+    let doc = flowgate_http::openapi::document();
+    let apple = &doc["paths"]["/v1/apps/{appId}/store/apple"]["post"];
+    let payload = &apple["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        ["signedPayload"];
+    assert_eq!(payload["minLength"], 1, "{payload}");
+    assert_eq!(
+        payload["pattern"], r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$",
+        "three base64url parts (the signature's may be empty: an unsigned JWS is 401)"
+    );
+    for (status, route) in [("409", "apple"), ("404", "apple"), ("404", "revenuecat")] {
+        let op = &doc["paths"][format!("/v1/apps/{{appId}}/store/{route}")]["post"];
+        assert!(
+            op["responses"][status].is_object(),
+            "{route} documents {status}"
+        );
+    }
+    let event = &doc["paths"]["/v1/apps/{appId}/store/revenuecat"]["post"]["requestBody"]
+        ["content"]["application/json"]["schema"]["properties"]["event"];
+    assert_eq!(event["properties"]["id"]["minLength"], 1, "{event}");
+}
+
+on_sqlite!(
+    a_flood_of_notifications_is_limited,
+    the_store_routes_answer_unknown_apps_and_bodies_as_the_document_says,
+);
 
 on_both_stores!(
     a_purchase_date_the_store_cannot_hold_is_refused_not_retried,
