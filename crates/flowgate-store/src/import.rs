@@ -371,6 +371,14 @@ pub enum ChangeFailure {
     /// state the write expected (D29); nothing was written.
     #[error("{0}; nothing was written")]
     RolloutMoved(String),
+    /// A `start_rollout` change applied as a plain catalog change: a rollout starts through
+    /// `flowgate rollouts start` or the console's rollouts page (with review, by approving its
+    /// proposal), which record the rollout with it.
+    #[error(
+        "a start_rollout change starts a rollout: use flowgate rollouts start or the console's \
+         rollouts page (with review, approve the rollout's proposal); nothing was written"
+    )]
+    RolloutOnly,
     /// The store failed.
     #[error(transparent)]
     Store(StoreError),
@@ -378,7 +386,7 @@ pub enum ChangeFailure {
 
 impl ChangeFailure {
     /// A stable code for the failure (`stale_base`, the change error's, `invalid_catalog`,
-    /// `already_decided`, `store`).
+    /// `already_decided`, `rollout_moved`, `rollout_only`, `store`).
     pub fn code(&self) -> &'static str {
         match self {
             Self::Stale { .. } => "stale_base",
@@ -386,6 +394,7 @@ impl ChangeFailure {
             Self::Invalid(_) => "invalid_catalog",
             Self::Decided => "already_decided",
             Self::RolloutMoved(_) => "rollout_moved",
+            Self::RolloutOnly => "rollout_only",
             Self::Store(_) => "store",
         }
     }
@@ -454,6 +463,11 @@ pub async fn apply_change(
     decision: Option<(ChangeId, ChangeDecision)>,
     now: OffsetDateTime,
 ) -> Result<AppliedChange, ChangeFailure> {
+    // A rollout's experiment without its rollout record would run with nobody stepping it:
+    // a start goes through the rollouts' own write (`ChangeWrite::rollout`), never this one.
+    if matches!(change, CatalogChange::StartRollout { .. }) {
+        return Err(ChangeFailure::RolloutOnly);
+    }
     let write = ChangeWrite {
         actor,
         comment,

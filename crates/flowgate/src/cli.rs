@@ -459,6 +459,14 @@ pub enum RolloutsCommand {
         /// estimate (D35; repeat for several); significantly worse, it still rolls back.
         #[arg(long = "optional-guardrail")]
         optional_guardrails: Vec<String>,
+        /// With `catalog.require_review`: propose the rollout as this editor or admin (an
+        /// email), for another to approve in the console (D35).
+        #[arg(long, conflicts_with = "apply_now")]
+        author: Option<String>,
+        /// With `catalog.require_review`: start it at once without review (break-glass,
+        /// audited as such).
+        #[arg(long)]
+        apply_now: bool,
         /// Why, for the audit log.
         #[arg(long, default_value = "")]
         comment: String,

@@ -52,9 +52,21 @@ impl ConsoleBackend for StoreConsole {
     ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>> {
         Box::pin(async move {
             let now = OffsetDateTime::now_utc();
-            let applied = apply_change(&self.0, &change, base, &actor, &comment, decision, now)
-                .await
-                .map_err(refusal)?;
+            // An approved rollout start (D35) starts the rollout with its record.
+            let applied = match (&change, decision) {
+                (CatalogChange::StartRollout { plan: Some(_), .. }, Some(decision)) => {
+                    crate::rollout_review::start_reviewed(
+                        &self.0, &change, base, &actor, &comment, decision, now,
+                    )
+                    .await
+                    .map_err(rollout_refusal)?
+                }
+                (_, decision) => {
+                    apply_change(&self.0, &change, base, &actor, &comment, decision, now)
+                        .await
+                        .map_err(refusal)?
+                }
+            };
             Ok(ChangeOutcome {
                 revision_before: applied.revision_before,
                 revision: applied.revision,
@@ -178,6 +190,29 @@ impl ConsoleBackend for StoreConsole {
             };
             crate::rollouts::start(&self.0, request, OffsetDateTime::now_utc())
                 .await
+                .map_err(rollout_refusal)
+        })
+    }
+
+    fn propose_rollout(
+        &self,
+        start: RolloutStart,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<ChangeId, ChangeRefusal>> {
+        Box::pin(async move {
+            let request = StartRequest {
+                app: start.app,
+                placement: start.placement,
+                flow: start.flow,
+                version: start.version,
+                plan: start.plan,
+                actor,
+                comment,
+            };
+            crate::rollout_review::propose_start(&self.0, request, OffsetDateTime::now_utc())
+                .await
+                .map(|record| record.id)
                 .map_err(rollout_refusal)
         })
     }

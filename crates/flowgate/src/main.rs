@@ -18,6 +18,7 @@ mod heap;
 mod ingest;
 mod people_cmd;
 mod refresh;
+mod rollout_review;
 mod rollouts;
 mod rollouts_cmd;
 mod scheduler;
@@ -92,7 +93,9 @@ fn main() -> std::process::ExitCode {
             Command::Keys { command } => commands::keys(&store, command).await,
             Command::Users { command } => people_cmd::users(&store, &config, command).await,
             Command::Audit { command } => people_cmd::audit(&store, command).await,
-            Command::Rollouts { command } => rollouts_cmd::rollouts(&store, command).await,
+            Command::Rollouts { command } => {
+                rollouts_cmd::rollouts(&store, command, config.catalog.require_review).await
+            }
             Command::Changes { command } => changes_cmd::changes(&store, command).await,
             Command::Demo {
                 json,

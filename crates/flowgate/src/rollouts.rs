@@ -104,6 +104,28 @@ pub async fn start(
     request: StartRequest,
     now: OffsetDateTime,
 ) -> Result<Rollout, RolloutFailure> {
+    let (rollout, change, base) = plan_start(store, &request, now).await?;
+    let id = rollout.id;
+    let write = ChangeWrite {
+        actor: &request.actor,
+        comment: &request.comment,
+        action: AuditAction::RolloutStep,
+        detail: json!({"rollout": id.to_string(), "step": 1, "share": rollout.applied[0].share}),
+        decision: None,
+        rollout: Some(RolloutWrite::Start(rollout)),
+    };
+    apply_change_with(store, &change, base, write, now).await?;
+    store.rollout(id).await?.ok_or(RolloutFailure::NotFound(id))
+}
+
+/// The rollout `request` starts and the catalog change that starts it (without its plan), on
+/// the stored catalog of revision `base`; refused while another rollout of the placement is
+/// open, or when the placement has no rule to roll.
+pub(crate) async fn plan_start(
+    store: &Store,
+    request: &StartRequest,
+    now: OffsetDateTime,
+) -> Result<(Rollout, CatalogChange, u64), RolloutFailure> {
     if request.plan.steps.len() < 2 {
         return Err(RolloutFailure::Invalid(
             "a rollout has at least two steps (the last is 100): to serve the flow to everyone \
@@ -111,18 +133,7 @@ pub async fn start(
                 .to_owned(),
         ));
     }
-    // One rollout at a time per placement: a second would take the placement's next rule
-    // serving a flow (another audience) without saying so.
-    let open = store.list_rollouts(None).await?;
-    if let Some(other) = open
-        .iter()
-        .find(|r| !r.state.ended() && r.app_id == request.app && r.placement == request.placement)
-    {
-        return Err(RolloutFailure::Invalid(format!(
-            "rollout {} of placement `{}` is {}: roll it back or let it complete first",
-            other.id, other.placement, other.state
-        )));
-    }
+    ensure_free(store, request.app, &request.placement).await?;
     let stored = store.load_catalog().await?;
     let (rule, from_flow) = rule_to_roll(&stored, request.app, &request.placement)?;
     let flow_name = stored
@@ -156,7 +167,7 @@ pub async fn start(
             revision: 0,
             figures: Value::Null,
         }],
-        plan: request.plan,
+        plan: request.plan.clone(),
     };
     let change = CatalogChange::StartRollout {
         app: rollout.app_id,
@@ -171,17 +182,30 @@ pub async fn start(
         share: rollout.applied[0].share,
         guardrails: rollout.plan.guardrails.clone(),
         minimum_users: rollout.plan.minimum_users,
+        plan: None,
     };
-    let write = ChangeWrite {
-        actor: &request.actor,
-        comment: &request.comment,
-        action: AuditAction::RolloutStep,
-        detail: json!({"rollout": id.to_string(), "step": 1, "share": rollout.applied[0].share}),
-        decision: None,
-        rollout: Some(RolloutWrite::Start(rollout.clone())),
-    };
-    apply_change_with(store, &change, stored.revision, write, now).await?;
-    store.rollout(id).await?.ok_or(RolloutFailure::NotFound(id))
+    Ok((rollout, change, stored.revision))
+}
+
+/// Refused while another rollout of the placement is open: one rollout at a time per placement,
+/// since a second would take the placement's next rule serving a flow (another audience)
+/// without saying so.
+pub(crate) async fn ensure_free(
+    store: &Store,
+    app: AppId,
+    placement: &str,
+) -> Result<(), RolloutFailure> {
+    let open = store.list_rollouts(None).await?;
+    match open
+        .iter()
+        .find(|r| !r.state.ended() && r.app_id == app && r.placement == placement)
+    {
+        Some(other) => Err(RolloutFailure::Invalid(format!(
+            "rollout {} of placement `{}` is {}: roll it back or let it complete first",
+            other.id, other.placement, other.state
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The first 8 hex digits of a rollout's id, as names show it.

@@ -1,7 +1,8 @@
 //! `flowgate rollouts start|list|show|pause|resume|rollback` (D29), as `cli` in the audit log.
 
 use flowgate_domain::ids::{AppId, FlowId, RolloutId};
-use flowgate_domain::ports::RolloutStore as _;
+use flowgate_domain::people::Role;
+use flowgate_domain::ports::{PeopleStore as _, RolloutStore as _};
 use flowgate_domain::rollouts::{format_duration, parse_duration, Rollout, RolloutPlan};
 use flowgate_store::import::CLI_ACTOR;
 use flowgate_store::Store;
@@ -13,7 +14,7 @@ use crate::terminal::{errln, outln};
 use flowgate_http::rollouts::rollout_json;
 
 /// `flowgate rollouts ...`
-pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
+pub async fn rollouts(store: &Store, command: RolloutsCommand, review: bool) -> ExitCode {
     let now = time::OffsetDateTime::now_utc();
     match command {
         RolloutsCommand::Start {
@@ -26,6 +27,8 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
             minimum_users,
             guardrails,
             optional_guardrails,
+            author,
+            apply_now,
             comment,
             json,
         } => {
@@ -52,7 +55,7 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand) -> ExitCode {
                 actor: CLI_ACTOR.to_owned(),
                 comment,
             };
-            shown(rollouts::start(store, request, now).await, json)
+            start(store, request, (review, author, apply_now), json, now).await
         }
         RolloutsCommand::List { state, json } => {
             let state = match state.map(|s| s.parse()).transpose() {
@@ -214,5 +217,81 @@ fn show(r: &Rollout, json: bool) {
             ),
             None => outln!("step {:>2}    {share:>5}%  pending", i + 1),
         }
+    }
+}
+
+/// `rollouts start` under D35's review: with `catalog.require_review`, `--author` proposes the
+/// rollout as that editor or admin, `--apply-now` starts it at once as break-glass (its comment
+/// says so in the audit log), and neither is refused; without review it starts at once.
+async fn start(
+    store: &Store,
+    mut request: StartRequest,
+    (review, author, apply_now): (bool, Option<String>, bool),
+    json: bool,
+    now: time::OffsetDateTime,
+) -> ExitCode {
+    match (review, author) {
+        (false, Some(_)) => {
+            errln!(
+                "flowgate: --author proposes a rollout for review, and catalog.require_review \
+                 is off: start it without --author"
+            );
+            ExitCode::InvalidInput
+        }
+        (false, None) => shown(rollouts::start(store, request, now).await, json),
+        (true, None) if apply_now => {
+            request.comment = format!(
+                "break-glass: started with --apply-now under catalog.require_review; {}",
+                request.comment
+            );
+            shown(rollouts::start(store, request, now).await, json)
+        }
+        (true, None) => {
+            errln!(
+                "flowgate: catalog.require_review is on: a rollout start waits for review. \
+                 --author EMAIL proposes it as that editor, for another editor or admin to \
+                 approve in the console; --apply-now starts it at once (break-glass, audited)"
+            );
+            ExitCode::InvalidInput
+        }
+        (true, Some(email)) => propose(store, request, &email, json, now).await,
+    }
+}
+
+/// Proposes `request` as `email`'s, who must be an editor or admin who is not disabled.
+async fn propose(
+    store: &Store,
+    mut request: StartRequest,
+    email: &str,
+    json: bool,
+    now: time::OffsetDateTime,
+) -> ExitCode {
+    let person = match store.person_by_email(email).await {
+        Ok(person) => person,
+        Err(e) => return store_failure("the author could not be read", &e),
+    };
+    let Some(person) = person.filter(|p| !p.disabled && p.role.allows(Role::Editor)) else {
+        errln!("flowgate: --author {email:?} is not an editor or admin who may propose changes");
+        return ExitCode::InvalidInput;
+    };
+    request.actor = person.email;
+    match crate::rollout_review::propose_start(store, request, now).await {
+        Ok(record) if json => {
+            print_json(&serde_json::json!({
+                "change_id": record.id.to_string(), "state": record.state.as_str(),
+                "author": record.author, "summary": record.summary,
+            }));
+            ExitCode::Success
+        }
+        Ok(record) => {
+            outln!(
+                "proposed change {} by {}: {}; another editor or admin approves it in the console",
+                record.id,
+                record.author,
+                record.summary
+            );
+            ExitCode::Success
+        }
+        Err(e) => shown(Err(e), json),
     }
 }

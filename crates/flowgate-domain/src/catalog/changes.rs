@@ -161,6 +161,10 @@ pub enum CatalogChange {
         guardrails: Vec<String>,
         /// Users each variant needs before a verdict.
         minimum_users: u64,
+        /// The rollout's plan, in a start proposed for review (D35): approving the change
+        /// starts the rollout with it. `None` in a start applied at once (the rollout's own
+        /// record holds its plan). A stored member since 0.3.0, optional (D26).
+        plan: Option<crate::rollouts::RolloutPlan>,
     },
 }
 
@@ -625,6 +629,7 @@ impl CatalogChange {
                 share,
                 guardrails,
                 minimum_users,
+                plan: _,
             } => {
                 let (ws, a, p, r) = rule_at(stored, *app, placement, *rule)?;
                 let old = match (&r.experiment, r.flow_id) {
@@ -900,6 +905,7 @@ impl CatalogChange {
                 share,
                 guardrails,
                 minimum_users,
+                plan,
             } => Wire::StartRollout {
                 app: *app,
                 placement: placement.clone(),
@@ -913,6 +919,7 @@ impl CatalogChange {
                 share: *share,
                 guardrails: guardrails.clone(),
                 minimum_users: *minimum_users,
+                plan: plan.clone(),
             },
         };
         // Ids, strings, integers, booleans and numbers only: serialising cannot fail (a
@@ -1011,6 +1018,7 @@ impl CatalogChange {
                 share,
                 guardrails,
                 minimum_users,
+                plan,
             } => CatalogChange::StartRollout {
                 app,
                 placement,
@@ -1024,6 +1032,7 @@ impl CatalogChange {
                 share,
                 guardrails,
                 minimum_users,
+                plan,
             },
         })
     }
@@ -1137,6 +1146,8 @@ enum Wire {
         share: f64,
         guardrails: Vec<String>,
         minimum_users: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<crate::rollouts::RolloutPlan>,
     },
 }
 
@@ -1795,6 +1806,7 @@ mod tests {
             share,
             guardrails: vec!["flow_complete".into(), "revenue".into()],
             minimum_users: 100,
+            plan: None,
         }
     }
 

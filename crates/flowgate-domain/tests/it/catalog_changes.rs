@@ -88,6 +88,7 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                     "revenue".to_owned(),
                 ],
                 minimum_users: 100,
+                plan: None,
             },
         ),
         (
@@ -106,6 +107,35 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                 share: 5.0,
                 guardrails: vec!["purchase_complete".to_owned()],
                 minimum_users: 50,
+                plan: None,
+            },
+        ),
+        (
+            // The optional `plan` of a start proposed for review (D35): not a new format.
+            "start-rollout-plan.json",
+            CatalogChange::StartRollout {
+                app: id(APP1),
+                placement: "onboarding".to_owned(),
+                rule: 0,
+                experiment: id("50000000-0000-4000-8000-000000000075"),
+                name: "Rollout of New".to_owned(),
+                control: id("60000000-0000-4000-8000-000000000075"),
+                treatment: id("60000000-0000-4000-8000-000000000076"),
+                flow: id(FLOW_NEW),
+                version: None,
+                share: 10.0,
+                guardrails: vec!["flow_complete".to_owned(), "revenue".to_owned()],
+                minimum_users: 200,
+                plan: Some(
+                    flowgate_domain::rollouts::RolloutPlan::new(
+                        vec![10.0, 50.0, 100.0],
+                        3600,
+                        200,
+                        vec!["flow_complete".to_owned(), "revenue".to_owned()],
+                    )
+                    .and_then(|p| p.with_optional(vec!["revenue".to_owned()]))
+                    .unwrap(),
+                ),
             },
         ),
     ]
@@ -185,6 +215,7 @@ fn each_sample_applies_to_the_fixture_catalog() {
             "turn off rule 1 of placement `onboarding` (Acme iOS)",
             "start rolling out `New` on placement `onboarding` at 1% (Acme iOS)",
             "start rolling out version 1 of `US onboarding` on placement `onboarding` at 5% (Acme iOS)",
+            "start rolling out `New` on placement `onboarding` at 10% (Acme iOS)",
         ]
     );
 }

@@ -224,6 +224,14 @@ pub trait ConsoleBackend: Send + Sync {
         actor: String,
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
+    /// Proposes that rollout for review instead (D35, `catalog.require_review`): a pending
+    /// change by `actor`, which another editor or admin applies by approving it; its id.
+    fn propose_rollout(
+        &self,
+        start: RolloutStart,
+        actor: String,
+        comment: String,
+    ) -> BoxFuture<'_, Result<ChangeId, ChangeRefusal>>;
     /// Pauses, resumes or rolls back a rollout, as `actor` with `comment` (`wrong_state` when
     /// its state does not allow the move).
     fn move_rollout(

@@ -398,3 +398,140 @@ async fn a_refused_start_shows_the_form_again_and_catalog_names_stay_text() {
     none.assert_security_headers("an unknown rollout");
     assert_eq!(listed(&s).len(), 1);
 }
+
+/// Issue 65, item 3 (D35): with `catalog.require_review`, a rollout start from the console is
+/// a proposal that moves nobody until another editor approves it, and approving starts the
+/// rollout as its author's; the CLI's start is refused unless it names its author (a
+/// proposal) or breaks glass (`--apply-now`, audited as such).
+#[tokio::test]
+async fn with_review_a_rollout_start_waits_for_another_editor() {
+    let s = Served::start_on(
+        Backend::Sqlite,
+        &[
+            ("FLOWGATE__ADMIN__TOKEN", TOKEN),
+            ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
+        ],
+    )
+    .await
+    .unwrap();
+    import(&s.db.url, &fixtures::catalog_json());
+    let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
+    let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
+    let proposed = post(
+        s.admin,
+        "/console/rollouts",
+        &edna,
+        &start_form(&edna_csrf, "1,5,25,50,100"),
+    );
+    assert_eq!(proposed.status, 303, "{}", proposed.body);
+    let at = proposed.header("location").unwrap().to_owned();
+    assert!(at.starts_with("/console/changes/"), "{at}");
+    assert!(listed(&s).is_empty(), "nothing moved before the review");
+    // The author cannot approve it.
+    let page = get(s.admin, &at, &edna);
+    assert!(page.body.contains("pending"), "{}", page.body);
+    let own = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &edna,
+        &[("csrf", &edna_csrf), ("base", "0"), ("comment", "me")],
+    );
+    assert_eq!(own.status, 403, "{}", own.body);
+    // Another editor approves: the rollout starts, as edna's, at its first step.
+    let page = get(s.admin, &at, &ed);
+    assert!(page.body.contains("Approve and apply"), "{}", page.body);
+    let base = {
+        let from = page.body.find("name=\"base\" value=\"").unwrap() + 19;
+        page.body[from..from + page.body[from..].find('"').unwrap()].to_owned()
+    };
+    let approved = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &ed,
+        &[("csrf", &ed_csrf), ("base", &base), ("comment", "agreed")],
+    );
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    let rollouts = listed(&s);
+    assert_eq!(rollouts.len(), 1, "{rollouts:?}");
+    assert_eq!(rollouts[0]["state"], "running");
+    assert_eq!(rollouts[0]["share"], 1.0);
+    assert_eq!(rollouts[0]["created_by"], "edna@example.com");
+    assert_eq!(rollouts[0]["plan"]["steps"][1], 5.0);
+    let audit = audit_cli(&s, &[]);
+    assert!(has(&audit, "ed@example.com", "change.approve", None));
+    assert!(has(&audit, "ed@example.com", "rollout.step", None));
+    let id = rollouts[0]["id"].as_str().unwrap().to_owned();
+
+    // The command line: a safety action applies at once; a start waits for review.
+    let env = [
+        ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
+        ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
+    ];
+    let (code, _, err) = run(&["rollouts", "rollback", &id], &env);
+    assert_eq!(code, Some(0), "{err}");
+    let start = |extra: &[&str]| {
+        let mut args = vec![
+            "rollouts",
+            "start",
+            "--app",
+            fixtures::APP1,
+            "--placement",
+            "onboarding",
+            "--flow",
+            fixtures::FLOW_NEW,
+            "--steps",
+            "10,100",
+            "--comment",
+            "from the shell",
+        ];
+        args.extend_from_slice(extra);
+        run(&args, &env)
+    };
+    let (code, _, err) = start(&[]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("catalog.require_review") && err.contains("--author"),
+        "{err}"
+    );
+    let (code, _, err) = start(&["--author", "nobody@example.com"]);
+    assert_eq!(code, Some(4), "{err}");
+    let (code, out, err) = start(&["--author", "edna@example.com", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let proposal: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(proposal["state"], "pending", "{proposal}");
+    assert_eq!(proposal["author"], "edna@example.com");
+    assert_eq!(listed(&s).len(), 1, "a proposal starts nothing");
+    let (code, out, err) = start(&["--apply-now", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let started: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(started["state"], "running", "{started}");
+    let audit = audit_cli(&s, &["--action", "rollout.step"]);
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["actor"] == "cli"
+                && e["comment"].as_str().unwrap_or("").contains("break-glass")),
+        "{audit:?}"
+    );
+    // The proposal, approved now, is refused: the placement has a rollout running.
+    let proposal_at = format!(
+        "/console/changes/{}",
+        proposal["change_id"].as_str().unwrap()
+    );
+    let page = get(s.admin, &proposal_at, &ed);
+    assert!(
+        page.body
+            .contains("It cannot be applied to the catalog as it is now")
+            && !page.body.contains("Approve and apply"),
+        "{}",
+        page.body
+    );
+    let refused = post(
+        s.admin,
+        &format!("{proposal_at}/approve"),
+        &ed,
+        &[("csrf", &ed_csrf), ("base", &base), ("comment", "late")],
+    );
+    assert_ne!(refused.status, 303, "{}", refused.body);
+    assert_eq!(listed(&s).len(), 2);
+}

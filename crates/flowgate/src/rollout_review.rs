@@ -1,0 +1,172 @@
+//! Rollout starts under review (D35): with `catalog.require_review`, starting a rollout moves
+//! users like any console change, so it waits for another editor's or admin's approval.
+//!
+//! A proposal is a pending change (D28) whose `start_rollout` carries the rollout's plan (an
+//! optional member of the change's format 1). Approving it ([`start_reviewed`]) writes the
+//! catalog change, the rollout's record with its first step and the change's decision in one
+//! transaction; the plain change path refuses a `start_rollout`
+//! (`ChangeFailure::RolloutOnly`), so no rollout's experiment runs without its record.
+
+use flowgate_domain::catalog::{CatalogChange, CatalogData};
+use flowgate_domain::ids::{ChangeId, FlowId, RolloutId};
+use flowgate_domain::people::{
+    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
+};
+use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _};
+use flowgate_domain::rollouts::{AppliedStep, Rollout, RolloutState};
+use flowgate_store::import::{
+    apply_change_with, preview_change, AppliedChange, ChangeWrite, RolloutWrite,
+};
+use flowgate_store::Store;
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+
+use crate::rollouts::{ensure_free, plan_start, RolloutFailure, StartRequest};
+
+/// Records `request` as a pending change by `request.actor` (its author, who cannot approve
+/// it), audited as `change.propose`: nothing moves until another person approves it.
+pub async fn propose_start(
+    store: &Store,
+    request: StartRequest,
+    now: OffsetDateTime,
+) -> Result<ChangeRecord, RolloutFailure> {
+    let (rollout, mut change, base) = plan_start(store, &request, now).await?;
+    if let CatalogChange::StartRollout { plan, .. } = &mut change {
+        *plan = Some(rollout.plan.clone());
+    }
+    let preview = preview_change(store, &change, now).await?;
+    let record = ChangeRecord {
+        id: ChangeId::new_v7(now),
+        author: request.actor.clone(),
+        created_at: now,
+        base_revision: base,
+        change: change.to_json(),
+        summary: preview.description.clone(),
+        comment: request.comment.clone(),
+        state: ChangeState::Pending,
+        decided_by: None,
+        decided_at: None,
+        applied_revision: None,
+        note: None,
+        apply_at: None,
+    };
+    store.insert_change(record.clone()).await?;
+    let entry = NewAuditEntry {
+        at: now,
+        actor: request.actor,
+        action: AuditAction::ChangePropose,
+        target: Some(record.id.to_string()),
+        comment: Some(request.comment).filter(|c| !c.is_empty()),
+        revision_before: None,
+        revision_after: None,
+        detail: json!({"description": preview.description, "change": record.change}),
+    };
+    if let Err(e) = store.append_audit(entry).await {
+        tracing::error!(error = %e, change = %record.id, "the proposal's audit entry could not be written");
+    }
+    Ok(record)
+}
+
+/// Applies an approved rollout start: `change` is the proposal's `start_rollout` with its plan,
+/// `decision` the approval (by `approver`, with `comment`). The rollout is the proposal's
+/// author's, from the flow its rule serves now, with the ids the proposal chose; refused while
+/// another rollout of the placement is open, or when the catalog changed since `base`.
+pub async fn start_reviewed(
+    store: &Store,
+    change: &CatalogChange,
+    base: u64,
+    approver: &str,
+    comment: &str,
+    decision: (ChangeId, ChangeDecision),
+    now: OffsetDateTime,
+) -> Result<AppliedChange, RolloutFailure> {
+    let CatalogChange::StartRollout {
+        app,
+        placement,
+        experiment,
+        control,
+        treatment,
+        flow,
+        version,
+        plan: Some(plan),
+        ..
+    } = change
+    else {
+        return Err(RolloutFailure::Invalid(
+            "only a proposed rollout start (a start_rollout with its plan) starts a rollout here"
+                .to_owned(),
+        ));
+    };
+    ensure_free(store, *app, placement).await?;
+    let stored = store.load_catalog().await?;
+    let from_flow = rule_flow(&stored, change)?;
+    let author = store
+        .change(decision.0)
+        .await?
+        .map_or_else(|| approver.to_owned(), |r| r.author);
+    // The ids `plan_start` chose: the experiment's is the rollout's with its lowest bit flipped.
+    let id = RolloutId::from_uuid(uuid::Uuid::from_u128(experiment.as_uuid().as_u128() ^ 1));
+    let first = plan.steps.first().copied().unwrap_or(100.0);
+    let rollout = Rollout {
+        id,
+        app_id: *app,
+        placement: placement.clone(),
+        experiment_id: *experiment,
+        control_variant: *control,
+        treatment_variant: *treatment,
+        from_flow,
+        to_flow: *flow,
+        to_version: *version,
+        plan: plan.clone(),
+        state: RolloutState::Running,
+        reason: None,
+        created_by: author,
+        created_at: now,
+        updated_at: now,
+        applied: vec![AppliedStep {
+            index: 0,
+            share: first,
+            applied_at: now,
+            revision: 0,
+            figures: Value::Null,
+        }],
+    };
+    let write = ChangeWrite {
+        actor: approver,
+        comment,
+        action: AuditAction::RolloutStep,
+        detail: json!({"rollout": id.to_string(), "step": 1, "share": first,
+                       "change": decision.0.to_string()}),
+        decision: Some(decision),
+        rollout: Some(RolloutWrite::Start(rollout)),
+    };
+    Ok(apply_change_with(store, change, base, write, now).await?)
+}
+
+/// The flow the rule of a `start_rollout` serves in `stored` (the rollout's control).
+fn rule_flow(stored: &CatalogData, change: &CatalogChange) -> Result<FlowId, RolloutFailure> {
+    let CatalogChange::StartRollout {
+        app,
+        placement,
+        rule,
+        ..
+    } = change
+    else {
+        return Err(RolloutFailure::Invalid("not a rollout start".to_owned()));
+    };
+    stored
+        .workspaces
+        .iter()
+        .flat_map(|w| &w.apps)
+        .filter(|a| a.id == *app)
+        .flat_map(|a| &a.placements)
+        .find(|p| &p.key == placement)
+        .and_then(|p| p.rules.get(*rule))
+        .and_then(|r| r.experiment.is_none().then_some(r.flow_id).flatten())
+        .ok_or_else(|| {
+            RolloutFailure::Invalid(format!(
+                "rule {rule} of placement `{placement}` no longer serves a flow: propose the \
+                 rollout again"
+            ))
+        })
+}
