@@ -535,3 +535,53 @@ async fn with_review_a_rollout_start_waits_for_another_editor() {
     assert_ne!(refused.status, 303, "{}", refused.body);
     assert_eq!(listed(&s).len(), 2);
 }
+
+/// A `start_rollout` change posted as a plain catalog change would put a rollout's experiment on
+/// the rule with no rollout to step it: the one change path refuses it (`rollout_only`), and
+/// nothing is written.
+#[tokio::test]
+async fn a_rollout_start_posted_as_a_plain_change_is_refused() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    import(&s.db.url, &fixtures::catalog_json());
+    let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
+    let change = serde_json::json!({
+        "format": 1, "kind": "start_rollout", "app": fixtures::APP1,
+        "placement": "onboarding", "rule": 0,
+        "experiment": "50000000-0000-4000-8000-000000000071", "name": "Rollout of New",
+        "control": "60000000-0000-4000-8000-000000000071",
+        "treatment": "60000000-0000-4000-8000-000000000072", "flow": fixtures::FLOW_NEW,
+        "share": 50.0, "guardrails": ["flow_complete"], "minimum_users": 100,
+    })
+    .to_string();
+    let refused = post(
+        s.admin,
+        "/console/changes",
+        &edna,
+        &[
+            ("csrf", &edna_csrf),
+            ("change", &change),
+            ("base", "0"),
+            ("comment", "sneak it in"),
+        ],
+    );
+    assert_ne!(refused.status, 303, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("a start_rollout change starts a rollout"),
+        "{}",
+        refused.body
+    );
+    let (code, out, err) = run(
+        &["catalog", "export"],
+        &[("FLOWGATE__DATABASE__URL", s.db.url.as_str())],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        !out.contains("Rollout of New"),
+        "nothing was written: {out}"
+    );
+    assert!(listed(&s).is_empty());
+}
