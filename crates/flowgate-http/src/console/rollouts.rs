@@ -21,7 +21,7 @@ use flowgate_domain::ids::{AppId, FlowId, RolloutId};
 use flowgate_domain::people::{AuditAction, AuditQuery, Role};
 use flowgate_domain::rollouts::{
     format_duration, parse_duration, Rollout, RolloutPlan, RolloutState, DEFAULT_GUARDRAILS,
-    DEFAULT_HOLD_SECS, DEFAULT_MINIMUM_USERS, DEFAULT_STEPS,
+    DEFAULT_HOLD_SECS, DEFAULT_MINIMUM_USERS, DEFAULT_STEPS, MAX_MINIMUM_USERS,
 };
 use maud::{html, Markup};
 use serde_json::Value;
@@ -728,7 +728,7 @@ fn start_page(
                 label for="hold" { "Hold: each step at least (90s, 15m, 24h, 7d)" }
                 input #hold name="hold" value=(input.hold) required;
                 label for="minimum-users" { "Minimum users on the new flow before the next step" }
-                input #minimum-users type="number" min="1" step="1" name="minimum_users" value=(input.minimum_users) required;
+                input #minimum-users type="number" min="1" max=(MAX_MINIMUM_USERS) step="1" name="minimum_users" value=(input.minimum_users) required;
                 fieldset.guardrails {
                     legend { "Guardrails: metrics that must not get significantly worse (none chosen: these three)" }
                     @for g in DEFAULT_GUARDRAILS {
@@ -831,7 +831,30 @@ pub(super) async fn start(req: HttpRequest, form: PostedForm, console: Data) -> 
 mod tests {
     use serde_json::json;
 
-    use super::figures_markup;
+    use super::{figures_markup, start_of, StartInput};
+
+    /// Issue 65: the form's minimum users are refused beyond what the catalog file accepts
+    /// (99999999999 was written into the catalog, whose export then did not import), with the
+    /// value and the range; the most it accepts starts.
+    #[test]
+    fn a_start_waits_for_at_most_the_users_a_catalog_file_holds() {
+        let input = |minimum: &str| StartInput {
+            target: "20000000-0000-4000-8000-000000000001/onboarding".to_owned(),
+            flow: "40000000-0000-4000-8000-000000000001".to_owned(),
+            minimum_users: minimum.to_owned(),
+            comment: "a new paywall".to_owned(),
+            ..StartInput::default()
+        };
+        for refused in ["99999999999", "4294967296", "0"] {
+            let message = start_of(&input(refused)).err().unwrap_or_default();
+            assert_eq!(
+                message,
+                format!("minimum users must be from 1 to 4294967295, not {refused}")
+            );
+        }
+        let most = start_of(&input("4294967295")).map(|start| start.plan.minimum_users);
+        assert_eq!(most, Ok(4_294_967_295));
+    }
 
     #[test]
     fn figures_read_as_a_table_with_percentages_and_stay_text() {
