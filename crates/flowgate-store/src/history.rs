@@ -66,7 +66,7 @@ pub(crate) struct ImportEntry {
 #[derive(Clone, Debug)]
 pub enum RolloutWrite {
     /// A new rollout, its first step applied by this write.
-    Start(flowgate_domain::rollouts::Rollout),
+    Start(Box<flowgate_domain::rollouts::Rollout>),
     /// A step of a rollout applied by this write (its revision filled in with the write's),
     /// and the rollout's change of state, if any.
     Step {

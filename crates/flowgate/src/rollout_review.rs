@@ -32,7 +32,7 @@ pub async fn propose_start(
 ) -> Result<ChangeRecord, RolloutFailure> {
     let (rollout, mut change, base) = plan_start(store, &request, now).await?;
     if let CatalogChange::StartRollout { plan, .. } = &mut change {
-        *plan = Some(rollout.plan.clone());
+        *plan = Some(Box::new(rollout.plan.clone()));
     }
     let preview = preview_change(store, &change, now).await?;
     let record = ChangeRecord {
@@ -117,7 +117,7 @@ pub async fn start_reviewed(
         from_flow,
         to_flow: *flow,
         to_version: *version,
-        plan: plan.clone(),
+        plan: plan.as_ref().clone(),
         state: RolloutState::Running,
         reason: None,
         created_by: author,
@@ -138,7 +138,7 @@ pub async fn start_reviewed(
         detail: json!({"rollout": id.to_string(), "step": 1, "share": first,
                        "change": decision.0.to_string()}),
         decision: Some(decision),
-        rollout: Some(RolloutWrite::Start(rollout)),
+        rollout: Some(RolloutWrite::Start(Box::new(rollout))),
     };
     Ok(apply_change_with(store, change, base, write, now).await?)
 }

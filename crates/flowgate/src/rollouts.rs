@@ -112,7 +112,7 @@ pub async fn start(
         action: AuditAction::RolloutStep,
         detail: json!({"rollout": id.to_string(), "step": 1, "share": rollout.applied[0].share}),
         decision: None,
-        rollout: Some(RolloutWrite::Start(rollout)),
+        rollout: Some(RolloutWrite::Start(Box::new(rollout))),
     };
     apply_change_with(store, &change, base, write, now).await?;
     store.rollout(id).await?.ok_or(RolloutFailure::NotFound(id))

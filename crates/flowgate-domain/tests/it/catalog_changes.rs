@@ -126,7 +126,7 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                 share: 10.0,
                 guardrails: vec!["flow_complete".to_owned(), "revenue".to_owned()],
                 minimum_users: 200,
-                plan: Some(
+                plan: Some(Box::new(
                     flowgate_domain::rollouts::RolloutPlan::new(
                         vec![10.0, 50.0, 100.0],
                         3600,
@@ -135,7 +135,7 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                     )
                     .and_then(|p| p.with_optional(vec!["revenue".to_owned()]))
                     .unwrap(),
-                ),
+                )),
             },
         ),
     ]

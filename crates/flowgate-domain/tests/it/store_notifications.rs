@@ -243,7 +243,7 @@ fn a_revenuecat_refund_with_a_negative_price_lowers_proceeds() {
         folder.user_with(&exposed, &[], transactions);
         folder.finish().variants[0].store
     };
-    assert_eq!(proceeds(&[paid.clone()]).proceeds.sum, 20.0);
+    assert_eq!(proceeds(std::slice::from_ref(&paid)).proceeds.sum, 20.0);
     let refunded = proceeds(&[paid, refund]);
     assert_eq!((refunded.paid, refunded.refunded), (1, 1));
     assert_eq!(refunded.proceeds.sum, 0.0, "the refund is taken back");
