@@ -145,7 +145,7 @@ pub fn best_effort_lines(text: &str) {
         .and_then(|()| stdout.flush());
 }
 
-/// `println!` for the command line: the formatted line through [`line`].
+/// `println!` for the command line: the formatted line through [`line()`].
 macro_rules! outln {
     () => {
         $crate::terminal::line("")
@@ -155,7 +155,7 @@ macro_rules! outln {
     };
 }
 
-/// `eprintln!` for the command line: the formatted line through [`error_line`].
+/// `eprintln!` for the command line: the formatted line through [`error_line()`].
 macro_rules! errln {
     ($($arg:tt)*) => {
         $crate::terminal::error_line(&format!($($arg)*))
