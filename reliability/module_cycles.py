@@ -1,18 +1,33 @@
 #!/usr/bin/env python3
-"""Fails when a crate's top-level modules depend on each other in a circle.
+"""Fails when modules of a crate depend on each other in a circle, at any level of nesting.
 
-`make lint` runs it over every crate of the workspace. A module's dependencies are the other
-top-level modules of its crate that its files name, outside its `#[cfg(test)]` blocks, as
-`crate::NAME` (in `use` or in a path), or from the crate root's own files as `NAME::` or
-`self::NAME`, or from a child as `super::NAME` when the child sits directly under the root.
-Re-exports of the crate root (`pub use`) in `lib.rs`/`main.rs` are the root's, not a module's,
-so the root takes part in no circle. Every circle found is printed, one line each, as
-`crate: a -> b -> a`, with one file:line per edge, and the exit status is 1.
+`make lint` runs it over every crate of the workspace (`make lint` also runs `--self-test`
+first). How it reads a crate:
+
+- **Modules.** Every file under `src/` is a module (`a.rs` and `a/mod.rs` are `a`, `a/b.rs`
+  is `a::b`); the crate root (`lib.rs`, `main.rs`) is the root. Modules declared
+  `#[cfg(test)] mod x;` and inline `#[cfg(test)] mod x { ... }` blocks are tests and left out.
+- **References.** Every path a module's code names that starts with `crate::`, `super::` or
+  `self::`, in a `use` (grouped and nested trees expanded: `use crate::{a, b::{c, d}}`, `self`
+  inside braces, globs, renames) or in an expression or type (`crate::a::f()`), resolved
+  against the module's own path (`super::super::x` included) to the deepest module it names.
+  Comments (doc links among them) make no reference.
+- **Edges at every level.** A reference from module `m` to module `t` is an edge between the
+  two children of their deepest common ancestor that hold them: `catalog::build` naming
+  `crate::results::stats` is `catalog -> results` among the root's modules;
+  `results::decision` naming `super::report` is `decision -> report` among `results`'s.
+  A module naming its own ancestor or descendant makes no edge (a parent re-exporting its
+  children, a child using its parent's items: one thing). The root's re-exports take part in
+  no circle.
+
+Every circle found is printed, one line each, as `crate: at PARENT, module circle among a,
+b`, with one `file:line` per edge, and the exit status is 1.
 
 Why a script rather than `cargo modules dependencies --acyclic`: cargo-modules compiles
-rust-analyzer's crates, several minutes on the CI machine for a check that reads `use` lines;
-what it would add (macro-generated paths, glob re-exports) no module here relies on to cross a
-boundary. Usage: `python3 reliability/module_cycles.py [CRATE_DIR...]` (default: crates/*).
+rust-analyzer's crates, several minutes on the CI machine, for a check that reads paths; what
+it would add (macro-generated paths) no module here relies on to cross a boundary. Usage:
+`python3 reliability/module_cycles.py [CRATE_DIR...]` (default: crates/*),
+`python3 reliability/module_cycles.py --self-test`.
 """
 
 from __future__ import annotations
@@ -21,17 +36,30 @@ import re
 import sys
 from pathlib import Path
 
-USE_CRATE = re.compile(r"\bcrate::([a-z_][a-z0-9_]*)")
-USE_SUPER = re.compile(r"\bsuper::([a-z_][a-z0-9_]*)")
-CFG_TEST = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
+CFG_TEST_BLOCK = re.compile(
+    r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{"
+)
+CFG_TEST_FILE = re.compile(
+    r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;"
+)
+USE = re.compile(r"\buse\s+([^;]*);")
+PATH = re.compile(r"\b((?:crate|super|self)(?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)+)")
+
+Module = tuple[str, ...]
+
+
+def strip_comments(text: str) -> str:
+    """Line and block comments (docs included) removed, lines kept: a doc link is no
+    dependency."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def strip_tests(text: str) -> str:
-    """The text without its `#[cfg(test)] mod x { ... }` blocks (braces counted; strings and
-    comments holding braces are rare enough in test modules to be ignored)."""
+    """The text without its `#[cfg(test)] mod x { ... }` blocks (braces counted), lines kept."""
     out = []
     at = 0
-    for match in CFG_TEST.finditer(text):
+    for match in CFG_TEST_BLOCK.finditer(text):
         if match.start() < at:
             continue
         out.append(text[at : match.start()])
@@ -43,55 +71,149 @@ def strip_tests(text: str) -> str:
             elif text[i] == "}":
                 depth -= 1
             i += 1
+        out.append("\n" * text.count("\n", match.start(), i))
         at = i
     out.append(text[at:])
     return "".join(out)
 
 
-def strip_comments(text: str) -> str:
-    """Line comments (docs included) removed: an intra-doc link is no dependency."""
-    return re.sub(r"//[^\n]*", "", text)
+def module_of(src: Path, path: Path) -> Module:
+    """The module a file under `src` is: `()` for the crate root."""
+    parts = list(path.relative_to(src).parts)
+    if parts == ["lib.rs"] or parts == ["main.rs"]:
+        return ()
+    if parts[-1] == "mod.rs":
+        parts.pop()
+    else:
+        parts[-1] = parts[-1][:-3]
+    return tuple(parts)
 
 
-def top_modules(src: Path) -> dict[str, list[Path]]:
-    """Each top-level module of the crate whose root is in `src`, with its files."""
-    modules: dict[str, list[Path]] = {}
+def modules(src: Path) -> dict[Module, Path]:
+    """Every module of the crate whose root is in `src`, with its file, tests left out."""
+    found: dict[Module, Path] = {}
     for path in sorted(src.rglob("*.rs")):
-        rel = path.relative_to(src)
-        if rel.parts[0] == "bin" or rel.name in ("lib.rs", "main.rs") and len(rel.parts) == 1:
+        if path.relative_to(src).parts[0] == "bin":
             continue
-        name = rel.parts[0][:-3] if len(rel.parts) == 1 else rel.parts[0]
-        modules.setdefault(name, []).append(path)
-    return modules
+        found[module_of(src, path)] = path
+    tests: set[Module] = set()
+    for module, path in found.items():
+        for match in CFG_TEST_FILE.finditer(strip_comments(path.read_text())):
+            tests.add(module + (match.group(1),))
+    return {
+        m: p for m, p in found.items() if not any(m[: len(t)] == t for t in tests)
+    }
 
 
-def edges(crate: Path) -> dict[tuple[str, str], str]:
-    """(from, to) -> the first `file:line` that makes the edge."""
+def split_top(text: str, sep: str) -> list[str]:
+    """`text` split at `sep` outside braces."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == sep and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def use_paths(tree: str, prefix: list[str]) -> list[list[str]]:
+    """Every path a use tree names, its groups expanded (`self` in a group is the group's
+    prefix; a glob or a rename names the path before it)."""
+    tree = re.sub(r"\s+as\s+[A-Za-z_][A-Za-z0-9_]*", "", tree)
+    tree = re.sub(r"\s+", "", tree)
+    if not tree:
+        return []
+    brace = tree.find("{")
+    if brace == -1:
+        segments = [s for s in tree.split("::") if s and s != "*"]
+        if segments and segments[-1] == "self":
+            segments.pop()
+        return [prefix + segments]
+    head = [s for s in tree[:brace].split("::") if s]
+    inner = tree[brace + 1 : tree.rfind("}")]
+    out = []
+    for part in split_top(inner, ","):
+        if part:
+            out += use_paths(part, prefix + head)
+    return out
+
+
+def resolve(module: Module, path: list[str]) -> Module | None:
+    """The module path `path` (starting with `crate`, `super` or `self`) names from `module`,
+    with its item names still attached; `None` when it leaves the crate."""
+    if not path:
+        return None
+    if path[0] == "crate":
+        return tuple(path[1:])
+    at = list(module)
+    i = 0
+    if path[0] == "self":
+        i = 1
+    else:
+        while i < len(path) and path[i] == "super":
+            if not at:
+                return None
+            at.pop()
+            i += 1
+        if i == 0:
+            return None
+    return tuple(at + path[i:])
+
+
+def deepest(known: dict[Module, Path], named: Module) -> Module:
+    """The deepest module of `known` that `named` (a module path with item names) is in."""
+    for n in range(len(named), -1, -1):
+        if named[:n] in known:
+            return named[:n]
+    return ()
+
+
+def references(module: Module, text: str) -> list[tuple[Module, int]]:
+    """Each path `text` (of `module`) names, resolved, with its offset."""
+    out = []
+    for match in USE.finditer(text):
+        for path in use_paths(match.group(1), []):
+            named = resolve(module, path)
+            if named is not None:
+                out.append((named, match.start()))
+    for match in PATH.finditer(text):
+        path = [s.strip() for s in match.group(1).split("::")]
+        named = resolve(module, path)
+        if named is not None:
+            out.append((named, match.start()))
+    return out
+
+
+def edges(crate: Path) -> dict[Module, dict[tuple[str, str], str]]:
+    """Per parent module, (child, child) -> the first `file:line` that makes the edge."""
     src = crate / "src"
-    modules = top_modules(src)
-    found: dict[tuple[str, str], str] = {}
-    for name, files in modules.items():
-        for path in files:
-            rel = path.relative_to(src)
-            depth = len(rel.parts) - 1  # 0: src/name.rs; 1: src/name/mod.rs or src/name/x.rs
-            if rel.name == "mod.rs":
-                depth -= 1
-            text = strip_comments(strip_tests(path.read_text()))
-            targets = [(m.group(1), m.start()) for m in USE_CRATE.finditer(text)]
-            if depth == 1:  # a direct child of `name`: `super::x` is inside `name`
-                pass
-            elif depth == 0:  # `name` itself: `super::x` is a sibling top-level module
-                targets += [(m.group(1), m.start()) for m in USE_SUPER.finditer(text)]
-            for target, offset in targets:
-                if target != name and target in modules and (name, target) not in found:
-                    line = text.count("\n", 0, offset) + 1
-                    found[(name, target)] = f"{path}:{line}"
+    known = modules(src)
+    found: dict[Module, dict[tuple[str, str], str]] = {}
+    for module, path in known.items():
+        if module == ():
+            continue  # The root's re-exports and declarations take part in no circle.
+        text = strip_tests(strip_comments(path.read_text()))
+        for named, offset in references(module, text):
+            target = deepest(known, named)
+            common = 0
+            while common < min(len(module), len(target)) and module[common] == target[common]:
+                common += 1
+            if common == len(module) or common == len(target):
+                continue  # an ancestor or a descendant: one thing
+            parent = module[:common]
+            edge = (module[common], target[common])
+            at = found.setdefault(parent, {})
+            if edge not in at:
+                at[edge] = f"{path}:{text.count(chr(10), 0, offset) + 1}"
     return found
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan), each as one
-    circle through all of its modules where one exists, else its members."""
+    """The strongly connected components with more than one module (Tarjan), sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -127,31 +249,80 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def circles(crate: Path) -> list[tuple[Module, list[str], list[str]]]:
+    """Each circle of `crate`: its parent module, its members, and its edges with where."""
+    out = []
+    for parent, found in sorted(edges(crate).items()):
+        graph: dict[str, set[str]] = {}
+        for (a, b) in found:
+            graph.setdefault(a, set()).add(b)
+        for component in cycles(graph):
+            members = set(component)
+            where = [
+                f"{a} -> {b}  ({at})"
+                for (a, b), at in sorted(found.items())
+                if a in members and b in members
+            ]
+            out.append((parent, component, where))
+    return out
+
+
 def self_test() -> None:
-    """The check finds a circle it is given and none where there is none (`--self-test`)."""
+    """Each shape of circle the project had is found, and none where there is none."""
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "demo" / "src"
-        (src / "b").mkdir(parents=True)
-        (src / "lib.rs").write_text("pub mod a;\npub mod b;\npub mod c;\npub use a::A;\n")
-        (src / "a.rs").write_text("use crate::b::B;\n/// [`crate::c`] is only named.\npub struct A;\n")
-        (src / "b" / "mod.rs").write_text("mod inner;\npub struct B;\n")
-        (src / "b" / "inner.rs").write_text("use super::B;\nfn f() { crate::c::g(); }\n")
-        (src / "c.rs").write_text(
-            "pub fn g() {}\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n"
-        )
-        graph: dict[str, set[str]] = {}
-        for (a, b) in edges(src.parent):
-            graph.setdefault(a, set()).add(b)
-        assert graph == {"a": {"b"}, "b": {"c"}}, graph
-        assert cycles(graph) == [], "tests and doc links make no edge"
-        (src / "c.rs").write_text("use crate::a::A;\npub fn g() {}\n")
-        graph = {}
-        for (a, b) in edges(src.parent):
-            graph.setdefault(a, set()).add(b)
-        assert cycles(graph) == [["a", "b", "c"]], cycles(graph)
-    print("module_cycles: self-test passed")
+    def crate(files: dict[str, str]) -> list[tuple[str, list[str]]]:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "demo"
+            for name, text in files.items():
+                path = root / "src" / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            return [("::".join(p) or "crate", c) for p, c, _ in circles(root)]
+
+    # None: a chain; tests, doc links and comments make no edge; a parent and its child are one.
+    assert crate({
+        "lib.rs": "pub mod a;\npub mod b;\npub mod c;\npub use a::A;\n",
+        "a.rs": "use crate::b::B;\n/// [`crate::c`] is only named.\npub struct A;\n",
+        "b/mod.rs": "mod inner;\npub use inner::X;\npub struct B;\n",
+        "b/inner.rs": "use super::B;\npub struct X;\nfn f() { crate::c::g(); }\n",
+        "c.rs": "pub fn g() {}\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n"
+                "#[cfg(test)]\nmod more;\n",
+        "c/more.rs": "use crate::a::A;\n",
+    }) == []
+    # The binary's: grouped imports through four modules (commands -> serve -> scheduler ->
+    # schedules -> commands).
+    assert crate({
+        "main.rs": "mod commands;\nmod serve;\nmod scheduler;\nmod schedules;\n",
+        "commands.rs": "use crate::{cli, serve::{self, Tasks}};\n",
+        "serve.rs": "use crate::{\n    config::Config,\n    scheduler::{run, Settings as S},\n};\n",
+        "scheduler.rs": "pub fn run() { crate::schedules::apply(); }\n",
+        "schedules.rs": "use crate::commands::rfc3339;\n",
+    }) == [("crate", ["commands", "scheduler", "schedules", "serve"])]
+    # The domain's results: two siblings below the root, through `super::`.
+    assert crate({
+        "lib.rs": "pub mod results;\n",
+        "results/mod.rs": "mod decision;\nmod report;\npub use report::Report;\n",
+        "results/decision.rs": "use super::report::{MetricReport, Report};\n",
+        "results/report.rs": "use super::{decision::Decision, stats};\n",
+    }) == [("results", ["decision", "report"])]
+    # The domain's top level: a chain into a pair (catalog -> results -> ports <-> people),
+    # one edge from a nested file, one from a path in code.
+    assert crate({
+        "lib.rs": "pub mod catalog;\npub mod people;\npub mod ports;\npub mod results;\n",
+        "catalog/mod.rs": "pub mod build;\n",
+        "catalog/build.rs": "use crate::results::stats::ALPHA;\n",
+        "results.rs": "pub fn f(p: &dyn crate::ports::Source) {}\n",
+        "ports.rs": "use crate::people::Person;\n",
+        "people.rs": "pub struct Person;\nimpl Person { fn f(&self) -> crate::ports::Error { todo!() } }\n",
+    }) == [("crate", ["people", "ports"])]
+    # The store's: `use super::{...}` between two top-level modules, and `self::` inside one.
+    assert crate({
+        "lib.rs": "mod schema;\nmod types;\n",
+        "schema.rs": "use super::types::{Id, Time};\nuse self::inner::X;\nmod inner { pub struct X; }\n",
+        "types.rs": "use super::{schema, Other};\n",
+    }) == [("crate", ["schema", "types"])]
+    print("module_cycles: self-test passed (5 cases)")
 
 
 def main(args: list[str]) -> int:
@@ -160,22 +331,19 @@ def main(args: list[str]) -> int:
         return 0
     crates = [Path(a) for a in args] or sorted(Path("crates").iterdir())
     failed = False
+    count = 0
     for crate in crates:
         if not (crate / "src").is_dir():
             continue
-        found = edges(crate)
-        graph: dict[str, set[str]] = {}
-        for (a, b) in found:
-            graph.setdefault(a, set()).add(b)
-        for component in cycles(graph):
+        count += 1
+        for parent, component, where in circles(crate):
             failed = True
-            members = set(component)
-            print(f"{crate.name}: module circle among {', '.join(component)}")
-            for (a, b), where in sorted(found.items()):
-                if a in members and b in members:
-                    print(f"    {a} -> {b}  ({where})")
+            at = "::".join(parent) or "the crate root"
+            print(f"{crate.name}: at {at}, module circle among {', '.join(component)}")
+            for line in where:
+                print(f"    {line}")
     if not failed:
-        print(f"module_cycles: no circle among the top-level modules of {len(crates)} crates")
+        print(f"module_cycles: no circle among the modules of {count} crates, at any level")
     return 1 if failed else 0
 
 

@@ -665,6 +665,7 @@ mod tests {
                 "rollout.rollback",
                 "rollout.pause",
                 "rollout.resume",
+                "rollout.abandon",
             ]
         );
         for action in AuditAction::ALL {

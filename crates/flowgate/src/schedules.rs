@@ -14,11 +14,10 @@ use flowgate_domain::people::{
 };
 use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _, StoreError};
 use flowgate_domain::rollouts::SCHEDULER_ACTOR;
+use flowgate_http::results::rfc3339;
 use flowgate_store::import::{apply_change, preview_change, ChangeFailure};
 use flowgate_store::Store;
 use time::OffsetDateTime;
-
-use crate::commands::rfc3339;
 
 /// Most changes one pass applies.
 const PER_PASS: usize = 20;

@@ -164,7 +164,7 @@ pub enum CatalogChange {
         /// The rollout's plan, in a start proposed for review (D35): approving the change
         /// starts the rollout with it. `None` in a start applied at once (the rollout's own
         /// record holds its plan). A stored member since 0.3.0, optional (D26).
-        plan: Option<Box<crate::rollouts::RolloutPlan>>,
+        plan: Option<Box<super::rollout_plan::RolloutPlan>>,
     },
 }
 
@@ -1147,7 +1147,7 @@ enum Wire {
         guardrails: Vec<String>,
         minimum_users: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        plan: Option<Box<crate::rollouts::RolloutPlan>>,
+        plan: Option<Box<super::rollout_plan::RolloutPlan>>,
     },
 }
 

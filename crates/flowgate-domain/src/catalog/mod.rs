@@ -28,6 +28,8 @@ mod diff;
 mod export;
 mod file;
 mod import;
+#[cfg(feature = "server")]
+pub(crate) mod rollout_plan;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -33,19 +33,36 @@ mod decision;
 mod report;
 pub mod sequential;
 pub mod stats;
+mod verdict;
 
 pub use crate::catalog::AnalysisSettings;
 pub use crate::catalog::{PROCEEDS_METRIC, STORE_METRICS};
 pub use aggregate::{
     aggregate, aggregate_with, exposure_counts, Exposure, ExposureCountQuery, Folder, Outcome,
 };
-pub use decision::{decide, relative_percent, Decision, Reason, Verdict};
+pub use decision::{decide, relative_percent};
 pub use report::{
-    report, DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
+    DailyCounts, DailyRow, ExperimentReport, MetricReport, MetricVariant, ResultsData,
     ResultsQuery, StoreCounts, VariantCounts, VariantRow, Warning, MULTIPLE_EXPOSURE_WARNING_SHARE,
     REVENUE_METRIC, SRM_WARNING_P_VALUE,
 };
 pub use sequential::{
     compare_sequential, FrequentistEstimate, Method, SequentialConfig, DEFAULT_TUNING,
 };
-pub use stats::{compare, fisher_exact, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};
+pub use stats::{
+    compare, fisher_exact, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums,
+};
+pub use verdict::{Decision, Reason, Verdict};
+
+/// The report of `experiment` (of app `app_id`) from what the store aggregated for `query`,
+/// with its decision (D27: [`decide`] under the experiment's analysis settings).
+pub fn report(
+    app_id: crate::ids::AppId,
+    experiment: &crate::catalog::Experiment,
+    query: &ResultsQuery,
+    data: &ResultsData,
+) -> ExperimentReport {
+    let mut assembled = report::assemble(app_id, experiment, query, data);
+    assembled.decision = decide(&assembled, &experiment.analysis);
+    assembled
+}

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use time::{Date, OffsetDateTime};
 
-use super::decision::{decide, Decision};
 use super::sequential::{compare_sequential, Method, SequentialConfig};
 use super::stats::{compare, srm_p_value, Estimate, MetricKind, NoEstimate, VariantSums};
+use super::verdict::Decision;
 use crate::catalog::PROCEEDS_METRIC;
 use crate::catalog::{AnalysisSettings, Experiment, ExperimentStatus};
 use crate::events::EventType;
@@ -330,8 +330,9 @@ pub struct DailyRow {
     pub conversions: Vec<(EventType, u64)>,
 }
 
-/// The report of `experiment` (of app `app_id`) from what the store aggregated for `query`.
-pub fn report(
+/// The report of `experiment` (of app `app_id`) from what the store aggregated for `query`,
+/// its decision still pending ([`super::report`] decides it).
+pub(super) fn assemble(
     app_id: AppId,
     experiment: &Experiment,
     query: &ResultsQuery,
@@ -497,7 +498,7 @@ pub fn report(
         .or(data.first_exposure)
         .unwrap_or(query.to)
         .min(query.to);
-    let mut report = ExperimentReport {
+    ExperimentReport {
         experiment_id: experiment.id,
         name: experiment.name.clone(),
         app_id,
@@ -516,9 +517,7 @@ pub fn report(
         method: query.method,
         analysis: experiment.analysis.clone(),
         decision: Decision::pending(),
-    };
-    report.decision = decide(&report, &experiment.analysis);
-    report
+    }
 }
 
 fn join(values: &[u64]) -> String {
