@@ -576,7 +576,7 @@ pub struct StoresConfig {
     /// built into the binary.
     pub apple_root_certificates: Vec<std::path::PathBuf>,
     /// Development only: a PEM file holding a generated test root, its chain and the leaf's
-    /// key (`apple_jws::TestSigner`), created by `flowgate serve` when missing and trusted
+    /// key (`apple_demo_signer::DemoSigner`), created by `flowgate serve` when missing and trusted
     /// beside the roots above, so that `flowgate demo --traffic` can send signed App Store
     /// notifications. Empty: none. Refused in production.
     pub demo_apple_signer: std::path::PathBuf,
@@ -1418,19 +1418,21 @@ fn check_enumerated(figment: &Figment) -> Result<(), ConfigError> {
     }
 }
 
-/// A whole number as a source gives it: its value, or `None` when no 128-bit integer holds it
-/// (it is out of every range).
+/// What a source gives for a numeric key.
 enum Given {
+    /// A whole number: its value, `None` when no 128-bit integer holds it (out of every range).
     Int(Option<i128>),
+    /// Anything else (a fraction, a word, a table): the deserialiser's to refuse, naming the
+    /// type it expected.
     NotAnInteger,
 }
 
+/// `value` as a whole number; a string of digits too, as a variable may arrive.
 fn given_integer(value: &Value) -> Given {
     match value {
         Value::Num(_, num) => match (num.to_u128(), num.to_i128()) {
             (Some(u), _) => Given::Int(i128::try_from(u).ok()),
             (None, Some(i)) => Given::Int(Some(i)),
-            // A fraction is the deserialiser's to refuse, with the type expected.
             (None, None) => Given::NotAnInteger,
         },
         Value::String(_, text) => {
