@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use flowgate_domain::ids::WorkspaceId;
-use flowgate_domain::keys::{KeyEnvironment, KeyType};
+use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::people::{AuditAction, NewAuditEntry};
+use flowgate_domain::ports::AuditLog as _;
 use flowgate_http::apple_jws::TestSigner;
 use flowgate_store::import::import_text;
 use flowgate_store::import::FileFormat;
@@ -171,7 +173,31 @@ pub async fn webhook_key(store: &Store, environment: KeyEnvironment) -> Result<S
             OffsetDateTime::now_utc(),
         )
         .await?;
+    record_key(store, &created.record).await;
     Ok(created.key.expose().to_owned())
+}
+
+/// Records a demo key's creation in the audit log (D28) as `cli`, as `flowgate keys create`
+/// does: the key seeded at first start and those of `flowgate demo [--traffic]` are keys like
+/// any other, and an audit log that missed them would not say where a working key came from
+/// (issue 65). A failure is logged; the key exists either way.
+async fn record_key(store: &Store, record: &KeyRecord) {
+    let entry = NewAuditEntry {
+        at: OffsetDateTime::now_utc(),
+        actor: flowgate_store::import::CLI_ACTOR.to_owned(),
+        action: AuditAction::KeyCreate,
+        target: Some(record.id.to_string()),
+        comment: None,
+        revision_before: None,
+        revision_after: None,
+        detail: serde_json::json!({
+            "workspace_id": record.workspace_id.to_string(), "type": record.key_type.to_string(),
+            "environment": record.environment.to_string(), "name": record.name,
+        }),
+    };
+    if let Err(e) = store.append_audit(entry).await {
+        tracing::warn!(error = %e, key = %record.id, "the demo key's audit entry was not written");
+    }
 }
 
 /// Imports the demo catalog (idempotent) and creates a fresh SDK key of `environment`.
@@ -197,6 +223,7 @@ pub async fn create(
     let created = store
         .create_key(workspace, environment, KeyType::Sdk, "demo", now)
         .await?;
+    record_key(store, &created.record).await;
     let key = created.key.expose().to_owned();
     Ok(Demo {
         commands: commands(base_url, &key, now),
