@@ -21,8 +21,10 @@
 //! escapes the text in it. Sign-in attempts are rate limited per client address, with the API's
 //! limiter (D10): 429 and `Retry-After` past the limit.
 
+mod attempts;
 mod changes;
 mod charts;
+mod hashing;
 mod openid;
 mod pages;
 pub mod passwords;
@@ -282,8 +284,8 @@ pub struct ConsoleAccess {
     pub require_review: bool,
     /// Whether the admin token signs in (`console.admin_token_sign_in`), as `admin-token`.
     pub admin_token_sign_in: bool,
-    /// Failed sign-ins an account may have within [`ACCOUNT_WINDOW`]
-    /// (`console.failed_sign_ins_per_account`).
+    /// Failed sign-ins an account may have from one client address within
+    /// [`ACCOUNT_WINDOW`] (`console.failed_sign_ins_per_account`).
     pub failed_sign_ins_per_account: u32,
     /// How long a session lasts after signing in (`admin.console_session_seconds`).
     pub session_lifetime: Duration,
@@ -313,13 +315,19 @@ pub struct Console {
     changes: Arc<dyn ChangeStore>,
     require_review: bool,
     admin_token_sign_in: bool,
-    failed_sign_ins_per_account: u32,
     /// Sign-in attempts per client address, shared with the admin API's wrong tokens.
     guard: Arc<TokenGuard>,
     explain: Arc<ExplainAccess>,
     results: Arc<ResultsAccess>,
     background: crate::background::Background,
     oidc: Option<openid::OidcSignIn>,
+    /// Every password hash and check, bounded (issue 65).
+    work: hashing::PasswordWork,
+    /// Failed sign-ins per account and address (issue 65).
+    attempts: attempts::AccountAttempts,
+    /// Set-password posts that would hash, per client address: a budget of their own with the
+    /// sign-in budget's size and pace (issue 65).
+    password_posts: crate::ratelimit::RateLimiter<std::net::IpAddr>,
 }
 
 impl Console {
@@ -338,10 +346,20 @@ impl Console {
             changes: access.changes,
             require_review: access.require_review,
             admin_token_sign_in: access.admin_token_sign_in,
-            failed_sign_ins_per_account: access.failed_sign_ins_per_account,
             guard,
             explain,
             results,
+            work: hashing::PasswordWork::new(access.background.clone()),
+            password_posts: crate::ratelimit::RateLimiter::every(
+                crate::token_guard::ATTEMPT_INTERVAL,
+                crate::token_guard::ATTEMPT_BURST,
+            ),
+            attempts: attempts::AccountAttempts::new(
+                access.failed_sign_ins_per_account,
+                std::time::Duration::from_secs(
+                    u64::try_from(ACCOUNT_WINDOW.whole_seconds()).unwrap_or(900),
+                ),
+            ),
             background: access.background,
             oidc: access.oidc.map(openid::OidcSignIn::new),
         }
@@ -531,17 +549,17 @@ async fn index(req: HttpRequest, console: Data) -> HttpResponse {
     }
 }
 
-/// The sign-in page with `message`, a new double-submit token (issued and signed under the
-/// deployment's key) in its form and its cookie.
+/// The sign-in page with `message`, a new form bound to a new pre-session cookie (issued and
+/// signed under the deployment's key, `session.rs`).
 async fn sign_in_form(
     console: &Console,
     req: &HttpRequest,
     status: StatusCode,
     message: Option<&str>,
 ) -> HttpResponse {
-    let token = match console.sessions.sign_in_tokens().await {
+    let form = match console.sessions.sign_in_tokens().await {
         Ok(tokens) => match tokens.issue() {
-            Ok(token) => token,
+            Ok(form) => form,
             Err(_) => {
                 return HttpResponse::ServiceUnavailable().body("no randomness for a sign-in form")
             }
@@ -557,9 +575,9 @@ async fn sign_in_form(
         admin_token: console.admin_token_sign_in,
         oidc: console.oidc.as_ref().map(openid::OidcSignIn::label),
     };
-    let mut response = html(status, pages::sign_in(&token, &methods, message));
+    let mut response = html(status, pages::sign_in(&form.token, &methods, message));
     // A cookie built here is always a valid header.
-    let _ = response.add_cookie(&session::sign_in_cookie(req, token));
+    let _ = response.add_cookie(&session::sign_in_cookie(req, form.cookie));
     response
 }
 
@@ -579,25 +597,14 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
         Err(refused) => return *refused,
     };
     // The CSRF check first: a cross-site post cannot spend this address's attempts.
-    let issued = match (fields.get("csrf"), console.sessions.sign_in_tokens().await) {
-        (Some(token), Ok(tokens)) => session::sign_in_token_matches(&req, tokens, token),
-        _ => false,
-    };
-    if !issued {
-        return sign_in_form(
-            &console,
-            &req,
-            StatusCode::FORBIDDEN,
-            Some("The sign-in form expired or came from elsewhere; sign in again."),
-        )
-        .await;
+    if let Err(message) = sign_in_form_checked(&console, &req, fields.get("csrf")).await {
+        return sign_in_form(&console, &req, StatusCode::FORBIDDEN, Some(message)).await;
     }
     let client = crate::token_guard::client_of(&req);
-    let refused = console.guard.blocked(client).or_else(|| {
-        let decision = console.guard.attempt(client);
-        (!decision.allowed).then_some(decision.retry_after_secs)
-    });
-    if let Some(retry_after_secs) = refused {
+    let email = fields.get("email").map(str::trim).unwrap_or_default();
+    if let Some(retry_after_secs) = address_refusal(&console, client) {
+        let target = (!email.is_empty()).then(|| audit_text(email));
+        refused_entry(&console, client, target, "address").await;
         return too_many(
             &console,
             &req,
@@ -607,7 +614,6 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
         .await;
     }
     let address = Some(client.to_string());
-    let email = fields.get("email").map(str::trim).unwrap_or_default();
     let who = if email.is_empty() {
         // The admin token, when it may sign in.
         let given = fields.get("token").unwrap_or_default();
@@ -632,10 +638,12 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
             role: Role::Admin,
         }
     } else {
-        match password_sign_in(&console, email, fields.get("password").unwrap_or_default()).await {
+        let password = fields.get("password").unwrap_or_default();
+        match password_sign_in(&console, client, email, password).await {
             Ok(who) => who,
-            Err(SignInRefusal::TooMany(retry_after_secs)) => {
-                return too_many(&console, &req, retry_after_secs, "for this account").await
+            Err(SignInRefusal::TooMany(email, retry_after_secs)) => {
+                refused_entry(&console, client, Some(email), "account").await;
+                return too_many(&console, &req, retry_after_secs, "for this account").await;
             }
             Err(SignInRefusal::Wrong(target)) => {
                 console.guard.wrong_sign_in(client);
@@ -651,6 +659,7 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
                 )
                 .await;
             }
+            Err(SignInRefusal::Busy) => return hashing::busy(&req),
             Err(SignInRefusal::Store(e)) => {
                 tracing::error!(error = %e, "console: sign-in could not read the people");
                 return HttpResponse::ServiceUnavailable()
@@ -662,7 +671,84 @@ async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpRespo
     open_session(&console, &req, who, address).await
 }
 
-/// Opens a session for `who` and sends the browser to the experiments with its cookie.
+/// Whether the sign-in form's token of a post is good ([`session::sign_in_token_matches`]);
+/// otherwise the message to show with a new form.
+pub(crate) async fn sign_in_form_checked(
+    console: &Console,
+    req: &HttpRequest,
+    token: Option<&str>,
+) -> Result<(), &'static str> {
+    let issued = match (token, console.sessions.sign_in_tokens().await) {
+        (Some(token), Ok(tokens)) => session::sign_in_token_matches(req, tokens, token),
+        _ => false,
+    };
+    if issued {
+        Ok(())
+    } else {
+        Err("The sign-in form expired or came from elsewhere; sign in again.")
+    }
+}
+
+/// Counts a sign-in attempt of `client` in the address's budget, shared with the admin API's
+/// wrong tokens: the seconds to wait when the address is over it.
+pub(crate) fn address_refusal(console: &Console, client: std::net::IpAddr) -> Option<u32> {
+    console.guard.blocked(client).or_else(|| {
+        let decision = console.guard.attempt(client);
+        (!decision.allowed).then_some(decision.retry_after_secs)
+    })
+}
+
+/// Counts a set-password post of `client` that would hash in the address's budget of such
+/// posts (ten at once, one more a minute): the seconds to wait when the address is over it, or
+/// while the address is blocked for wrong admin tokens (issue 65).
+pub(crate) fn password_post_refusal(console: &Console, client: std::net::IpAddr) -> Option<u32> {
+    console.guard.blocked(client).or_else(|| {
+        let decision = console.password_posts.check(&client);
+        (!decision.allowed).then_some(decision.retry_after_secs)
+    })
+}
+
+/// Records a sign-in refused before any password was checked (429, `limit`: `address` or
+/// `account`) as `sign_in.refused`: the first of each address a minute, so a flood of refused
+/// posts is not a flood of writes (issue 65).
+pub(crate) async fn refused_entry(
+    console: &Console,
+    client: std::net::IpAddr,
+    target: Option<String>,
+    limit: &str,
+) {
+    if !console.attempts.record_refusal(client) {
+        return;
+    }
+    let actor = target
+        .clone()
+        .unwrap_or_else(|| ADMIN_TOKEN_ACTOR.to_owned());
+    let mut entry = audit_entry(&actor, AuditAction::SignInRefused, target);
+    entry.detail = serde_json::json!({
+        "address": client.to_string(), "reason": "too_many_attempts", "limit": limit,
+        "note": "further refusals of this address within a minute are not recorded",
+    });
+    record(console, entry).await;
+}
+
+/// `text` as the audit log keeps what a client typed: at most 254 characters, each control
+/// character written as `\u{..}` (PostgreSQL's text cannot hold NUL, and a line break or an
+/// escape sequence must not reach a terminal as typed).
+pub(crate) fn audit_text(text: &str) -> String {
+    text.chars()
+        .take(254)
+        .map(|c| {
+            if c.is_control() {
+                format!("\\u{{{:x}}}", u32::from(c))
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Opens a session for `who` and sends the browser to the experiments with its cookie. A
+/// person disabled meanwhile (the store refuses the session) gets the sign-in page (403).
 async fn open_session(
     console: &Console,
     req: &HttpRequest,
@@ -673,6 +759,13 @@ async fn open_session(
     let target = who.person_id.is_some().then(|| actor.clone());
     let (id, _) = match console.sessions.open(who, address.clone()).await {
         Ok(opened) => opened,
+        Err(session::SessionError::Store(StoreError::Conflict { .. })) => {
+            let mut entry = audit_entry(&actor, AuditAction::SignInFailed, target);
+            entry.detail = serde_json::json!({"address": address, "reason": "disabled"});
+            record(console, entry).await;
+            let message = "That email and password do not sign in.";
+            return sign_in_form(console, req, StatusCode::FORBIDDEN, Some(message)).await;
+        }
         Err(e) => {
             tracing::error!(error = %e, "console: a session could not be opened");
             return HttpResponse::ServiceUnavailable()
@@ -686,7 +779,7 @@ async fn open_session(
     let mut response = see_other("/console/experiments");
     let cookie = session::session_cookie(req, id, console.sessions.lifetime());
     let _ = response.add_cookie(&cookie);
-    let _ = response.add_cookie(&session::removal(req, session::SIGN_IN_COOKIE));
+    let _ = response.add_cookie(&session::sign_in_removal(req));
     response
 }
 
@@ -715,63 +808,105 @@ async fn too_many(
 /// Why a password sign-in was refused.
 enum SignInRefusal {
     /// Unknown email, no password set, disabled, or a wrong password: one answer for all (the
-    /// normalised email, or the text given, for the audit log).
+    /// normalised email, or the text given as [`audit_text`] keeps it, for the audit log).
     Wrong(String),
-    /// The account's failed sign-ins reached `console.failed_sign_ins_per_account`; retry
-    /// after this many seconds.
-    TooMany(u64),
+    /// The account's failed sign-ins from this address (with the checks running) reached
+    /// `console.failed_sign_ins_per_account`: the account, and the seconds to wait.
+    TooMany(String, u64),
+    /// No turn to check the password now ([`hashing`]): nothing was checked.
+    Busy,
     /// The store failed.
     Store(StoreError),
 }
 
+/// The failed sign-ins of `email` from `client` within [`ACCOUNT_WINDOW`] that the audit log
+/// holds (every replica's): the newest [`STORED_FAILURES_READ`] of the account, by address.
+async fn stored_failures(
+    console: &Console,
+    email: &str,
+    client: std::net::IpAddr,
+) -> Result<u64, StoreError> {
+    let query = flowgate_domain::people::AuditQuery {
+        since: Some(OffsetDateTime::now_utc() - ACCOUNT_WINDOW),
+        actor: Some(email.to_owned()),
+        action: Some(AuditAction::SignInFailed),
+        limit: STORED_FAILURES_READ,
+        ..Default::default()
+    };
+    let address = client.to_string();
+    let entries = console.audit.list_audit(&query).await?;
+    Ok(entries
+        .iter()
+        .filter(|e| e.target.as_deref() == Some(email) && e.detail["address"] == address.as_str())
+        .count() as u64)
+}
+
+/// The most failed sign-ins of one account read to count those of one address.
+const STORED_FAILURES_READ: usize = 500;
+
 /// Checks an email and password: the person, enabled, with this password, and fewer failed
-/// sign-ins than allowed within [`ACCOUNT_WINDOW`]. The password is hashed whatever the
-/// outcome, so the answer's time says nothing of which it was.
+/// sign-ins from `client` than allowed within [`ACCOUNT_WINDOW`] (the attempt is reserved
+/// before the check, so concurrent posts cannot pass the limit). The password is hashed
+/// whatever the outcome, so the answer's time says nothing of which it was. After the check the
+/// person is read again: one disabled or given another role meanwhile signs in as they are now.
 async fn password_sign_in(
     console: &Console,
+    client: std::net::IpAddr,
     email: &str,
     password: &str,
 ) -> Result<Who, SignInRefusal> {
+    let password = password.to_owned();
     let Ok(email) = normalize_email(email) else {
-        let _ = passwords::verify(password, None);
-        return Err(SignInRefusal::Wrong(email.chars().take(254).collect()));
+        let checked = console
+            .work
+            .run(move || passwords::verify(&password, None))
+            .await;
+        return match checked {
+            Err(hashing::WorkRefused::Busy) => Err(SignInRefusal::Busy),
+            _ => Err(SignInRefusal::Wrong(audit_text(email))),
+        };
     };
-    let now = OffsetDateTime::now_utc();
-    let failed = console
-        .audit
-        .count_audit(AuditAction::SignInFailed, &email, now - ACCOUNT_WINDOW)
+    let stored = stored_failures(console, &email, client)
         .await
         .map_err(SignInRefusal::Store)?;
-    if failed >= u64::from(console.failed_sign_ins_per_account) {
-        return Err(SignInRefusal::TooMany(
-            u64::try_from(ACCOUNT_WINDOW.whole_seconds()).unwrap_or(900),
-        ));
-    }
+    let reservation = console
+        .attempts
+        .reserve(&email, client, stored)
+        .map_err(|wait| SignInRefusal::TooMany(email.clone(), wait))?;
     let person = console
         .people
         .person_by_email(&email)
         .await
         .map_err(SignInRefusal::Store)?;
-    let stored = person.as_ref().and_then(|p| p.password_hash.clone());
-    let password = password.to_owned();
-    // argon2id takes tens of milliseconds of CPU: on a blocking thread of the background
-    // runtime, off the admin listener's worker.
-    let matches = console
-        .background
-        .run(async move {
-            tokio::task::spawn_blocking(move || passwords::verify(&password, stored.as_deref()))
-                .await
-                .unwrap_or(false)
-        })
+    let hash = person.as_ref().and_then(|p| p.password_hash.clone());
+    // argon2id takes tens of milliseconds of CPU and 19 MiB: bounded, off the worker.
+    let matches = match console
+        .work
+        .run(move || passwords::verify(&password, hash.as_deref()))
         .await
-        .unwrap_or(false);
-    match person {
-        Some(person) if matches && !person.disabled => Ok(Who {
+    {
+        Ok(matches) => matches,
+        Err(hashing::WorkRefused::Busy) => return Err(SignInRefusal::Busy),
+        Err(hashing::WorkRefused::Failed) => false,
+    };
+    let now = match person {
+        Some(person) if matches => console
+            .people
+            .person(person.id)
+            .await
+            .map_err(SignInRefusal::Store)?,
+        _ => None,
+    };
+    match now {
+        Some(person) if !person.disabled => Ok(Who {
             person_id: Some(person.id),
             actor: person.email,
             role: person.role,
         }),
-        _ => Err(SignInRefusal::Wrong(email)),
+        _ => {
+            reservation.failed();
+            Err(SignInRefusal::Wrong(email))
+        }
     }
 }
 

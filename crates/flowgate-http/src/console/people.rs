@@ -3,7 +3,7 @@
 //! - `GET|POST /console/set-password?token=`: the one-time link `flowgate users add` prints
 //!   (valid 24 h): the person chooses a password (argon2id, at least 12 characters), the link
 //!   is spent, and a session opens. The form, which has no session yet, carries the sign-in
-//!   form's double-submit token.
+//!   form's pre-session cookie and token (`session.rs`).
 //! - `GET /console/people` and its posts (admin): add a person (the link is shown once), set a
 //!   role, disable or enable, make a new link (a password reset). Disabling ends the person's
 //!   sessions. Each is recorded in the audit log.
@@ -87,9 +87,9 @@ async fn set_password_form(
             ),
         );
     }
-    let form_token = match console.sessions.sign_in_tokens().await {
+    let form = match console.sessions.sign_in_tokens().await {
         Ok(tokens) => match tokens.issue() {
-            Ok(t) => t,
+            Ok(form) => form,
             Err(_) => return HttpResponse::ServiceUnavailable().body("no randomness"),
         },
         Err(e) => {
@@ -101,7 +101,7 @@ async fn set_password_form(
     let body = html! {
         @if let Some(message) = message { p.error role="alert" { (message) } }
         form #set-password method="post" action="/console/set-password" {
-            input type="hidden" name="csrf" value=(form_token);
+            input type="hidden" name="csrf" value=(form.token);
             input type="hidden" name="token" value=(token);
             label for="password" { "New password (at least " (passwords::MIN_PASSWORD_CHARS) " characters)" }
             input #password type="password" name="password" autocomplete="new-password" required autofocus;
@@ -112,11 +112,16 @@ async fn set_password_form(
         p.hint { "The link works once, for 24 hours after it was made." }
     };
     let mut response = html(status, layout(None, "Choose a password", "", body));
-    let _ = response.add_cookie(&session::sign_in_cookie(req, form_token));
+    let _ = response.add_cookie(&session::sign_in_cookie(req, form.cookie));
     response
 }
 
-/// `POST /console/set-password`: sets the password, spends the link, opens a session.
+/// `POST /console/set-password`: sets the password, spends the link, opens a session. The link
+/// is checked before anything else is done (issue 65): an unknown, spent or expired link is
+/// refused without hashing anything, and a disabled person's link writes nothing (the refusal
+/// is audited). A post that would hash counts in the address's budget of such posts (429 past
+/// it, and while the address is blocked for wrong admin tokens) and waits for a turn of the
+/// bounded password work (503 when there is none).
 pub(super) async fn set_password(
     req: HttpRequest,
     form: PostedForm,
@@ -127,28 +132,37 @@ pub(super) async fn set_password(
         Err(refused) => return *refused,
     };
     let token = fields.get("token").unwrap_or_default().to_owned();
-    let issued = match (fields.get("csrf"), console.sessions.sign_in_tokens().await) {
-        (Some(t), Ok(tokens)) => session::sign_in_token_matches(&req, tokens, t),
-        _ => false,
-    };
-    if !issued {
+    if super::sign_in_form_checked(&console, &req, fields.get("csrf"))
+        .await
+        .is_err()
+    {
         let message = "The form expired or came from elsewhere; try again.";
         return set_password_form(&console, &req, &token, StatusCode::FORBIDDEN, Some(message))
             .await;
     }
-    let password = fields.get("password").unwrap_or_default();
-    if password != fields.get("confirm").unwrap_or_default() {
-        let message = "The two passwords differ.";
-        return set_password_form(
-            &console,
-            &req,
-            &token,
-            StatusCode::BAD_REQUEST,
-            Some(message),
-        )
-        .await;
+    if !well_formed(&token) {
+        return set_password_form(&console, &req, &token, StatusCode::NOT_FOUND, None).await;
     }
-    if let Err(message) = passwords::check_new(password) {
+    let unavailable = |e: StoreError| {
+        tracing::error!(error = %e, "console: a password could not be set");
+        HttpResponse::ServiceUnavailable().body("The password could not be set now; retry.")
+    };
+    let token_hash = sha256_hex(token.as_bytes());
+    let person = match linked_person(&console, &token_hash).await {
+        Ok(Some(person)) if person.disabled => {
+            return refuse_disabled(&console, &req, &person).await
+        }
+        Ok(Some(person)) => person,
+        Ok(None) => return link_gone(),
+        Err(e) => return unavailable(e),
+    };
+    let password = fields.get("password").unwrap_or_default();
+    let refused = if password != fields.get("confirm").unwrap_or_default() {
+        Some("The two passwords differ.".to_owned())
+    } else {
+        passwords::check_new(password).err()
+    };
+    if let Some(message) = refused {
         return set_password_form(
             &console,
             &req,
@@ -158,64 +172,42 @@ pub(super) async fn set_password(
         )
         .await;
     }
-    let unavailable = |e: StoreError| {
-        tracing::error!(error = %e, "console: a password could not be set");
-        HttpResponse::ServiceUnavailable().body("The password could not be set now; retry.")
-    };
-    let now = OffsetDateTime::now_utc();
+    let client = crate::token_guard::client_of(&req);
+    if let Some(wait) = super::password_post_refusal(&console, client) {
+        super::refused_entry(&console, client, Some(person.email.clone()), "address").await;
+        return too_many_for_link(&console, &req, &token, wait).await;
+    }
     let hashed = {
         let password = password.to_owned();
-        console
-            .background
-            .run(async move {
-                tokio::task::spawn_blocking(move || passwords::hash(&password))
-                    .await
-                    .map_err(|e| e.to_string())
-                    .and_then(|hashed| hashed)
-            })
-            .await
+        console.work.run(move || passwords::hash(&password)).await
     };
-    let Some(Ok(hashed)) = hashed else {
-        return HttpResponse::ServiceUnavailable().body("The password could not be hashed.");
+    let hashed = match hashed {
+        Ok(Ok(hashed)) => hashed,
+        Err(super::hashing::WorkRefused::Busy) => return super::hashing::busy(&req),
+        _ => return HttpResponse::ServiceUnavailable().body("The password could not be hashed."),
     };
     // Spent only now that the password is acceptable: a refused one leaves the link working.
-    let person = match console
-        .people
-        .take_sign_in_link(&sha256_hex(token.as_bytes()), now)
-        .await
-    {
-        Ok(Some(person)) => person,
-        Ok(None) => {
-            return html(
-                StatusCode::GONE,
-                layout(
-                    None,
-                    "Link not valid",
-                    "",
-                    html! { p { "This sign-in link was used already or has expired. Ask an \
-                    admin for a new one (" code { "flowgate users link EMAIL" } ")." } },
-                ),
-            )
-        }
+    let now = OffsetDateTime::now_utc();
+    match console.people.take_sign_in_link(&token_hash, now).await {
+        Ok(Some(id)) if id == person.id => {}
+        Ok(_) => return link_gone(),
         Err(e) => return unavailable(e),
-    };
+    }
+    // Read again just before the write: one disabled while the password was hashed writes
+    // nothing either.
+    match console.people.person(person.id).await {
+        Ok(Some(now)) if now.disabled => return refuse_disabled(&console, &req, &now).await,
+        Ok(Some(_)) => {}
+        Ok(None) => return link_gone(),
+        Err(e) => return unavailable(e),
+    }
     let update = PersonUpdate {
         password_hash: Some(hashed),
         ..PersonUpdate::default()
     };
-    let person = match console.people.update_person(person, update, now).await {
-        Ok(Some(person)) if !person.disabled => person,
-        Ok(_) => {
-            return html(
-                StatusCode::FORBIDDEN,
-                layout(
-                    None,
-                    "Not allowed",
-                    "",
-                    html! { p { "This account is disabled." } },
-                ),
-            )
-        }
+    let person = match console.people.update_person(person.id, update, now).await {
+        Ok(Some(person)) => person,
+        Ok(None) => return link_gone(),
         Err(e) => return unavailable(e),
     };
     record(
@@ -232,8 +224,71 @@ pub(super) async fn set_password(
         actor: person.email,
         role: person.role,
     };
-    let address = Some(crate::token_guard::client_of(&req).to_string());
-    open_session(&console, &req, who, address).await
+    open_session(&console, &req, who, Some(client.to_string())).await
+}
+
+/// The password form of link `token` answering 429 with `Retry-After` (`wait` seconds).
+async fn too_many_for_link(
+    console: &Console,
+    req: &HttpRequest,
+    token: &str,
+    wait: u32,
+) -> HttpResponse {
+    let message = format!("Too many attempts from this address; try again in {wait} s.");
+    let status = StatusCode::TOO_MANY_REQUESTS;
+    let mut response = set_password_form(console, req, token, status, Some(&message)).await;
+    response.headers_mut().insert(
+        actix_web::http::header::RETRY_AFTER,
+        actix_web::http::header::HeaderValue::from(wait),
+    );
+    response
+}
+
+/// The person of a link (its secret's SHA-256), when it is valid now and the person exists.
+async fn linked_person(console: &Console, token_hash: &str) -> Result<Option<Person>, StoreError> {
+    let now = OffsetDateTime::now_utc();
+    match console.people.sign_in_link(token_hash, now).await? {
+        Some(id) => console.people.person(id).await,
+        None => Ok(None),
+    }
+}
+
+/// The page of a link used already, expired or unknown (410).
+fn link_gone() -> HttpResponse {
+    html(
+        StatusCode::GONE,
+        layout(
+            None,
+            "Link not valid",
+            "",
+            html! { p { "This sign-in link was used already or has expired. Ask an \
+            admin for a new one (" code { "flowgate users link EMAIL" } ")." } },
+        ),
+    )
+}
+
+/// A disabled person's link: nothing is written, the link is left as it is, and the refusal
+/// is recorded (`sign_in.refused`, reason `disabled`).
+async fn refuse_disabled(console: &Console, req: &HttpRequest, person: &Person) -> HttpResponse {
+    let mut entry = audit_entry(
+        &person.email,
+        AuditAction::SignInRefused,
+        Some(person.email.clone()),
+    );
+    entry.detail = serde_json::json!({
+        "address": crate::token_guard::client_of(req).to_string(),
+        "reason": "disabled", "via": "set_password",
+    });
+    record(console, entry).await;
+    html(
+        StatusCode::FORBIDDEN,
+        layout(
+            None,
+            "Not allowed",
+            "",
+            html! { p { "This account is disabled: no password was set." } },
+        ),
+    )
 }
 
 /// `GET /console/people` (admin).

@@ -5,12 +5,19 @@
 //! which every form of the session carries and every post must return. Sessions live in the
 //! store ([`PeopleStore`]), keyed by the SHA-256 of the id (the id itself is never stored), so
 //! any replica serves any session, a restart signs nobody out, and a person's sessions can be
-//! listed and ended. The sign-in form, which has no session yet, carries a token that must
-//! equal a cookie set with the form (a double-submit token) and that a replica of this
-//! deployment issued: random bits and the time of issue, signed with HMAC-SHA-256 under a key
-//! every replica reads from the store ([`PeopleStore::console_secret`], drawn by the first),
-//! and accepted for an hour. A pair of cookie and field made up elsewhere (say, a cookie
-//! planted by a sibling domain) is refused, so another site cannot sign a browser in either.
+//! listed and ended.
+//!
+//! Login CSRF (issue 65). The sign-in form, which has no session yet, is bound to a
+//! pre-session cookie of its own, set when the form is served: a pre-session id that a replica
+//! of this deployment issued (random bits and the time of issue, signed with HMAC-SHA-256
+//! under a key every replica reads from the store, [`PeopleStore::console_secret`], drawn by
+//! the first; accepted for an hour). The form carries another value, the HMAC of that id under
+//! a key derived for the purpose, so the form's token is not the cookie and a post must carry
+//! both, matching. A pair made up elsewhere is refused. A pair fetched from the server and
+//! planted in a browser is refused too where it matters: over TLS the cookie is
+//! `__Host-flowgate_console_sign_in`, which browsers let no other host (a sibling domain
+//! included) set; and a post the browser marks as sent from another origin
+//! (`Sec-Fetch-Site` other than `same-origin` or `none`) is refused whatever it carries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +31,13 @@ use time::OffsetDateTime;
 
 /// The session cookie.
 pub(crate) const SESSION_COOKIE: &str = "flowgate_console";
-/// The sign-in form's double-submit cookie.
+/// The sign-in form's pre-session cookie over plain HTTP.
 pub(crate) const SIGN_IN_COOKIE: &str = "flowgate_console_sign_in";
+/// The sign-in form's pre-session cookie over TLS: with the `__Host-` prefix, a browser takes
+/// it only from this host, secure, for the path `/`.
+pub(crate) const SIGN_IN_COOKIE_TLS: &str = "__Host-flowgate_console_sign_in";
+/// What the sign-in form's token is derived for (from the console key).
+const FORM_TOKEN_PURPOSE: &[u8] = b"flowgate console sign-in form token v1";
 /// The cookie of a key just created (sealed).
 pub(crate) const NEW_KEY_COOKIE: &str = "flowgate_new_key";
 /// Where a key just created is shown, once.
@@ -173,9 +185,21 @@ impl SignInTokens {
         head
     }
 
-    /// A token issued now.
-    pub fn issue(&self) -> Result<String, getrandom::Error> {
-        self.issue_at(time::OffsetDateTime::now_utc().unix_timestamp())
+    /// A sign-in form issued now: its pre-session id and its token.
+    pub fn issue(&self) -> Result<SignInForm, getrandom::Error> {
+        let cookie = self.issue_at(time::OffsetDateTime::now_utc().unix_timestamp())?;
+        Ok(SignInForm {
+            token: self.form_token(&cookie),
+            cookie,
+        })
+    }
+
+    /// The token of the form bound to pre-session id `cookie`: HMAC-SHA-256 of the id under the
+    /// key derived for [`FORM_TOKEN_PURPOSE`], as 64 hex digits.
+    pub fn form_token(&self, cookie: &str) -> String {
+        use hmac::Mac;
+        let key = self.derive(FORM_TOKEN_PURPOSE);
+        hex(&hmac_sha256(&key, cookie.as_bytes()).finalize().into_bytes())
     }
 
     fn issue_at(&self, now: i64) -> Result<String, getrandom::Error> {
@@ -206,6 +230,15 @@ impl SignInTokens {
         let lifetime = i64::try_from(SIGN_IN_FORM_LIFETIME.as_secs()).unwrap_or(i64::MAX);
         (0..=lifetime).contains(&age)
     }
+}
+
+/// A sign-in form just issued.
+#[derive(Debug)]
+pub(crate) struct SignInForm {
+    /// The pre-session id, for the cookie.
+    pub cookie: String,
+    /// The token, for the form.
+    pub token: String,
 }
 
 /// The sealed form's version prefix.
@@ -395,9 +428,44 @@ pub(crate) fn new_key_cookie(
     cookie
 }
 
-/// The sign-in form's cookie, holding `token`.
-pub(crate) fn sign_in_cookie(req: &HttpRequest, token: String) -> Cookie<'static> {
-    cookie(req, SIGN_IN_COOKIE, token, SIGN_IN_FORM_LIFETIME)
+/// The name of the sign-in form's cookie for `req`: [`SIGN_IN_COOKIE_TLS`] over TLS.
+fn sign_in_cookie_name(req: &HttpRequest) -> &'static str {
+    if over_tls(req) {
+        SIGN_IN_COOKIE_TLS
+    } else {
+        SIGN_IN_COOKIE
+    }
+}
+
+/// The sign-in form's pre-session cookie, holding `pre_session` (its id); `Path=/` over TLS,
+/// as the `__Host-` prefix requires.
+pub(crate) fn sign_in_cookie(req: &HttpRequest, pre_session: String) -> Cookie<'static> {
+    let mut cookie = cookie(
+        req,
+        sign_in_cookie_name(req),
+        pre_session,
+        SIGN_IN_FORM_LIFETIME,
+    );
+    if over_tls(req) {
+        cookie.set_path("/");
+    }
+    cookie
+}
+
+/// A cookie that removes the sign-in form's cookie from the browser.
+pub(crate) fn sign_in_removal(req: &HttpRequest) -> Cookie<'static> {
+    let mut cookie = sign_in_cookie(req, String::new());
+    cookie.set_max_age(time::Duration::ZERO);
+    cookie
+}
+
+/// Whether the browser says the request was sent by a page of another origin (a sibling
+/// domain's included): `Sec-Fetch-Site` present and neither `same-origin` nor `none` (typed
+/// or bookmarked). Browsers set the header themselves; a page cannot forge it.
+fn from_another_origin(req: &HttpRequest) -> bool {
+    req.headers()
+        .get("sec-fetch-site")
+        .is_some_and(|site| !matches!(site.as_bytes(), b"same-origin" | b"none"))
 }
 
 /// A cookie that removes cookie `name` from the browser.
@@ -405,12 +473,17 @@ pub(crate) fn removal(req: &HttpRequest, name: &'static str) -> Cookie<'static> 
     cookie(req, name, String::new(), Duration::ZERO)
 }
 
-/// Whether the sign-in form's `token` is the one its cookie holds, and one `tokens` issued.
+/// Whether a sign-in form's post is good: sent from this console's own pages, carrying its
+/// pre-session cookie (one `tokens` issued within the hour) and the form's `token` bound to
+/// it.
 pub(crate) fn sign_in_token_matches(req: &HttpRequest, tokens: &SignInTokens, token: &str) -> bool {
-    req.cookie(SIGN_IN_COOKIE).is_some_and(|c| {
+    if from_another_origin(req) {
+        return false;
+    }
+    req.cookie(sign_in_cookie_name(req)).is_some_and(|c| {
         !c.value().is_empty()
-            && crate::access::same_secret(token.as_bytes(), c.value().as_bytes())
-            && tokens.issued(token)
+            && tokens.issued(c.value())
+            && crate::access::same_secret(token.as_bytes(), tokens.form_token(c.value()).as_bytes())
     })
 }
 
@@ -482,10 +555,16 @@ mod tests {
     async fn every_replica_signs_sign_in_forms_with_the_same_key() {
         let (store, a) = sessions(Duration::from_secs(60));
         let b = Sessions::new(Duration::from_secs(60), store.clone());
-        let token = a.sign_in_tokens().await.unwrap().issue().unwrap();
-        assert!(b.sign_in_tokens().await.unwrap().issued(&token));
+        let form = a.sign_in_tokens().await.unwrap().issue().unwrap();
+        let b_tokens = b.sign_in_tokens().await.unwrap();
+        assert!(b_tokens.issued(&form.cookie));
+        assert_eq!(b_tokens.form_token(&form.cookie), form.token);
         let (_, elsewhere) = sessions(Duration::from_secs(60));
-        assert!(!elsewhere.sign_in_tokens().await.unwrap().issued(&token));
+        assert!(!elsewhere
+            .sign_in_tokens()
+            .await
+            .unwrap()
+            .issued(&form.cookie));
     }
 
     #[test]
@@ -528,6 +607,79 @@ mod tests {
         ] {
             assert!(!tokens.issued_at(&forged, now), "{forged}");
         }
+    }
+
+    /// Issue 65 (login CSRF): the form's token is bound to its pre-session cookie and is not
+    /// the cookie; a post needs both, matching, and is refused when the browser says another
+    /// origin sent it. Over TLS the cookie is `__Host-` prefixed (no sibling domain can set it).
+    #[test]
+    fn a_sign_in_post_needs_the_pre_session_cookie_and_its_bound_token() {
+        let tokens = SignInTokens::new().unwrap();
+        let form = tokens.issue().unwrap();
+        assert_ne!(form.token, form.cookie, "the token is not the cookie");
+        let post = |cookie: &str, headers: &[(&str, &str)]| {
+            let mut req =
+                TestRequest::post().cookie(Cookie::new(SIGN_IN_COOKIE, cookie.to_owned()));
+            for header in headers {
+                req = req.insert_header(*header);
+            }
+            req.to_http_request()
+        };
+        assert!(sign_in_token_matches(
+            &post(&form.cookie, &[]),
+            &tokens,
+            &form.token
+        ));
+        let same_origin = [("sec-fetch-site", "same-origin")];
+        assert!(sign_in_token_matches(
+            &post(&form.cookie, &same_origin),
+            &tokens,
+            &form.token
+        ));
+        // The old double submit (the cookie's value as the token) no longer signs in.
+        assert!(!sign_in_token_matches(
+            &post(&form.cookie, &[]),
+            &tokens,
+            &form.cookie
+        ));
+        // Another form's token, or a cookie this deployment did not issue, is refused.
+        let other = tokens.issue().unwrap();
+        assert!(!sign_in_token_matches(
+            &post(&form.cookie, &[]),
+            &tokens,
+            &other.token
+        ));
+        let forged = random_token().unwrap();
+        let forged_token = tokens.form_token(&forged);
+        assert!(!sign_in_token_matches(
+            &post(&forged, &[]),
+            &tokens,
+            &forged_token
+        ));
+        // A pair fetched from the server and planted, posted from a sibling or another site.
+        for site in ["same-site", "cross-site"] {
+            let req = post(&form.cookie, &[("sec-fetch-site", site)]);
+            assert!(!sign_in_token_matches(&req, &tokens, &form.token), "{site}");
+        }
+        // Over TLS only the `__Host-` cookie counts.
+        let tls = [("x-forwarded-proto", "https")];
+        assert!(!sign_in_token_matches(
+            &post(&form.cookie, &tls),
+            &tokens,
+            &form.token
+        ));
+        let host = TestRequest::post()
+            .insert_header(tls[0])
+            .cookie(Cookie::new(SIGN_IN_COOKIE_TLS, form.cookie.clone()))
+            .to_http_request();
+        assert!(sign_in_token_matches(&host, &tokens, &form.token));
+        let set = sign_in_cookie(&host, form.cookie.clone()).to_string();
+        assert!(
+            set.starts_with("__Host-flowgate_console_sign_in=")
+                && set.contains("Path=/;")
+                && set.contains("Secure"),
+            "{set}"
+        );
     }
 
     #[test]

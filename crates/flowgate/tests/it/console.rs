@@ -357,9 +357,10 @@ async fn the_console_refuses_what_a_session_did_not_ask_for() {
         &[("X-Forwarded-Proto", "https")],
         "",
     );
+    // Over TLS the sign-in form's cookie is `__Host-` prefixed (issue 65).
     let pre_tls = format!(
-        "flowgate_console_sign_in={}",
-        form.cookie("flowgate_console_sign_in").unwrap()
+        "__Host-flowgate_console_sign_in={}",
+        form.cookie("__Host-flowgate_console_sign_in").unwrap()
     );
     let over_tls = exchange(
         admin,

@@ -23,6 +23,7 @@ mod release;
 mod reload;
 mod results;
 mod rollouts;
+mod sign_in_security;
 mod startup;
 mod sticky;
 mod support;

@@ -245,7 +245,8 @@ async fn people_sign_in_with_their_own_password_and_act_within_their_role() {
     assert_eq!(keys_of(&s), before + 1);
 
     // Signing in: a wrong password is one answer for every cause, counted per account; past
-    // the account's limit even the right password waits (429), whatever the address.
+    // the account's limit even the right password waits (429) from this address (another
+    // address is not limited: sign_in_security.rs).
     let wrong = password_sign_in(addr, "vera@example.com", "not her password");
     assert_eq!(wrong.status, 401);
     assert!(wrong.body.contains("do not sign in"), "{}", wrong.body);
