@@ -1087,29 +1087,8 @@ impl Config {
         Ok(())
     }
 
-    /// Checks what types cannot: required values per environment, addresses, ranges.
-    pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
-        for bound in BOUNDED {
-            let value = (bound.value)(self);
-            if !(bound.min..=bound.max).contains(&value) {
-                return Err(ConfigError::OutOfRange(out_of_range(
-                    bound,
-                    &value.to_string(),
-                )));
-            }
-        }
-        parse_addr("server.listen", &self.server.listen)?;
-        let sc = &self.scheduler;
-        // Both in range (above): the product cannot overflow.
-        if sc.lease_seconds * 1000 <= sc.interval_ms {
-            return Err(invalid(
-                "scheduler.lease_seconds",
-                format!(
-                    "must last longer than scheduler.interval_ms ({} ms), not {} s",
-                    sc.interval_ms, sc.lease_seconds
-                ),
-            ));
-        }
+    /// `[experiments]`: the reporting currency, the exchange rates and the replica.
+    fn validate_experiments(&self) -> Result<(), ConfigError> {
         let x = &self.experiments;
         let is_code = |c: &str| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase());
         if !is_code(&x.currency) {
@@ -1154,22 +1133,11 @@ impl Config {
                 "must be a database of the same kind as database.url (a replica of it)",
             ));
         }
-        let sticky = &self.sticky;
-        if sticky.key_prefix.is_empty() {
-            return Err(invalid("sticky.key_prefix", "must not be empty"));
-        }
-        let redis = sticky.redis_url.trim();
-        let redis_scheme = redis.starts_with("redis://") || redis.starts_with("redis+unix://");
-        if !redis.is_empty() && !redis_scheme {
-            return Err(invalid(
-                "sticky.redis_url",
-                format!(
-                    "must start with redis:// or redis+unix:// (TLS is not built in), not {}",
-                    flowgate_redis::redact_url(redis)
-                ),
-            ));
-        }
-        parse_addr("admin.listen", &self.admin.listen)?;
+        Ok(())
+    }
+
+    /// `admin.token`: off (empty), or a random secret.
+    fn validate_admin_token(&self) -> Result<(), ConfigError> {
         let token = &self.admin.token;
         let distinct = token
             .chars()
@@ -1192,6 +1160,50 @@ impl Config {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Checks what types cannot: required values per environment, addresses, ranges.
+    pub fn validate(&self, env: Environment) -> Result<(), ConfigError> {
+        for bound in BOUNDED {
+            let value = (bound.value)(self);
+            if !(bound.min..=bound.max).contains(&value) {
+                return Err(ConfigError::OutOfRange(out_of_range(
+                    bound,
+                    &value.to_string(),
+                )));
+            }
+        }
+        parse_addr("server.listen", &self.server.listen)?;
+        let sc = &self.scheduler;
+        // Both in range (above): the product cannot overflow.
+        if sc.lease_seconds * 1000 <= sc.interval_ms {
+            return Err(invalid(
+                "scheduler.lease_seconds",
+                format!(
+                    "must last longer than scheduler.interval_ms ({} ms), not {} s",
+                    sc.interval_ms, sc.lease_seconds
+                ),
+            ));
+        }
+        self.validate_experiments()?;
+        let sticky = &self.sticky;
+        if sticky.key_prefix.is_empty() {
+            return Err(invalid("sticky.key_prefix", "must not be empty"));
+        }
+        let redis = sticky.redis_url.trim();
+        let redis_scheme = redis.starts_with("redis://") || redis.starts_with("redis+unix://");
+        if !redis.is_empty() && !redis_scheme {
+            return Err(invalid(
+                "sticky.redis_url",
+                format!(
+                    "must start with redis:// or redis+unix:// (TLS is not built in), not {}",
+                    flowgate_redis::redact_url(redis)
+                ),
+            ));
+        }
+        parse_addr("admin.listen", &self.admin.listen)?;
+        self.validate_admin_token()?;
         self.validate_oidc()?;
         let url = self.database.url.trim();
         if url.is_empty() {
