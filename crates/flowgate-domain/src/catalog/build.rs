@@ -12,7 +12,7 @@ use super::{
 };
 use crate::bucketing::{bucket_ranges, Namespace};
 use crate::conditions::{Condition, Patterns, SavedGroups};
-use crate::ids::{FlowId, WorkspaceId};
+use crate::ids::{AppId, FlowId, WorkspaceId};
 use crate::placement::validate_placement_key;
 use crate::shown::{shown, shown_str};
 use crate::FastMap;
@@ -190,7 +190,36 @@ fn build_app(
         app.apple_bundle_id.as_deref(),
         &app.apple_environments,
     );
-    for (id, values) in &app.saved_groups {
+    check_saved_groups(p, ap, &app.saved_groups);
+    // The pins are read from the placements before the flows are built, since the flows build
+    // the pinned versions beside the published ones.
+    let pins = pinned_versions(&app.placements);
+    let flows = build_flows(p, seen_ids, catalog, ap, app.id, app.flows, pins);
+    let placements = build_placements(p, seen_ids, patterns, ap, app.placements, &flows);
+
+    (p.0.len() == before).then(|| App {
+        id: app.id,
+        workspace_id,
+        name: app.name,
+        media_base_url: app.media_base_url,
+        icon_base_url: app.icon_base_url,
+        cache_ttl_seconds: app.cache_ttl_seconds,
+        apple_bundle_id: app.apple_bundle_id,
+        apple_environments,
+        saved_groups: SavedGroups::new(app.saved_groups),
+        flows: flows.flows,
+        sticky: placements.values().any(|p| p.sticky),
+        placements,
+    })
+}
+
+/// An app's saved groups (D4): each with a non-empty id and only plain values.
+fn check_saved_groups(
+    p: &mut Problems,
+    ap: &str,
+    saved_groups: &std::collections::BTreeMap<String, Vec<serde_json::Value>>,
+) {
+    for (id, values) in saved_groups {
         let pointer = format!("{ap}/saved_groups/{}", escape(id));
         if id.is_empty() {
             p.push(
@@ -210,128 +239,31 @@ fn build_app(
             }
         }
     }
+}
 
-    let mut flows: HashMap<FlowId, Flow> = HashMap::with_capacity(app.flows.len());
-    // Versions that variants show whether published or not (D29), each built once.
-    let pins: HashSet<(FlowId, u32)> = app
-        .placements
+/// The versions that the app's variants show whether published or not (D29), so that each is
+/// built once.
+fn pinned_versions(placements: &[PlacementData]) -> HashSet<(FlowId, u32)> {
+    placements
         .iter()
         .flat_map(|placement| &placement.rules)
         .filter_map(|rule| rule.experiment.as_ref())
         .flat_map(|experiment| &experiment.variants)
         .filter_map(|v| Some((v.flow_id?, v.flow_version?)))
-        .collect();
-    let mut pinned: HashMap<(FlowId, u32), Arc<PublishedVersion>> = HashMap::new();
-    for (fi, flow) in app.flows.into_iter().enumerate() {
-        let fp = format!("{ap}/flows/{fi}");
-        if !seen_ids.insert(flow.id.0) {
-            p.push(
-                format!("{fp}/id"),
-                format!("id {} is used more than once", flow.id),
-            );
-        }
-        check_name(p, format!("{fp}/name"), &flow.name);
-        let mut numbers = HashSet::new();
-        let mut published = None;
-        for (vi, v) in flow.versions.into_iter().enumerate() {
-            let vp = format!("{fp}/versions/{vi}");
-            if !seen_ids.insert(v.id.0) {
-                p.push(
-                    format!("{vp}/id"),
-                    format!("id {} is used more than once", v.id),
-                );
-            }
-            if v.version == 0 {
-                p.push(format!("{vp}/version"), "must be an integer >= 1, not 0");
-            } else if !numbers.insert(v.version) {
-                p.push(
-                    format!("{vp}/version"),
-                    format!("version {} appears twice in this flow", v.version),
-                );
-            }
-            if v.schema_version == 0 {
-                p.push(
-                    format!("{vp}/schema_version"),
-                    "must be an integer >= 1, not 0",
-                );
-            }
-            if !v.flow_schema.get().trim_start().starts_with('{') {
-                let found = serde_json::from_str::<serde_json::Value>(v.flow_schema.get())
-                    .map_or_else(|_| v.flow_schema.get().to_owned(), |value| shown(&value));
-                p.push(
-                    format!("{vp}/flow_schema"),
-                    format!("must be a JSON object, not {found}"),
-                );
-            }
-            for (i, font) in v.fonts.iter().enumerate() {
-                let fontp = format!("{vp}/fonts/{i}");
-                if !(100..=900).contains(&font.weight) {
-                    p.push(
-                        format!("{fontp}/weight"),
-                        format!("must be an integer from 100 to 900, not {}", font.weight),
-                    );
-                }
-                check_name(p, format!("{fontp}/family"), &font.family);
-                check_url(p, format!("{fontp}/url"), &font.url);
-            }
-            catalog.versions.insert(
-                v.id,
-                VersionRef {
-                    app_id: app.id,
-                    flow_id: flow.id,
-                    version: v.version,
-                },
-            );
-            let is_published = flow.published_version == Some(v.version);
-            let is_pinned = pins.contains(&(flow.id, v.version));
-            if is_published || is_pinned {
-                match serde_json::value::to_raw_value(&v.fonts) {
-                    Ok(fonts_json) => {
-                        let built = Arc::new(PublishedVersion {
-                            id: v.id,
-                            flow_id: flow.id,
-                            version: v.version,
-                            schema_version: v.schema_version,
-                            flow_schema: v.flow_schema,
-                            fonts: v.fonts,
-                            fonts_json,
-                        });
-                        if is_pinned {
-                            pinned.insert((flow.id, v.version), Arc::clone(&built));
-                        }
-                        if is_published {
-                            published = Some(built);
-                        }
-                    }
-                    Err(e) => p.push(format!("{vp}/fonts"), format!("cannot be serialised: {e}")),
-                }
-            }
-        }
-        if let Some(n) = flow.published_version {
-            if !numbers.contains(&n) {
-                p.push(
-                    format!("{fp}/published_version"),
-                    format!("version {n} does not exist in this flow"),
-                );
-            }
-        }
-        if flows
-            .insert(
-                flow.id,
-                Flow {
-                    id: flow.id,
-                    name: flow.name,
-                    published,
-                },
-            )
-            .is_some()
-        {
-            // Already reported as a duplicate id.
-        }
-    }
+        .collect()
+}
 
-    let target = |p: &mut Problems, pointer: String, id: FlowId| -> FlowTarget {
-        match flows.get(&id) {
+/// An app's built flows, and the versions its variants pin (D29), for the placements' targets.
+struct AppFlows {
+    flows: HashMap<FlowId, Flow>,
+    pinned: HashMap<(FlowId, u32), Arc<PublishedVersion>>,
+}
+
+impl AppFlows {
+    /// The target of a rule, default or variant that shows flow `id`, which must be a flow of
+    /// this app; a problem at `pointer` when it is not.
+    fn target(&self, p: &mut Problems, pointer: String, id: FlowId) -> FlowTarget {
+        match self.flows.get(&id) {
             Some(flow) => FlowTarget {
                 flow_id: id,
                 published: flow.published.clone(),
@@ -344,104 +276,304 @@ fn build_app(
                 }
             }
         }
-    };
+    }
+}
 
-    let mut placements =
-        FastMap::with_capacity_and_hasher(app.placements.len(), Default::default());
-    for (pi, placement) in app.placements.into_iter().enumerate() {
-        let pp = format!("{ap}/placements/{pi}");
-        if let Err(e) = validate_placement_key(&placement.key) {
+/// The versions of one app that variants pin: those wanted (read from the placements) and
+/// those built so far.
+struct Pins {
+    wanted: HashSet<(FlowId, u32)>,
+    built: HashMap<(FlowId, u32), Arc<PublishedVersion>>,
+}
+
+/// An app's flows, each checked and built with its published and pinned versions.
+fn build_flows(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    catalog: &mut Catalog,
+    ap: &str,
+    app_id: AppId,
+    flows: Vec<FlowData>,
+    wanted: HashSet<(FlowId, u32)>,
+) -> AppFlows {
+    let mut built: HashMap<FlowId, Flow> = HashMap::with_capacity(flows.len());
+    let mut pins = Pins {
+        wanted,
+        built: HashMap::new(),
+    };
+    for (fi, flow) in flows.into_iter().enumerate() {
+        let fp = format!("{ap}/flows/{fi}");
+        let flow = build_flow(p, seen_ids, catalog, &fp, app_id, flow, &mut pins);
+        // A flow id seen twice is reported as a duplicate id already; the later flow wins.
+        built.insert(flow.id, flow);
+    }
+    AppFlows {
+        flows: built,
+        pinned: pins.built,
+    }
+}
+
+/// One flow: its versions checked, each listed in `catalog.versions`, and the published and
+/// pinned ones built.
+fn build_flow(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    catalog: &mut Catalog,
+    fp: &str,
+    app_id: AppId,
+    flow: FlowData,
+    pins: &mut Pins,
+) -> Flow {
+    if !seen_ids.insert(flow.id.0) {
+        p.push(
+            format!("{fp}/id"),
+            format!("id {} is used more than once", flow.id),
+        );
+    }
+    check_name(p, format!("{fp}/name"), &flow.name);
+    let mut numbers = HashSet::new();
+    let mut published = None;
+    for (vi, v) in flow.versions.into_iter().enumerate() {
+        let vp = format!("{fp}/versions/{vi}");
+        check_version(p, seen_ids, &vp, &v, &mut numbers);
+        catalog.versions.insert(
+            v.id,
+            VersionRef {
+                app_id,
+                flow_id: flow.id,
+                version: v.version,
+            },
+        );
+        let key = (flow.id, v.version);
+        let is_published = flow.published_version == Some(v.version);
+        let is_pinned = pins.wanted.contains(&key);
+        if is_published || is_pinned {
+            if let Some(built) = build_version(p, &vp, flow.id, v) {
+                if is_pinned {
+                    pins.built.insert(key, Arc::clone(&built));
+                }
+                if is_published {
+                    published = Some(built);
+                }
+            }
+        }
+    }
+    if let Some(n) = flow.published_version {
+        if !numbers.contains(&n) {
             p.push(
-                format!("{pp}/key"),
-                format!("{e}, not {}", shown_str(&placement.key)),
+                format!("{fp}/published_version"),
+                format!("version {n} does not exist in this flow"),
             );
         }
-        let default = placement
-            .default_flow_id
-            .map(|id| target(p, format!("{pp}/default_flow_id"), id));
-        let mut rules = Vec::with_capacity(placement.rules.len());
-        for (ri, rule) in placement.rules.into_iter().enumerate() {
-            // Every part of a rule is checked, so all of its problems are listed at once.
-            let rp = format!("{pp}/rules/{ri}");
-            let audience = match &rule.audience {
-                None => Some(Condition::compile_lenient(&serde_json::Value::Object(
-                    Default::default(),
-                ))),
-                Some(doc) => match Condition::compile_with(doc, patterns) {
-                    Ok(c) => Some(c),
-                    Err(errors) => {
-                        for e in errors {
-                            p.push(format!("{rp}/audience{}", e.pointer), e.message);
-                        }
-                        None
-                    }
-                },
-            };
-            if rule.flow_id.is_some() && rule.experiment.is_some() {
-                p.push(
-                    rp.clone(),
-                    "a rule has exactly one target: flow_id or experiment, not both",
-                );
-            }
-            if rule.flow_id.is_none() && rule.experiment.is_none() {
-                p.push(rp.clone(), "a rule needs a target: flow_id or experiment");
-            }
-            let flow = rule
-                .flow_id
-                .map(|id| target(p, format!("{rp}/flow_id"), id));
-            let experiment = rule.experiment.and_then(|exp| {
-                let ep = format!("{rp}/experiment");
-                build_experiment(p, seen_ids, &ep, exp, &target, &pinned)
-            });
-            let built_target = match (flow, experiment) {
-                (Some(flow), None) => Target::Flow(flow),
-                (None, Some(e)) => Target::Experiment(Box::new(e)),
-                // Reported above: the app is not built.
-                _ => continue,
-            };
-            let Some(audience) = audience else { continue };
-            // A rule that is off is checked and compiled all the same: turning it on is a
-            // change of one member, which must not make an invalid catalog.
-            rules.push(Rule {
-                enabled: rule.enabled,
-                audience,
-                target: built_target,
-            });
+    }
+    Flow {
+        id: flow.id,
+        name: flow.name,
+        published,
+    }
+}
+
+/// One version of a flow: a new id, a number >= 1 not seen in the flow yet (added to
+/// `numbers`), a schema version >= 1, a JSON object for a schema, and well-formed fonts.
+fn check_version(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    vp: &str,
+    v: &FlowVersionData,
+    numbers: &mut HashSet<u32>,
+) {
+    if !seen_ids.insert(v.id.0) {
+        p.push(
+            format!("{vp}/id"),
+            format!("id {} is used more than once", v.id),
+        );
+    }
+    if v.version == 0 {
+        p.push(format!("{vp}/version"), "must be an integer >= 1, not 0");
+    } else if !numbers.insert(v.version) {
+        p.push(
+            format!("{vp}/version"),
+            format!("version {} appears twice in this flow", v.version),
+        );
+    }
+    if v.schema_version == 0 {
+        p.push(
+            format!("{vp}/schema_version"),
+            "must be an integer >= 1, not 0",
+        );
+    }
+    if !v.flow_schema.get().trim_start().starts_with('{') {
+        let found = serde_json::from_str::<serde_json::Value>(v.flow_schema.get())
+            .map_or_else(|_| v.flow_schema.get().to_owned(), |value| shown(&value));
+        p.push(
+            format!("{vp}/flow_schema"),
+            format!("must be a JSON object, not {found}"),
+        );
+    }
+    for (i, font) in v.fonts.iter().enumerate() {
+        let fontp = format!("{vp}/fonts/{i}");
+        if !(100..=900).contains(&font.weight) {
+            p.push(
+                format!("{fontp}/weight"),
+                format!("must be an integer from 100 to 900, not {}", font.weight),
+            );
         }
-        let key = placement.key;
+        check_name(p, format!("{fontp}/family"), &font.family);
+        check_url(p, format!("{fontp}/url"), &font.url);
+    }
+}
+
+/// A version as resolve serves it, its fonts serialised once; a problem when they cannot be.
+fn build_version(
+    p: &mut Problems,
+    vp: &str,
+    flow_id: FlowId,
+    v: FlowVersionData,
+) -> Option<Arc<PublishedVersion>> {
+    match serde_json::value::to_raw_value(&v.fonts) {
+        Ok(fonts_json) => Some(Arc::new(PublishedVersion {
+            id: v.id,
+            flow_id,
+            version: v.version,
+            schema_version: v.schema_version,
+            flow_schema: v.flow_schema,
+            fonts: v.fonts,
+            fonts_json,
+        })),
+        Err(e) => {
+            p.push(format!("{vp}/fonts"), format!("cannot be serialised: {e}"));
+            None
+        }
+    }
+}
+
+/// An app's placements, keyed by their key, which must be unique in the app.
+fn build_placements(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    patterns: &mut Patterns,
+    ap: &str,
+    data: Vec<PlacementData>,
+    flows: &AppFlows,
+) -> FastMap<String, Placement> {
+    let mut placements = FastMap::with_capacity_and_hasher(data.len(), Default::default());
+    for (pi, placement) in data.into_iter().enumerate() {
+        let pp = format!("{ap}/placements/{pi}");
+        let placement = build_placement(p, seen_ids, patterns, &pp, placement, flows);
+        let key = placement.key.clone();
         if placements.contains_key(&key) {
             p.push(
                 format!("{pp}/key"),
                 format!("placement key `{key}` appears twice in this app"),
             );
         }
-        placements.insert(
-            key.clone(),
-            Placement {
-                key,
-                default,
-                sticky: rules.iter().any(|r| {
-                    r.enabled && matches!(&r.target, Target::Experiment(e) if e.sticky.is_some())
-                }),
-                rules,
-            },
+        placements.insert(key, placement);
+    }
+    placements
+}
+
+/// One placement: its key, default flow and rules.
+fn build_placement(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    patterns: &mut Patterns,
+    pp: &str,
+    placement: PlacementData,
+    flows: &AppFlows,
+) -> Placement {
+    if let Err(e) = validate_placement_key(&placement.key) {
+        p.push(
+            format!("{pp}/key"),
+            format!("{e}, not {}", shown_str(&placement.key)),
         );
     }
+    let default = placement
+        .default_flow_id
+        .map(|id| flows.target(p, format!("{pp}/default_flow_id"), id));
+    let mut rules = Vec::with_capacity(placement.rules.len());
+    for (ri, rule) in placement.rules.into_iter().enumerate() {
+        let rp = format!("{pp}/rules/{ri}");
+        if let Some(rule) = build_rule(p, seen_ids, patterns, &rp, rule, flows) {
+            rules.push(rule);
+        }
+    }
+    Placement {
+        key: placement.key,
+        default,
+        sticky: rules
+            .iter()
+            .any(|r| r.enabled && matches!(&r.target, Target::Experiment(e) if e.sticky.is_some())),
+        rules,
+    }
+}
 
-    (p.0.len() == before).then(|| App {
-        id: app.id,
-        workspace_id,
-        name: app.name,
-        media_base_url: app.media_base_url,
-        icon_base_url: app.icon_base_url,
-        cache_ttl_seconds: app.cache_ttl_seconds,
-        apple_bundle_id: app.apple_bundle_id,
-        apple_environments,
-        saved_groups: SavedGroups::new(app.saved_groups),
-        flows,
-        sticky: placements.values().any(|p| p.sticky),
-        placements,
+/// One rule: its audience and exactly one target. Every part of a rule is checked, so all of
+/// its problems are listed at once; `None` when there is any.
+fn build_rule(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    patterns: &mut Patterns,
+    rp: &str,
+    rule: RuleData,
+    flows: &AppFlows,
+) -> Option<Rule> {
+    let audience = build_audience(p, patterns, rp, rule.audience.as_ref());
+    if rule.flow_id.is_some() && rule.experiment.is_some() {
+        p.push(
+            rp.to_owned(),
+            "a rule has exactly one target: flow_id or experiment, not both",
+        );
+    }
+    if rule.flow_id.is_none() && rule.experiment.is_none() {
+        p.push(
+            rp.to_owned(),
+            "a rule needs a target: flow_id or experiment",
+        );
+    }
+    let flow = rule
+        .flow_id
+        .map(|id| flows.target(p, format!("{rp}/flow_id"), id));
+    let experiment = rule.experiment.and_then(|exp| {
+        let ep = format!("{rp}/experiment");
+        build_experiment(p, seen_ids, &ep, exp, flows)
+    });
+    let target = match (flow, experiment) {
+        (Some(flow), None) => Target::Flow(flow),
+        (None, Some(e)) => Target::Experiment(Box::new(e)),
+        // Reported above: the app is not built.
+        _ => return None,
+    };
+    // A rule that is off is checked and compiled all the same: turning it on is a change of
+    // one member, which must not make an invalid catalog.
+    Some(Rule {
+        enabled: rule.enabled,
+        audience: audience?,
+        target,
     })
+}
+
+/// A rule's audience condition (D4), compiled; absent, it matches everyone. `None` when it
+/// does not compile, its problems pushed under the rule's pointer.
+fn build_audience(
+    p: &mut Problems,
+    patterns: &mut Patterns,
+    rp: &str,
+    audience: Option<&serde_json::Value>,
+) -> Option<Condition> {
+    match audience {
+        None => Some(Condition::compile_lenient(&serde_json::Value::Object(
+            Default::default(),
+        ))),
+        Some(doc) => match Condition::compile_with(doc, patterns) {
+            Ok(c) => Some(c),
+            Err(errors) => {
+                for e in errors {
+                    p.push(format!("{rp}/audience{}", e.pointer), e.message);
+                }
+                None
+            }
+        },
+    }
 }
 
 fn build_experiment(
@@ -449,8 +581,7 @@ fn build_experiment(
     seen_ids: &mut HashSet<uuid::Uuid>,
     ep: &str,
     exp: ExperimentData,
-    target: &dyn Fn(&mut Problems, String, FlowId) -> FlowTarget,
-    pinned: &HashMap<(FlowId, u32), Arc<PublishedVersion>>,
+    flows: &AppFlows,
 ) -> Option<Experiment> {
     let before = p.0.len();
     if !seen_ids.insert(exp.id.0) {
@@ -460,125 +591,20 @@ fn build_experiment(
         );
     }
     check_name(p, format!("{ep}/name"), &exp.name);
-    let coverage = exp.coverage.unwrap_or(1.0);
-    if !(0.0..=1.0).contains(&coverage) {
-        p.push(
-            format!("{ep}/coverage"),
-            format!("must be a number from 0.0 to 1.0, not {coverage}"),
-        );
-    }
-    if let Some(seed) = &exp.seed {
-        if seed.is_empty() || seed.len() > 256 {
-            p.push(
-                format!("{ep}/seed"),
-                format!(
-                    "must be 1 to 256 bytes, not {} bytes: {}",
-                    seed.len(),
-                    shown_str(seed)
-                ),
-            );
-        }
-    }
-    let namespace = exp.namespace.map(|(id, start, end)| {
-        if id.is_empty()
-            || !(0.0..=1.0).contains(&start)
-            || !(0.0..=1.0).contains(&end)
-            || start > end
-        {
-            p.push(
-                format!("{ep}/namespace"),
-                format!(
-                    "must be [id, start, end] with a non-empty id and 0 <= start <= end <= 1, not [{}, {start}, {end}]",
-                    shown_str(&id)
-                ),
-            );
-        }
-        Namespace { id, start, end }
-    });
-    let hash_version = exp.hash_version.unwrap_or(2);
-    if !(1..=2).contains(&hash_version) {
-        p.push(
-            format!("{ep}/hash_version"),
-            format!("must be 1 or 2, not {hash_version}"),
-        );
-    }
-    if exp.min_bucket_version > exp.bucket_version {
-        p.push(
-            format!("{ep}/min_bucket_version"),
-            format!(
-                "must not exceed bucket_version ({}), not {}: every user would be assigned and then excluded",
-                exp.bucket_version, exp.min_bucket_version
-            ),
-        );
-    }
-    if let Some(attribute) = &exp.fallback_attribute {
-        check_attribute_name(p, format!("{ep}/fallback_attribute"), attribute);
-    }
+    let coverage = build_coverage(p, ep, exp.coverage);
+    check_seed(p, ep, exp.seed.as_deref());
+    let namespace = exp.namespace.map(|ns| build_namespace(p, ep, ns));
+    let hash_version = build_hash_version(p, ep, exp.hash_version);
+    check_sticky_fields(
+        p,
+        ep,
+        exp.bucket_version,
+        exp.min_bucket_version,
+        exp.fallback_attribute.as_deref(),
+    );
     let analysis = build_analysis(p, &format!("{ep}/analysis"), exp.analysis.as_ref());
-    if exp.variants.is_empty() {
-        p.push(
-            format!("{ep}/variants"),
-            "an experiment needs at least one variant",
-        );
-    }
-    let total: f64 = exp.variants.iter().map(|v| v.weight).sum();
-    if !(total.is_finite() && total > 0.0) {
-        p.push(
-            format!("{ep}/variants"),
-            format!("variant weights must sum to a positive finite number, not {total}"),
-        );
-    }
-    let mut variants = Vec::with_capacity(exp.variants.len());
-    for (vi, v) in exp.variants.into_iter().enumerate() {
-        let vp = format!("{ep}/variants/{vi}");
-        if !seen_ids.insert(v.id.0) {
-            p.push(
-                format!("{vp}/id"),
-                format!("id {} is used more than once", v.id),
-            );
-        }
-        check_name(p, format!("{vp}/name"), &v.name);
-        if !(v.weight.is_finite() && v.weight >= 0.0) {
-            p.push(
-                format!("{vp}/weight"),
-                format!("must be a finite number >= 0, not {}", v.weight),
-            );
-        }
-        let mut flow = v.flow_id.map(|id| target(p, format!("{vp}/flow_id"), id));
-        if let Some(version) = v.flow_version {
-            match flow.as_mut() {
-                None => p.push(
-                    format!("{vp}/flow_version"),
-                    format!("a holdout (no flow_id) shows no flow version, not {version}"),
-                ),
-                Some(flow) => match pinned.get(&(flow.flow_id, version)) {
-                    Some(shown) => flow.published = Some(Arc::clone(shown)),
-                    None => p.push(
-                        format!("{vp}/flow_version"),
-                        format!("flow {} has no version {version}", flow.flow_id),
-                    ),
-                },
-            }
-        }
-        variants.push(Variant {
-            id: v.id,
-            name: v.name,
-            weight: v.weight / total,
-            flow,
-        });
-    }
-    if let (Some(starts), Some(ends)) = (exp.starts_at, exp.ends_at) {
-        if ends <= starts {
-            p.push(
-                format!("{ep}/ends_at"),
-                format!(
-                    "must be after starts_at ({}), not {}",
-                    rfc3339(starts),
-                    rfc3339(ends)
-                ),
-            );
-        }
-    }
+    let variants = build_variants(p, seen_ids, ep, exp.variants, flows);
+    check_schedule(p, ep, exp.starts_at, exp.ends_at);
     if p.0.len() != before {
         return None;
     }
@@ -607,6 +633,183 @@ fn build_experiment(
         variants,
         ranges,
     })
+}
+
+/// An experiment's coverage, 1.0 when unset; a problem when it is not from 0.0 to 1.0.
+fn build_coverage(p: &mut Problems, ep: &str, coverage: Option<f64>) -> f64 {
+    let coverage = coverage.unwrap_or(1.0);
+    if !(0.0..=1.0).contains(&coverage) {
+        p.push(
+            format!("{ep}/coverage"),
+            format!("must be a number from 0.0 to 1.0, not {coverage}"),
+        );
+    }
+    coverage
+}
+
+/// An experiment's own hashing seed, when it has one: 1 to 256 bytes.
+fn check_seed(p: &mut Problems, ep: &str, seed: Option<&str>) {
+    if let Some(seed) = seed {
+        if seed.is_empty() || seed.len() > 256 {
+            p.push(
+                format!("{ep}/seed"),
+                format!(
+                    "must be 1 to 256 bytes, not {} bytes: {}",
+                    seed.len(),
+                    shown_str(seed)
+                ),
+            );
+        }
+    }
+}
+
+/// An experiment's namespace `[id, start, end]`: a non-empty id and a range within 0 to 1.
+fn build_namespace(p: &mut Problems, ep: &str, (id, start, end): (String, f64, f64)) -> Namespace {
+    if id.is_empty() || !(0.0..=1.0).contains(&start) || !(0.0..=1.0).contains(&end) || start > end
+    {
+        p.push(
+            format!("{ep}/namespace"),
+            format!(
+                "must be [id, start, end] with a non-empty id and 0 <= start <= end <= 1, not [{}, {start}, {end}]",
+                shown_str(&id)
+            ),
+        );
+    }
+    Namespace { id, start, end }
+}
+
+/// An experiment's hashing version, 2 when unset; a problem when it is not 1 or 2.
+fn build_hash_version(p: &mut Problems, ep: &str, hash_version: Option<u32>) -> u32 {
+    let hash_version = hash_version.unwrap_or(2);
+    if !(1..=2).contains(&hash_version) {
+        p.push(
+            format!("{ep}/hash_version"),
+            format!("must be 1 or 2, not {hash_version}"),
+        );
+    }
+    hash_version
+}
+
+/// The members of a sticky experiment (D23): a minimum bucket version not above the bucket
+/// version, and a well-formed fallback attribute.
+fn check_sticky_fields(
+    p: &mut Problems,
+    ep: &str,
+    bucket_version: u32,
+    min_bucket_version: u32,
+    fallback_attribute: Option<&str>,
+) {
+    if min_bucket_version > bucket_version {
+        p.push(
+            format!("{ep}/min_bucket_version"),
+            format!(
+                "must not exceed bucket_version ({bucket_version}), not {min_bucket_version}: every user would be assigned and then excluded",
+            ),
+        );
+    }
+    if let Some(attribute) = fallback_attribute {
+        check_attribute_name(p, format!("{ep}/fallback_attribute"), attribute);
+    }
+}
+
+/// An experiment's variants: at least one, their weights summing to a positive finite number,
+/// each weight normalised by that sum.
+fn build_variants(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    ep: &str,
+    data: Vec<VariantData>,
+    flows: &AppFlows,
+) -> Vec<Variant> {
+    if data.is_empty() {
+        p.push(
+            format!("{ep}/variants"),
+            "an experiment needs at least one variant",
+        );
+    }
+    let total: f64 = data.iter().map(|v| v.weight).sum();
+    if !(total.is_finite() && total > 0.0) {
+        p.push(
+            format!("{ep}/variants"),
+            format!("variant weights must sum to a positive finite number, not {total}"),
+        );
+    }
+    let mut variants = Vec::with_capacity(data.len());
+    for (vi, v) in data.into_iter().enumerate() {
+        let vp = format!("{ep}/variants/{vi}");
+        variants.push(build_variant(p, seen_ids, &vp, v, total, flows));
+    }
+    variants
+}
+
+/// One variant: a new id, a name, a finite weight >= 0 (divided by `total`), and the flow it
+/// shows, with the version it pins (D29) when it names one.
+fn build_variant(
+    p: &mut Problems,
+    seen_ids: &mut HashSet<uuid::Uuid>,
+    vp: &str,
+    v: VariantData,
+    total: f64,
+    flows: &AppFlows,
+) -> Variant {
+    if !seen_ids.insert(v.id.0) {
+        p.push(
+            format!("{vp}/id"),
+            format!("id {} is used more than once", v.id),
+        );
+    }
+    check_name(p, format!("{vp}/name"), &v.name);
+    if !(v.weight.is_finite() && v.weight >= 0.0) {
+        p.push(
+            format!("{vp}/weight"),
+            format!("must be a finite number >= 0, not {}", v.weight),
+        );
+    }
+    let mut flow = v
+        .flow_id
+        .map(|id| flows.target(p, format!("{vp}/flow_id"), id));
+    if let Some(version) = v.flow_version {
+        match flow.as_mut() {
+            None => p.push(
+                format!("{vp}/flow_version"),
+                format!("a holdout (no flow_id) shows no flow version, not {version}"),
+            ),
+            Some(flow) => match flows.pinned.get(&(flow.flow_id, version)) {
+                Some(shown) => flow.published = Some(Arc::clone(shown)),
+                None => p.push(
+                    format!("{vp}/flow_version"),
+                    format!("flow {} has no version {version}", flow.flow_id),
+                ),
+            },
+        }
+    }
+    Variant {
+        id: v.id,
+        name: v.name,
+        weight: v.weight / total,
+        flow,
+    }
+}
+
+/// An experiment's schedule: when both ends are set, it ends after it starts.
+fn check_schedule(
+    p: &mut Problems,
+    ep: &str,
+    starts_at: Option<time::OffsetDateTime>,
+    ends_at: Option<time::OffsetDateTime>,
+) {
+    if let (Some(starts), Some(ends)) = (starts_at, ends_at) {
+        if ends <= starts {
+            p.push(
+                format!("{ep}/ends_at"),
+                format!(
+                    "must be after starts_at ({}), not {}",
+                    rfc3339(starts),
+                    rfc3339(ends)
+                ),
+            );
+        }
+    }
 }
 
 /// Whether `name` is a metric results read (an SDK event type, a store metric or `revenue`);
