@@ -64,41 +64,7 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                 Err(ScheduleFailure::Store(e)) => store_failure("the change was not scheduled", &e),
             }
         }
-        ChangesCommand::List { state, limit, json } => {
-            let state = match state.map(|s| s.parse::<ChangeState>()).transpose() {
-                Ok(state) => state,
-                Err(e) => {
-                    errln!("flowgate: --state: {e}");
-                    return ExitCode::InvalidInput;
-                }
-            };
-            match store.list_changes(state, limit).await {
-                Ok(listed) if json => {
-                    print_json(&json!(listed.iter().map(change_json).collect::<Vec<_>>()));
-                    ExitCode::Success
-                }
-                Ok(listed) => {
-                    if listed.is_empty() {
-                        outln!("no changes");
-                    }
-                    for c in &listed {
-                        let when = c
-                            .apply_at
-                            .map(|at| format!(" at {}", rfc3339(at)))
-                            .unwrap_or_default();
-                        outln!(
-                            "{}  {:<9}{when}  {}  ({})",
-                            c.id,
-                            c.state.as_str(),
-                            c.summary,
-                            c.author
-                        );
-                    }
-                    ExitCode::Success
-                }
-                Err(e) => store_failure("the changes could not be read", &e),
-            }
-        }
+        ChangesCommand::List { state, limit, json } => list(store, state, limit, json).await,
         ChangesCommand::Cancel { id, json } => {
             let Ok(id) = id.parse::<ChangeId>() else {
                 errln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
@@ -149,6 +115,43 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                 Err(e) => store_failure("the change was not cancelled", &e),
             }
         }
+    }
+}
+
+/// `flowgate changes list [--state STATE] [--limit N] [--json]`.
+async fn list(store: &Store, state: Option<String>, limit: usize, json: bool) -> ExitCode {
+    let state = match state.map(|s| s.parse::<ChangeState>()).transpose() {
+        Ok(state) => state,
+        Err(e) => {
+            errln!("flowgate: --state: {e}");
+            return ExitCode::InvalidInput;
+        }
+    };
+    match store.list_changes(state, limit).await {
+        Ok(listed) if json => {
+            print_json(&json!(listed.iter().map(change_json).collect::<Vec<_>>()));
+            ExitCode::Success
+        }
+        Ok(listed) => {
+            if listed.is_empty() {
+                outln!("no changes");
+            }
+            for c in &listed {
+                let when = c
+                    .apply_at
+                    .map(|at| format!(" at {}", rfc3339(at)))
+                    .unwrap_or_default();
+                outln!(
+                    "{}  {:<9}{when}  {}  ({})",
+                    c.id,
+                    c.state.as_str(),
+                    c.summary,
+                    c.author
+                );
+            }
+            ExitCode::Success
+        }
+        Err(e) => store_failure("the changes could not be read", &e),
     }
 }
 

@@ -378,6 +378,13 @@ impl Scraped for Admin {
             "1 while the store answers.",
             u8::from(r.store_healthy()),
         );
+        self.scrape_sink(out);
+    }
+}
+
+impl Admin {
+    /// The sink's part of the scrape: where events go and how their writes fare (D15, D16).
+    fn scrape_sink(&self, out: &mut Scrape<'_>) {
         let s = self.sink.stats();
         out.info(
             "flowgate_sink_info",

@@ -85,6 +85,44 @@ async fn print_link(
     ExitCode::Success
 }
 
+/// `flowgate users add EMAIL --role ROLE`: the person, audited, and their one-time link.
+async fn add(
+    store: &Store,
+    config: &Config,
+    (email, role): (&str, Role),
+    base_url: Option<String>,
+    json: bool,
+    now: OffsetDateTime,
+) -> ExitCode {
+    let person = match Person::new(PersonId::from_uuid(uuid::Uuid::new_v4()), email, role, now) {
+        Ok(person) => person,
+        Err(e) => {
+            errln!("flowgate: {e}");
+            return ExitCode::InvalidInput;
+        }
+    };
+    match store.add_person(person.clone()).await {
+        Ok(()) => {}
+        Err(StoreError::Conflict { .. }) => {
+            errln!(
+                "flowgate: {} is already a person here; `flowgate users link {}` makes a new link",
+                person.email,
+                person.email
+            );
+            return ExitCode::InvalidInput;
+        }
+        Err(e) => return store_failure("the person was not added", &e),
+    }
+    record_cli(
+        store,
+        AuditAction::PersonAdd,
+        Some(person.email.clone()),
+        json!({"role": role.as_str()}),
+    )
+    .await;
+    print_link(store, config, &person, base_url, json).await
+}
+
 /// `flowgate users ...`
 pub async fn users(store: &Store, config: &Config, command: UsersCommand) -> ExitCode {
     let now = OffsetDateTime::now_utc();
@@ -94,36 +132,7 @@ pub async fn users(store: &Store, config: &Config, command: UsersCommand) -> Exi
             role,
             base_url,
             json,
-        } => {
-            let role: Role = role.into();
-            let person =
-                match Person::new(PersonId::from_uuid(uuid::Uuid::new_v4()), &email, role, now) {
-                    Ok(person) => person,
-                    Err(e) => {
-                        errln!("flowgate: {e}");
-                        return ExitCode::InvalidInput;
-                    }
-                };
-            match store.add_person(person.clone()).await {
-                Ok(()) => {}
-                Err(StoreError::Conflict { .. }) => {
-                    errln!(
-                        "flowgate: {} is already a person here; `flowgate users link {}` makes a new link",
-                        person.email, person.email
-                    );
-                    return ExitCode::InvalidInput;
-                }
-                Err(e) => return store_failure("the person was not added", &e),
-            }
-            record_cli(
-                store,
-                AuditAction::PersonAdd,
-                Some(person.email.clone()),
-                json!({"role": role.as_str()}),
-            )
-            .await;
-            print_link(store, config, &person, base_url, json).await
-        }
+        } => add(store, config, (&email, role.into()), base_url, json, now).await,
         UsersCommand::Link {
             email,
             base_url,

@@ -57,58 +57,8 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand, review: bool) -> 
             };
             start(store, request, (review, author, apply_now), json, now).await
         }
-        RolloutsCommand::List { state, json } => {
-            let state = match state.map(|s| s.parse()).transpose() {
-                Ok(state) => state,
-                Err(e) => {
-                    errln!("flowgate: --state: {e}");
-                    return ExitCode::InvalidInput;
-                }
-            };
-            match store.list_rollouts(state).await {
-                Ok(listed) if json => {
-                    print_json(&serde_json::json!(listed
-                        .iter()
-                        .map(rollout_json)
-                        .collect::<Vec<_>>()));
-                    ExitCode::Success
-                }
-                Ok(listed) => {
-                    if listed.is_empty() {
-                        outln!("no rollouts");
-                    }
-                    for r in &listed {
-                        outln!(
-                            "{}  {:<11}  {:>5}%  {}  {} -> {}",
-                            r.id,
-                            r.state.as_str(),
-                            r.share(),
-                            r.placement,
-                            r.from_flow,
-                            r.to_flow
-                        );
-                    }
-                    ExitCode::Success
-                }
-                Err(e) => store_failure("the rollouts could not be read", &e),
-            }
-        }
-        RolloutsCommand::Show { id, json } => {
-            let Some(id) = parse_id(&id) else {
-                return ExitCode::InvalidInput;
-            };
-            match store.rollout(id).await {
-                Ok(Some(r)) => {
-                    show(&r, json);
-                    ExitCode::Success
-                }
-                Ok(None) => {
-                    errln!("flowgate: no rollout {id}");
-                    ExitCode::NotFound
-                }
-                Err(e) => store_failure("the rollout could not be read", &e),
-            }
-        }
+        RolloutsCommand::List { state, json } => list(store, state, json).await,
+        RolloutsCommand::Show { id, json } => show_stored(store, &id, json).await,
         RolloutsCommand::Pause { id, comment, json } => {
             let Some(id) = parse_id(&id) else {
                 return ExitCode::InvalidInput;
@@ -140,6 +90,62 @@ pub async fn rollouts(store: &Store, command: RolloutsCommand, review: bool) -> 
                 rollouts::roll_back(store, id, CLI_ACTOR, &why, serde_json::Value::Null, now).await;
             shown(result, json)
         }
+    }
+}
+
+/// `flowgate rollouts list [--state STATE] [--json]`.
+async fn list(store: &Store, state: Option<String>, json: bool) -> ExitCode {
+    let state = match state.map(|s| s.parse()).transpose() {
+        Ok(state) => state,
+        Err(e) => {
+            errln!("flowgate: --state: {e}");
+            return ExitCode::InvalidInput;
+        }
+    };
+    match store.list_rollouts(state).await {
+        Ok(listed) if json => {
+            print_json(&serde_json::json!(listed
+                .iter()
+                .map(rollout_json)
+                .collect::<Vec<_>>()));
+            ExitCode::Success
+        }
+        Ok(listed) => {
+            if listed.is_empty() {
+                outln!("no rollouts");
+            }
+            for r in &listed {
+                outln!(
+                    "{}  {:<11}  {:>5}%  {}  {} -> {}",
+                    r.id,
+                    r.state.as_str(),
+                    r.share(),
+                    r.placement,
+                    r.from_flow,
+                    r.to_flow
+                );
+            }
+            ExitCode::Success
+        }
+        Err(e) => store_failure("the rollouts could not be read", &e),
+    }
+}
+
+/// `flowgate rollouts show ID [--json]`.
+async fn show_stored(store: &Store, id: &str, json: bool) -> ExitCode {
+    let Some(id) = parse_id(id) else {
+        return ExitCode::InvalidInput;
+    };
+    match store.rollout(id).await {
+        Ok(Some(r)) => {
+            show(&r, json);
+            ExitCode::Success
+        }
+        Ok(None) => {
+            errln!("flowgate: no rollout {id}");
+            ExitCode::NotFound
+        }
+        Err(e) => store_failure("the rollout could not be read", &e),
     }
 }
 
