@@ -718,10 +718,13 @@ pub(crate) fn audit_query(fields: &Fields, limit: usize) -> Result<AuditQuery, S
                 .map_err(|_| format!("since must be an RFC 3339 time, not {s:?}"))
         })
         .transpose()?;
+    // Entry ids start at 1: 0 or a negative id would page to nothing, silently.
     let before_id = non_empty("before")
         .map(|b| {
             b.parse::<i64>()
-                .map_err(|_| format!("before must be an entry id, not {b:?}"))
+                .ok()
+                .filter(|id| *id >= 1)
+                .ok_or_else(|| format!("before must be an entry id, 1 or more, not {b:?}"))
         })
         .transpose()?;
     Ok(AuditQuery {
@@ -806,4 +809,28 @@ pub fn audit_json(entry: &AuditEntry) -> serde_json::Value {
         "revision_after": entry.revision_after,
         "detail": entry.detail,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{audit_query, Fields};
+
+    /// Issue 65: the audit query's `before` is an entry id, 1 or more, and the refusal quotes
+    /// the value; `limit` is the caller's, checked where it is read (1 to the page's most).
+    #[test]
+    fn before_is_an_entry_id() {
+        let query = |before: &str| {
+            audit_query(&Fields(vec![("before".to_owned(), before.to_owned())]), 10)
+                .map(|q| q.before_id)
+        };
+        assert_eq!(query("42"), Ok(Some(42)));
+        for refused in ["0", "-5", "x", "9223372036854775808"] {
+            assert_eq!(
+                query(refused),
+                Err(format!(
+                    "before must be an entry id, 1 or more, not {refused:?}"
+                ))
+            );
+        }
+    }
 }
