@@ -77,7 +77,7 @@ use serde_json::Value;
 
 use super::data::{
     AppData, CatalogData, ExperimentData, ExperimentStatus, FlowData, PlacementData, RuleData,
-    WorkspaceData,
+    VariantData, WorkspaceData,
 };
 use super::file::{CatalogFile, WorkspaceFile};
 use crate::ids::{AppId, ExperimentId, FlowId, VariantId};
@@ -448,6 +448,317 @@ fn versions_of(flow: &FlowData) -> String {
         .join(", ")
 }
 
+/// [`CatalogChange::SetExperimentStatus`]: a status the experiment does not have, never draft
+/// again.
+fn set_experiment_status(
+    stored: &CatalogData,
+    experiment: ExperimentId,
+    status: ExperimentStatus,
+) -> Result<CatalogFile, ChangeError> {
+    let at = ExperimentAt::get(stored, experiment)?;
+    let e = at.experiment;
+    if e.status == status {
+        return Err(ChangeError::NoChange(format!(
+            "`{}` is already {}",
+            e.name,
+            status.as_str()
+        )));
+    }
+    if status == ExperimentStatus::Draft {
+        return Err(ChangeError::InvalidChange(format!(
+            "`{}` is {}: an experiment that has left draft cannot return to it; \
+             pause or stop it",
+            e.name,
+            e.status.as_str()
+        )));
+    }
+    Ok(at.file(at.edited(|e| e.status = status)))
+}
+
+/// [`CatalogChange::SetAllocation`]: new weights and coverage, not those the experiment has.
+fn set_allocation(
+    stored: &CatalogData,
+    experiment: ExperimentId,
+    weights: &[(VariantId, f64)],
+    coverage: Option<f64>,
+) -> Result<CatalogFile, ChangeError> {
+    let at = ExperimentAt::get(stored, experiment)?;
+    let new = allocation(at.experiment, weights, coverage)?;
+    let e = at.experiment;
+    let same_weights = e.variants.iter().zip(&new.0).all(|(v, w)| v.weight == *w);
+    if same_weights && new.1 == e.coverage {
+        return Err(ChangeError::NoChange(format!(
+            "`{}` already has these weights and this coverage",
+            e.name
+        )));
+    }
+    Ok(at.file(at.edited(|e| {
+        for (variant, weight) in e.variants.iter_mut().zip(new.0) {
+            variant.weight = weight;
+        }
+        e.coverage = new.1;
+    })))
+}
+
+/// [`CatalogChange::ShipVariant`]: the experiment concluded, and a rule serving the variant's
+/// flow to the same audience put before it.
+fn ship_variant(
+    stored: &CatalogData,
+    experiment: ExperimentId,
+    variant: VariantId,
+) -> Result<CatalogFile, ChangeError> {
+    let at = ExperimentAt::get(stored, experiment)?;
+    let e = at.experiment;
+    let v =
+        e.variants
+            .iter()
+            .find(|v| v.id == variant)
+            .ok_or_else(|| ChangeError::UnknownVariant {
+                experiment: e.name.clone(),
+                variant,
+            })?;
+    let flow_id = v.flow_id.ok_or_else(|| ChangeError::HoldoutHasNoFlow {
+        experiment: e.name.clone(),
+        variant: v.name.clone(),
+    })?;
+    let publish = shipped_publication(&at, v, flow_id)?;
+    let audience = at.placement.rules[at.rule].audience.clone();
+    let shipped = RuleData {
+        enabled: true,
+        audience,
+        flow_id: Some(flow_id),
+        experiment: None,
+    };
+    let already = at.rule.checked_sub(1).is_some_and(|before| {
+        let r = &at.placement.rules[before];
+        r.enabled
+            && r.experiment.is_none()
+            && r.flow_id == shipped.flow_id
+            && r.audience == shipped.audience
+    });
+    if already && e.status == ExperimentStatus::Concluded {
+        if publish.is_some() {
+            return Ok(file_of(at.workspace, at.app, None, publish));
+        }
+        return Err(ChangeError::NoChange(format!(
+            "`{}` of `{}` is already shipped: the rule before the experiment's \
+             serves its flow to the same audience",
+            v.name, e.name
+        )));
+    }
+    let mut placement = at.edited(|e| e.status = ExperimentStatus::Concluded);
+    placement.rules.insert(at.rule, shipped);
+    Ok(file_of(at.workspace, at.app, Some(placement), publish))
+}
+
+/// The flow that shipping variant `v` (showing flow `flow_id`) publishes anew, if any. A
+/// variant showing a version of its own (D29) ships that version: the flow publishes it in the
+/// same change. One showing the published version of a flow that publishes none is refused.
+fn shipped_publication(
+    at: &ExperimentAt<'_>,
+    v: &VariantData,
+    flow_id: FlowId,
+) -> Result<Option<FlowData>, ChangeError> {
+    let flow = at.app.flows.iter().find(|f| f.id == flow_id);
+    match (flow, v.flow_version) {
+        (Some(flow), Some(n)) if flow.published_version != Some(n) => {
+            let mut flow = flow.clone();
+            flow.published_version = Some(n);
+            Ok(Some(flow))
+        }
+        (Some(flow), None) if flow.published_version.is_none() => {
+            Err(ChangeError::FlowUnpublished {
+                flow: flow.name.clone(),
+                variant: v.name.clone(),
+            })
+        }
+        _ => Ok(None),
+    }
+}
+
+/// [`CatalogChange::PublishFlowVersion`]: a version the flow has and does not publish yet.
+fn publish_flow_version(
+    stored: &CatalogData,
+    flow: FlowId,
+    version: u32,
+) -> Result<CatalogFile, ChangeError> {
+    let (ws, app, f) = find_flow(stored, flow).ok_or(ChangeError::UnknownFlow(flow))?;
+    if !f.versions.iter().any(|v| v.version == version) {
+        return Err(ChangeError::UnknownFlowVersion {
+            flow: f.name.clone(),
+            version,
+            versions: versions_of(f),
+        });
+    }
+    if f.published_version == Some(version) {
+        return Err(ChangeError::NoChange(format!(
+            "`{}` already publishes version {version}",
+            f.name
+        )));
+    }
+    let mut f = f.clone();
+    f.published_version = Some(version);
+    Ok(file_of(ws, app, None, Some(f)))
+}
+
+/// [`CatalogChange::SetRuleEnabled`]: a rule turned on or off that is not so already.
+fn set_rule_enabled(
+    stored: &CatalogData,
+    app: AppId,
+    placement: &str,
+    rule: usize,
+    enabled: bool,
+) -> Result<CatalogFile, ChangeError> {
+    let (ws, a, p, r) = rule_at(stored, app, placement, rule)?;
+    if r.enabled == enabled {
+        return Err(ChangeError::NoChange(format!(
+            "rule {rule} of placement `{}` is already {}",
+            p.key,
+            if enabled { "on" } else { "off" }
+        )));
+    }
+    let mut p = p.clone();
+    p.rules[rule].enabled = enabled;
+    Ok(file_of(ws, a, Some(p), None))
+}
+
+/// The members of a [`CatalogChange::StartRollout`], borrowed, so that its checks and the
+/// experiment it writes are functions of their own.
+struct RolloutStart<'a> {
+    app: AppId,
+    placement: &'a str,
+    rule: usize,
+    experiment: ExperimentId,
+    name: &'a str,
+    control: VariantId,
+    treatment: VariantId,
+    flow: FlowId,
+    version: Option<u32>,
+    share: f64,
+    guardrails: &'a [String],
+    minimum_users: u64,
+}
+
+impl RolloutStart<'_> {
+    /// The rule, which serves a flow and is on, runs a sticky two-variant experiment instead:
+    /// its old flow against the new one at the first share.
+    fn apply(&self, stored: &CatalogData) -> Result<CatalogFile, ChangeError> {
+        let (rule, placement) = (self.rule, self.placement);
+        let (ws, a, p, r) = rule_at(stored, self.app, placement, rule)?;
+        let old = match (&r.experiment, r.flow_id) {
+            (None, Some(old)) => old,
+            _ => {
+                return Err(ChangeError::InvalidChange(format!(
+                    "rule {rule} of placement `{placement}` runs an experiment: a \
+                     rollout starts from a rule that serves a flow"
+                )))
+            }
+        };
+        if !r.enabled {
+            return Err(ChangeError::InvalidChange(format!(
+                "rule {rule} of placement `{placement}` is off: turn it on first"
+            )));
+        }
+        self.check_new_flow(a, old)?;
+        if !(self.share.is_finite() && self.share > 0.0 && self.share < 100.0) {
+            return Err(ChangeError::InvalidChange(format!(
+                "a rollout's first share is above 0 and below 100, not {}",
+                self.share
+            )));
+        }
+        let Some((primary, rest)) = self.guardrails.split_first() else {
+            return Err(ChangeError::InvalidChange(
+                "a rollout needs at least one guardrail".to_owned(),
+            ));
+        };
+        let mut p = p.clone();
+        p.rules[rule] = RuleData {
+            enabled: true,
+            audience: r.audience.clone(),
+            flow_id: None,
+            experiment: Some(self.experiment_data(old, primary, rest)),
+        };
+        Ok(file_of(ws, a, Some(p), None))
+    }
+
+    /// The new flow is a flow of app `a` with the version named (or a published one when none
+    /// is), and the rule, which serves flow `old`, does not serve it already.
+    fn check_new_flow(&self, a: &AppData, old: FlowId) -> Result<(), ChangeError> {
+        let new = a
+            .flows
+            .iter()
+            .find(|f| f.id == self.flow)
+            .ok_or(ChangeError::UnknownFlow(self.flow))?;
+        match self.version {
+            Some(n) if !new.versions.iter().any(|v| v.version == n) => {
+                return Err(ChangeError::UnknownFlowVersion {
+                    flow: new.name.clone(),
+                    version: n,
+                    versions: versions_of(new),
+                })
+            }
+            Some(_) => {}
+            None if new.published_version.is_none() => {
+                return Err(ChangeError::FlowUnpublished {
+                    flow: new.name.clone(),
+                    variant: "new".to_owned(),
+                })
+            }
+            None => {}
+        }
+        let serves = self
+            .version
+            .is_none_or(|n| new.published_version == Some(n));
+        if old == self.flow && serves {
+            return Err(ChangeError::NoChange(format!(
+                "rule {} of placement `{}` serves this flow{} already",
+                self.rule,
+                self.placement,
+                self.version
+                    .map_or_else(String::new, |n| format!(" at version {n}"))
+            )));
+        }
+        Ok(())
+    }
+
+    /// The rollout's experiment: running, sticky, `current` (flow `old`) against `new`, read
+    /// sequentially on the `primary` guardrail with the `rest`.
+    fn experiment_data(&self, old: FlowId, primary: &str, rest: &[String]) -> ExperimentData {
+        let variant = |id, name: &str, weight, flow, flow_version| VariantData {
+            id,
+            name: name.to_owned(),
+            weight,
+            flow_id: Some(flow),
+            flow_version,
+        };
+        ExperimentData {
+            id: self.experiment,
+            name: self.name.to_owned(),
+            status: ExperimentStatus::Running,
+            seed: None,
+            coverage: None,
+            namespace: None,
+            hash_version: None,
+            sticky: true,
+            bucket_version: 0,
+            min_bucket_version: 0,
+            fallback_attribute: None,
+            analysis: Some(super::data::AnalysisData {
+                primary_metric: Some(primary.to_owned()),
+                guardrail_metrics: rest.to_vec(),
+                sequential: Some(true),
+                minimum_users: Some(self.minimum_users),
+            }),
+            starts_at: None,
+            ends_at: None,
+            variants: vec![
+                variant(self.control, "current", 100.0 - self.share, old, None),
+                variant(self.treatment, "new", self.share, self.flow, self.version),
+            ],
+        }
+    }
+}
+
 impl CatalogChange {
     /// The version of the stored JSON this release writes (see the module's "Stored form").
     pub const FORMAT: u32 = 1;
@@ -474,148 +785,26 @@ impl CatalogChange {
     pub fn apply(&self, stored: &CatalogData) -> Result<CatalogFile, ChangeError> {
         match self {
             CatalogChange::SetExperimentStatus { experiment, status } => {
-                let at = ExperimentAt::get(stored, *experiment)?;
-                let e = at.experiment;
-                if e.status == *status {
-                    return Err(ChangeError::NoChange(format!(
-                        "`{}` is already {}",
-                        e.name,
-                        status.as_str()
-                    )));
-                }
-                if *status == ExperimentStatus::Draft {
-                    return Err(ChangeError::InvalidChange(format!(
-                        "`{}` is {}: an experiment that has left draft cannot return to it; \
-                         pause or stop it",
-                        e.name,
-                        e.status.as_str()
-                    )));
-                }
-                Ok(at.file(at.edited(|e| e.status = *status)))
+                set_experiment_status(stored, *experiment, *status)
             }
             CatalogChange::SetAllocation {
                 experiment,
                 weights,
                 coverage,
-            } => {
-                let at = ExperimentAt::get(stored, *experiment)?;
-                let new = allocation(at.experiment, weights, *coverage)?;
-                let e = at.experiment;
-                let same_weights = e.variants.iter().zip(&new.0).all(|(v, w)| v.weight == *w);
-                if same_weights && new.1 == e.coverage {
-                    return Err(ChangeError::NoChange(format!(
-                        "`{}` already has these weights and this coverage",
-                        e.name
-                    )));
-                }
-                Ok(at.file(at.edited(|e| {
-                    for (variant, weight) in e.variants.iter_mut().zip(new.0) {
-                        variant.weight = weight;
-                    }
-                    e.coverage = new.1;
-                })))
-            }
+            } => set_allocation(stored, *experiment, weights, *coverage),
             CatalogChange::ShipVariant {
                 experiment,
                 variant,
-            } => {
-                let at = ExperimentAt::get(stored, *experiment)?;
-                let e = at.experiment;
-                let v = e
-                    .variants
-                    .iter()
-                    .find(|v| v.id == *variant)
-                    .ok_or_else(|| ChangeError::UnknownVariant {
-                        experiment: e.name.clone(),
-                        variant: *variant,
-                    })?;
-                let flow_id = v.flow_id.ok_or_else(|| ChangeError::HoldoutHasNoFlow {
-                    experiment: e.name.clone(),
-                    variant: v.name.clone(),
-                })?;
-                let flow = at.app.flows.iter().find(|f| f.id == flow_id);
-                // A variant showing a version of its own (D29) ships that version: the flow
-                // publishes it in the same change.
-                let publish = match (flow, v.flow_version) {
-                    (Some(flow), Some(n)) if flow.published_version != Some(n) => {
-                        let mut flow = flow.clone();
-                        flow.published_version = Some(n);
-                        Some(flow)
-                    }
-                    (Some(flow), None) if flow.published_version.is_none() => {
-                        return Err(ChangeError::FlowUnpublished {
-                            flow: flow.name.clone(),
-                            variant: v.name.clone(),
-                        });
-                    }
-                    _ => None,
-                };
-                let audience = at.placement.rules[at.rule].audience.clone();
-                let shipped = RuleData {
-                    enabled: true,
-                    audience,
-                    flow_id: Some(flow_id),
-                    experiment: None,
-                };
-                let already = at.rule.checked_sub(1).is_some_and(|before| {
-                    let r = &at.placement.rules[before];
-                    r.enabled
-                        && r.experiment.is_none()
-                        && r.flow_id == shipped.flow_id
-                        && r.audience == shipped.audience
-                });
-                if already && e.status == ExperimentStatus::Concluded {
-                    if publish.is_some() {
-                        return Ok(file_of(at.workspace, at.app, None, publish));
-                    }
-                    return Err(ChangeError::NoChange(format!(
-                        "`{}` of `{}` is already shipped: the rule before the experiment's \
-                         serves its flow to the same audience",
-                        v.name, e.name
-                    )));
-                }
-                let mut placement = at.edited(|e| e.status = ExperimentStatus::Concluded);
-                placement.rules.insert(at.rule, shipped);
-                Ok(file_of(at.workspace, at.app, Some(placement), publish))
-            }
+            } => ship_variant(stored, *experiment, *variant),
             CatalogChange::PublishFlowVersion { flow, version } => {
-                let (ws, app, f) =
-                    find_flow(stored, *flow).ok_or(ChangeError::UnknownFlow(*flow))?;
-                if !f.versions.iter().any(|v| v.version == *version) {
-                    return Err(ChangeError::UnknownFlowVersion {
-                        flow: f.name.clone(),
-                        version: *version,
-                        versions: versions_of(f),
-                    });
-                }
-                if f.published_version == Some(*version) {
-                    return Err(ChangeError::NoChange(format!(
-                        "`{}` already publishes version {version}",
-                        f.name
-                    )));
-                }
-                let mut f = f.clone();
-                f.published_version = Some(*version);
-                Ok(file_of(ws, app, None, Some(f)))
+                publish_flow_version(stored, *flow, *version)
             }
             CatalogChange::SetRuleEnabled {
                 app,
                 placement,
                 rule,
                 enabled,
-            } => {
-                let (ws, a, p, r) = rule_at(stored, *app, placement, *rule)?;
-                if r.enabled == *enabled {
-                    return Err(ChangeError::NoChange(format!(
-                        "rule {rule} of placement `{}` is already {}",
-                        p.key,
-                        if *enabled { "on" } else { "off" }
-                    )));
-                }
-                let mut p = p.clone();
-                p.rules[*rule].enabled = *enabled;
-                Ok(file_of(ws, a, Some(p), None))
-            }
+            } => set_rule_enabled(stored, *app, placement, *rule, *enabled),
             CatalogChange::StartRollout {
                 app,
                 placement,
@@ -630,102 +819,21 @@ impl CatalogChange {
                 guardrails,
                 minimum_users,
                 plan: _,
-            } => {
-                let (ws, a, p, r) = rule_at(stored, *app, placement, *rule)?;
-                let old = match (&r.experiment, r.flow_id) {
-                    (None, Some(old)) => old,
-                    _ => {
-                        return Err(ChangeError::InvalidChange(format!(
-                            "rule {rule} of placement `{placement}` runs an experiment: a \
-                             rollout starts from a rule that serves a flow"
-                        )))
-                    }
-                };
-                if !r.enabled {
-                    return Err(ChangeError::InvalidChange(format!(
-                        "rule {rule} of placement `{placement}` is off: turn it on first"
-                    )));
-                }
-                let new = a
-                    .flows
-                    .iter()
-                    .find(|f| f.id == *flow)
-                    .ok_or(ChangeError::UnknownFlow(*flow))?;
-                match version {
-                    Some(n) if !new.versions.iter().any(|v| v.version == *n) => {
-                        return Err(ChangeError::UnknownFlowVersion {
-                            flow: new.name.clone(),
-                            version: *n,
-                            versions: versions_of(new),
-                        })
-                    }
-                    Some(_) => {}
-                    None if new.published_version.is_none() => {
-                        return Err(ChangeError::FlowUnpublished {
-                            flow: new.name.clone(),
-                            variant: "new".to_owned(),
-                        })
-                    }
-                    None => {}
-                }
-                let serves = version.is_none_or(|n| new.published_version == Some(n));
-                if old == *flow && serves {
-                    return Err(ChangeError::NoChange(format!(
-                        "rule {rule} of placement `{placement}` serves this flow{} already",
-                        version.map_or_else(String::new, |n| format!(" at version {n}"))
-                    )));
-                }
-                if !(share.is_finite() && *share > 0.0 && *share < 100.0) {
-                    return Err(ChangeError::InvalidChange(format!(
-                        "a rollout's first share is above 0 and below 100, not {share}"
-                    )));
-                }
-                let Some((primary, rest)) = guardrails.split_first() else {
-                    return Err(ChangeError::InvalidChange(
-                        "a rollout needs at least one guardrail".to_owned(),
-                    ));
-                };
-                let variant =
-                    |id, name: &str, weight, flow, flow_version| super::data::VariantData {
-                        id,
-                        name: name.to_owned(),
-                        weight,
-                        flow_id: Some(flow),
-                        flow_version,
-                    };
-                let mut p = p.clone();
-                p.rules[*rule] = RuleData {
-                    enabled: true,
-                    audience: r.audience.clone(),
-                    flow_id: None,
-                    experiment: Some(ExperimentData {
-                        id: *experiment,
-                        name: name.clone(),
-                        status: ExperimentStatus::Running,
-                        seed: None,
-                        coverage: None,
-                        namespace: None,
-                        hash_version: None,
-                        sticky: true,
-                        bucket_version: 0,
-                        min_bucket_version: 0,
-                        fallback_attribute: None,
-                        analysis: Some(super::data::AnalysisData {
-                            primary_metric: Some(primary.clone()),
-                            guardrail_metrics: rest.to_vec(),
-                            sequential: Some(true),
-                            minimum_users: Some(*minimum_users),
-                        }),
-                        starts_at: None,
-                        ends_at: None,
-                        variants: vec![
-                            variant(*control, "current", 100.0 - share, old, None),
-                            variant(*treatment, "new", *share, *flow, *version),
-                        ],
-                    }),
-                };
-                Ok(file_of(ws, a, Some(p), None))
+            } => RolloutStart {
+                app: *app,
+                placement,
+                rule: *rule,
+                experiment: *experiment,
+                name,
+                control: *control,
+                treatment: *treatment,
+                flow: *flow,
+                version: *version,
+                share: *share,
+                guardrails,
+                minimum_users: *minimum_users,
             }
+            .apply(stored),
         }
     }
 
