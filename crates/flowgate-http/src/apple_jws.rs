@@ -31,16 +31,17 @@
 //!    since (a retried notification days later), so the signing date, not the arrival, is
 //!    what counts; it is read only after the signature verified, so it is Apple's.
 //!
-//! [`TestSigner`] makes chains of the same shape under a generated root, for the tests and
-//! for `flowgate demo --traffic`, which configures that root as trusted. Production never
-//! signs.
+//! Chains of the same shape under a generated root are made elsewhere: the demo's
+//! ([`crate::apple_demo_signer::DemoSigner`], for `flowgate demo --traffic`, whose root only a
+//! development server trusts) and the tests' (`apple_test_chain`, feature `test-util`, which
+//! also forges the bad ones). Nothing else signs.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
-use ring::signature::{self, EcdsaKeyPair, UnparsedPublicKey};
+use ring::signature::{self, UnparsedPublicKey};
 use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -145,6 +146,12 @@ impl AppleRoots {
             }
         }
         self
+    }
+
+    /// These DER certificates as roots, unchecked: for a root this process generated (the
+    /// demo's signer).
+    pub(crate) fn from_ders(ders: Vec<Vec<u8>>) -> Self {
+        Self { ders }
     }
 
     fn contains(&self, der: &[u8]) -> bool {
@@ -562,7 +569,7 @@ fn decode_base64url(part: &'static str, text: &str) -> Result<Vec<u8>, JwsError>
 }
 
 /// One DER certificate with nothing after it; the error is the reason.
-fn parse_certificate(der: &[u8]) -> Result<X509Certificate<'_>, String> {
+pub(crate) fn parse_certificate(der: &[u8]) -> Result<X509Certificate<'_>, String> {
     match X509Certificate::from_der(der) {
         Ok(([], certificate)) => Ok(certificate),
         Ok((rest, _)) => Err(format!("{} bytes after the certificate", rest.len())),
@@ -674,7 +681,7 @@ fn shorten(value: &str) -> String {
 }
 
 /// One PEM block: `der` in standard base64, 64 characters a line, between `label`'s lines.
-fn pem_block(label: &str, der: &[u8]) -> String {
+pub(crate) fn pem_block(label: &str, der: &[u8]) -> String {
     let encoded = STANDARD.encode(der);
     let mut out = format!("-----BEGIN {label}-----\n");
     // Base64 is ASCII: 64-byte lines split on character boundaries.
@@ -699,295 +706,12 @@ fn fingerprint(der: &[u8]) -> String {
     out
 }
 
-/// The shape of the chain a [`TestSigner`] makes. The default is a valid chain, shaped like
-/// Apple's; the other settings forge the bad chains the tests refuse.
-#[derive(Debug, Clone)]
-pub struct TestChain {
-    /// Whether the intermediate carries [`INTERMEDIATE_MARKER_OID`] (default `true`).
-    pub intermediate_marker: bool,
-    /// Whether the intermediate is a CA (default `true`).
-    pub intermediate_ca: bool,
-    /// Whether the leaf carries [`LEAF_MARKER_OID`] (default `true`).
-    pub leaf_marker: bool,
-    /// Whether the leaf's key is P-384 instead of P-256 (default `false`); [`TestSigner::sign`]
-    /// then signs with ECDSA P-384 (96 bytes), which [`verify`] refuses.
-    pub leaf_p384: bool,
-    /// The start of the leaf's validity (default: ten years before its creation).
-    pub leaf_not_before: OffsetDateTime,
-    /// The end of the leaf's validity (default: ten years after its creation).
-    pub leaf_not_after: OffsetDateTime,
-}
-
-impl Default for TestChain {
-    fn default() -> Self {
-        let now = OffsetDateTime::now_utc();
-        Self {
-            intermediate_marker: true,
-            intermediate_ca: true,
-            leaf_marker: true,
-            leaf_p384: false,
-            leaf_not_before: now - TEST_VALIDITY,
-            leaf_not_after: now + TEST_VALIDITY,
-        }
-    }
-}
-
-/// How long before and after their creation test certificates are valid.
-const TEST_VALIDITY: time::Duration = time::Duration::days(3650);
-
-/// For tests and `flowgate demo --traffic` only: signs payloads as the App Store does, with a
-/// chain under a root generated for it (P-384 root and intermediate, P-256 leaf, Apple's
-/// marker extensions). [`verify`] accepts them with [`TestSigner::roots`] trusted, never with
-/// [`AppleRoots::apple`]. Production never signs.
-#[derive(Debug)]
-pub struct TestSigner {
-    root_der: Vec<u8>,
-    intermediate_der: Vec<u8>,
-    leaf_der: Vec<u8>,
-    /// The leaf's private key, PKCS#8 DER (what [`TestSigner::to_pem`] writes).
-    leaf_pkcs8: Vec<u8>,
-    leaf_key: EcdsaKeyPair,
-    rng: ring::rand::SystemRandom,
-}
-
-impl Default for TestSigner {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl TestSigner {
-    /// A valid chain under a new root ([`TestChain::default`]).
-    ///
-    /// # Panics
-    ///
-    /// When the operating system's random generator fails (key generation).
-    pub fn new() -> Self {
-        Self::with(TestChain::default())
-    }
-
-    /// A chain of the given shape under a new root.
-    ///
-    /// # Panics
-    ///
-    /// When the operating system's random generator fails (key generation).
-    pub fn with(chain: TestChain) -> Self {
-        match Self::build(&chain) {
-            Ok(signer) => signer,
-            Err(e) => panic!("cannot generate the test App Store chain: {e}"),
-        }
-    }
-
-    fn build(chain: &TestChain) -> Result<Self, String> {
-        use rcgen::{
-            BasicConstraints, CertificateParams, CertifiedIssuer, CustomExtension, DnType, IsCa,
-            KeyPair, KeyUsagePurpose,
-        };
-
-        fn params(name: &str, ca: bool, markers: &[&[u64]]) -> CertificateParams {
-            let mut params = CertificateParams::default();
-            params.distinguished_name = rcgen::DistinguishedName::new();
-            params
-                .distinguished_name
-                .push(DnType::CommonName, format!("flowgate test {name}"));
-            let now = OffsetDateTime::now_utc();
-            params.not_before = now - TEST_VALIDITY;
-            params.not_after = now + TEST_VALIDITY;
-            if ca {
-                params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-                params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-            } else {
-                params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-            }
-            // Apple's markers carry an ASN.1 NULL.
-            params.custom_extensions = markers
-                .iter()
-                .map(|oid| CustomExtension::from_oid_content(oid, vec![0x05, 0x00]))
-                .collect();
-            params
-        }
-        let err = |e: rcgen::Error| e.to_string();
-
-        let root_key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).map_err(err)?;
-        let root =
-            CertifiedIssuer::self_signed(params("root", true, &[]), root_key).map_err(err)?;
-
-        let intermediate_markers: &[&[u64]] = if chain.intermediate_marker {
-            &[&[1, 2, 840, 113635, 100, 6, 2, 1]]
-        } else {
-            &[]
-        };
-        let intermediate_key =
-            KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).map_err(err)?;
-        let intermediate = CertifiedIssuer::signed_by(
-            params("intermediate", chain.intermediate_ca, intermediate_markers),
-            intermediate_key,
-            &root,
-        )
-        .map_err(err)?;
-
-        let leaf_markers: &[&[u64]] = if chain.leaf_marker {
-            &[&[1, 2, 840, 113635, 100, 6, 11, 1]]
-        } else {
-            &[]
-        };
-        let (rcgen_alg, signing_alg) = if chain.leaf_p384 {
-            (
-                &rcgen::PKCS_ECDSA_P384_SHA384,
-                &signature::ECDSA_P384_SHA384_FIXED_SIGNING,
-            )
-        } else {
-            (
-                &rcgen::PKCS_ECDSA_P256_SHA256,
-                &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            )
-        };
-        let leaf_key = KeyPair::generate_for(rcgen_alg).map_err(err)?;
-        let mut leaf_params = params("leaf", false, leaf_markers);
-        leaf_params.not_before = chain.leaf_not_before;
-        leaf_params.not_after = chain.leaf_not_after;
-        let leaf = leaf_params
-            .signed_by(&leaf_key, &intermediate)
-            .map_err(err)?;
-
-        let rng = ring::rand::SystemRandom::new();
-        let leaf_pkcs8 = leaf_key.serialize_der();
-        let leaf_key =
-            EcdsaKeyPair::from_pkcs8(signing_alg, &leaf_pkcs8, &rng).map_err(|e| e.to_string())?;
-        Ok(Self {
-            root_der: root.der().to_vec(),
-            intermediate_der: intermediate.der().to_vec(),
-            leaf_der: leaf.der().to_vec(),
-            leaf_pkcs8,
-            leaf_key,
-            rng,
-        })
-    }
-
-    /// The whole signer as one PEM text, for a signer that outlives its process (`flowgate
-    /// serve` trusts the root, `flowgate demo --traffic` signs): the root, intermediate and
-    /// leaf `CERTIFICATE`s, then the leaf's `PRIVATE KEY` (PKCS#8). The root's key is not
-    /// kept: nothing signs with it again. [`TestSigner::from_pem`] reads it back.
-    pub fn to_pem(&self) -> String {
-        [
-            ("CERTIFICATE", &self.root_der),
-            ("CERTIFICATE", &self.intermediate_der),
-            ("CERTIFICATE", &self.leaf_der),
-            ("PRIVATE KEY", &self.leaf_pkcs8),
-        ]
-        .into_iter()
-        .map(|(label, der)| pem_block(label, der))
-        .collect()
-    }
-
-    /// A signer as [`TestSigner::to_pem`] wrote it: three `CERTIFICATE` blocks (root,
-    /// intermediate, leaf) and the leaf's P-256 `PRIVATE KEY`, in that order. An error says
-    /// which block is wrong.
-    pub fn from_pem(pem: &[u8]) -> Result<Self, RootError> {
-        let mut blocks = Vec::new();
-        for (index, block) in Pem::iter_from_buffer(pem).enumerate() {
-            let block = block.map_err(|e| RootError::Pem {
-                index,
-                reason: e.to_string(),
-            })?;
-            blocks.push(block);
-        }
-        let expected = ["CERTIFICATE", "CERTIFICATE", "CERTIFICATE", "PRIVATE KEY"];
-        if blocks.len() != expected.len() {
-            return Err(RootError::Pem {
-                index: blocks.len().min(expected.len()),
-                reason: format!(
-                    "a signer has {} PEM blocks (root, intermediate and leaf certificates, the \
-                     leaf's private key), not {}",
-                    expected.len(),
-                    blocks.len()
-                ),
-            });
-        }
-        for (index, (block, label)) in blocks.iter().zip(expected).enumerate() {
-            if block.label != label {
-                return Err(RootError::Pem {
-                    index,
-                    reason: format!("a {:?} block, not a {label}", block.label),
-                });
-            }
-            if label == "CERTIFICATE" {
-                parse_certificate(&block.contents)
-                    .map_err(|reason| RootError::Certificate { index, reason })?;
-            }
-        }
-        let rng = ring::rand::SystemRandom::new();
-        let leaf_pkcs8 = blocks[3].contents.clone();
-        let leaf_key = EcdsaKeyPair::from_pkcs8(
-            &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            &leaf_pkcs8,
-            &rng,
-        )
-        .map_err(|e| RootError::Pem {
-            index: 3,
-            reason: format!("not a P-256 private key: {e}"),
-        })?;
-        Ok(Self {
-            root_der: blocks[0].contents.clone(),
-            intermediate_der: blocks[1].contents.clone(),
-            leaf_der: blocks[2].contents.clone(),
-            leaf_pkcs8,
-            leaf_key,
-            rng,
-        })
-    }
-
-    /// The root, as PEM: what `stores.apple_root_certificates` names to trust it.
-    pub fn root_pem(&self) -> String {
-        pem_block("CERTIFICATE", &self.root_der)
-    }
-
-    /// The root, as trusted roots for [`verify`].
-    pub fn roots(&self) -> AppleRoots {
-        AppleRoots {
-            ders: vec![self.root_der.clone()],
-        }
-    }
-
-    /// `payload` signed as the App Store signs: a compact JWS whose header is
-    /// `{"alg":"ES256","x5c":[leaf,intermediate,root]}` (standard base64 DER).
-    ///
-    /// # Panics
-    ///
-    /// When the operating system's random generator fails (ECDSA's nonce).
-    pub fn sign(&self, payload: &Value) -> String {
-        let header = serde_json::json!({
-            "alg": "ES256",
-            "x5c": [
-                STANDARD.encode(&self.leaf_der),
-                STANDARD.encode(&self.intermediate_der),
-                STANDARD.encode(&self.root_der),
-            ],
-        });
-        self.sign_parts(
-            header.to_string().as_bytes(),
-            payload.to_string().as_bytes(),
-        )
-    }
-
-    /// A compact JWS of these header and payload bytes, signed with the leaf's key.
-    fn sign_parts(&self, header: &[u8], payload: &[u8]) -> String {
-        let mut token = URL_SAFE_NO_PAD.encode(header);
-        token.push('.');
-        token.push_str(&URL_SAFE_NO_PAD.encode(payload));
-        let signature = match self.leaf_key.sign(&self.rng, token.as_bytes()) {
-            Ok(signature) => signature,
-            Err(_) => panic!("cannot sign the test App Store payload: no random bytes"),
-        };
-        token.push('.');
-        token.push_str(&URL_SAFE_NO_PAD.encode(signature.as_ref()));
-        token
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apple_demo_signer::DemoSigner;
+    use crate::apple_test_chain::{TestChain, TestSigner};
+    use ring::signature::EcdsaKeyPair;
     use serde_json::json;
     use time::Duration;
 
@@ -1061,7 +785,7 @@ mod tests {
     fn a_signer_written_as_pem_reads_back_and_signs_under_the_same_root() {
         let signer = TestSigner::new();
         let pem = signer.to_pem();
-        let read = TestSigner::from_pem(pem.as_bytes()).unwrap();
+        let read = DemoSigner::from_pem(pem.as_bytes()).unwrap();
         assert_eq!(read.roots(), signer.roots());
         assert_eq!(read.to_pem(), pem);
         let payload = payload();
@@ -1080,7 +804,7 @@ mod tests {
         let signer = TestSigner::new();
         let pem = signer.to_pem();
         let certificates = &pem[..pem.find("-----BEGIN PRIVATE KEY").unwrap()];
-        let err = TestSigner::from_pem(certificates.as_bytes()).unwrap_err();
+        let err = DemoSigner::from_pem(certificates.as_bytes()).unwrap_err();
         assert!(err.to_string().contains("not 3"), "{err}");
         // The key first: block 0 is not a certificate.
         let reordered = format!(
@@ -1088,14 +812,14 @@ mod tests {
             &pem[pem.find("-----BEGIN PRIVATE KEY").unwrap()..],
             certificates
         );
-        let err = TestSigner::from_pem(reordered.as_bytes()).unwrap_err();
+        let err = DemoSigner::from_pem(reordered.as_bytes()).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("PEM block 0: a \"PRIVATE KEY\" block"),
             "{err}"
         );
         // Four certificates: the last is not a key.
-        let err = TestSigner::from_pem(format!("{certificates}{}", signer.root_pem()).as_bytes())
+        let err = DemoSigner::from_pem(format!("{certificates}{}", signer.root_pem()).as_bytes())
             .unwrap_err();
         assert!(err.to_string().starts_with("PEM block 3"), "{err}");
     }

@@ -3,7 +3,10 @@
 
 mod access;
 pub mod admin;
+pub mod apple_demo_signer;
 pub mod apple_jws;
+#[cfg(any(test, feature = "test-util"))]
+pub mod apple_test_chain;
 pub mod authorization;
 pub mod background;
 pub mod client_ip;

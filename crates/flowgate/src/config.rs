@@ -576,8 +576,8 @@ pub struct StoresConfig {
     /// built into the binary.
     pub apple_root_certificates: Vec<std::path::PathBuf>,
     /// Development only: a PEM file holding a generated test root, its chain and the leaf's
-    /// key (`apple_demo_signer::DemoSigner`), created by `flowgate serve` when missing and trusted
-    /// beside the roots above, so that `flowgate demo --traffic` can send signed App Store
+    /// key (`apple_demo_signer::DemoSigner`), created by `flowgate serve` when missing and
+    /// trusted beside the roots above, so that `flowgate demo --traffic` can send signed App Store
     /// notifications. Empty: none. Refused in production.
     pub demo_apple_signer: std::path::PathBuf,
     /// Reports count store transactions bought within this many days of a user's first

@@ -8,7 +8,7 @@ use flowgate_domain::ids::WorkspaceId;
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::people::{AuditAction, NewAuditEntry};
 use flowgate_domain::ports::AuditLog as _;
-use flowgate_http::apple_jws::TestSigner;
+use flowgate_http::apple_demo_signer::DemoSigner;
 use flowgate_store::import::import_text;
 use flowgate_store::import::FileFormat;
 use flowgate_store::{ImportError, Store};
@@ -116,16 +116,17 @@ pub enum DemoError {
 /// `create`, generated and written there when the file does not exist (readable by its owner
 /// only). Concurrent creators agree: the file appears whole, once (written aside, then linked
 /// into place, which fails when another was first), and the loser reads the winner's.
-pub fn apple_signer(path: &Path, create: bool) -> Result<TestSigner, String> {
-    let read = |path: &Path| -> Result<TestSigner, String> {
+pub fn apple_signer(path: &Path, create: bool) -> Result<DemoSigner, String> {
+    let read = |path: &Path| -> Result<DemoSigner, String> {
         let text =
             std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        TestSigner::from_pem(&text).map_err(|e| format!("{}: {e}", path.display()))
+        DemoSigner::from_pem(&text).map_err(|e| format!("{}: {e}", path.display()))
     };
     if !create || path.exists() {
         return read(path);
     }
-    let signer = TestSigner::new();
+    let signer = DemoSigner::generate()
+        .map_err(|e| format!("cannot generate the demo's App Store signer: {e}"))?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

@@ -18,7 +18,7 @@ use flowgate_domain::ports::ResultsSource;
 use futures_util::StreamExt as _;
 use serde_json::{json, Value};
 
-use flowgate_http::apple_jws::TestSigner;
+use flowgate_http::apple_demo_signer::DemoSigner;
 
 use crate::cli::ExitCode;
 use crate::config::Config;
@@ -77,7 +77,7 @@ struct Api {
     base: String,
     key: String,
     webhook: String,
-    apple: Option<TestSigner>,
+    apple: Option<DemoSigner>,
 }
 
 impl Api {
@@ -227,7 +227,7 @@ impl Api {
         &self,
         user: &str,
         b: &Behaviour,
-        signer: &TestSigner,
+        signer: &DemoSigner,
     ) -> Result<(), String> {
         let now = time::OffsetDateTime::now_utc();
         let ms = |t: time::OffsetDateTime| (t.unix_timestamp_nanos() / 1_000_000) as i64;

@@ -132,9 +132,9 @@ impl std::fmt::Debug for SignInTokens {
 }
 
 /// HMAC-SHA-256 (RFC 2104) of `message` under a 32-byte `key`, by RustCrypto's `hmac`.
-fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> hmac::Hmac<sha2::Sha256> {
+fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> hmac::Hmac<hmac_sha2::Sha256> {
     use hmac::{KeyInit, Mac};
-    let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key)
+    let mut mac = <hmac::Hmac<hmac_sha2::Sha256> as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
     mac.update(message);
     mac

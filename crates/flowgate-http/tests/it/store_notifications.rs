@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyType};
 use flowgate_domain::ports::{CatalogSource, KeyStore, SystemClock};
 use flowgate_domain::Catalog;
-use flowgate_http::apple_jws::{TestChain, TestSigner};
+use flowgate_http::apple_test_chain::{TestChain, TestSigner};
 use flowgate_http::{api_app, ApiState, HttpConfig, HttpMetrics, StoreRoutes};
 use flowgate_testkit::TestDb;
 use serde_json::json;

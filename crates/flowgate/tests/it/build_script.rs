@@ -52,6 +52,46 @@ fn head(dir: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// Issue 65: every dependency of every crate of the workspace is declared once, in the root
+/// `Cargo.toml`'s `[workspace.dependencies]`, and taken with `workspace = true` (a crate's
+/// dependency on itself, which turns on its own test features for its tests, aside): one place
+/// says which version the workspace builds and why.
+#[test]
+fn every_crate_takes_its_dependencies_from_the_workspace() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut outside = Vec::new();
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let manifest = entry.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let mut in_dependencies = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_dependencies = line.trim_end_matches(']').ends_with("dependencies");
+                continue;
+            }
+            let Some((name, value)) = line.split_once('=') else {
+                continue;
+            };
+            if !in_dependencies || line.starts_with('#') {
+                continue;
+            }
+            let (name, value) = (name.trim(), value.trim());
+            let from_workspace = name.ends_with(".workspace") || value.contains("workspace = true");
+            let itself = value.contains("path = \".\"");
+            if !from_workspace && !itself {
+                outside.push(format!("{}: {line}", manifest.display()));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "declared outside [workspace.dependencies]:\n{}",
+        outside.join("\n")
+    );
+}
+
 #[test]
 fn the_build_script_reruns_when_head_moves_and_only_then() {
     let tmp = tempfile::tempdir().unwrap();

@@ -5,9 +5,11 @@ use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
 mod abuse;
 mod browser;
+mod build_script;
 mod cache;
 mod catalog;
 mod console;
+mod console_comments;
 mod console_roles;
 mod console_rollouts;
 mod console_schedule;
