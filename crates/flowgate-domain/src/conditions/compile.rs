@@ -601,54 +601,9 @@ impl<'p> Compiler<'p> {
 
     fn operator(&mut self, op: &str, operand: &Value, depth: usize) -> Op {
         match op {
-            "$veq" | "$vne" | "$vgt" | "$vgte" | "$vlt" | "$vlte" => {
-                if !matches!(operand, Value::String(_) | Value::Number(_)) {
-                    self.error(format!(
-                        "{op} expects a version string, not {}",
-                        shown(operand)
-                    ));
-                }
-                let kind = match op {
-                    "$veq" => VersionOp::Eq,
-                    "$vne" => VersionOp::Ne,
-                    "$vgt" => VersionOp::Gt,
-                    "$vgte" => VersionOp::Gte,
-                    "$vlt" => VersionOp::Lt,
-                    _ => VersionOp::Lte,
-                };
-                Op::Version(kind, js::padded_version(operand))
-            }
-            "$eq" | "$ne" => {
-                let strict = match operand {
-                    Value::Array(_) | Value::Object(_) => {
-                        self.error(format!(
-                            "{op} compares with ===, so an array or object operand never equals an attribute"
-                        ));
-                        StrictOperand::Never
-                    }
-                    other => StrictOperand::Value(other.clone()),
-                };
-                Op::Eq(op == "$eq", strict)
-            }
-            "$lt" | "$lte" | "$gt" | "$gte" => {
-                if !matches!(operand, Value::String(_) | Value::Number(_)) {
-                    self.error(format!(
-                        "{op} expects a number or a string, not {}",
-                        shown(operand)
-                    ));
-                }
-                let kind = match op {
-                    "$lt" => RelOp::Lt,
-                    "$lte" => RelOp::Lte,
-                    "$gt" => RelOp::Gt,
-                    _ => RelOp::Gte,
-                };
-                let operand = match js::to_primitive(operand) {
-                    Primitive::Str(s) => RelOperand::Str((*s).into(), js::string_to_number(&s)),
-                    Primitive::Num(x) => RelOperand::Num(x),
-                };
-                Op::Rel(kind, operand)
-            }
+            "$veq" | "$vne" | "$vgt" | "$vgte" | "$vlt" | "$vlte" => self.version_op(op, operand),
+            "$eq" | "$ne" => self.eq_op(op, operand),
+            "$lt" | "$lte" | "$gt" | "$gte" => self.rel_op(op, operand),
             "$exists" => {
                 if !operand.is_boolean() {
                     self.error(format!(
@@ -658,30 +613,7 @@ impl<'p> Compiler<'p> {
                 }
                 Op::Exists(js::truthy(operand))
             }
-            "$in" | "$nin" | "$ini" | "$nini" => {
-                let negate = op == "$nin" || op == "$nini";
-                let fold = op == "$ini" || op == "$nini";
-                let Value::Array(items) = operand else {
-                    self.error(format!(
-                        "{op} expects an array of values, not {}",
-                        shown(operand)
-                    ));
-                    return Op::Const(false);
-                };
-                for (i, item) in items.iter().enumerate() {
-                    if matches!(item, Value::Array(_) | Value::Object(_)) {
-                        self.at(i.to_string(), |c| {
-                            c.error(format!(
-                                "{op} compares with ===, so an array or object element never matches"
-                            ));
-                        });
-                    }
-                }
-                Op::In {
-                    set: InSet::new(items, fold),
-                    negate,
-                }
-            }
+            "$in" | "$nin" | "$ini" | "$nini" => self.in_op(op, operand),
             "$inGroup" | "$notInGroup" => {
                 if !operand.is_string() {
                     self.error(format!(
@@ -695,105 +627,206 @@ impl<'p> Compiler<'p> {
                 }
             }
             "$not" => Op::Not(self.test(operand, depth + 1, false)),
-            "$size" => {
-                match operand {
-                    Value::Number(n) => {
-                        let x = js::number_value(n);
-                        if x < 0.0 || x.fract() != 0.0 {
-                            self.error(format!(
-                                "$size expects a non-negative integer or an operator object, not {}",
-                                shown(operand)
-                            ));
-                        }
-                    }
-                    Value::Object(map) if is_operator_object(map) => {}
-                    _ => self.error(format!(
-                        "$size expects a non-negative integer or an operator object, not {}",
-                        shown(operand)
-                    )),
-                }
-                Op::Size(self.test(operand, depth + 1, false))
-            }
-            "$elemMatch" => match operand {
-                Value::Null => {
-                    self.error(
-                        "$elemMatch expects an operator object or a condition object, not null",
-                    );
-                    Op::ElemMatch(ElemMatch::Abort)
-                }
-                Value::Object(map) if is_operator_object(map) => {
-                    Op::ElemMatch(ElemMatch::Test(self.test(operand, depth + 1, false)))
-                }
-                // `isOperatorObject` is false for anything else, so each element is matched
-                // as the attributes of a nested document.
-                _ => Op::ElemMatch(ElemMatch::Doc(self.doc(operand, depth + 1))),
-            },
-            "$all" | "$alli" => {
-                let Value::Array(items) = operand else {
-                    self.error(format!(
-                        "{op} expects an array of values, not {}",
-                        shown(operand)
-                    ));
-                    return Op::Const(false);
-                };
-                let fold = op == "$alli";
-                Op::All(
-                    items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, item)| self.at(i.to_string(), |c| c.test(item, depth + 1, fold)))
-                        .collect(),
-                )
-            }
-            "$regex" | "$regexi" => {
-                let Value::String(pattern) = operand else {
-                    self.error(format!(
-                        "{op} expects a pattern string, not {}",
-                        shown(operand)
-                    ));
-                    return Op::Regex(None);
-                };
-                if pattern.len() > MAX_PATTERN_BYTES {
-                    self.error(format!(
-                        "pattern is {} bytes long; at most {MAX_PATTERN_BYTES} are accepted",
-                        pattern.len()
-                    ));
-                }
-                match self.patterns.get(pattern, op == "$regexi") {
-                    Ok(regex) => Op::Regex(Some(regex)),
-                    Err(PatternError::Invalid(why)) => {
-                        self.error(format!(
-                            "invalid regular expression {}: {why}",
-                            shown_str(pattern)
-                        ));
-                        Op::Regex(None)
-                    }
-                    Err(PatternError::Unsupported(why)) => {
-                        self.error(format!(
-                            "unsupported regular expression {}: {why}",
-                            shown_str(pattern)
-                        ));
-                        Op::Regex(None)
-                    }
-                }
-            }
-            "$type" => match operand {
-                Value::String(name) => {
-                    if !TYPE_NAMES.contains(&name.as_str()) {
-                        self.error(format!(
-                            "$type {name:?} never matches; expected one of {}",
-                            TYPE_NAMES.join(", ")
-                        ));
-                    }
-                    Op::Type(name.as_str().into())
-                }
-                _ => {
-                    self.error(format!("$type expects a type name, not {}", shown(operand)));
-                    Op::Const(false)
-                }
-            },
+            "$size" => self.size_op(operand, depth),
+            "$elemMatch" => self.elem_match_op(operand, depth),
+            "$all" | "$alli" => self.all_op(op, operand, depth),
+            "$regex" | "$regexi" => self.regex_op(op, operand),
+            "$type" => self.type_op(operand),
             _ => {
                 self.error(format!("unknown operator {op}"));
+                Op::Const(false)
+            }
+        }
+    }
+
+    /// `$veq`, `$vne`, `$vgt`, `$vgte`, `$vlt` and `$vlte`: a comparison of padded versions.
+    fn version_op(&mut self, op: &str, operand: &Value) -> Op {
+        if !matches!(operand, Value::String(_) | Value::Number(_)) {
+            self.error(format!(
+                "{op} expects a version string, not {}",
+                shown(operand)
+            ));
+        }
+        let kind = match op {
+            "$veq" => VersionOp::Eq,
+            "$vne" => VersionOp::Ne,
+            "$vgt" => VersionOp::Gt,
+            "$vgte" => VersionOp::Gte,
+            "$vlt" => VersionOp::Lt,
+            _ => VersionOp::Lte,
+        };
+        Op::Version(kind, js::padded_version(operand))
+    }
+
+    /// `$eq` and `$ne`: JavaScript's `===`, which an array or object operand never passes.
+    fn eq_op(&mut self, op: &str, operand: &Value) -> Op {
+        let strict = match operand {
+            Value::Array(_) | Value::Object(_) => {
+                self.error(format!(
+                    "{op} compares with ===, so an array or object operand never equals an attribute"
+                ));
+                StrictOperand::Never
+            }
+            other => StrictOperand::Value(other.clone()),
+        };
+        Op::Eq(op == "$eq", strict)
+    }
+
+    /// `$lt`, `$lte`, `$gt` and `$gte`: JavaScript's relational comparison with the operand's
+    /// primitive.
+    fn rel_op(&mut self, op: &str, operand: &Value) -> Op {
+        if !matches!(operand, Value::String(_) | Value::Number(_)) {
+            self.error(format!(
+                "{op} expects a number or a string, not {}",
+                shown(operand)
+            ));
+        }
+        let kind = match op {
+            "$lt" => RelOp::Lt,
+            "$lte" => RelOp::Lte,
+            "$gt" => RelOp::Gt,
+            _ => RelOp::Gte,
+        };
+        let operand = match js::to_primitive(operand) {
+            Primitive::Str(s) => RelOperand::Str((*s).into(), js::string_to_number(&s)),
+            Primitive::Num(x) => RelOperand::Num(x),
+        };
+        Op::Rel(kind, operand)
+    }
+
+    /// `$in`, `$nin`, `$ini` and `$nini`: membership in an array of values, case-folded for
+    /// the `i` forms.
+    fn in_op(&mut self, op: &str, operand: &Value) -> Op {
+        let negate = op == "$nin" || op == "$nini";
+        let fold = op == "$ini" || op == "$nini";
+        let Value::Array(items) = operand else {
+            self.error(format!(
+                "{op} expects an array of values, not {}",
+                shown(operand)
+            ));
+            return Op::Const(false);
+        };
+        for (i, item) in items.iter().enumerate() {
+            if matches!(item, Value::Array(_) | Value::Object(_)) {
+                self.at(i.to_string(), |c| {
+                    c.error(format!(
+                        "{op} compares with ===, so an array or object element never matches"
+                    ));
+                });
+            }
+        }
+        Op::In {
+            set: InSet::new(items, fold),
+            negate,
+        }
+    }
+
+    /// `$size`: the test an array's length must pass.
+    fn size_op(&mut self, operand: &Value, depth: usize) -> Op {
+        match operand {
+            Value::Number(n) => {
+                let x = js::number_value(n);
+                if x < 0.0 || x.fract() != 0.0 {
+                    self.error(format!(
+                        "$size expects a non-negative integer or an operator object, not {}",
+                        shown(operand)
+                    ));
+                }
+            }
+            Value::Object(map) if is_operator_object(map) => {}
+            _ => self.error(format!(
+                "$size expects a non-negative integer or an operator object, not {}",
+                shown(operand)
+            )),
+        }
+        Op::Size(self.test(operand, depth + 1, false))
+    }
+
+    /// `$elemMatch`: the test, or the nested document, some element of an array must pass.
+    fn elem_match_op(&mut self, operand: &Value, depth: usize) -> Op {
+        match operand {
+            Value::Null => {
+                self.error("$elemMatch expects an operator object or a condition object, not null");
+                Op::ElemMatch(ElemMatch::Abort)
+            }
+            Value::Object(map) if is_operator_object(map) => {
+                Op::ElemMatch(ElemMatch::Test(self.test(operand, depth + 1, false)))
+            }
+            // `isOperatorObject` is false for anything else, so each element is matched as the
+            // attributes of a nested document.
+            _ => Op::ElemMatch(ElemMatch::Doc(self.doc(operand, depth + 1))),
+        }
+    }
+
+    /// `$all` and `$alli`: every test some element of an array must pass, case-folded for
+    /// `$alli`.
+    fn all_op(&mut self, op: &str, operand: &Value, depth: usize) -> Op {
+        let Value::Array(items) = operand else {
+            self.error(format!(
+                "{op} expects an array of values, not {}",
+                shown(operand)
+            ));
+            return Op::Const(false);
+        };
+        let fold = op == "$alli";
+        Op::All(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| self.at(i.to_string(), |c| c.test(item, depth + 1, fold)))
+                .collect(),
+        )
+    }
+
+    /// `$regex` and `$regexi`: a pattern of at most [`MAX_PATTERN_BYTES`], compiled once per
+    /// build; `None` (never matches) when it does not compile.
+    fn regex_op(&mut self, op: &str, operand: &Value) -> Op {
+        let Value::String(pattern) = operand else {
+            self.error(format!(
+                "{op} expects a pattern string, not {}",
+                shown(operand)
+            ));
+            return Op::Regex(None);
+        };
+        if pattern.len() > MAX_PATTERN_BYTES {
+            self.error(format!(
+                "pattern is {} bytes long; at most {MAX_PATTERN_BYTES} are accepted",
+                pattern.len()
+            ));
+        }
+        match self.patterns.get(pattern, op == "$regexi") {
+            Ok(regex) => Op::Regex(Some(regex)),
+            Err(PatternError::Invalid(why)) => {
+                self.error(format!(
+                    "invalid regular expression {}: {why}",
+                    shown_str(pattern)
+                ));
+                Op::Regex(None)
+            }
+            Err(PatternError::Unsupported(why)) => {
+                self.error(format!(
+                    "unsupported regular expression {}: {why}",
+                    shown_str(pattern)
+                ));
+                Op::Regex(None)
+            }
+        }
+    }
+
+    /// `$type`: the name `getType` returns for the attribute.
+    fn type_op(&mut self, operand: &Value) -> Op {
+        match operand {
+            Value::String(name) => {
+                if !TYPE_NAMES.contains(&name.as_str()) {
+                    self.error(format!(
+                        "$type {name:?} never matches; expected one of {}",
+                        TYPE_NAMES.join(", ")
+                    ));
+                }
+                Op::Type(name.as_str().into())
+            }
+            _ => {
+                self.error(format!("$type expects a type name, not {}", shown(operand)));
                 Op::Const(false)
             }
         }
