@@ -442,6 +442,10 @@ impl Listeners {
         let admin = HttpServer::new(move || admin_app(admin_state.clone()))
             .workers(1)
             .disable_signals()
+            // A client that closes its side has left: its request is dropped, so a console
+            // password post waiting for its turn starts no hash (issue 65). No HTTP client of
+            // an admin endpoint half-closes and then waits for the answer.
+            .h1_allow_half_closed(false)
             .bind(admin_addr)
             .map_err(|e| {
                 tracing::error!(address = %admin_addr, error = %e, "cannot listen for the admin endpoints");

@@ -7,8 +7,9 @@
 //! background runtime, and at most [`QUEUED_HASHES`] more wait for their turn, each for at most
 //! [`QUEUE_WAIT`]. Past that, or after that wait, the post is refused at once with 503
 //! problem+json (`overloaded`) and `Retry-After` ([`BUSY_RETRY_AFTER_SECS`]), nothing hashed.
-//! The wait for a turn is part of the request: a client that leaves drops it, and its turn is
-//! never taken, so abandoned posts do not pile up work. A hash that has started finishes (its
+//! The wait for a turn is part of the request: a client that leaves drops it (the binary's
+//! admin listener does not allow half-closed connections, so a client that closes its side
+//! ends its request), and its turn is never taken, so abandoned posts do not pile up work. A hash that has started finishes (its
 //! turn is held by the work itself, not by the request), so the memory of the hashes running
 //! is bounded whatever the clients do.
 

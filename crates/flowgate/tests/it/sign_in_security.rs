@@ -278,6 +278,51 @@ async fn password_work_is_checked_bounded_and_budgeted() {
     assert_eq!(blocked.status, 429, "{}", blocked.body);
 }
 
+/// Sends `post` from its address and closes the connection at once, without an answer.
+fn abandon(addr: SocketAddr, (from, cookie, fields): Post) {
+    let body: Vec<String> = fields
+        .iter()
+        .map(|(n, v)| format!("{n}={}", encode(v)))
+        .collect();
+    let body = body.join("&");
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: IpAddr = from.parse().unwrap();
+    socket.bind(&SocketAddr::new(from, 0).into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    let head = format!(
+        "POST /console/sign-in HTTP/1.1\r\nHost: {addr}\r\nContent-Type: \
+         application/x-www-form-urlencoded\r\nCookie: {cookie}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    drop(stream);
+}
+
+/// Item 1: posts whose clients left while waiting for a turn start no hash and give their
+/// places back: ten abandoned posts (two running, eight waiting) leave room for eight more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_password_posts_give_their_places_back() {
+    let s = Served::start_on(Backend::Sqlite, &[("FLOWGATE__ADMIN__TOKEN", TOKEN)])
+        .await
+        .unwrap();
+    let addr = s.admin;
+    let left: Vec<Post> = (0..10)
+        .map(|n| wrong_password("127.0.0.60", addr, &format!("gone{n}@example.com")))
+        .collect();
+    let kept: Vec<Post> = (0..8)
+        .map(|n| wrong_password("127.0.0.61", addr, &format!("kept{n}@example.com")))
+        .collect();
+    for post in left {
+        abandon(addr, post);
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let answers = all_at_once(addr, kept);
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [401; 8], "the abandoned posts' places were free");
+}
+
 /// Item 6 (and the 429s of item 11): concurrent wrong passwords of one account from one
 /// address are checked no more than the limit; the owner from another address still signs
 /// in; the refusals are recorded.
