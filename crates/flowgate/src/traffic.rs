@@ -386,7 +386,6 @@ pub async fn traffic(
         "flowgate: {users} users sent to {base}: {} in the experiment, {} events accepted, {} rejected",
         sent.exposed, sent.accepted, sent.rejected
     );
-    // The events are stored in batches: wait until the experiment's exposures are all there.
     let reader = match crate::adapters::results_reader(config) {
         Ok(reader) => reader,
         Err(code) => return code,
@@ -395,30 +394,7 @@ pub async fn traffic(
         Ok(app) => (app, demo::EXPERIMENT.to_owned()),
         Err(_) => return ExitCode::Failure,
     };
-    let experiment_id: Option<ExperimentId> = experiment.parse().ok();
-    let counted = flowgate_domain::results::ExposureCountQuery {
-        app_id: app,
-        experiments: experiment_id
-            .map(|id| {
-                let variants = demo::VARIANTS.iter().filter_map(|v| v.parse().ok());
-                (id, variants.collect())
-            })
-            .into_iter()
-            .collect(),
-        to: time::OffsetDateTime::now_utc() + Duration::from_secs(3600),
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut stored = 0;
-    while std::time::Instant::now() < deadline {
-        stored = match (reader.exposure_counts(&counted).await, experiment_id) {
-            (Ok(counts), Some(id)) => counts.get(&id).copied().unwrap_or(0),
-            _ => 0,
-        };
-        if stored >= sent.exposed {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let stored = wait_stored(&reader, app, &experiment, sent.exposed).await;
     if stored < sent.exposed {
         errln!(
             "flowgate: {stored} of the {} exposed users are stored after 30 s; the report shows \
@@ -442,6 +418,41 @@ pub async fn traffic(
         },
     )
     .await
+}
+
+/// The demo experiment's exposed users stored, once they are `exposed` or after 30 s: the
+/// events are stored in batches, after the requests were answered.
+async fn wait_stored(
+    reader: &flowgate_store::ResultsReader,
+    app: AppId,
+    experiment: &str,
+    exposed: u64,
+) -> u64 {
+    let experiment_id: Option<ExperimentId> = experiment.parse().ok();
+    let counted = flowgate_domain::results::ExposureCountQuery {
+        app_id: app,
+        experiments: experiment_id
+            .map(|id| {
+                let variants = demo::VARIANTS.iter().filter_map(|v| v.parse().ok());
+                (id, variants.collect())
+            })
+            .into_iter()
+            .collect(),
+        to: time::OffsetDateTime::now_utc() + Duration::from_secs(3600),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut stored = 0;
+    while std::time::Instant::now() < deadline {
+        stored = match (reader.exposure_counts(&counted).await, experiment_id) {
+            (Ok(counts), Some(id)) => counts.get(&id).copied().unwrap_or(0),
+            _ => 0,
+        };
+        if stored >= exposed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    stored
 }
 
 /// Sends the users, `CONCURRENCY` at a time, after waiting for the server to know the key.
