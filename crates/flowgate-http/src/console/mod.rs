@@ -1355,6 +1355,13 @@ async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpRe
             name.chars().count()
         ));
     }
+    // A NUL fails every write on PostgreSQL, as if the store were down: refused here, quoted.
+    if !flowgate_domain::events::is_storable_text(name) {
+        return invalid(format!(
+            "A key's name cannot hold a NUL character (U+0000), which the store cannot keep: {}",
+            crate::problem::quoted(name)
+        ));
+    }
     match console
         .backend
         .create_key(workspace, environment, key_type, name.to_owned())

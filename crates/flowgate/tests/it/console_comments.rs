@@ -101,4 +101,25 @@ async fn a_console_comment_with_a_nul_character_is_refused_on_postgresql() {
     let rollouts = listed(&s, "rollouts");
     assert_eq!(rollouts.len(), 1);
     assert_eq!(rollouts[0]["state"], "running", "not paused");
+
+    // A key's name, the console's other free text that reaches the store, likewise.
+    let (ada, ada_csrf) = person(&s, "ada@example.com", "admin");
+    let answer = post(
+        addr,
+        "/console/keys",
+        &ada,
+        &[
+            ("csrf", &ada_csrf),
+            ("workspace", fixtures::WS1),
+            ("environment", "test"),
+            ("type", "sdk"),
+            ("name", "key\0name"),
+        ],
+    );
+    assert_eq!(answer.status, 400, "{}", answer.body);
+    assert!(
+        answer.body.contains("NUL character (U+0000)") && answer.body.contains(r"key\0name"),
+        "{}",
+        answer.body
+    );
 }
