@@ -221,155 +221,227 @@ pub fn validate_event(
     for field in EVENT_FIELDS.iter().filter(|f| f.is_required()) {
         cx.required_str(field.name())?;
     }
-    let required = |field: &'static str| cx.required_str(field);
+    // The checks below run in the order D7 lists them, each helper once per event, so the
+    // first failure is the same as when they were one function.
+    let ids = cx.ids()?;
+    cx.check_app_and_version(app, versions, &ids)?;
+    let columns = cx.texts()?;
+    let device_platform = cx.vocabularies()?;
+    let event_type = cx.event_type()?;
+    let occurred_at = cx.timestamp(cx.required_str("timestamp")?, now, limits)?;
+    cx.numbers()?;
+    cx.properties()?;
+    cx.stored(
+        Checked {
+            ids,
+            device_platform,
+            event_type,
+            occurred_at,
+        },
+        columns,
+    )
+}
 
-    // D7: the four ids are hyphenated UUIDs of any version.
-    let event_id = EventId(cx.uuid("event_id", required("event_id")?)?);
-    let app_id = AppId(cx.uuid("app_id", required("app_id")?)?);
-    let flow_id = FlowId(cx.uuid("flow_id", required("flow_id")?)?);
-    let flow_version_id = FlowVersionId(cx.uuid("flow_version_id", required("flow_version_id")?)?);
+/// The setter of an optional text column of [`AnalyticsEvent`] (see `schema`'s table).
+type SetColumn = fn(AnalyticsEvent, Option<String>) -> AnalyticsEvent;
 
-    // D7: the URL's app is authoritative.
-    if app_id != app {
-        return Err(cx.fail(
-            EventErrorCode::AppMismatch,
-            "app_id",
-            "`app_id` must equal the app in the URL",
-        ));
+/// An event's four ids, each a hyphenated UUID (D7).
+struct Ids {
+    event_id: EventId,
+    app_id: AppId,
+    flow_id: FlowId,
+    flow_version_id: FlowVersionId,
+}
+
+/// What the checks of an event read into typed values, for the stored event.
+struct Checked {
+    ids: Ids,
+    device_platform: Platform,
+    event_type: EventType,
+    occurred_at: OffsetDateTime,
+}
+
+impl<'a> Event<'a> {
+    /// D7: the four ids are hyphenated UUIDs of any version.
+    #[inline]
+    fn ids(&self) -> Result<Ids, EventError> {
+        // Struct fields are evaluated in the order written, so the ids are checked in D7's.
+        Ok(Ids {
+            event_id: EventId(self.uuid("event_id", self.required_str("event_id")?)?),
+            app_id: AppId(self.uuid("app_id", self.required_str("app_id")?)?),
+            flow_id: FlowId(self.uuid("flow_id", self.required_str("flow_id")?)?),
+            flow_version_id: FlowVersionId(
+                self.uuid("flow_version_id", self.required_str("flow_version_id")?)?,
+            ),
+        })
     }
-    // D7: the version must exist in this app (published or not) and belong
-    // to the event's flow, so analytics never attribute an event to another app's flow.
-    match versions.flow_of_version(app, flow_version_id) {
-        None => {
-            return Err(cx.fail(
+
+    /// D7: the URL's app is authoritative, and the version must exist in this app (published
+    /// or not) and belong to the event's flow, so analytics never attribute an event to another
+    /// app's flow.
+    #[inline]
+    fn check_app_and_version(
+        &self,
+        app: AppId,
+        versions: &(impl FlowVersionLookup + ?Sized),
+        ids: &Ids,
+    ) -> Result<(), EventError> {
+        if ids.app_id != app {
+            return Err(self.fail(
+                EventErrorCode::AppMismatch,
+                "app_id",
+                "`app_id` must equal the app in the URL",
+            ));
+        }
+        match versions.flow_of_version(app, ids.flow_version_id) {
+            None => Err(self.fail(
                 EventErrorCode::UnknownFlowVersion,
                 "flow_version_id",
                 "`flow_version_id` is not a flow version of this app",
-            ))
-        }
-        Some(owner) if owner != flow_id => {
-            return Err(cx.fail(
+            )),
+            Some(owner) if owner != ids.flow_id => Err(self.fail(
                 EventErrorCode::FlowMismatch,
                 "flow_version_id",
                 "`flow_version_id` does not belong to `flow_id`",
-            ))
+            )),
+            Some(_) => Ok(()),
         }
-        Some(_) => {}
     }
 
-    // D7: string lengths, counted in characters, and text the store can keep: the required
-    // strings first, then each optional string's type and rules, in the table's order.
-    let texts = EVENT_FIELDS.iter().filter_map(|f| match f.kind() {
-        FieldKind::Text { min, max } => Some((f, min, max)),
-        _ => None,
-    });
-    for (field, min, max) in texts.clone().filter(|(f, ..)| f.is_required()) {
-        cx.text(field.name(), required(field.name())?, min, max)?;
-    }
-    let mut columns = Vec::new();
-    for (field, min, max) in texts.filter(|(f, ..)| !f.is_required()) {
-        if let Some(value) = cx.optional_str(field.name())? {
-            cx.text(field.name(), value, min, max)?;
-            if let Some(set) = field.set_text() {
-                columns.push((set, value));
+    /// D7: string lengths, counted in characters, and text the store can keep: the required
+    /// strings first, then each optional string's type and rules, in the table's order. Returns
+    /// the optional strings that have a column of their own, with the column's setter.
+    #[inline]
+    fn texts(&self) -> Result<Vec<(SetColumn, &'a str)>, EventError> {
+        let texts = EVENT_FIELDS.iter().filter_map(|f| match f.kind() {
+            FieldKind::Text { min, max } => Some((f, min, max)),
+            _ => None,
+        });
+        for (field, min, max) in texts.clone().filter(|(f, ..)| f.is_required()) {
+            self.text(field.name(), self.required_str(field.name())?, min, max)?;
+        }
+        let mut columns = Vec::new();
+        for (field, min, max) in texts.filter(|(f, ..)| !f.is_required()) {
+            if let Some(value) = self.optional_str(field.name())? {
+                self.text(field.name(), value, min, max)?;
+                if let Some(set) = field.set_text() {
+                    columns.push((set, value));
+                }
             }
         }
+        Ok(columns)
     }
 
-    // D7: the closed vocabularies.
-    let Some(device_platform) = Platform::parse(required("device_platform")?) else {
-        return Err(cx.fail(
-            EventErrorCode::InvalidPlatform,
-            "device_platform",
-            "`device_platform` must be one of `ios`, `android`, `web`",
-        ));
-    };
-    let renderer_mode = cx.optional_str("renderer_mode")?;
-    if renderer_mode.is_some_and(|mode| !RENDERER_MODES.contains(&mode)) {
-        return Err(cx.fail(
-            EventErrorCode::InvalidRendererMode,
-            "renderer_mode",
-            "`renderer_mode` must be `native` or `web`",
-        ));
+    /// D7: the closed vocabularies, `device_platform` (returned) and `renderer_mode`.
+    #[inline]
+    fn vocabularies(&self) -> Result<Platform, EventError> {
+        let Some(device_platform) = Platform::parse(self.required_str("device_platform")?) else {
+            return Err(self.fail(
+                EventErrorCode::InvalidPlatform,
+                "device_platform",
+                "`device_platform` must be one of `ios`, `android`, `web`",
+            ));
+        };
+        let renderer_mode = self.optional_str("renderer_mode")?;
+        if renderer_mode.is_some_and(|mode| !RENDERER_MODES.contains(&mode)) {
+            return Err(self.fail(
+                EventErrorCode::InvalidRendererMode,
+                "renderer_mode",
+                "`renderer_mode` must be `native` or `web`",
+            ));
+        }
+        Ok(device_platform)
     }
 
-    // D7: a recognized type, and never one only the server records (D8).
-    let event_type = match EventType::parse(required("event_type")?) {
-        None => {
-            return Err(cx.fail(
+    /// D7: a recognized type, and never one only the server records (D8).
+    #[inline]
+    fn event_type(&self) -> Result<EventType, EventError> {
+        match EventType::parse(self.required_str("event_type")?) {
+            None => Err(self.fail(
                 EventErrorCode::UnknownEventType,
                 "event_type",
                 "`event_type` is not a recognized event type",
-            ))
-        }
-        Some(t) if t.is_server_only() => {
-            return Err(cx.fail(
+            )),
+            Some(t) if t.is_server_only() => Err(self.fail(
                 EventErrorCode::ServerOnlyEventType,
                 "event_type",
                 format!("`{}` is recorded by the server only", t.as_str()),
-            ))
-        }
-        Some(t) => t,
-    };
-
-    let occurred_at = cx.timestamp(required("timestamp")?, now, limits)?;
-
-    // D7: numeric rules. Only the checks matter here; the values are copied into the payload
-    // unchanged below.
-    for field in EVENT_FIELDS {
-        if let FieldKind::Integer { min } = field.kind() {
-            cx.optional_integer(field.name(), min)?;
+            )),
+            Some(t) => Ok(t),
         }
     }
-    let revenue = cx.optional_number("revenue")?;
-    check_revenue(revenue)
-        .map_err(|message| cx.fail(EventErrorCode::InvalidNumber, "revenue", message))?;
-    let currency = cx.optional_str("currency")?;
-    if revenue.is_some() && currency.is_none() {
-        return Err(cx.fail(
-            EventErrorCode::CurrencyRequired,
-            "currency",
-            "`currency` is required when `revenue` is present",
-        ));
-    }
-    // A currency sent without revenue is still checked: a malformed value is a client bug
-    // either way, and storing it would poison revenue reports later.
-    if currency.is_some_and(|c| !is_currency_code(c)) {
-        return Err(cx.fail(
-            EventErrorCode::InvalidCurrency,
-            "currency",
-            "`currency` must be three upper-case ASCII letters (ISO 4217)",
-        ));
-    }
 
-    cx.properties()?;
-
-    // Everything is valid: build the stored event. Typed columns take the identity and routing
-    // fields; every member the table keeps in the payload goes there under its wire name, and
-    // unknown members are dropped (D7: ignored, not stored).
-    let mut payload = Map::new();
-    for field in EVENT_FIELDS.iter().filter(|f| f.kept() == Kept::Payload) {
-        if let Some(value) = cx.optional(field.name()) {
-            payload.insert(field.name().to_owned(), value.clone());
+    /// D7: numeric rules, and the currency that goes with revenue. Only the checks matter
+    /// here; the values are copied into the payload unchanged by [`Event::stored`].
+    #[inline]
+    fn numbers(&self) -> Result<(), EventError> {
+        for field in EVENT_FIELDS {
+            if let FieldKind::Integer { min } = field.kind() {
+                self.optional_integer(field.name(), min)?;
+            }
         }
+        let revenue = self.optional_number("revenue")?;
+        check_revenue(revenue)
+            .map_err(|message| self.fail(EventErrorCode::InvalidNumber, "revenue", message))?;
+        let currency = self.optional_str("currency")?;
+        if revenue.is_some() && currency.is_none() {
+            return Err(self.fail(
+                EventErrorCode::CurrencyRequired,
+                "currency",
+                "`currency` is required when `revenue` is present",
+            ));
+        }
+        // A currency sent without revenue is still checked: a malformed value is a client bug
+        // either way, and storing it would poison revenue reports later.
+        if currency.is_some_and(|c| !is_currency_code(c)) {
+            return Err(self.fail(
+                EventErrorCode::InvalidCurrency,
+                "currency",
+                "`currency` must be three upper-case ASCII letters (ISO 4217)",
+            ));
+        }
+        Ok(())
     }
-    let event = AnalyticsEvent::new(
-        event_id,
-        EventSource::Sdk,
-        event_type,
-        app_id,
-        required("user_id")?,
-        required("session_id")?,
-        device_platform,
-        occurred_at,
-    )
-    .with_flow_id(Some(flow_id))
-    .with_flow_version_id(Some(flow_version_id))
-    .with_sdk_version(Some(required("sdk_version")?.to_owned()))
-    .with_payload(payload);
-    Ok(columns.into_iter().fold(event, |event, (set, value)| {
-        set(event, Some(value.to_owned()))
-    }))
+
+    /// The stored event of a valid one. Typed columns take the identity and routing fields;
+    /// every member the table keeps in the payload goes there under its wire name, and unknown
+    /// members are dropped (D7: ignored, not stored).
+    #[inline]
+    fn stored(
+        &self,
+        checked: Checked,
+        columns: Vec<(SetColumn, &'a str)>,
+    ) -> Result<AnalyticsEvent, EventError> {
+        let mut payload = Map::new();
+        for field in EVENT_FIELDS.iter().filter(|f| f.kept() == Kept::Payload) {
+            if let Some(value) = self.optional(field.name()) {
+                payload.insert(field.name().to_owned(), value.clone());
+            }
+        }
+        let Checked {
+            ids,
+            device_platform,
+            event_type,
+            occurred_at,
+        } = checked;
+        let event = AnalyticsEvent::new(
+            ids.event_id,
+            EventSource::Sdk,
+            event_type,
+            ids.app_id,
+            self.required_str("user_id")?,
+            self.required_str("session_id")?,
+            device_platform,
+            occurred_at,
+        )
+        .with_flow_id(Some(ids.flow_id))
+        .with_flow_version_id(Some(ids.flow_version_id))
+        .with_sdk_version(Some(self.required_str("sdk_version")?.to_owned()))
+        .with_payload(payload);
+        Ok(columns.into_iter().fold(event, |event, (set, value)| {
+            set(event, Some(value.to_owned()))
+        }))
+    }
 }
 
 /// The event object being validated, with the `event_id` to report in errors.
