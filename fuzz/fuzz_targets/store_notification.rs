@@ -2,7 +2,8 @@
 //! (against Apple's root: nothing forged verifies), and any JSON through the readers of
 //! Apple's decoded parts and RevenueCat's webhook body. Invariants: nothing panics; a refusal
 //! has a code (Apple) or a pointer and a message (readers); a read transaction's price is a
-//! finite non-negative amount and its currency empty or three upper-case letters.
+//! finite non-negative amount, its currency empty or three upper-case letters, and its
+//! purchase date within the years 0 to 9999 that both stores hold.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -22,6 +23,7 @@ fn check(read: &StoreNotification) {
     if let Some(t) = &read.transaction {
         assert!(t.price.is_finite() && t.price >= 0.0);
         assert!(t.currency.is_empty() || (t.currency.len() == 3 && t.currency.bytes().all(|b| b.is_ascii_uppercase())));
+        assert!((0..=9999).contains(&t.purchased_at.year()));
     }
 }
 
