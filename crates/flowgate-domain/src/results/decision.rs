@@ -29,19 +29,63 @@ use crate::ids::VariantId;
 /// report lacks is named in a `metric_missing` reason and never read as worse or better; without
 /// its primary metric nothing ships (`keep_running`).
 pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decision {
-    let decision = |verdict, variant_id, reasons| Decision {
+    if let Some(decision) = srm(report) {
+        return decision;
+    }
+    if let Some(decision) = too_few_users(report, settings) {
+        return decision;
+    }
+
+    let names = Names(report);
+    let mut missing = Vec::new();
+    let mut guardrails_worse = guardrails_worse(report, settings, &names, &mut missing);
+    let primary = find_metric(report, &settings.primary_metric);
+    if primary.is_none() {
+        missing.push(metric_missing(&settings.primary_metric, "primary"));
+    }
+    if let Some(first) = guardrails_worse.first() {
+        let variant_id = first.variant_id;
+        guardrails_worse.append(&mut missing);
+        return decision(Verdict::RollBack, variant_id, guardrails_worse);
+    }
+    let Some(primary) = primary else {
+        return decision(Verdict::KeepRunning, None, missing);
+    };
+
+    let treatments = estimates(primary);
+    if let Some(mut reasons) = primary_worse_everywhere(&names, primary, &treatments) {
+        reasons.append(&mut missing);
+        return decision(Verdict::RollBack, None, reasons);
+    }
+    if let Some((winner, mut reasons)) = ship(&names, primary, &treatments, &guardrails_worse) {
+        reasons.append(&mut missing);
+        return decision(Verdict::Ship, Some(winner), reasons);
+    }
+    let mut reasons = keep_running(&names, primary, &treatments);
+    reasons.append(&mut missing);
+    decision(Verdict::KeepRunning, None, reasons)
+}
+
+fn decision(verdict: Verdict, variant_id: Option<VariantId>, reasons: Vec<Reason>) -> Decision {
+    Decision {
         verdict,
         variant_id,
         reasons,
-    };
-
-    // 1. The sample ratio mismatch warning: nothing can be trusted.
-    if let Some(srm) = report.warnings.iter().find(|w| w.code == "srm") {
-        let reason = Reason::new("srm", srm.message.clone(), None, None);
-        return decision(Verdict::NoDecision, None, vec![reason]);
     }
+}
 
-    // 2. Every variant needs `minimum_users`.
+/// A treatment of a metric with its estimate against the control, or why there is none.
+type Treatment<'a> = (&'a MetricVariant, Result<Estimate, NoEstimate>);
+
+/// Rule 1: the sample ratio mismatch warning, under which nothing can be trusted.
+fn srm(report: &ExperimentReport) -> Option<Decision> {
+    let srm = report.warnings.iter().find(|w| w.code == "srm")?;
+    let reason = Reason::new("srm", srm.message.clone(), None, None);
+    Some(decision(Verdict::NoDecision, None, vec![reason]))
+}
+
+/// Rule 2: every variant needs `minimum_users`; keep running while one has fewer.
+fn too_few_users(report: &ExperimentReport, settings: &AnalysisSettings) -> Option<Decision> {
     let short: Vec<Reason> = report
         .variants
         .iter()
@@ -58,32 +102,41 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
             )
         })
         .collect();
-    if !short.is_empty() {
-        return decision(Verdict::KeepRunning, None, short);
-    }
+    (!short.is_empty()).then(|| decision(Verdict::KeepRunning, None, short))
+}
 
-    let names = Names(report);
-    let find = |name: &str| report.metrics.iter().find(|m| m.metric == name);
-    let mut missing = Vec::new();
-    let mut missing_metric = |name: &str, role: &str| {
-        missing.push(Reason::new(
-            "metric_missing",
-            format!("{name}: the {role} metric is not in the report, so it is not read"),
-            Some(name),
-            None,
-        ));
-    };
+/// The report's metric named `name`, if it has one.
+fn find_metric<'a>(report: &'a ExperimentReport, name: &str) -> Option<&'a MetricReport> {
+    report.metrics.iter().find(|m| m.metric == name)
+}
 
-    // 3a. Any treatment's guardrail significantly worse.
-    let mut guardrails_worse = Vec::new();
+/// The reason naming a metric of `role` (primary or guardrail) the report lacks.
+fn metric_missing(name: &str, role: &str) -> Reason {
+    Reason::new(
+        "metric_missing",
+        format!("{name}: the {role} metric is not in the report, so it is not read"),
+        Some(name),
+        None,
+    )
+}
+
+/// Rule 3a: each treatment's guardrail metric that is significantly worse than the
+/// control's. A guardrail the report lacks is added to `missing`.
+fn guardrails_worse(
+    report: &ExperimentReport,
+    settings: &AnalysisSettings,
+    names: &Names<'_>,
+    missing: &mut Vec<Reason>,
+) -> Vec<Reason> {
+    let mut worse = Vec::new();
     for name in &settings.guardrail_metrics {
-        let Some(metric) = find(name) else {
-            missing_metric(name, "guardrail");
+        let Some(metric) = find_metric(report, name) else {
+            missing.push(metric_missing(name, "guardrail"));
             continue;
         };
         for (v, e) in estimates(metric) {
             if let Some(words) = names.significantly_worse(metric, v, &e) {
-                guardrails_worse.push(Reason::new(
+                worse.push(Reason::new(
                     "guardrail_worse",
                     format!("guardrail {words}"),
                     Some(&metric.metric),
@@ -92,21 +145,16 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
             }
         }
     }
-    let primary = find(&settings.primary_metric);
-    if primary.is_none() {
-        missing_metric(&settings.primary_metric, "primary");
-    }
-    if let Some(first) = guardrails_worse.first() {
-        let variant_id = first.variant_id;
-        guardrails_worse.append(&mut missing);
-        return decision(Verdict::RollBack, variant_id, guardrails_worse);
-    }
-    let Some(primary) = primary else {
-        return decision(Verdict::KeepRunning, None, missing);
-    };
+    worse
+}
 
-    // 3b. Every treatment's primary metric significantly worse.
-    let treatments = estimates(primary);
+/// Rule 3b: the reasons to roll back when every treatment's primary metric is significantly
+/// worse than the control's; `None` when one is not (or there is no treatment).
+fn primary_worse_everywhere(
+    names: &Names<'_>,
+    primary: &MetricReport,
+    treatments: &[Treatment<'_>],
+) -> Option<Vec<Reason>> {
     let worse: Vec<Reason> = treatments
         .iter()
         .filter_map(|(v, e)| {
@@ -118,15 +166,19 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
             ))
         })
         .collect();
-    if !treatments.is_empty() && worse.len() == treatments.len() {
-        let mut reasons = worse;
-        reasons.append(&mut missing);
-        return decision(Verdict::RollBack, None, reasons);
-    }
+    (!treatments.is_empty() && worse.len() == treatments.len()).then_some(worse)
+}
 
-    // 4. Ship the significantly better treatment with the highest chance to win. A treatment
-    // with a guardrail significantly worse has rolled back above; the filter keeps the rule
-    // whole should the order change.
+/// Rule 4: the significantly better treatment with the highest chance to win, and the reasons
+/// naming every significantly better one; `None` when there is none. A treatment with a
+/// guardrail significantly worse has rolled back by rule 3a; the filter keeps the rule whole
+/// should the order change.
+fn ship(
+    names: &Names<'_>,
+    primary: &MetricReport,
+    treatments: &[Treatment<'_>],
+    guardrails_worse: &[Reason],
+) -> Option<(VariantId, Vec<Reason>)> {
     let mut better: Vec<(&MetricVariant, Estimate)> = treatments
         .iter()
         .filter_map(|(v, e)| Some((*v, *e.as_ref().ok().filter(|e| e.ci_low > 0.0)?)))
@@ -138,29 +190,33 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
         .collect();
     // Stable: on a tie the first in the catalog's order stays first.
     better.sort_by(|a, b| b.1.chance_to_win.total_cmp(&a.1.chance_to_win));
-    if let Some((winner, _)) = better.first() {
-        let winner = winner.variant_id;
-        let mut reasons: Vec<Reason> = better
-            .iter()
-            .map(|(v, e)| {
-                Reason::new(
-                    "primary_better",
-                    format!(
-                        "{}; chance to win {}",
-                        names.better(&primary.metric, v.variant_id, e),
-                        percent(e.chance_to_win)
-                    ),
-                    Some(&primary.metric),
-                    Some(v.variant_id),
-                )
-            })
-            .collect();
-        reasons.append(&mut missing);
-        return decision(Verdict::Ship, Some(winner), reasons);
-    }
+    let winner = better.first()?.0.variant_id;
+    let reasons = better
+        .iter()
+        .map(|(v, e)| {
+            Reason::new(
+                "primary_better",
+                format!(
+                    "{}; chance to win {}",
+                    names.better(&primary.metric, v.variant_id, e),
+                    percent(e.chance_to_win)
+                ),
+                Some(&primary.metric),
+                Some(v.variant_id),
+            )
+        })
+        .collect();
+    Some((winner, reasons))
+}
 
-    // 5. Nothing significant enough: keep running.
-    let mut reasons: Vec<Reason> = treatments
+/// Rule 5: nothing significant enough, so keep running; one reason per treatment saying how
+/// its primary metric compares.
+fn keep_running(
+    names: &Names<'_>,
+    primary: &MetricReport,
+    treatments: &[Treatment<'_>],
+) -> Vec<Reason> {
+    treatments
         .iter()
         .map(
             |(v, e)| match (names.significantly_worse(primary, v, e), e) {
@@ -198,9 +254,7 @@ pub fn decide(report: &ExperimentReport, settings: &AnalysisSettings) -> Decisio
                 ),
             },
         )
-        .collect();
-    reasons.append(&mut missing);
-    decision(Verdict::KeepRunning, None, reasons)
+        .collect()
 }
 
 /// The treatments of `metric` (every variant but the control) with their estimates or why
