@@ -338,160 +338,24 @@ pub(super) fn assemble(
     query: &ResultsQuery,
     data: &ResultsData,
 ) -> ExperimentReport {
-    let counts = |id: VariantId| data.variants.iter().find(|v| v.variant_id == id);
-    let variants: Vec<VariantRow> = experiment
-        .variants
-        .iter()
-        .map(|v| VariantRow {
-            variant_id: v.id,
-            name: v.name.clone(),
-            weight: v.weight,
-            users: counts(v.id).map_or(0, |c| c.users),
-        })
-        .collect();
+    let variants = variant_rows(experiment, data);
     let users: Vec<u64> = variants.iter().map(|v| v.users).collect();
     let weights: Vec<f64> = variants.iter().map(|v| v.weight).collect();
     let exposed_users: u64 = users.iter().sum();
     let srm = srm_p_value(&users, &weights);
 
     let mut metrics = Vec::with_capacity(query.conversions.len() + 1);
-    for (i, event) in query.conversions.iter().enumerate() {
-        let sums: Vec<(VariantId, VariantSums)> = variants
-            .iter()
-            .map(|v| {
-                let converted = counts(v.variant_id)
-                    .and_then(|c| c.conversions.get(i).copied())
-                    .unwrap_or(0) as f64;
-                let sums = VariantSums {
-                    users: v.users,
-                    sum: converted,
-                    sum_squares: converted,
-                };
-                (v.variant_id, sums)
-            })
-            .collect();
-        metrics.push(metric(
-            event.as_str(),
-            MetricKind::Conversion,
-            &sums,
-            query.method,
-        ));
-    }
-    let revenue: Vec<(VariantId, VariantSums)> = variants
-        .iter()
-        .map(|v| {
-            let sums = counts(v.variant_id).map_or(
-                VariantSums {
-                    users: v.users,
-                    ..VariantSums::default()
-                },
-                |c| c.revenue,
-            );
-            (v.variant_id, sums)
-        })
-        .collect();
-    metrics.push(metric(
-        REVENUE_METRIC,
-        MetricKind::Mean,
-        &revenue,
-        query.method,
-    ));
+    conversion_metrics(&variants, query, data, &mut metrics);
+    metrics.push(revenue_metric(&variants, query, data));
     if query.store_horizon_days.is_some() {
-        let store =
-            |v: &VariantRow| counts(v.variant_id).map_or_else(StoreCounts::default, |c| c.store);
-        for (name, count) in STORE_CONVERSIONS {
-            let sums: Vec<(VariantId, VariantSums)> = variants
-                .iter()
-                .map(|v| {
-                    let n = count(&store(v)) as f64;
-                    let sums = VariantSums {
-                        users: v.users,
-                        sum: n,
-                        sum_squares: n,
-                    };
-                    (v.variant_id, sums)
-                })
-                .collect();
-            metrics.push(metric(name, MetricKind::Conversion, &sums, query.method));
-        }
-        let proceeds: Vec<(VariantId, VariantSums)> = variants
-            .iter()
-            .map(|v| {
-                let mut sums = store(v).proceeds;
-                sums.users = v.users;
-                (v.variant_id, sums)
-            })
-            .collect();
-        metrics.push(metric(
-            PROCEEDS_METRIC,
-            MetricKind::Mean,
-            &proceeds,
-            query.method,
-        ));
+        store_metrics(&variants, query, data, &mut metrics);
     }
 
     let mut warnings = Vec::new();
-    if srm < SRM_WARNING_P_VALUE {
-        warnings.push(Warning {
-            code: "srm",
-            message: format!(
-                "sample ratio mismatch: the exposed users per variant ({}) are unlikely under the \
-                 weights ({}) (p = {srm:.2e}); assignment or exposure tracking is broken \
-                 somewhere, so do not trust the comparison",
-                join(&users),
-                weights
-                    .iter()
-                    .map(|w| format!("{w:.3}"))
-                    .collect::<Vec<_>>()
-                    .join(" / "),
-            ),
-        });
-    }
-    let seen = exposed_users + data.multiple_exposures;
-    if seen > 0 && data.multiple_exposures as f64 / seen as f64 > MULTIPLE_EXPOSURE_WARNING_SHARE {
-        warnings.push(Warning {
-            code: "multiple_exposures",
-            message: format!(
-                "{} of {seen} exposed users ({:.1}%) saw more than one variant and are left out; \
-                 above 1% the variants no longer compare like with like (a reweighting, or \
-                 users identified differently across devices)",
-                data.multiple_exposures,
-                100.0 * data.multiple_exposures as f64 / seen as f64
-            ),
-        });
-    }
-    if data.unconverted_purchases > 0 {
-        warnings.push(Warning {
-            code: "unconverted_purchases",
-            message: format!(
-                "{} purchases in currencies without an exchange rate to {} are left out of \
-                 revenue (set experiments.exchange_rates)",
-                data.unconverted_purchases, query.currency
-            ),
-        });
-    }
-    for m in &metrics {
-        let overflowed: Vec<&str> = m
-            .variants
-            .iter()
-            .filter(|v| v.sums.computable(m.kind).is_err())
-            .filter_map(|v| variants.iter().find(|r| r.variant_id == v.variant_id))
-            .map(|r| r.name.as_str())
-            .collect();
-        if !overflowed.is_empty() {
-            warnings.push(Warning {
-                code: NoEstimate::Overflow.code(),
-                message: format!(
-                    "{}: the figures of {} cannot be computed: the sum of the users' values or \
-                     of their squares is beyond a 64-bit float, so stored events hold values far \
-                     outside an event's range (a revenue is at most 1000000 per event); those \
-                     figures and every comparison with them are left out (reason `overflow`)",
-                    m.metric,
-                    overflowed.join(", "),
-                ),
-            });
-        }
-    }
+    warnings.extend(srm_warning(srm, &users, &weights));
+    warnings.extend(multiple_exposures_warning(exposed_users, data));
+    warnings.extend(unconverted_purchases_warning(query, data));
+    warnings.extend(overflow_warnings(&metrics, &variants));
 
     let from = query
         .from
@@ -518,6 +382,197 @@ pub(super) fn assemble(
         analysis: experiment.analysis.clone(),
         decision: Decision::pending(),
     }
+}
+
+/// What the store counted for variant `id`, if it counted anything.
+fn counts(data: &ResultsData, id: VariantId) -> Option<&VariantCounts> {
+    data.variants.iter().find(|v| v.variant_id == id)
+}
+
+/// One row per variant of the experiment, in the catalog's order, with its exposed users.
+fn variant_rows(experiment: &Experiment, data: &ResultsData) -> Vec<VariantRow> {
+    experiment
+        .variants
+        .iter()
+        .map(|v| VariantRow {
+            variant_id: v.id,
+            name: v.name.clone(),
+            weight: v.weight,
+            users: counts(data, v.id).map_or(0, |c| c.users),
+        })
+        .collect()
+}
+
+/// One conversion metric per event type of the query, in its order, pushed onto `metrics`.
+fn conversion_metrics(
+    variants: &[VariantRow],
+    query: &ResultsQuery,
+    data: &ResultsData,
+    metrics: &mut Vec<MetricReport>,
+) {
+    for (i, event) in query.conversions.iter().enumerate() {
+        let sums: Vec<(VariantId, VariantSums)> = variants
+            .iter()
+            .map(|v| {
+                let converted = counts(data, v.variant_id)
+                    .and_then(|c| c.conversions.get(i).copied())
+                    .unwrap_or(0) as f64;
+                let sums = VariantSums {
+                    users: v.users,
+                    sum: converted,
+                    sum_squares: converted,
+                };
+                (v.variant_id, sums)
+            })
+            .collect();
+        metrics.push(metric(
+            event.as_str(),
+            MetricKind::Conversion,
+            &sums,
+            query.method,
+        ));
+    }
+}
+
+/// The revenue metric, a mean per exposed user.
+fn revenue_metric(
+    variants: &[VariantRow],
+    query: &ResultsQuery,
+    data: &ResultsData,
+) -> MetricReport {
+    let revenue: Vec<(VariantId, VariantSums)> = variants
+        .iter()
+        .map(|v| {
+            let sums = counts(data, v.variant_id).map_or(
+                VariantSums {
+                    users: v.users,
+                    ..VariantSums::default()
+                },
+                |c| c.revenue,
+            );
+            (v.variant_id, sums)
+        })
+        .collect();
+    metric(REVENUE_METRIC, MetricKind::Mean, &revenue, query.method)
+}
+
+/// The store's metrics, for a query with a store horizon: its conversions, then its proceeds,
+/// pushed onto `metrics`.
+fn store_metrics(
+    variants: &[VariantRow],
+    query: &ResultsQuery,
+    data: &ResultsData,
+    metrics: &mut Vec<MetricReport>,
+) {
+    let store =
+        |v: &VariantRow| counts(data, v.variant_id).map_or_else(StoreCounts::default, |c| c.store);
+    for (name, count) in STORE_CONVERSIONS {
+        let sums: Vec<(VariantId, VariantSums)> = variants
+            .iter()
+            .map(|v| {
+                let n = count(&store(v)) as f64;
+                let sums = VariantSums {
+                    users: v.users,
+                    sum: n,
+                    sum_squares: n,
+                };
+                (v.variant_id, sums)
+            })
+            .collect();
+        metrics.push(metric(name, MetricKind::Conversion, &sums, query.method));
+    }
+    let proceeds: Vec<(VariantId, VariantSums)> = variants
+        .iter()
+        .map(|v| {
+            let mut sums = store(v).proceeds;
+            sums.users = v.users;
+            (v.variant_id, sums)
+        })
+        .collect();
+    metrics.push(metric(
+        PROCEEDS_METRIC,
+        MetricKind::Mean,
+        &proceeds,
+        query.method,
+    ));
+}
+
+/// The `srm` warning when the exposed users per variant are unlikely under the weights.
+fn srm_warning(srm: f64, users: &[u64], weights: &[f64]) -> Option<Warning> {
+    (srm < SRM_WARNING_P_VALUE).then(|| Warning {
+        code: "srm",
+        message: format!(
+            "sample ratio mismatch: the exposed users per variant ({}) are unlikely under the \
+             weights ({}) (p = {srm:.2e}); assignment or exposure tracking is broken \
+             somewhere, so do not trust the comparison",
+            join(users),
+            weights
+                .iter()
+                .map(|w| format!("{w:.3}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
+        ),
+    })
+}
+
+/// The `multiple_exposures` warning when more than the tolerated share of the exposed users
+/// saw more than one variant.
+fn multiple_exposures_warning(exposed_users: u64, data: &ResultsData) -> Option<Warning> {
+    let seen = exposed_users + data.multiple_exposures;
+    let too_many =
+        seen > 0 && data.multiple_exposures as f64 / seen as f64 > MULTIPLE_EXPOSURE_WARNING_SHARE;
+    too_many.then(|| Warning {
+        code: "multiple_exposures",
+        message: format!(
+            "{} of {seen} exposed users ({:.1}%) saw more than one variant and are left out; \
+             above 1% the variants no longer compare like with like (a reweighting, or \
+             users identified differently across devices)",
+            data.multiple_exposures,
+            100.0 * data.multiple_exposures as f64 / seen as f64
+        ),
+    })
+}
+
+/// The `unconverted_purchases` warning when purchases were left out of revenue for want of
+/// an exchange rate.
+fn unconverted_purchases_warning(query: &ResultsQuery, data: &ResultsData) -> Option<Warning> {
+    (data.unconverted_purchases > 0).then(|| Warning {
+        code: "unconverted_purchases",
+        message: format!(
+            "{} purchases in currencies without an exchange rate to {} are left out of \
+             revenue (set experiments.exchange_rates)",
+            data.unconverted_purchases, query.currency
+        ),
+    })
+}
+
+/// One `overflow` warning per metric with variants whose figures cannot be computed, naming
+/// them.
+fn overflow_warnings(metrics: &[MetricReport], variants: &[VariantRow]) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    for m in metrics {
+        let overflowed: Vec<&str> = m
+            .variants
+            .iter()
+            .filter(|v| v.sums.computable(m.kind).is_err())
+            .filter_map(|v| variants.iter().find(|r| r.variant_id == v.variant_id))
+            .map(|r| r.name.as_str())
+            .collect();
+        if !overflowed.is_empty() {
+            warnings.push(Warning {
+                code: NoEstimate::Overflow.code(),
+                message: format!(
+                    "{}: the figures of {} cannot be computed: the sum of the users' values or \
+                     of their squares is beyond a 64-bit float, so stored events hold values far \
+                     outside an event's range (a revenue is at most 1000000 per event); those \
+                     figures and every comparison with them are left out (reason `overflow`)",
+                    m.metric,
+                    overflowed.join(", "),
+                ),
+            });
+        }
+    }
+    warnings
 }
 
 fn join(values: &[u64]) -> String {
