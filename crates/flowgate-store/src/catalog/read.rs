@@ -9,6 +9,7 @@ use flowgate_domain::catalog::{
     PlacementData, RuleData, VariantData, WorkspaceData,
 };
 use flowgate_domain::ids::{AppId, ExperimentId, FlowId, FlowVersionId, VariantId, WorkspaceId};
+use flowgate_domain::keys::KeyRecord;
 use flowgate_domain::ports::StoreError;
 use serde_json::value::RawValue;
 
@@ -115,8 +116,38 @@ pub(super) fn parse_status(status: &str) -> Result<ExperimentStatus, StoreError>
 /// versions by number, placements by key (byte order), rules and variants by position, keys
 /// by creation.
 pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
+    // Each level is grouped by its parent's id, children first, and each list keeps the order
+    // of its rows: the queries of `load_rows` read them in the stored orders.
+    let versions = versions_by_flow(rows.versions)?;
+    let flows = flows_by_app(rows.flows, versions)?;
+    let variants = variants_by_experiment(rows.variants)?;
+    let experiments = experiments_by_id(rows.experiments, variants)?;
+    let rules = rules_by_placement(rows.rules, &experiments)?;
+    let placements = placements_by_app(rows.placements, rules);
+    let mut apps = apps_by_workspace(rows.apps, flows, placements)?;
+    let workspaces = rows
+        .workspaces
+        .into_iter()
+        .map(|w| WorkspaceData {
+            id: WorkspaceId(w.id.0),
+            name: w.name,
+            apps: apps.remove(&w.id).unwrap_or_default(),
+        })
+        .collect();
+    let api_keys = merged_keys(rows.keys, rows.webhook_keys)?;
+    Ok(CatalogData {
+        revision: decode_revision(rows.revision)?,
+        workspaces,
+        api_keys,
+    })
+}
+
+/// The flows' versions, by flow id, in the rows' order (by number).
+fn versions_by_flow(
+    rows: Vec<VersionRow>,
+) -> Result<HashMap<DbUuid, Vec<FlowVersionData>>, StoreError> {
     let mut versions = HashMap::<DbUuid, Vec<FlowVersionData>>::new();
-    for v in rows.versions {
+    for v in rows {
         let flow_schema = RawValue::from_string(v.flow_schema).map_err(|e| {
             corrupt(format!(
                 "stored flow_schema of version {} is not JSON: {e}",
@@ -134,8 +165,16 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                 flow_schema,
             });
     }
+    Ok(versions)
+}
+
+/// The apps' flows with their versions, by app id, in the rows' order (by id).
+fn flows_by_app(
+    rows: Vec<FlowRow>,
+    mut versions: HashMap<DbUuid, Vec<FlowVersionData>>,
+) -> Result<HashMap<DbUuid, Vec<FlowData>>, StoreError> {
     let mut flows = HashMap::<DbUuid, Vec<FlowData>>::new();
-    for f in rows.flows {
+    for f in rows {
         flows.entry(f.app_id).or_default().push(FlowData {
             id: FlowId(f.id.0),
             name: f.name,
@@ -146,8 +185,15 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
             versions: versions.remove(&f.id).unwrap_or_default(),
         });
     }
+    Ok(flows)
+}
+
+/// The experiments' variants, by experiment id, in the rows' order (by position).
+fn variants_by_experiment(
+    rows: Vec<VariantRow>,
+) -> Result<HashMap<DbUuid, Vec<VariantData>>, StoreError> {
     let mut variants = HashMap::<DbUuid, Vec<VariantData>>::new();
-    for v in rows.variants {
+    for v in rows {
         variants
             .entry(v.experiment_id)
             .or_default()
@@ -162,54 +208,78 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
                     .transpose()?,
             });
     }
+    Ok(variants)
+}
+
+/// The experiments with their variants, by id.
+fn experiments_by_id(
+    rows: Vec<ExperimentRow>,
+    mut variants: HashMap<DbUuid, Vec<VariantData>>,
+) -> Result<HashMap<DbUuid, ExperimentData>, StoreError> {
     let mut experiments = HashMap::<DbUuid, ExperimentData>::new();
-    for e in rows.experiments {
-        let namespace = match (e.namespace_id, e.namespace_start, e.namespace_end) {
-            (Some(ns), Some(start), Some(end)) => Some((ns, start, end)),
-            (None, None, None) => None,
-            _ => {
-                return Err(corrupt(format!(
-                    "experiment {} has a partial namespace",
-                    e.id.0
-                )))
-            }
-        };
-        experiments.insert(
-            e.id,
-            ExperimentData {
-                id: ExperimentId(e.id.0),
-                name: e.name,
-                status: parse_status(&e.status)?,
-                seed: e.seed,
-                coverage: e.coverage,
-                namespace,
-                hash_version: e
-                    .hash_version
-                    .map(|v| from_i32(v, "hash_version"))
-                    .transpose()?,
-                sticky: e.sticky,
-                bucket_version: from_i32(e.bucket_version, "bucket_version")?,
-                min_bucket_version: from_i32(e.min_bucket_version, "min_bucket_version")?,
-                fallback_attribute: e.fallback_attribute,
-                analysis: e
-                    .analysis
-                    .map(|text| {
-                        serde_json::from_str(&text).map_err(|err| {
-                            corrupt(format!(
-                                "experiment {} has analysis {text:?}: {err}",
-                                e.id.0
-                            ))
-                        })
-                    })
-                    .transpose()?,
-                starts_at: e.starts_at.map(|t| t.0),
-                ends_at: e.ends_at.map(|t| t.0),
-                variants: variants.remove(&e.id).unwrap_or_default(),
-            },
-        );
+    for e in rows {
+        let id = e.id;
+        let experiment = experiment_data(e, variants.remove(&id).unwrap_or_default())?;
+        experiments.insert(id, experiment);
     }
+    Ok(experiments)
+}
+
+/// One experiment from its row and its variants. A namespace is stored whole or not at all.
+fn experiment_data(
+    e: ExperimentRow,
+    variants: Vec<VariantData>,
+) -> Result<ExperimentData, StoreError> {
+    let namespace = match (e.namespace_id, e.namespace_start, e.namespace_end) {
+        (Some(ns), Some(start), Some(end)) => Some((ns, start, end)),
+        (None, None, None) => None,
+        _ => {
+            return Err(corrupt(format!(
+                "experiment {} has a partial namespace",
+                e.id.0
+            )))
+        }
+    };
+    Ok(ExperimentData {
+        id: ExperimentId(e.id.0),
+        name: e.name,
+        status: parse_status(&e.status)?,
+        seed: e.seed,
+        coverage: e.coverage,
+        namespace,
+        hash_version: e
+            .hash_version
+            .map(|v| from_i32(v, "hash_version"))
+            .transpose()?,
+        sticky: e.sticky,
+        bucket_version: from_i32(e.bucket_version, "bucket_version")?,
+        min_bucket_version: from_i32(e.min_bucket_version, "min_bucket_version")?,
+        fallback_attribute: e.fallback_attribute,
+        analysis: e
+            .analysis
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|err| {
+                    corrupt(format!(
+                        "experiment {} has analysis {text:?}: {err}",
+                        e.id.0
+                    ))
+                })
+            })
+            .transpose()?,
+        starts_at: e.starts_at.map(|t| t.0),
+        ends_at: e.ends_at.map(|t| t.0),
+        variants,
+    })
+}
+
+/// The placements' rules with their experiments, by placement id, in the rows' order (by
+/// position).
+fn rules_by_placement(
+    rows: Vec<RuleRow>,
+    experiments: &HashMap<DbUuid, ExperimentData>,
+) -> Result<HashMap<i64, Vec<RuleData>>, StoreError> {
     let mut rules = HashMap::<i64, Vec<RuleData>>::new();
-    for r in rows.rules {
+    for r in rows {
         let experiment =
             match r.experiment_id {
                 Some(id) => Some(experiments.get(&id).cloned().ok_or_else(|| {
@@ -224,20 +294,38 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
             experiment,
         });
     }
+    Ok(rules)
+}
+
+/// The apps' placements with their rules, by app id, each list by key in byte order whatever
+/// the database's collation.
+fn placements_by_app(
+    rows: Vec<PlacementRow>,
+    mut rules: HashMap<i64, Vec<RuleData>>,
+) -> HashMap<DbUuid, Vec<PlacementData>> {
     let mut placements = HashMap::<DbUuid, Vec<PlacementData>>::new();
-    for p in rows.placements {
+    for p in rows {
         placements.entry(p.app_id).or_default().push(PlacementData {
             key: p.key,
             default_flow_id: p.default_flow_id.map(|f| FlowId(f.0)),
             rules: rules.remove(&p.id).unwrap_or_default(),
         });
     }
-    // By key in byte order whatever the database's collation.
     for list in placements.values_mut() {
         list.sort_by(|a, b| a.key.cmp(&b.key));
     }
+    placements
+}
+
+/// The workspaces' apps with their flows and placements, by workspace id, in the rows' order
+/// (by id).
+fn apps_by_workspace(
+    rows: Vec<AppRow>,
+    mut flows: HashMap<DbUuid, Vec<FlowData>>,
+    mut placements: HashMap<DbUuid, Vec<PlacementData>>,
+) -> Result<HashMap<DbUuid, Vec<AppData>>, StoreError> {
     let mut apps = HashMap::<DbUuid, Vec<AppData>>::new();
-    for a in rows.apps {
+    for a in rows {
         apps.entry(a.workspace_id).or_default().push(AppData {
             id: AppId(a.id.0),
             name: a.name,
@@ -258,29 +346,20 @@ pub(super) fn assemble(rows: CatalogRows) -> Result<CatalogData, StoreError> {
             placements: placements.remove(&a.id).unwrap_or_default(),
         });
     }
-    let workspaces = rows
-        .workspaces
+    Ok(apps)
+}
+
+/// The API keys and the webhook keys (D30), merged into one list by creation (each query is
+/// in that order already).
+fn merged_keys(keys: Vec<KeyRow>, webhook_keys: Vec<KeyRow>) -> Result<Vec<KeyRecord>, StoreError> {
+    let merge = !webhook_keys.is_empty();
+    let mut api_keys = keys
         .into_iter()
-        .map(|w| WorkspaceData {
-            id: WorkspaceId(w.id.0),
-            name: w.name,
-            apps: apps.remove(&w.id).unwrap_or_default(),
-        })
-        .collect();
-    // Both tables, merged into one list by creation (each query is in that order already).
-    let merge = !rows.webhook_keys.is_empty();
-    let mut api_keys = rows
-        .keys
-        .into_iter()
-        .chain(rows.webhook_keys)
+        .chain(webhook_keys)
         .map(KeyRow::into_record)
         .collect::<Result<Vec<_>, _>>()?;
     if merge {
         sort_oldest_first(&mut api_keys);
     }
-    Ok(CatalogData {
-        revision: decode_revision(rows.revision)?,
-        workspaces,
-        api_keys,
-    })
+    Ok(api_keys)
 }
