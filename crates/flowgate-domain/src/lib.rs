@@ -30,6 +30,7 @@ pub(crate) mod shown;
 pub mod sticky;
 #[cfg(feature = "server")]
 pub mod store_notifications;
+pub mod text;
 
 pub use catalog::{Catalog, CatalogData, CatalogError};
 pub use engine::{Engine, EngineError, Snapshot};

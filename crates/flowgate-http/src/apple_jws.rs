@@ -36,6 +36,7 @@
 //! development server trusts) and the tests' (`apple_test_chain`, feature `test-util`, which
 //! also forges the bad ones). Nothing else signs.
 
+use flowgate_domain::text::{json_kind, shorten};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -43,7 +44,6 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use ring::signature::{self, UnparsedPublicKey};
 use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::oid_registry::{
@@ -446,12 +446,12 @@ pub fn verify(roots: &AppleRoots, jws: &str, now: OffsetDateTime) -> Result<Valu
         Some(Value::String(alg)) if alg == "ES256" => {}
         Some(Value::String(alg)) => {
             return Err(JwsError::UnsupportedAlg {
-                alg: Some(shorten(alg)),
+                alg: Some(shorten(alg, QUOTE_CHARS)),
             })
         }
         Some(other) => {
             return Err(JwsError::UnsupportedAlg {
-                alg: Some(shorten(&other.to_string())),
+                alg: Some(shorten(&other.to_string(), QUOTE_CHARS)),
             })
         }
         None => return Err(JwsError::UnsupportedAlg { alg: None }),
@@ -485,7 +485,7 @@ pub fn verify(roots: &AppleRoots, jws: &str, now: OffsetDateTime) -> Result<Valu
         };
         let der = STANDARD.decode(text).map_err(|_| JwsError::BadBase64 {
             part: position.base64_part(),
-            value: shorten(text),
+            value: shorten(text, QUOTE_CHARS),
         })?;
         ders.push(der);
     }
@@ -564,7 +564,7 @@ fn decode_base64url(part: &'static str, text: &str) -> Result<Vec<u8>, JwsError>
         .decode(text)
         .map_err(|_| JwsError::BadBase64 {
             part,
-            value: shorten(text),
+            value: shorten(text, QUOTE_CHARS),
         })
 }
 
@@ -627,15 +627,15 @@ fn check_validity(
     if at < not_before {
         return Err(JwsError::CertificateNotYetValid {
             position,
-            not_before: rfc3339(not_before),
-            at: rfc3339(at),
+            not_before: flowgate_domain::text::rfc3339(not_before),
+            at: flowgate_domain::text::rfc3339(at),
         });
     }
     if at > not_after {
         return Err(JwsError::CertificateExpired {
             position,
-            not_after: rfc3339(not_after),
-            at: rfc3339(at),
+            not_after: flowgate_domain::text::rfc3339(not_after),
+            at: flowgate_domain::text::rfc3339(at),
         });
     }
     Ok(())
@@ -655,29 +655,6 @@ fn signing_date(payload: &Value) -> Option<OffsetDateTime> {
 
 fn quoted_or_missing(value: Option<&str>) -> String {
     value.map_or_else(|| "missing".to_owned(), |value| format!("{value:?}"))
-}
-
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&Rfc3339).unwrap_or_else(|_| at.to_string())
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-/// The first [`QUOTE_CHARS`] characters of an offending value, with `…` when cut.
-fn shorten(value: &str) -> String {
-    match value.char_indices().nth(QUOTE_CHARS) {
-        Some((end, _)) => format!("{}…", &value[..end]),
-        None => value.to_owned(),
-    }
 }
 
 /// One PEM block: `der` in standard base64, 64 characters a line, between `label`'s lines.

@@ -41,6 +41,7 @@
 //! `url` (already built for actix-web) parses and builds URLs; `subtle` (already built for
 //! rustls) compares the state and the nonce in constant time.
 
+use flowgate_domain::text::{json_kind, shorten};
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -402,7 +403,10 @@ impl OidcClient {
         let issuer_url = parse_url("issuer", &settings.issuer)?;
         let redirect_url =
             Url::parse(&settings.redirect_url).map_err(|e| OidcError::InvalidSettings {
-                reason: format!("redirect_url {:?}: {e}", shorten(&settings.redirect_url)),
+                reason: format!(
+                    "redirect_url {:?}: {e}",
+                    shorten(&settings.redirect_url, QUOTE_CHARS)
+                ),
             })?;
         let tls = if issuer_url.scheme() == "https" || settings.ca_file.is_some() {
             Some(tls_config(settings.ca_file.as_ref())?)
@@ -423,7 +427,7 @@ impl OidcClient {
         if keys.is_empty() {
             // Said now, at start, rather than as a failed sign-in later.
             return Err(OidcError::DiscoveryFailed {
-                url: shorten(metadata.jwks_uri.as_str()),
+                url: shorten(metadata.jwks_uri.as_str(), QUOTE_CHARS),
                 reason: "the key set has no signature key of a type this relying party \
                          verifies with (RSA, EC P-256 or P-384, Ed25519)"
                     .to_owned(),
@@ -492,7 +496,7 @@ impl OidcClient {
         use subtle::ConstantTimeEq as _;
         if !bool::from(pending.state.as_bytes().ct_eq(returned_state.as_bytes())) {
             return Err(OidcError::StateMismatch {
-                returned: shorten(returned_state),
+                returned: shorten(returned_state, QUOTE_CHARS),
             });
         }
         let id_token = self.exchange_code(pending, code).await?;
@@ -549,7 +553,11 @@ impl OidcClient {
             ))
         })?;
         if !status.is_success() {
-            let text = |key: &str| json.get(key).and_then(Value::as_str).map(shorten);
+            let text = |key: &str| {
+                json.get(key)
+                    .and_then(Value::as_str)
+                    .map(|v| shorten(v, QUOTE_CHARS))
+            };
             return Err(failed(format!(
                 "the provider answered {status}: {} ({})",
                 text("error").unwrap_or_else(|| "no error code".to_owned()),
@@ -603,7 +611,7 @@ impl OidcClient {
     /// [`KEY_REFETCH_INTERVAL`] ago, and looks again.
     async fn refetched_key(&self, kid: Option<&str>) -> Result<Jwk, OidcError> {
         let unknown = || OidcError::UnknownKey {
-            kid: kid.map_or_else(|| "<none>".to_owned(), shorten),
+            kid: kid.map_or_else(|| "<none>".to_owned(), |k| shorten(k, QUOTE_CHARS)),
         };
         let poisoned = || OidcError::KeysUnavailable {
             reason: "the key cache's lock is poisoned".to_owned(),
@@ -651,19 +659,19 @@ impl ProviderMetadata {
         let string = |key: &str| document.get(key).and_then(Value::as_str);
         let Some(advertised) = string("issuer") else {
             return Err(OidcError::DiscoveryFailed {
-                url: shorten(configured_issuer),
+                url: shorten(configured_issuer, QUOTE_CHARS),
                 reason: "the discovery document has no issuer".to_owned(),
             });
         };
         if advertised != configured_issuer {
             return Err(OidcError::IssuerMismatch {
                 configured: configured_issuer.to_owned(),
-                advertised: shorten(advertised),
+                advertised: shorten(advertised, QUOTE_CHARS),
             });
         }
         let endpoint = |key: &'static str| -> Result<Url, OidcError> {
             let value = string(key).ok_or_else(|| OidcError::DiscoveryFailed {
-                url: shorten(configured_issuer),
+                url: shorten(configured_issuer, QUOTE_CHARS),
                 reason: format!("the discovery document has no {key}"),
             })?;
             parse_url(key, value)
@@ -726,7 +734,7 @@ impl ProviderMetadata {
 /// Parses a URL of the issuer or provider, which must be `https` or loopback `http`.
 fn parse_url(what: &'static str, value: &str) -> Result<Url, OidcError> {
     let url = Url::parse(value).map_err(|e| OidcError::InvalidSettings {
-        reason: format!("{what} {:?} is not a URL: {e}", shorten(value)),
+        reason: format!("{what} {:?} is not a URL: {e}", shorten(value, QUOTE_CHARS)),
     })?;
     let loopback = match url.host() {
         Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
@@ -739,7 +747,7 @@ fn parse_url(what: &'static str, value: &str) -> Result<Url, OidcError> {
         "http" if loopback => Ok(url),
         _ => Err(OidcError::InsecureUrl {
             what,
-            url: shorten(value),
+            url: shorten(value, QUOTE_CHARS),
         }),
     }
 }
@@ -811,7 +819,7 @@ fn http_client(tls: Option<&Arc<rustls::ClientConfig>>) -> awc::Client {
 /// GETs `url` and reads a JSON object from a 200 answer.
 async fn get_json(tls: Option<&Arc<rustls::ClientConfig>>, url: &str) -> Result<Value, OidcError> {
     let failed = |reason: String| OidcError::DiscoveryFailed {
-        url: shorten(url),
+        url: shorten(url, QUOTE_CHARS),
         reason,
     };
     let mut response = http_client(tls)
@@ -844,7 +852,7 @@ async fn fetch_keys(
     let document = get_json(tls, jwks_uri.as_str()).await?;
     let Some(Value::Array(keys)) = document.get("keys") else {
         return Err(OidcError::DiscoveryFailed {
-            url: shorten(jwks_uri.as_str()),
+            url: shorten(jwks_uri.as_str(), QUOTE_CHARS),
             reason: "the key set has no keys array".to_owned(),
         });
     };
@@ -1036,11 +1044,14 @@ impl<'a> CompactJws<'a> {
             ));
         }
         let alg = match header.get("alg") {
-            Some(Value::String(alg)) => Alg::parse(alg)
-                .ok_or_else(|| OidcError::UnsupportedAlgorithm { alg: shorten(alg) })?,
+            Some(Value::String(alg)) => {
+                Alg::parse(alg).ok_or_else(|| OidcError::UnsupportedAlgorithm {
+                    alg: shorten(alg, QUOTE_CHARS),
+                })?
+            }
             Some(other) => {
                 return Err(OidcError::UnsupportedAlgorithm {
-                    alg: shorten(&other.to_string()),
+                    alg: shorten(&other.to_string(), QUOTE_CHARS),
                 })
             }
             None => return Err(malformed("its header has no alg".to_owned())),
@@ -1131,7 +1142,7 @@ fn check_claims(
     let iss = required_string(claims, "iss")?;
     if iss != expected.issuer {
         return Err(OidcError::WrongIssuer {
-            found: shorten(iss),
+            found: shorten(iss, QUOTE_CHARS),
             expected: expected.issuer.to_owned(),
         });
     }
@@ -1151,7 +1162,7 @@ fn check_claims(
         return Err(OidcError::WrongAudience {
             reason: format!(
                 "aud {:?} does not contain the client id",
-                shorten(&audiences.join(" "))
+                shorten(&audiences.join(" "), QUOTE_CHARS)
             ),
         });
     }
@@ -1165,7 +1176,7 @@ fn check_claims(
         Some(Value::String(azp)) if azp == expected.client_id => {}
         Some(Value::String(azp)) => {
             return Err(OidcError::WrongAudience {
-                reason: format!("azp {:?} is not the client id", shorten(azp)),
+                reason: format!("azp {:?} is not the client id", shorten(azp, QUOTE_CHARS)),
             })
         }
         Some(other) => return Err(wrong_type("azp", other)),
@@ -1256,7 +1267,7 @@ fn required_time(claims: &Map<String, Value>, claim: &'static str) -> Result<i64
 
 fn invalid(claim: &str, reason: impl Into<String>) -> OidcError {
     OidcError::InvalidClaim {
-        claim: shorten(claim),
+        claim: shorten(claim, QUOTE_CHARS),
         reason: reason.into(),
     }
 }
@@ -1264,17 +1275,6 @@ fn invalid(claim: &str, reason: impl Into<String>) -> OidcError {
 /// A claim of the wrong JSON type.
 fn wrong_type(claim: &str, value: &Value) -> OidcError {
     invalid(claim, format!("a JSON {}", json_kind(value)))
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// 32 random bytes, base64url: a state, a nonce or a PKCE verifier (43 characters, within
@@ -1293,14 +1293,6 @@ fn pkce_challenge(verifier: &str) -> String {
         &ring::digest::SHA256,
         verifier.as_bytes(),
     ))
-}
-
-/// `value`, cut to [`QUOTE_CHARS`] characters with an ellipsis.
-fn shorten(value: &str) -> String {
-    match value.char_indices().nth(QUOTE_CHARS) {
-        Some((end, _)) => format!("{}…", &value[..end]),
-        None => value.to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -1750,7 +1742,7 @@ mod tests {
         assert!(shown.contains(&pending.state), "{shown}");
         let long = "x".repeat(500);
         let error = OidcError::StateMismatch {
-            returned: shorten(&long),
+            returned: shorten(&long, QUOTE_CHARS),
         };
         assert!(error.to_string().len() < 120, "{error}");
         assert_eq!(

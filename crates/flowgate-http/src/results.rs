@@ -3,6 +3,7 @@
 //! names the experiment, the store's [`ResultsSource`] aggregates its events, the domain's
 //! [`report`] computes the figures, and [`report_json`] writes D22's JSON.
 
+use flowgate_domain::text::rfc3339;
 use std::collections::BTreeMap;
 
 use flowgate_domain::catalog::{App, Experiment};
@@ -330,13 +331,6 @@ pub fn experiments_json(listed: &[Listed<'_>], exposed: &BTreeMap<ExperimentId, 
         })
         .collect();
     json!({ "experiments": items })
-}
-
-/// RFC 3339 in UTC, as every time of the report is written.
-pub fn rfc3339(t: OffsetDateTime) -> String {
-    t.to_offset(time::UtcOffset::UTC)
-        .format(&Rfc3339)
-        .unwrap_or_default()
 }
 
 /// A figure, `null` when not a finite number.

@@ -3,7 +3,7 @@
 use flowgate_domain::rollouts::Rollout;
 use serde_json::{json, Value};
 
-use crate::results::rfc3339;
+use flowgate_domain::text::rfc3339;
 
 /// A rollout as JSON (D29): its `state`, its share now, its plan, and each step's `share`,
 /// `state` (`pending`, `applied`), when it was applied, the catalog revision it left and the

@@ -12,8 +12,9 @@ use serde_json::json;
 
 use crate::cache::write_atomically;
 use crate::cli::{CatalogCommand, ExitCode};
-use crate::commands::{print_json, rfc3339, store_failure};
+use crate::commands::{print_json, store_failure};
 use crate::terminal::{errln, outln};
+use flowgate_domain::text::rfc3339;
 
 /// Hex digits of the SHA-256 shown in the history table (the JSON has all 64).
 const SHORT_SHA: usize = 12;

@@ -9,7 +9,7 @@ use flowgate_domain::people::{
     AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
 };
 use flowgate_domain::ports::{AuditLog as _, ChangeStore as _};
-use flowgate_http::results::rfc3339;
+use flowgate_domain::text::rfc3339;
 use flowgate_store::import::CLI_ACTOR;
 use flowgate_store::Store;
 use serde_json::{json, Value};

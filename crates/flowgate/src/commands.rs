@@ -10,6 +10,7 @@ use flowgate_domain::people::{AuditAction, NewAuditEntry};
 use flowgate_domain::ports::{
     AuditLog, DeadLetter, DeadLetterStore, EventStore, KeyStore, StoreError,
 };
+use flowgate_domain::text::rfc3339;
 use flowgate_jetstream::{codec, Bus};
 use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, Store};
 use serde_json::json;
@@ -175,11 +176,6 @@ fn letter_json(letter: &DeadLetter) -> serde_json::Value {
         "last_attempt_at": rfc3339(letter.last_attempt_at),
         "payload": payload,
     })
-}
-
-pub(crate) fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 /// Every letter (or the one with `id`), oldest first, read a page at a time.

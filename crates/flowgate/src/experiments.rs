@@ -2,13 +2,14 @@
 //! one wins, from the stored events. The report is made as the admin API makes it
 //! (`flowgate_http::results`); this module prints it as a table, or as D22's JSON.
 
+use flowgate_domain::text::rfc3339;
 use std::fmt::Write as _;
 
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::results::{Estimate, ExperimentReport, Method, MetricKind, MetricVariant};
 use flowgate_domain::Catalog;
 use flowgate_http::results::{
-    experiment_list, experiment_report, experiments_json, metrics_by_role, report_json, rfc3339,
+    experiment_list, experiment_report, experiments_json, metrics_by_role, report_json,
     verdict_words, MetricRole, ReportError, ReportParams,
 };
 use flowgate_store::Store;

@@ -218,7 +218,7 @@ fn show(r: &Rollout, json: bool) {
             Some(s) => outln!(
                 "step {:>2}    {share:>5}%  applied {} (revision {})",
                 i + 1,
-                flowgate_http::results::rfc3339(s.applied_at),
+                flowgate_domain::text::rfc3339(s.applied_at),
                 s.revision
             ),
             None => outln!("step {:>2}    {share:>5}%  pending", i + 1),

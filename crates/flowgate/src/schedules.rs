@@ -14,7 +14,7 @@ use flowgate_domain::people::{
 };
 use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _, StoreError};
 use flowgate_domain::rollouts::SCHEDULER_ACTOR;
-use flowgate_http::results::rfc3339;
+use flowgate_domain::text::rfc3339;
 use flowgate_store::import::{apply_change, preview_change, ChangeFailure};
 use flowgate_store::Store;
 use time::OffsetDateTime;
@@ -245,7 +245,7 @@ pub async fn schedule(
         revision_after: None,
         detail: serde_json::json!({
             "description": preview.description,
-            "apply_at": flowgate_http::results::rfc3339(at),
+            "apply_at": flowgate_domain::text::rfc3339(at),
         }),
     };
     if let Err(e) = store.append_audit(entry).await {

@@ -148,7 +148,7 @@ impl Api {
             return Ok(Vec::new());
         };
         let b = behaviour(variant);
-        let now = crate::commands::rfc3339(time::OffsetDateTime::now_utc());
+        let now = flowgate_domain::text::rfc3339(time::OffsetDateTime::now_utc());
         let event = |event_type: &str, extra: Value| {
             let mut e = json!({
                 "event_id": uuid::Uuid::new_v4().to_string(),

@@ -804,8 +804,8 @@ fn check_schedule(
                 format!("{ep}/ends_at"),
                 format!(
                     "must be after starts_at ({}), not {}",
-                    rfc3339(starts),
-                    rfc3339(ends)
+                    crate::text::rfc3339(starts),
+                    crate::text::rfc3339(ends)
                 ),
             );
         }
@@ -993,10 +993,4 @@ fn check_attribute_name(p: &mut Problems, pointer: String, name: &str) {
             "must name another attribute than user_id, which experiments hash already".to_owned(),
         );
     }
-}
-
-/// A time as RFC 3339, as the catalog file writes it.
-fn rfc3339(at: time::OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| at.to_string())
 }

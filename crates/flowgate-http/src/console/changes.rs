@@ -40,7 +40,7 @@ use super::{
 /// Changes the list shows.
 const LISTED: usize = 50;
 /// Longest comment.
-const MAX_COMMENT_CHARS: usize = 2000;
+pub(super) const MAX_COMMENT_CHARS: usize = 2000;
 /// Why a console with review does not schedule.
 const NO_SCHEDULE_WITH_REVIEW: &str = "with catalog.require_review, a change is applied after its approval; schedule it with flowgate changes schedule";
 
@@ -228,7 +228,13 @@ pub(super) async fn new_change(req: HttpRequest, console: Data) -> HttpResponse 
 
 /// The comment of a post: trimmed, required, bounded.
 fn comment_of(fields: &Fields) -> Result<String, String> {
-    let comment = fields.get("comment").unwrap_or_default().trim();
+    comment_text(fields.get("comment").unwrap_or_default())
+}
+
+/// A comment as typed: trimmed, required, at most [`MAX_COMMENT_CHARS`], storable; every form
+/// that takes one (changes, approvals, rollouts) reads it so.
+pub(super) fn comment_text(given: &str) -> Result<String, String> {
+    let comment = given.trim();
     if comment.is_empty() {
         return Err("Say why in the comment: it is kept in the audit log.".to_owned());
     }
@@ -335,7 +341,7 @@ async fn propose(
     entry.comment = Some(comment);
     entry.detail = serde_json::json!({"description": description, "change": record_.change});
     if let Some(at) = apply_at {
-        entry.detail["apply_at"] = crate::results::rfc3339(at).into();
+        entry.detail["apply_at"] = flowgate_domain::text::rfc3339(at).into();
     }
     record(console, entry).await;
     see_other(&format!("/console/changes/{}", record_.id))

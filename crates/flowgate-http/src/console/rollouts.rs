@@ -26,6 +26,7 @@ use flowgate_domain::rollouts::{
 use maud::{html, Markup};
 use serde_json::Value;
 
+use super::changes::{comment_text, MAX_COMMENT_CHARS};
 use super::pages::{csrf, layout, number, relative, when};
 use super::session::Session;
 use super::{
@@ -35,8 +36,6 @@ use super::{
 
 /// The navigation entry the pages belong to.
 const CURRENT: &str = "/console/rollouts";
-/// Longest comment.
-const MAX_COMMENT_CHARS: usize = 2000;
 /// Rollbacks searched in the audit log for the one of a rolled back rollout.
 const ROLLBACKS_SEARCHED: usize = 200;
 
@@ -88,21 +87,6 @@ fn status_of(refusal: &ChangeRefusal) -> StatusCode {
         "wrong_state" | "stale_base" | "rollout_moved" | "already_decided" => StatusCode::CONFLICT,
         _ => StatusCode::BAD_REQUEST,
     }
-}
-
-/// A post's comment: trimmed, required, bounded.
-fn comment_of(given: &str) -> Result<String, String> {
-    let comment = given.trim();
-    if comment.is_empty() {
-        return Err("Say why in the comment: it is kept in the audit log.".to_owned());
-    }
-    if comment.chars().count() > MAX_COMMENT_CHARS {
-        return Err(format!(
-            "A comment has at most {MAX_COMMENT_CHARS} characters."
-        ));
-    }
-    super::changes::storable_comment(comment)?;
-    Ok(comment.to_owned())
 }
 
 /// The stored catalog, or the answer.
@@ -467,7 +451,7 @@ pub(super) async fn move_rollout(
         Ok(rollout) => rollout,
         Err(answer) => return *answer,
     };
-    let comment = match comment_of(fields.get("comment").unwrap_or_default()) {
+    let comment = match comment_text(fields.get("comment").unwrap_or_default()) {
         Ok(comment) => comment,
         Err(message) => {
             let refusal = ChangeRefusal {
@@ -617,7 +601,7 @@ fn start_of(input: &StartInput) -> Result<Start, String> {
     );
     let plan =
         RolloutPlan::new(steps, hold, minimum_users, guardrails).map_err(|e| e.to_string())?;
-    let comment = comment_of(&input.comment)?;
+    let comment = comment_text(&input.comment)?;
     Ok(Start {
         app,
         placement: placement.to_owned(),
