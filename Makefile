@@ -113,6 +113,8 @@ check-semver:
 check-module-cycles:
 	python3 reliability/module_cycles.py --self-test
 	python3 reliability/module_cycles.py
+	python3 reliability/long_functions.py --self-test
+	python3 reliability/long_functions.py
 
 ## Every relative link, anchor and quoted path of the Markdown exists, offline (issue 55).
 check-docs:

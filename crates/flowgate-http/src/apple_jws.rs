@@ -433,8 +433,42 @@ pub fn verify(roots: &AppleRoots, jws: &str, now: OffsetDateTime) -> Result<Valu
     let payload_bytes = decode_base64url("payload", payload_b64)?;
     let signature = decode_base64url("signature", signature_b64)?;
 
+    let ders = chain_of(&header_bytes)?;
+    let [leaf, intermediate, root] = [&ders[0], &ders[1], &ders[2]].map(|der| der.as_slice());
+    let leaf = parse_chain_certificate(ChainPosition::Leaf, leaf)?;
+    let intermediate = parse_chain_certificate(ChainPosition::Intermediate, intermediate)?;
+    let root_cert = parse_chain_certificate(ChainPosition::Root, root)?;
+
+    check_chain(roots, root, [&leaf, &intermediate, &root_cert])?;
+
+    // The signing input is the token's first two parts as sent, with the dot between them.
+    let signing_input = &jws.as_bytes()[..header_b64.len() + 1 + payload_b64.len()];
+    check_signature(&leaf, &signature, signing_input)?;
+
+    let payload: Value =
+        serde_json::from_slice(&payload_bytes).map_err(|e| JwsError::PayloadMalformed {
+            reason: e.to_string(),
+        })?;
+    if !payload.is_object() {
+        return Err(JwsError::PayloadNotObject {
+            found: json_kind(&payload),
+        });
+    }
+    let at = signing_date(&payload).unwrap_or(now);
+    for (certificate, position) in [&leaf, &intermediate, &root_cert]
+        .into_iter()
+        .zip(ChainPosition::ALL)
+    {
+        check_validity(position, certificate, at)?;
+    }
+    Ok(payload)
+}
+
+/// The DER certificates of the header's `x5c` (leaf, intermediate, root), after checking the
+/// header: a JSON object whose `alg` is `ES256`, without `crit`, with exactly three entries.
+fn chain_of(header_bytes: &[u8]) -> Result<Vec<Vec<u8>>, JwsError> {
     let header: Value =
-        serde_json::from_slice(&header_bytes).map_err(|e| JwsError::HeaderMalformed {
+        serde_json::from_slice(header_bytes).map_err(|e| JwsError::HeaderMalformed {
             reason: e.to_string(),
         })?;
     let Value::Object(header) = header else {
@@ -489,29 +523,44 @@ pub fn verify(roots: &AppleRoots, jws: &str, now: OffsetDateTime) -> Result<Valu
         })?;
         ders.push(der);
     }
-    let [leaf, intermediate, root] = [&ders[0], &ders[1], &ders[2]].map(|der| der.as_slice());
-    let leaf = parse_chain_certificate(ChainPosition::Leaf, leaf)?;
-    let intermediate = parse_chain_certificate(ChainPosition::Intermediate, intermediate)?;
-    let root_cert = parse_chain_certificate(ChainPosition::Root, root)?;
+    Ok(ders)
+}
 
+/// The chain's trust: its root is one of `roots` (byte for byte), each certificate is issued by
+/// the next, the intermediate is a CA, and both carry Apple's marker extensions.
+fn check_chain(
+    roots: &AppleRoots,
+    root: &[u8],
+    [leaf, intermediate, root_cert]: [&X509Certificate<'_>; 3],
+) -> Result<(), JwsError> {
     if !roots.contains(root) {
         return Err(JwsError::UntrustedRoot {
             fingerprint: fingerprint(root),
         });
     }
-    check_issued_by(ChainPosition::Intermediate, &intermediate, &root_cert)?;
-    check_issued_by(ChainPosition::Leaf, &leaf, &intermediate)?;
+    check_issued_by(ChainPosition::Intermediate, intermediate, root_cert)?;
+    check_issued_by(ChainPosition::Leaf, leaf, intermediate)?;
     match intermediate.basic_constraints() {
         Ok(Some(constraints)) if constraints.value.ca => {}
         _ => return Err(JwsError::IntermediateNotCa),
     }
-    if !has_extension(&intermediate, INTERMEDIATE_MARKER_OID) {
+    if !has_extension(intermediate, INTERMEDIATE_MARKER_OID) {
         return Err(JwsError::IntermediateMarkerMissing);
     }
-    if !has_extension(&leaf, LEAF_MARKER_OID) {
+    if !has_extension(leaf, LEAF_MARKER_OID) {
         return Err(JwsError::LeafMarkerMissing);
     }
 
+    Ok(())
+}
+
+/// The leaf's key is ECDSA P-256 and `signature` (64 bytes, r and s) signs `signing_input`
+/// with it.
+fn check_signature(
+    leaf: &X509Certificate<'_>,
+    signature: &[u8],
+    signing_input: &[u8],
+) -> Result<(), JwsError> {
     let key = leaf.public_key();
     let curve = key
         .algorithm
@@ -531,32 +580,13 @@ pub fn verify(roots: &AppleRoots, jws: &str, now: OffsetDateTime) -> Result<Valu
             len: signature.len(),
         });
     }
-    // The signing input is the token's first two parts as sent, with the dot between them.
-    let signing_input = &jws.as_bytes()[..header_b64.len() + 1 + payload_b64.len()];
     UnparsedPublicKey::new(
         &signature::ECDSA_P256_SHA256_FIXED,
         &key.subject_public_key.data,
     )
-    .verify(signing_input, &signature)
+    .verify(signing_input, signature)
     .map_err(|_| JwsError::SignatureInvalid)?;
-
-    let payload: Value =
-        serde_json::from_slice(&payload_bytes).map_err(|e| JwsError::PayloadMalformed {
-            reason: e.to_string(),
-        })?;
-    if !payload.is_object() {
-        return Err(JwsError::PayloadNotObject {
-            found: json_kind(&payload),
-        });
-    }
-    let at = signing_date(&payload).unwrap_or(now);
-    for (certificate, position) in [&leaf, &intermediate, &root_cert]
-        .into_iter()
-        .zip(ChainPosition::ALL)
-    {
-        check_validity(position, certificate, at)?;
-    }
-    Ok(payload)
+    Ok(())
 }
 
 fn decode_base64url(part: &'static str, text: &str) -> Result<Vec<u8>, JwsError> {

@@ -242,28 +242,8 @@ pub(crate) async fn callback(req: HttpRequest, console: Data) -> HttpResponse {
         .await;
     }
     let query = query_fields(&req);
-    if let Some(error) = query.get("error") {
-        let described: String = query
-            .get("error_description")
-            .unwrap_or_default()
-            .chars()
-            .take(200)
-            .collect();
-        let error: String = error.chars().take(64).collect();
-        let message = format!(
-            "{} did not sign you in: {error}{}{described}",
-            oidc.label(),
-            if described.is_empty() { "" } else { ": " }
-        );
-        return refused(
-            &console,
-            &req,
-            StatusCode::UNAUTHORIZED,
-            None,
-            serde_json::json!({"code": "provider_error", "error": error}),
-            &message,
-        )
-        .await;
+    if let Some(answer) = provider_refusal(&console, &req, oidc, &query).await {
+        return answer;
     }
     let now = OffsetDateTime::now_utc();
     let pending = match console.sessions.sign_in_tokens().await {
@@ -311,62 +291,9 @@ pub(crate) async fn callback(req: HttpRequest, console: Data) -> HttpResponse {
             .await;
         }
     };
-    let target = identity.email.clone().or(Some(identity.subject.clone()));
-    let Some(role) = role_for(&identity, &oidc.access.roles) else {
-        return refused(
-            &console,
-            &req,
-            StatusCode::FORBIDDEN,
-            target,
-            serde_json::json!({"code": "no_role", "subject": identity.subject}),
-            "Your account at the identity provider has no role in this console \
-             (console.oidc.roles); ask an admin.",
-        )
-        .await;
-    };
-    let email = match (&identity.email, identity.email_verified) {
-        (Some(email), true) => email.clone(),
-        _ => {
-            return refused(
-                &console,
-                &req,
-                StatusCode::FORBIDDEN,
-                target,
-                serde_json::json!({"code": "no_verified_email", "subject": identity.subject}),
-                "The identity provider did not vouch for an email address (a verified \
-                 `email` claim), which the console names people by.",
-            )
-            .await;
-        }
-    };
-    let person = match person_for(&console, &email, role).await {
-        Ok(Some(person)) => person,
-        Ok(None) => {
-            return refused(
-                &console,
-                &req,
-                StatusCode::FORBIDDEN,
-                target,
-                serde_json::json!({"code": "disabled"}),
-                "This account is disabled in the console; ask an admin.",
-            )
-            .await;
-        }
-        Err(PersonRefusal::Email(message)) => {
-            return refused(
-                &console,
-                &req,
-                StatusCode::FORBIDDEN,
-                target,
-                serde_json::json!({"code": "email"}),
-                &message,
-            )
-            .await;
-        }
-        Err(PersonRefusal::Store(e)) => {
-            tracing::error!(error = %e, "console: an OpenID sign-in could not read the people");
-            return unavailable("the people cannot be read");
-        }
+    let person = match person_of(&console, &req, oidc, &identity).await {
+        Ok(person) => person,
+        Err(answer) => return answer,
     };
     let who = Who {
         person_id: Some(person.id),
@@ -388,6 +315,102 @@ pub(crate) async fn callback(req: HttpRequest, console: Data) -> HttpResponse {
     }
     let _ = response.add_cookie(&pending_cookie(&req, String::new(), Duration::ZERO));
     response
+}
+
+/// The provider's own refusal (`error` in the callback's query), as the page says it; `None`
+/// when the provider sent a code.
+async fn provider_refusal(
+    console: &Console,
+    req: &HttpRequest,
+    oidc: &OidcSignIn,
+    query: &super::Fields,
+) -> Option<HttpResponse> {
+    let error = query.get("error")?;
+    let described: String = query
+        .get("error_description")
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    let error: String = error.chars().take(64).collect();
+    let message = format!(
+        "{} did not sign you in: {error}{}{described}",
+        oidc.label(),
+        if described.is_empty() { "" } else { ": " }
+    );
+    let answer = refused(
+        console,
+        req,
+        StatusCode::UNAUTHORIZED,
+        None,
+        serde_json::json!({"code": "provider_error", "error": error}),
+        &message,
+    )
+    .await;
+    Some(answer)
+}
+
+/// The person `identity` signs in as: a role from `console.oidc.roles`, a verified email, and
+/// the person of that email (added with that role on a first sign-in); the answer otherwise.
+async fn person_of(
+    console: &Console,
+    req: &HttpRequest,
+    oidc: &OidcSignIn,
+    identity: &Identity,
+) -> Result<Person, HttpResponse> {
+    let target = identity.email.clone().or(Some(identity.subject.clone()));
+    let Some(role) = role_for(identity, &oidc.access.roles) else {
+        return Err(refused(
+            console,
+            req,
+            StatusCode::FORBIDDEN,
+            target,
+            serde_json::json!({"code": "no_role", "subject": identity.subject}),
+            "Your account at the identity provider has no role in this console \
+             (console.oidc.roles); ask an admin.",
+        )
+        .await);
+    };
+    let email = match (&identity.email, identity.email_verified) {
+        (Some(email), true) => email.clone(),
+        _ => {
+            return Err(refused(
+                console,
+                req,
+                StatusCode::FORBIDDEN,
+                target,
+                serde_json::json!({"code": "no_verified_email", "subject": identity.subject}),
+                "The identity provider did not vouch for an email address (a verified \
+                 `email` claim), which the console names people by.",
+            )
+            .await);
+        }
+    };
+    match person_for(console, &email, role).await {
+        Ok(Some(person)) => Ok(person),
+        Ok(None) => Err(refused(
+            console,
+            req,
+            StatusCode::FORBIDDEN,
+            target,
+            serde_json::json!({"code": "disabled"}),
+            "This account is disabled in the console; ask an admin.",
+        )
+        .await),
+        Err(PersonRefusal::Email(message)) => Err(refused(
+            console,
+            req,
+            StatusCode::FORBIDDEN,
+            target,
+            serde_json::json!({"code": "email"}),
+            &message,
+        )
+        .await),
+        Err(PersonRefusal::Store(e)) => {
+            tracing::error!(error = %e, "console: an OpenID sign-in could not read the people");
+            Err(unavailable("the people cannot be read"))
+        }
+    }
 }
 
 /// Why no person could be had for a verified email.
