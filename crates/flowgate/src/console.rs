@@ -179,15 +179,7 @@ impl ConsoleBackend for StoreConsole {
         comment: String,
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
         Box::pin(async move {
-            let request = StartRequest {
-                app: start.app,
-                placement: start.placement,
-                flow: start.flow,
-                version: start.version,
-                plan: start.plan,
-                actor,
-                comment,
-            };
+            let request = request_of(start, actor, comment);
             crate::rollouts::start(&self.0, request, OffsetDateTime::now_utc())
                 .await
                 .map_err(rollout_refusal)
@@ -201,15 +193,7 @@ impl ConsoleBackend for StoreConsole {
         comment: String,
     ) -> BoxFuture<'_, Result<ChangeId, ChangeRefusal>> {
         Box::pin(async move {
-            let request = StartRequest {
-                app: start.app,
-                placement: start.placement,
-                flow: start.flow,
-                version: start.version,
-                plan: start.plan,
-                actor,
-                comment,
-            };
+            let request = request_of(start, actor, comment);
             crate::rollout_review::propose_start(&self.0, request, OffsetDateTime::now_utc())
                 .await
                 .map(|record| record.id)
@@ -243,6 +227,19 @@ impl ConsoleBackend for StoreConsole {
             };
             moved.map_err(rollout_refusal)
         })
+    }
+}
+
+/// The console's rollout start as the rollouts' request, by `actor` with `comment`.
+fn request_of(start: RolloutStart, actor: String, comment: String) -> StartRequest {
+    StartRequest {
+        app: start.app,
+        placement: start.placement,
+        flow: start.flow,
+        version: start.version,
+        plan: start.plan,
+        actor,
+        comment,
     }
 }
 

@@ -372,16 +372,9 @@ fn json_equals_at(a: &Value, b: &Value, depth: usize) -> bool {
     }
 }
 
-/// GrowthBook's `getType`: `typeof` plus `"array"` and `"null"`.
+/// GrowthBook's `getType`: `typeof` plus `"array"` and `"null"`, which are JSON's kinds.
 pub(crate) fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+    crate::text::json_kind(v)
 }
 
 /// The canonical array index that a property key names (`"0"`, `"12"`, never `"01"`), as
