@@ -204,6 +204,31 @@ pub async fn decide_is_compare_and_set<S: ChangeStore + ?Sized>(store: &S) {
         "decide"
     ));
     assert_eq!(get(store, c2.id).await, Some(c2.clone().decided(failed)));
+
+    // Rejected by a reviewer with why (D35): kept with its note, listed by its state.
+    let c3 = change(3, 3);
+    insert(store, &c3).await;
+    let rejected = ChangeDecision {
+        state: ChangeState::Rejected,
+        by: "dana@example.com".to_owned(),
+        at: at(14),
+        applied_revision: None,
+        note: Some("not before the sale ends".to_owned()),
+    };
+    assert!(ok(
+        store.decide_change(c3.id, rejected.clone()).await,
+        "decide"
+    ));
+    let c3 = c3.decided(rejected.clone());
+    assert_eq!(get(store, c3.id).await, Some(c3.clone()));
+    assert!(!ok(store.decide_change(c3.id, rejected).await, "decide"));
+    assert_eq!(
+        ok(
+            store.list_changes(Some(ChangeState::Rejected), 10).await,
+            "list"
+        ),
+        [c3]
+    );
     assert_eq!(
         ok(
             store.list_changes(Some(ChangeState::Pending), 10).await,

@@ -371,6 +371,8 @@ named_enum!(
         ChangeApprove = "change.approve",
         /// A proposed change withdrawn by its author.
         ChangeWithdraw = "change.withdraw",
+        /// A proposed change rejected by a reviewer, with why (D35).
+        ChangeReject = "change.reject",
         /// A sign-in.
         SignIn = "sign_in",
         /// A refused sign-in (the target is the account tried).
@@ -420,6 +422,9 @@ named_enum!(
         Withdrawn = "withdrawn",
         /// Applying it failed (e.g. the catalog changed since it was made); nothing was written.
         Failed = "failed",
+        /// Rejected by a reviewer (D35), their comment in the change's note; nothing was
+        /// written to the catalog.
+        Rejected = "rejected",
     }
 );
 
@@ -568,7 +573,7 @@ pub struct ChangeRecord {
 /// [`ChangeStore::decide_change`]: crate::ports::ChangeStore::decide_change
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChangeDecision {
-    /// The new state: `Applied`, `Withdrawn` or `Failed`.
+    /// The new state: `Applied`, `Withdrawn`, `Failed` or `Rejected`.
     pub state: ChangeState,
     /// Who decided.
     pub by: String,
@@ -650,6 +655,7 @@ mod tests {
                 "change.propose",
                 "change.approve",
                 "change.withdraw",
+                "change.reject",
                 "sign_in",
                 "sign_in.failed",
                 "sign_in.refused",

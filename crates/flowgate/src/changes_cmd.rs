@@ -65,6 +65,9 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
             }
         }
         ChangesCommand::List { state, limit, json } => list(store, state, limit, json).await,
+        ChangesCommand::Reject { id, comment, json } => {
+            reject(store, &id, &comment, json, now).await
+        }
         ChangesCommand::Cancel { id, json } => {
             let Ok(id) = id.parse::<ChangeId>() else {
                 errln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
@@ -98,20 +101,7 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                     }
                     ExitCode::Success
                 }
-                Ok(false) => match store.change(id).await {
-                    Ok(Some(record)) => {
-                        errln!(
-                            "flowgate: change {id} is {}: only a pending change is cancelled",
-                            record.state.as_str()
-                        );
-                        ExitCode::InvalidInput
-                    }
-                    Ok(None) => {
-                        errln!("flowgate: no change {id}");
-                        ExitCode::NotFound
-                    }
-                    Err(e) => store_failure("the change could not be read", &e),
-                },
+                Ok(false) => not_pending(store, id, "cancelled").await,
                 Err(e) => store_failure("the change was not cancelled", &e),
             }
         }
@@ -152,6 +142,75 @@ async fn list(store: &Store, state: Option<String>, limit: usize, json: bool) ->
             ExitCode::Success
         }
         Err(e) => store_failure("the changes could not be read", &e),
+    }
+}
+
+/// `flowgate changes reject ID --comment WHY`: a pending change `rejected` as `cli` (D35),
+/// the comment kept as its note and in the audit log.
+async fn reject(
+    store: &Store,
+    id: &str,
+    comment: &str,
+    json: bool,
+    now: OffsetDateTime,
+) -> ExitCode {
+    let Ok(id) = id.parse::<ChangeId>() else {
+        errln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
+        return ExitCode::InvalidInput;
+    };
+    let comment = comment.trim();
+    if comment.is_empty() || !flowgate_domain::events::is_storable_text(comment) {
+        errln!("flowgate: --comment says why the change is rejected (text, not empty)");
+        return ExitCode::InvalidInput;
+    }
+    let decision = ChangeDecision {
+        state: ChangeState::Rejected,
+        by: CLI_ACTOR.to_owned(),
+        at: now,
+        applied_revision: None,
+        note: Some(comment.to_owned()),
+    };
+    match store.decide_change(id, decision).await {
+        Ok(true) => {
+            let entry = NewAuditEntry {
+                at: now,
+                actor: CLI_ACTOR.to_owned(),
+                action: AuditAction::ChangeReject,
+                target: Some(id.to_string()),
+                comment: Some(comment.to_owned()),
+                revision_before: None,
+                revision_after: None,
+                detail: Value::Null,
+            };
+            if let Err(e) = store.append_audit(entry).await {
+                tracing::error!(error = %e, "the audit entry could not be written");
+            }
+            match store.change(id).await {
+                Ok(Some(record)) if json => print_json(&change_json(&record)),
+                _ => errln!("change {id} rejected"),
+            }
+            ExitCode::Success
+        }
+        Ok(false) => not_pending(store, id, "rejected").await,
+        Err(e) => store_failure("the change was not rejected", &e),
+    }
+}
+
+/// Why change `id` was not decided: it is no longer pending, or there is none.
+async fn not_pending(store: &Store, id: ChangeId, what: &str) -> ExitCode {
+    match store.change(id).await {
+        Ok(Some(record)) => {
+            errln!(
+                "flowgate: change {id} is {}: only a pending change is {what}",
+                record.state.as_str()
+            );
+            ExitCode::InvalidInput
+        }
+        Ok(None) => {
+            errln!("flowgate: no change {id}");
+            ExitCode::NotFound
+        }
+        Err(e) => store_failure("the change could not be read", &e),
     }
 }
 

@@ -417,6 +417,18 @@ pub enum ChangesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Reject a pending change with why (D35): it is `rejected`, as `cli`, and its author
+    /// reads the comment on the change's page.
+    Reject {
+        /// The change's id.
+        id: String,
+        /// Why it is rejected (required).
+        #[arg(long)]
+        comment: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `flowgate rollouts ...` (D29).

@@ -569,6 +569,15 @@ pub(super) async fn show(req: HttpRequest, path: web::Path<String>, console: Dat
             }
             None => {}
         }
+        // D35: a reviewer may reject a pending change with why, whether or not it applies now.
+        @if found.state == ChangeState::Pending && session.role.allows(Role::Editor) && !own {
+            form #reject method="post" action=(format!("/console/changes/{}/reject", found.id)) {
+                (csrf(&session))
+                label for="reject-comment" { "Why it is rejected (its author reads this)" }
+                textarea #reject-comment name="comment" rows="2" maxlength=(MAX_COMMENT_CHARS) required {}
+                button.danger type="submit" { "Reject" }
+            }
+        }
         @if found.state == ChangeState::Pending && own {
             form #withdraw method="post" action=(format!("/console/changes/{}/withdraw", found.id)) {
                 (csrf(&session))
@@ -674,6 +683,67 @@ pub(super) async fn approve(
             ))
         }
         Err(refusal) => refused(&session, &refusal),
+    }
+}
+
+/// `POST /console/changes/{id}/reject`: another editor or admin rejects a pending change with
+/// why (D35): `rejected`, the comment in its note (its author reads it on the change's page),
+/// audited `change.reject`; nothing is written to the catalog.
+pub(super) async fn reject(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: PostedForm,
+    console: Data,
+) -> HttpResponse {
+    let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
+        Ok(posted) => posted,
+        Err(answer) => return *answer,
+    };
+    let (found, _) = match change_at(&console, &session, &path).await {
+        Ok(found) => found,
+        Err(answer) => return *answer,
+    };
+    if found.author == session.actor {
+        return error_page(
+            &session,
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Nobody rejects their own change: withdraw it instead.",
+        );
+    }
+    let comment = match comment_of(&fields) {
+        Ok(comment) => comment,
+        Err(message) => {
+            return error_page(&session, StatusCode::BAD_REQUEST, "Not rejected", &message)
+        }
+    };
+    let decision = ChangeDecision {
+        state: ChangeState::Rejected,
+        by: session.actor.clone(),
+        at: OffsetDateTime::now_utc(),
+        applied_revision: None,
+        note: Some(comment.clone()),
+    };
+    match console.changes.decide_change(found.id, decision).await {
+        Ok(true) => {
+            let mut entry = audit_entry(
+                &session.actor,
+                AuditAction::ChangeReject,
+                Some(found.id.to_string()),
+            );
+            entry.comment = Some(comment);
+            entry.detail =
+                serde_json::json!({"author": found.author, "description": found.summary});
+            record(&console, entry).await;
+            see_other(&format!("/console/changes/{}", found.id))
+        }
+        Ok(false) => error_page(
+            &session,
+            StatusCode::CONFLICT,
+            "Already decided",
+            "This change was decided meanwhile.",
+        ),
+        Err(e) => store_failure(&session, "The change was not rejected", &e),
     }
 }
 

@@ -1642,6 +1642,7 @@ pub(crate) fn scope(
         .service(route!("/changes/{changeId}").route(web::get().to(changes::show)))
         .service(route!("/changes/{changeId}/approve").route(web::post().to(changes::approve)))
         .service(route!("/changes/{changeId}/withdraw").route(web::post().to(changes::withdraw)))
+        .service(route!("/changes/{changeId}/reject").route(web::post().to(changes::reject)))
         .service(
             route!("/rollouts")
                 .route(web::get().to(rollouts::list))

@@ -249,6 +249,12 @@ async fn every_console_route_and_post_is_refused_below_its_role_and_without_csrf
             Some("editor"),
             Vec::new(),
         ),
+        form(
+            "/changes/{changeId}/reject",
+            at(&format!("/changes/{unknown}/reject")),
+            Some("editor"),
+            comment.clone(),
+        ),
         page("/rollouts", at("/rollouts"), Some("viewer")),
         form("/rollouts", at("/rollouts"), Some("editor"), rollout_form),
         page("/rollouts/new", at("/rollouts/new"), Some("editor")),

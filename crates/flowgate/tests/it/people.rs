@@ -1175,3 +1175,103 @@ async fn serve_deletes_expired_sessions_and_audit_entries_past_retention_when_it
     }
     assert!(store.session(&open.id_hash, now).await.unwrap().is_some());
 }
+
+/// D35: a reviewer rejects a pending change with why; the change is `rejected`, nothing moves,
+/// its author reads the why on its page, it cannot be approved after, and the audit log names
+/// the reviewer. The author cannot reject their own (they withdraw it). The command line
+/// rejects another, as `cli`.
+#[tokio::test]
+async fn with_review_a_reviewer_rejects_a_change_with_why() {
+    let s = served_with_review().await;
+    let key = demo_key(&s);
+    let (edna, edna_csrf) = person(&s, "edna@example.com", "editor");
+    let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
+    let propose = |comment: &str| {
+        let (change, base, _) = ship_preview(&s, &edna);
+        let proposed = post(
+            s.admin,
+            "/console/changes",
+            &edna,
+            &[
+                ("csrf", &edna_csrf),
+                ("change", &change),
+                ("base", &base),
+                ("comment", comment),
+            ],
+        );
+        assert_eq!(proposed.status, 303, "{}", proposed.body);
+        proposed.header("location").unwrap().to_owned()
+    };
+    let at = propose("ship it");
+    // The author sees no reject form and cannot reject by posting.
+    assert!(!get(s.admin, &at, &edna).body.contains("id=\"reject\""));
+    let own = post(
+        s.admin,
+        &format!("{at}/reject"),
+        &edna,
+        &[("csrf", &edna_csrf), ("comment", "me")],
+    );
+    assert_eq!(own.status, 403, "{}", own.body);
+    // Another editor rejects it with why; a rejection without why is refused.
+    assert!(get(s.admin, &at, &ed).body.contains("id=\"reject\""));
+    let bare = post(
+        s.admin,
+        &format!("{at}/reject"),
+        &ed,
+        &[("csrf", &ed_csrf), ("comment", "  ")],
+    );
+    assert_eq!(bare.status, 400, "{}", bare.body);
+    let rejected = post(
+        s.admin,
+        &format!("{at}/reject"),
+        &ed,
+        &[("csrf", &ed_csrf), ("comment", "not before the sale ends")],
+    );
+    assert_eq!(rejected.status, 303, "{}", rejected.body);
+    let page = get(s.admin, &at, &edna);
+    assert!(
+        page.body.contains("rejected") && page.body.contains("not before the sale ends"),
+        "{}",
+        page.body
+    );
+    // Nothing moved, and it cannot be approved now.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(paywall_flows(&s, &key).iter().any(|f| f != DEMO_TRIAL_FLOW));
+    let late = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &ed,
+        &[("csrf", &ed_csrf), ("base", "0"), ("comment", "too late")],
+    );
+    assert_eq!(late.status, 409, "{}", late.body);
+    let audit = audit_cli(&s, &["--action", "change.reject"]);
+    assert!(
+        audit
+            .iter()
+            .any(|e| e["actor"] == "ed@example.com" && e["comment"] == "not before the sale ends"),
+        "{audit:?}"
+    );
+
+    // The command line rejects another proposal, as `cli`.
+    let other = propose("ship it again");
+    let id = other.rsplit('/').next().unwrap();
+    let env = [("FLOWGATE__DATABASE__URL", s.db.url.as_str())];
+    let (code, out, err) = run(
+        &[
+            "changes",
+            "reject",
+            id,
+            "--comment",
+            "one at a time",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["state"], "rejected", "{shown}");
+    let (code, _, err) = run(&["changes", "reject", id, "--comment", "again"], &env);
+    assert_eq!(code, Some(4), "only a pending change is rejected: {err}");
+    assert!(err.contains("only a pending change is rejected"), "{err}");
+    assert!(has(&audit_cli(&s, &[]), "cli", "change.reject", Some(id)));
+}
