@@ -188,14 +188,32 @@ fn labelled(path: &Path, warnings: Vec<Problem>) -> Vec<FileProblem> {
         .collect()
 }
 
+/// The catalog file at `path` read and parsed as [`import_file`] reads it (JSON, or YAML by
+/// its name), with the SHA-256 of its bytes (hex): what a proposed import (D35) keeps.
+pub async fn read_catalog_file(path: &Path) -> Result<(CatalogFile, String), ImportError> {
+    let text = read_text(path).await?;
+    let file = parse(path, FileFormat::of(path), &text)?;
+    Ok((file, sha256_hex(text.as_bytes())))
+}
+
 /// Imports the catalog file at `path` (D13); `now` is the creation time of new keys.
 pub async fn import_file(
     store: &Store,
     path: &Path,
     now: OffsetDateTime,
 ) -> Result<ImportReport, ImportError> {
+    import_file_as(store, (CLI_ACTOR, None), path, now).await
+}
+
+/// [`import_file`], recorded in the audit log as done by `who.0` with the comment `who.1`.
+pub async fn import_file_as(
+    store: &Store,
+    who: (&str, Option<&str>),
+    path: &Path,
+    now: OffsetDateTime,
+) -> Result<ImportReport, ImportError> {
     let text = read_text(path).await?;
-    import_text(store, path, FileFormat::of(path), &text, now).await
+    import_text_as(store, who, path, FileFormat::of(path), &text, now).await
 }
 
 /// Imports catalog text read elsewhere; `path` labels the problems and names the file in the
@@ -208,16 +226,17 @@ pub async fn import_text(
     text: &str,
     now: OffsetDateTime,
 ) -> Result<ImportReport, ImportError> {
-    import_text_as(store, CLI_ACTOR, path, format, text, now).await
+    import_text_as(store, (CLI_ACTOR, None), path, format, text, now).await
 }
 
 /// Who the audit log names for the command line (D28).
 pub const CLI_ACTOR: &str = "cli";
 
-/// [`import_text`], recorded in the audit log as done by `actor`.
+/// [`import_text`], recorded in the audit log as done by `actor`, with `comment` (a
+/// break-glass import under review says so, D35).
 pub async fn import_text_as(
     store: &Store,
-    actor: &str,
+    (actor, comment): (&str, Option<&str>),
     path: &Path,
     format: FileFormat,
     text: &str,
@@ -227,6 +246,7 @@ pub async fn import_text_as(
     let sha256 = sha256_hex(text.as_bytes());
     let (recorded_sha256, file_name) = (sha256.clone(), path.display().to_string());
     let actor = actor.to_owned();
+    let comment = comment.map(str::to_owned);
     let outcome = store
         .update_catalog(move |stored| {
             let plan = plan_import(file, &stored, now)?;
@@ -236,7 +256,7 @@ pub async fn import_text_as(
                 actor,
                 action: AuditAction::CatalogImport,
                 target: Some(file_name.clone()),
-                comment: None,
+                comment: comment.clone(),
                 revision_before: None,
                 revision_after: None,
                 detail: serde_json::json!({

@@ -70,6 +70,14 @@ pub enum Command {
         /// running experiment's users who would move), writing nothing (D19).
         #[arg(long)]
         dry_run: bool,
+        /// With `catalog.require_review`: propose the import as this editor or admin (an
+        /// email), for another to approve in the console (D35).
+        #[arg(long, conflicts_with_all = ["apply_now", "dry_run"])]
+        author: Option<String>,
+        /// With `catalog.require_review`: import at once without review (break-glass, audited
+        /// as such).
+        #[arg(long)]
+        apply_now: bool,
         /// Print the report (or the problems) as JSON.
         #[arg(long)]
         json: bool,

@@ -322,6 +322,46 @@ pub async fn dead_letters(store: &Store, command: DeadLettersCommand) -> ExitCod
 }
 
 /// Problems of a file the import refuses, and failures to read it or reach the store.
+/// `flowgate import FILE --author EMAIL` under review: the proposal, or why not.
+async fn propose_import(
+    store: &Store,
+    file: &std::path::Path,
+    email: &str,
+    json: bool,
+) -> ExitCode {
+    use crate::import_review::ProposeFailure;
+    match crate::import_review::propose(store, file, email).await {
+        Ok(record) if json => {
+            print_json(&json!({
+                "change_id": record.id.to_string(), "state": record.state.as_str(),
+                "author": record.author, "summary": record.summary,
+            }));
+            ExitCode::Success
+        }
+        Ok(record) => {
+            outln!(
+                "proposed change {} by {}: {}; another editor or admin approves it in the console",
+                record.id,
+                record.author,
+                record.summary
+            );
+            ExitCode::Success
+        }
+        Err(ProposeFailure::NotAnEditor) => {
+            errln!(
+                "flowgate: --author {email:?} is not an editor or admin who may propose changes"
+            );
+            ExitCode::InvalidInput
+        }
+        Err(ProposeFailure::File(e)) => import_failure(file, e, json),
+        Err(ProposeFailure::Invalid(why)) => {
+            errln!("flowgate: {}: {why}", file.display());
+            ExitCode::InvalidInput
+        }
+        Err(ProposeFailure::Store(e)) => store_failure("the import was not proposed", &e),
+    }
+}
+
 fn import_failure(file: &std::path::Path, error: ImportError, json: bool) -> ExitCode {
     match error {
         ImportError::Invalid(problems) => {
@@ -466,11 +506,42 @@ async fn dry_run(store: &Store, file: &std::path::Path, json: bool) -> ExitCode 
 }
 
 /// `flowgate import [--dry-run] FILE`
-pub async fn import(store: &Store, file: &std::path::Path, dry: bool, json: bool) -> ExitCode {
+pub async fn import(
+    store: &Store,
+    file: &std::path::Path,
+    dry: bool,
+    (review, author, apply_now): (bool, Option<String>, bool),
+    json: bool,
+) -> ExitCode {
     if dry {
         return dry_run(store, file, json).await;
     }
-    match import_file(store, file, OffsetDateTime::now_utc()).await {
+    // D35: with review, an import moves users like any change: proposed, or break-glass.
+    let comment = match (review, author) {
+        (false, Some(_)) => {
+            errln!(
+                "flowgate: --author proposes an import for review, and catalog.require_review \
+                 is off: import without --author"
+            );
+            return ExitCode::InvalidInput;
+        }
+        (true, Some(email)) => return propose_import(store, file, &email, json).await,
+        (true, None) if !apply_now => {
+            errln!(
+                "flowgate: catalog.require_review is on: an import waits for review. --author \
+                 EMAIL proposes it as that editor, for another editor or admin to approve in \
+                 the console; --apply-now imports at once (break-glass, audited)"
+            );
+            return ExitCode::InvalidInput;
+        }
+        (true, None) => Some("break-glass: imported with --apply-now under catalog.require_review"),
+        (false, None) => None,
+    };
+    let imported = match comment {
+        None => import_file(store, file, OffsetDateTime::now_utc()).await,
+        Some(comment) => crate::import_review::import_now(store, file, comment).await,
+    };
+    match imported {
         Ok(report) => {
             let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
             if json {

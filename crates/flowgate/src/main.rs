@@ -15,8 +15,10 @@ mod experiments;
 mod explain;
 mod health;
 mod heap;
+mod import_review;
 mod ingest;
 mod people_cmd;
+mod proposals;
 mod refresh;
 mod rollout_review;
 mod rollouts;
@@ -78,8 +80,13 @@ fn main() -> std::process::ExitCode {
             Command::Import {
                 file,
                 dry_run,
+                author,
+                apply_now,
                 json,
-            } => commands::import(&store, &file, dry_run, json).await,
+            } => {
+                let review = (config.catalog.require_review, author, apply_now);
+                commands::import(&store, &file, dry_run, review, json).await
+            }
             Command::Explain {
                 app,
                 placement,

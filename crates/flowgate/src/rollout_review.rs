@@ -9,10 +9,8 @@
 
 use flowgate_domain::catalog::{CatalogChange, CatalogData};
 use flowgate_domain::ids::{ChangeId, FlowId, RolloutId};
-use flowgate_domain::people::{
-    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
-};
-use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _};
+use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord};
+use flowgate_domain::ports::{CatalogSource as _, ChangeStore as _};
 use flowgate_domain::rollouts::{AppliedStep, Rollout, RolloutState};
 use flowgate_store::import::{
     apply_change_with, preview_change, AppliedChange, ChangeWrite, RolloutWrite,
@@ -21,6 +19,7 @@ use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
+use crate::proposals::Proposal;
 use crate::rollouts::{ensure_free, plan_start, RolloutFailure, StartRequest};
 
 /// Records `request` as a pending change by `request.actor` (its author, who cannot approve
@@ -35,36 +34,14 @@ pub async fn propose_start(
         *plan = Some(Box::new(rollout.plan.clone()));
     }
     let preview = preview_change(store, &change, now).await?;
-    let record = ChangeRecord {
-        id: ChangeId::new_v7(now),
-        author: request.actor.clone(),
-        created_at: now,
-        base_revision: base,
-        change: change.to_json(),
-        summary: preview.description.clone(),
-        comment: request.comment.clone(),
-        state: ChangeState::Pending,
-        decided_by: None,
-        decided_at: None,
-        applied_revision: None,
-        note: None,
-        apply_at: None,
+    let proposal = Proposal {
+        change: &change,
+        base,
+        summary: preview.description,
+        author: &request.actor,
+        comment: &request.comment,
     };
-    store.insert_change(record.clone()).await?;
-    let entry = NewAuditEntry {
-        at: now,
-        actor: request.actor,
-        action: AuditAction::ChangePropose,
-        target: Some(record.id.to_string()),
-        comment: Some(request.comment).filter(|c| !c.is_empty()),
-        revision_before: None,
-        revision_after: None,
-        detail: json!({"description": preview.description, "change": record.change}),
-    };
-    if let Err(e) = store.append_audit(entry).await {
-        tracing::error!(error = %e, change = %record.id, "the proposal's audit entry could not be written");
-    }
-    Ok(record)
+    Ok(crate::proposals::record(store, proposal, now).await?)
 }
 
 /// Applies an approved rollout start: `change` is the proposal's `start_rollout` with its plan,

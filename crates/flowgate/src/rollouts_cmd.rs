@@ -1,8 +1,7 @@
 //! `flowgate rollouts start|list|show|pause|resume|rollback` (D29), as `cli` in the audit log.
 
 use flowgate_domain::ids::{AppId, FlowId, RolloutId};
-use flowgate_domain::people::Role;
-use flowgate_domain::ports::{PeopleStore as _, RolloutStore as _};
+use flowgate_domain::ports::RolloutStore as _;
 use flowgate_domain::rollouts::{format_duration, parse_duration, Rollout, RolloutPlan};
 use flowgate_store::import::CLI_ACTOR;
 use flowgate_store::Store;
@@ -272,15 +271,16 @@ async fn propose(
     json: bool,
     now: time::OffsetDateTime,
 ) -> ExitCode {
-    let person = match store.person_by_email(email).await {
-        Ok(person) => person,
+    request.actor = match crate::proposals::author(store, email).await {
+        Ok(Some(author)) => author,
+        Ok(None) => {
+            errln!(
+                "flowgate: --author {email:?} is not an editor or admin who may propose changes"
+            );
+            return ExitCode::InvalidInput;
+        }
         Err(e) => return store_failure("the author could not be read", &e),
     };
-    let Some(person) = person.filter(|p| !p.disabled && p.role.allows(Role::Editor)) else {
-        errln!("flowgate: --author {email:?} is not an editor or admin who may propose changes");
-        return ExitCode::InvalidInput;
-    };
-    request.actor = person.email;
     match crate::rollout_review::propose_start(store, request, now).await {
         Ok(record) if json => {
             print_json(&serde_json::json!({

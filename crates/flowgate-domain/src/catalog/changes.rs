@@ -166,6 +166,17 @@ pub enum CatalogChange {
         /// record holds its plan). A stored member since 0.3.0, optional (D26).
         plan: Option<Box<super::rollout_plan::RolloutPlan>>,
     },
+    /// Import a catalog file (D13) proposed for review (D35: `flowgate import --author` with
+    /// `catalog.require_review`): applying it imports the file as `flowgate import` does,
+    /// against the catalog as it is then.
+    ImportFile {
+        /// The file's name as given, for people.
+        name: String,
+        /// The SHA-256 of the file's bytes, hex: what the import history records.
+        sha256: String,
+        /// The file as JSON (YAML files too: as parsed), read as a [`CatalogFile`] when applied.
+        catalog: Box<Value>,
+    },
 }
 
 /// Why a change cannot be made (or read). Each has a stable [`code`](ChangeError::code); each
@@ -764,7 +775,8 @@ impl CatalogChange {
     pub const FORMAT: u32 = 1;
 
     /// The change's `kind` in its stored JSON: `set_experiment_status`, `set_allocation`,
-    /// `ship_variant`, `publish_flow_version` or `set_rule_enabled`.
+    /// `ship_variant`, `publish_flow_version`, `set_rule_enabled`, `start_rollout` or
+    /// `import_file`.
     pub const fn kind(&self) -> &'static str {
         match self {
             CatalogChange::SetExperimentStatus { .. } => "set_experiment_status",
@@ -773,6 +785,7 @@ impl CatalogChange {
             CatalogChange::PublishFlowVersion { .. } => "publish_flow_version",
             CatalogChange::SetRuleEnabled { .. } => "set_rule_enabled",
             CatalogChange::StartRollout { .. } => "start_rollout",
+            CatalogChange::ImportFile { .. } => "import_file",
         }
     }
 
@@ -834,6 +847,14 @@ impl CatalogChange {
                 minimum_users: *minimum_users,
             }
             .apply(stored),
+            // The file is the change: the import takes it against the catalog as it is.
+            CatalogChange::ImportFile { name, catalog, .. } => {
+                CatalogFile::deserialize(catalog.as_ref()).map_err(|e| {
+                    ChangeError::InvalidChange(format!(
+                        "the catalog file `{name}` of this change does not read: {e}"
+                    ))
+                })
+            }
         }
     }
 
@@ -843,6 +864,11 @@ impl CatalogChange {
     /// `paywall` (Demo app)". Ids stand in for names `stored` does not hold.
     pub fn describe(&self, stored: &CatalogData) -> String {
         match self {
+            CatalogChange::ImportFile {
+                name,
+                sha256,
+                catalog,
+            } => describe_import(name, sha256, catalog),
             CatalogChange::SetExperimentStatus { experiment, status } => {
                 let Some(at) = ExperimentAt::find(stored, *experiment) else {
                     return format!("set experiment {experiment} to {}", status.as_str());
@@ -1029,6 +1055,15 @@ impl CatalogChange {
                 minimum_users: *minimum_users,
                 plan: plan.clone(),
             },
+            CatalogChange::ImportFile {
+                name,
+                sha256,
+                catalog,
+            } => Wire::ImportFile {
+                name: name.clone(),
+                sha256: sha256.clone(),
+                catalog: catalog.clone(),
+            },
         };
         // Ids, strings, integers, booleans and numbers only: serialising cannot fail (a
         // weight that is not finite, which no change applies, is written as null).
@@ -1142,8 +1177,26 @@ impl CatalogChange {
                 minimum_users,
                 plan,
             },
+            Wire::ImportFile {
+                name,
+                sha256,
+                catalog,
+            } => CatalogChange::ImportFile {
+                name,
+                sha256,
+                catalog,
+            },
         })
     }
+}
+
+/// An imported file's change in words: its name, its workspaces, the start of its SHA-256.
+fn describe_import(name: &str, sha256: &str, catalog: &Value) -> String {
+    format!(
+        "import `{name}` ({} workspace(s), sha256 {})",
+        catalog["workspaces"].as_array().map_or(0, Vec::len),
+        sha256.chars().take(12).collect::<String>()
+    )
 }
 
 /// Checks new weights (one per variant, in any order) and coverage against `e`: the weights
@@ -1202,13 +1255,14 @@ fn allocation(
 }
 
 /// The kinds [`CatalogChange::from_json`] knows.
-const KINDS: [&str; 6] = [
+const KINDS: [&str; 7] = [
     "set_experiment_status",
     "set_allocation",
     "ship_variant",
     "publish_flow_version",
     "set_rule_enabled",
     "start_rollout",
+    "import_file",
 ];
 
 /// The stored JSON of a change, format 1 (without `format`, which is checked and written
@@ -1256,6 +1310,11 @@ enum Wire {
         minimum_users: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         plan: Option<Box<super::rollout_plan::RolloutPlan>>,
+    },
+    ImportFile {
+        name: String,
+        sha256: String,
+        catalog: Box<Value>,
     },
 }
 
@@ -1892,6 +1951,11 @@ mod tests {
             },
             rule("paywall", 1, false),
             start_rollout(5.0),
+            CatalogChange::ImportFile {
+                name: "catalog.json".to_owned(),
+                sha256: "ab".repeat(32),
+                catalog: Box::new(json!({"workspaces": []})),
+            },
         ]
     }
 
@@ -2147,6 +2211,7 @@ mod tests {
                 format!(
                     "start rolling out flow {FLOW_A} on placement `onboarding` at 5% (app {APP})"
                 ),
+                "import `catalog.json` (0 workspace(s), sha256 abababababab)".to_owned(),
             ]
         );
     }

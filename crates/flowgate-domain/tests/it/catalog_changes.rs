@@ -138,7 +138,25 @@ fn format_1() -> Vec<(&'static str, CatalogChange)> {
                 )),
             },
         ),
+        (
+            // A catalog file proposed for review (D35): the second workspace, renamed.
+            "import-file.json",
+            CatalogChange::ImportFile {
+                name: "catalog.json".to_owned(),
+                sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                    .to_owned(),
+                catalog: Box::new(second_workspace_renamed()),
+            },
+        ),
     ]
+}
+
+/// The fixture catalog's second workspace alone, renamed: a file whose import changes one name.
+fn second_workspace_renamed() -> Value {
+    let mut file = catalog_json();
+    let mut second = file["workspaces"][1].take();
+    second["name"] = "Globex renamed".into();
+    serde_json::json!({ "workspaces": [second] })
 }
 
 /// The stored JSON as the console keeps it: pretty, ending with a newline.
@@ -216,6 +234,7 @@ fn each_sample_applies_to_the_fixture_catalog() {
             "start rolling out `New` on placement `onboarding` at 1% (Acme iOS)",
             "start rolling out version 1 of `US onboarding` on placement `onboarding` at 5% (Acme iOS)",
             "start rolling out `New` on placement `onboarding` at 10% (Acme iOS)",
+            "import `catalog.json` (1 workspace(s), sha256 9f86d081884c)",
         ]
     );
 }

@@ -1275,3 +1275,85 @@ async fn with_review_a_reviewer_rejects_a_change_with_why() {
     assert!(err.contains("only a pending change is rejected"), "{err}");
     assert!(has(&audit_cli(&s, &[]), "cli", "change.reject", Some(id)));
 }
+
+/// D35: with `catalog.require_review`, `flowgate import` waits for review: refused without
+/// `--author` or `--apply-now`; `--author EMAIL` (an editor) proposes it, which changes nothing
+/// until another editor approves it in the console; `--apply-now` imports at once, audited as
+/// break-glass.
+#[tokio::test]
+async fn with_review_an_import_is_proposed_or_breaks_glass() {
+    let s = served_with_review().await;
+    demo_key(&s);
+    let (_edna, _) = person(&s, "edna@example.com", "editor");
+    let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
+    let review = [
+        ("FLOWGATE__DATABASE__URL", s.db.url.as_str()),
+        ("FLOWGATE__CATALOG__REQUIRE_REVIEW", "true"),
+    ];
+    let exported = |name_part: &str| {
+        let (code, out, err) = run(&["catalog", "export"], &review);
+        assert_eq!(code, Some(0), "{err}");
+        out.contains(name_part)
+    };
+    let file_named = |name: &str| {
+        let (_, out, _) = run(&["catalog", "export"], &review);
+        let mut catalog: Value = serde_json::from_str(&out).unwrap();
+        catalog["workspaces"][0]["name"] = name.into();
+        let path = std::env::temp_dir().join(format!(
+            "flowgate-review-{}.json",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::write(&path, catalog.to_string()).unwrap();
+        path
+    };
+    let file = file_named("Renamed by review");
+    let path = file.to_str().unwrap();
+    let (code, _, err) = run(&["import", path], &review);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("catalog.require_review") && err.contains("--author"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["import", path, "--author", "nobody@example.com"], &review);
+    assert_eq!(code, Some(4), "{err}");
+    let (code, out, err) = run(
+        &["import", path, "--author", "edna@example.com", "--json"],
+        &review,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let proposal: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(proposal["state"], "pending", "{proposal}");
+    assert!(!exported("Renamed by review"), "a proposal imports nothing");
+    // Another editor approves it in the console: imported then.
+    let at = format!(
+        "/console/changes/{}",
+        proposal["change_id"].as_str().unwrap()
+    );
+    let page = get(s.admin, &at, &ed);
+    assert!(page.body.contains("Approve and apply"), "{}", page.body);
+    let base = {
+        let from = page.body.find("name=\"base\" value=\"").unwrap() + 19;
+        page.body[from..from + page.body[from..].find('"').unwrap()].to_owned()
+    };
+    let approved = post(
+        s.admin,
+        &format!("{at}/approve"),
+        &ed,
+        &[("csrf", &ed_csrf), ("base", &base), ("comment", "agreed")],
+    );
+    assert_eq!(approved.status, 303, "{}", approved.body);
+    assert!(exported("Renamed by review"), "approved: imported");
+    // Break-glass: at once, and the audit log says so.
+    let file = file_named("Renamed in a hurry");
+    let (code, _, err) = run(&["import", file.to_str().unwrap(), "--apply-now"], &review);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(exported("Renamed in a hurry"));
+    let imports = audit_cli(&s, &["--action", "catalog.import"]);
+    assert!(
+        imports
+            .iter()
+            .any(|e| e["actor"] == "cli"
+                && e["comment"].as_str().unwrap_or("").contains("break-glass")),
+        "{imports:?}"
+    );
+}
