@@ -43,7 +43,7 @@ use crate::results::{Decision, ExperimentReport, Verdict};
 
 pub use crate::catalog::rollout_plan::{
     RolloutError, RolloutPlan, DEFAULT_GUARDRAILS, DEFAULT_HOLD_SECS, DEFAULT_MINIMUM_USERS,
-    DEFAULT_STEPS, MAX_HOLD_SECS, MAX_MINIMUM_USERS, MAX_STEPS,
+    DEFAULT_STEPS, MAX_HOLD_SECS, MAX_MINIMUM_USERS, MAX_STEPS, STORE_GUARDRAILS,
 };
 
 /// The stored version of a rollout this release writes (see the module's Versions).
@@ -490,6 +490,24 @@ mod tests {
             next_action(&r, at(60), &blind),
             NextAction::RollBack { .. }
         ));
+    }
+
+    #[test]
+    fn the_default_guardrails_follow_the_apps_store_revenue() {
+        let plan = RolloutPlan::default().for_store_revenue();
+        assert_eq!(
+            plan.guardrails,
+            [
+                "flow_complete",
+                "purchase_complete",
+                "revenue",
+                "proceeds",
+                "paid"
+            ]
+        );
+        // Chosen guardrails are the operator's: left alone.
+        let chosen = RolloutPlan::new(vec![50.0, 100.0], 60, 10, vec!["revenue".into()]).unwrap();
+        assert_eq!(chosen.clone().for_store_revenue(), chosen);
     }
 
     #[test]

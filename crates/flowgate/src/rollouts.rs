@@ -136,6 +136,15 @@ pub(crate) async fn plan_start(
     ensure_free(store, request.app, &request.placement).await?;
     let stored = store.load_catalog().await?;
     let (rule, from_flow) = rule_to_roll(&stored, request.app, &request.placement)?;
+    // D35: the default guardrails follow the app: the stores' figures where they report.
+    let store_revenue = Catalog::build(stored.clone())
+        .map(|catalog| catalog.reports_store_revenue(request.app))
+        .unwrap_or(false);
+    let plan = if store_revenue {
+        request.plan.clone().for_store_revenue()
+    } else {
+        request.plan.clone()
+    };
     let flow_name = stored
         .workspaces
         .iter()
@@ -162,12 +171,12 @@ pub(crate) async fn plan_start(
         updated_at: now,
         applied: vec![AppliedStep {
             index: 0,
-            share: request.plan.steps[0],
+            share: plan.steps[0],
             applied_at: now,
             revision: 0,
             figures: Value::Null,
         }],
-        plan: request.plan.clone(),
+        plan,
     };
     let change = CatalogChange::StartRollout {
         app: rollout.app_id,

@@ -15,6 +15,9 @@ pub const DEFAULT_HOLD_SECS: u64 = 24 * 3600;
 pub const DEFAULT_MINIMUM_USERS: u64 = 100;
 /// The guardrails when none are given.
 pub const DEFAULT_GUARDRAILS: [&str; 3] = ["flow_complete", "purchase_complete", "revenue"];
+/// The guardrails the defaults gain for an app whose stores report its revenue (D30, D35): what
+/// the stores say it earned and how many paid, beside what the app reported.
+pub const STORE_GUARDRAILS: [&str; 2] = ["proceeds", "paid"];
 /// Most steps a plan may have.
 pub const MAX_STEPS: usize = 20;
 /// The longest hold: 90 days.
@@ -184,5 +187,16 @@ impl RolloutPlan {
     /// Whether `guardrail` was started as optional.
     pub fn is_optional(&self, guardrail: &str) -> bool {
         self.optional_guardrails.iter().any(|g| g == guardrail)
+    }
+
+    /// The plan for an app whose stores report its revenue (D35: the default guardrails follow
+    /// the app): a plan guarded by the defaults gains [`STORE_GUARDRAILS`]; one whose
+    /// guardrails were chosen is left as it is.
+    pub fn for_store_revenue(mut self) -> Self {
+        if self.guardrails == DEFAULT_GUARDRAILS {
+            self.guardrails
+                .extend(STORE_GUARDRAILS.iter().map(|g| (*g).to_owned()));
+        }
+        self
     }
 }

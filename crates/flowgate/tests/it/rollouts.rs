@@ -1210,3 +1210,51 @@ async fn a_rollout_of_another_version_of_the_same_flow_publishes_it_at_completio
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// D35: the default guardrails follow the app: where its stores report revenue (an App Store
+/// bundle id here), a rollout started without `--guardrail` is also guarded by `proceeds` and
+/// `paid`; without, by the three defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_guardrails_follow_the_apps_store_revenue() {
+    let mut with_store = fixtures::catalog_json();
+    with_store["format"] = 2.into();
+    with_store["workspaces"][0]["apps"][0]["apple_bundle_id"] = "com.example.acme".into();
+    for (catalog, expected) in [
+        (
+            fixtures::catalog_json(),
+            json!(["flow_complete", "purchase_complete", "revenue"]),
+        ),
+        (
+            with_store,
+            json!([
+                "flow_complete",
+                "purchase_complete",
+                "revenue",
+                "proceeds",
+                "paid"
+            ]),
+        ),
+    ] {
+        let db = TestDb::sqlite().await;
+        import(&db.url, &catalog);
+        let (code, out, err) = run(
+            &[
+                "rollouts",
+                "start",
+                "--app",
+                fixtures::APP1,
+                "--placement",
+                "onboarding",
+                "--flow",
+                fixtures::FLOW_NEW,
+                "--steps",
+                "10,100",
+                "--json",
+            ],
+            &[("FLOWGATE__DATABASE__URL", db.url.as_str())],
+        );
+        assert_eq!(code, Some(0), "{err}");
+        let started: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(started["plan"]["guardrails"], expected, "{started}");
+    }
+}
