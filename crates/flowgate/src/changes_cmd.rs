@@ -80,30 +80,8 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                 applied_revision: None,
                 note: Some("cancelled with flowgate changes cancel".to_owned()),
             };
-            match store.decide_change(id, decision).await {
-                Ok(true) => {
-                    let entry = NewAuditEntry {
-                        at: now,
-                        actor: CLI_ACTOR.to_owned(),
-                        action: AuditAction::ChangeWithdraw,
-                        target: Some(id.to_string()),
-                        comment: None,
-                        revision_before: None,
-                        revision_after: None,
-                        detail: Value::Null,
-                    };
-                    if let Err(e) = store.append_audit(entry).await {
-                        tracing::error!(error = %e, "the audit entry could not be written");
-                    }
-                    match store.change(id).await {
-                        Ok(Some(record)) if json => print_json(&change_json(&record)),
-                        _ => errln!("change {id} cancelled"),
-                    }
-                    ExitCode::Success
-                }
-                Ok(false) => not_pending(store, id, "cancelled").await,
-                Err(e) => store_failure("the change was not cancelled", &e),
-            }
+            let cancelled = (AuditAction::ChangeWithdraw, None, "cancelled");
+            decide(store, id, decision, cancelled, json, now).await
         }
     }
 }
@@ -170,14 +148,28 @@ async fn reject(
         applied_revision: None,
         note: Some(comment.to_owned()),
     };
+    let rejected = (AuditAction::ChangeReject, Some(comment), "rejected");
+    decide(store, id, decision, rejected, json, now).await
+}
+
+/// Writes `decision` on pending change `id` as `cli` and audits it as `action` with `comment`;
+/// prints the change (`--json`) or that it was `what`, or why not.
+async fn decide(
+    store: &Store,
+    id: ChangeId,
+    decision: ChangeDecision,
+    (action, comment, what): (AuditAction, Option<&str>, &str),
+    json: bool,
+    now: OffsetDateTime,
+) -> ExitCode {
     match store.decide_change(id, decision).await {
         Ok(true) => {
             let entry = NewAuditEntry {
                 at: now,
                 actor: CLI_ACTOR.to_owned(),
-                action: AuditAction::ChangeReject,
+                action,
                 target: Some(id.to_string()),
-                comment: Some(comment.to_owned()),
+                comment: comment.map(str::to_owned),
                 revision_before: None,
                 revision_after: None,
                 detail: Value::Null,
@@ -187,12 +179,12 @@ async fn reject(
             }
             match store.change(id).await {
                 Ok(Some(record)) if json => print_json(&change_json(&record)),
-                _ => errln!("change {id} rejected"),
+                _ => errln!("change {id} {what}"),
             }
             ExitCode::Success
         }
-        Ok(false) => not_pending(store, id, "rejected").await,
-        Err(e) => store_failure("the change was not rejected", &e),
+        Ok(false) => not_pending(store, id, what).await,
+        Err(e) => store_failure(&format!("the change was not {what}"), &e),
     }
 }
 

@@ -24,7 +24,9 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
 use flowgate_domain::ids::{AppId, ChangeId, ExperimentId, FlowId, VariantId};
-use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord, ChangeState, Role};
+use flowgate_domain::people::{
+    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry, Role,
+};
 use maud::{html, Markup};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
@@ -724,26 +726,38 @@ pub(super) async fn reject(
         applied_revision: None,
         note: Some(comment.clone()),
     };
-    match console.changes.decide_change(found.id, decision).await {
+    let mut entry = audit_entry(
+        &session.actor,
+        AuditAction::ChangeReject,
+        Some(found.id.to_string()),
+    );
+    entry.comment = Some(comment);
+    entry.detail = serde_json::json!({"author": found.author, "description": found.summary});
+    decide(&console, &session, found.id, decision, entry, "rejected").await
+}
+
+/// Writes `decision` on pending change `id` and, when it took, `entry` to the audit log; the
+/// change's page, or why not (409 decided meanwhile, 503 the store; `what` is the verb).
+async fn decide(
+    console: &Console,
+    session: &Session,
+    id: ChangeId,
+    decision: ChangeDecision,
+    entry: NewAuditEntry,
+    what: &str,
+) -> HttpResponse {
+    match console.changes.decide_change(id, decision).await {
         Ok(true) => {
-            let mut entry = audit_entry(
-                &session.actor,
-                AuditAction::ChangeReject,
-                Some(found.id.to_string()),
-            );
-            entry.comment = Some(comment);
-            entry.detail =
-                serde_json::json!({"author": found.author, "description": found.summary});
-            record(&console, entry).await;
-            see_other(&format!("/console/changes/{}", found.id))
+            record(console, entry).await;
+            see_other(&format!("/console/changes/{id}"))
         }
         Ok(false) => error_page(
-            &session,
+            session,
             StatusCode::CONFLICT,
             "Already decided",
             "This change was decided meanwhile.",
         ),
-        Err(e) => store_failure(&session, "The change was not rejected", &e),
+        Err(e) => store_failure(session, &format!("The change was not {what}"), &e),
     }
 }
 
@@ -777,27 +791,12 @@ pub(super) async fn withdraw(
         applied_revision: None,
         note: None,
     };
-    match console.changes.decide_change(found.id, decision).await {
-        Ok(true) => {
-            record(
-                &console,
-                audit_entry(
-                    &session.actor,
-                    AuditAction::ChangeWithdraw,
-                    Some(found.id.to_string()),
-                ),
-            )
-            .await;
-            see_other(&format!("/console/changes/{}", found.id))
-        }
-        Ok(false) => error_page(
-            &session,
-            StatusCode::CONFLICT,
-            "Already decided",
-            "This change was decided meanwhile.",
-        ),
-        Err(e) => store_failure(&session, "The change was not withdrawn", &e),
-    }
+    let entry = audit_entry(
+        &session.actor,
+        AuditAction::ChangeWithdraw,
+        Some(found.id.to_string()),
+    );
+    decide(&console, &session, found.id, decision, entry, "withdrawn").await
 }
 
 /// The change forms of an experiment's page (editor): start, pause or stop, ship a variant,

@@ -938,22 +938,7 @@ async fn a_person_ends_a_rollout_whose_experiment_is_gone() {
     let env = [("FLOWGATE__DATABASE__URL", db.url.as_str())];
     import(&db.url, &fixtures::catalog_json());
     let started: Value = {
-        let (code, out, err) = run(
-            &[
-                "rollouts",
-                "start",
-                "--app",
-                fixtures::APP1,
-                "--placement",
-                "onboarding",
-                "--flow",
-                fixtures::FLOW_NEW,
-                "--steps",
-                "10,100",
-                "--json",
-            ],
-            &env,
-        );
+        let (code, out, err) = run(&ONBOARDING_TO_NEW_JSON, &env);
         assert_eq!(code, Some(0), "{err}");
         serde_json::from_str(&out).unwrap()
     };
@@ -973,22 +958,27 @@ async fn a_person_ends_a_rollout_whose_experiment_is_gone() {
         "{ended}"
     );
     let (code, _, err) = run(
-        &[
-            "rollouts",
-            "start",
-            "--app",
-            fixtures::APP1,
-            "--placement",
-            "onboarding",
-            "--flow",
-            fixtures::FLOW_NEW,
-            "--steps",
-            "10,100",
-        ],
+        &ONBOARDING_TO_NEW_JSON[..ONBOARDING_TO_NEW_JSON.len() - 1],
         &env,
     );
     assert_eq!(code, Some(0), "the placement is free again: {err}");
 }
+
+/// `flowgate rollouts start` of onboarding to `FLOW_NEW` in two steps, printing JSON (without
+/// the last argument: printing the id).
+const ONBOARDING_TO_NEW_JSON: [&str; 11] = [
+    "rollouts",
+    "start",
+    "--app",
+    fixtures::APP1,
+    "--placement",
+    "onboarding",
+    "--flow",
+    fixtures::FLOW_NEW,
+    "--steps",
+    "10,100",
+    "--json",
+];
 
 /// A time as the catalog file and the CLI write it.
 fn rfc3339(t: time::OffsetDateTime) -> String {
@@ -1238,19 +1228,7 @@ async fn the_default_guardrails_follow_the_apps_store_revenue() {
         let db = TestDb::sqlite().await;
         import(&db.url, &catalog);
         let (code, out, err) = run(
-            &[
-                "rollouts",
-                "start",
-                "--app",
-                fixtures::APP1,
-                "--placement",
-                "onboarding",
-                "--flow",
-                fixtures::FLOW_NEW,
-                "--steps",
-                "10,100",
-                "--json",
-            ],
+            &ONBOARDING_TO_NEW_JSON,
             &[("FLOWGATE__DATABASE__URL", db.url.as_str())],
         );
         assert_eq!(code, Some(0), "{err}");
