@@ -26,9 +26,12 @@ INSERT INTO rollouts_rebuilt (id, format, app_id, placement, experiment_id, cont
 SELECT id, format, app_id, placement, experiment_id, control_variant, treatment_variant,
     from_flow, to_flow, plan, CASE state WHEN 'abandoned' THEN 'rolled_back' ELSE state END, reason, created_by, created_at, updated_at, to_version
 FROM rollouts;
+-- contract: no release before this one has rollouts; SQLite widens a CHECK only by a rebuild.
 DROP TABLE rollouts;
+-- contract: no release before this one has rollouts; SQLite widens a CHECK only by a rebuild.
 ALTER TABLE rollouts_rebuilt RENAME TO rollouts;
 CREATE INDEX rollouts_created_at ON rollouts (created_at, id);
 CREATE INDEX rollouts_state ON rollouts (state, created_at, id);
 INSERT INTO rollout_steps SELECT * FROM rollout_steps_kept;
+-- contract: no release before this one has rollouts; SQLite widens a CHECK only by a rebuild.
 DROP TABLE rollout_steps_kept;

@@ -21,7 +21,9 @@ INSERT INTO catalog_changes_rebuilt (id, format, author, created_at, base_revisi
 SELECT id, format, author, created_at, base_revision, change, summary, comment, state,
     decided_by, decided_at, applied_revision, note, apply_at
 FROM catalog_changes;
+-- contract: no release before this one has catalog changes; SQLite widens a CHECK only by a rebuild.
 DROP TABLE catalog_changes;
+-- contract: no release before this one has catalog changes; SQLite widens a CHECK only by a rebuild.
 ALTER TABLE catalog_changes_rebuilt RENAME TO catalog_changes;
 CREATE INDEX catalog_changes_created_at ON catalog_changes (created_at, id);
 CREATE INDEX catalog_changes_state ON catalog_changes (state, created_at, id);
