@@ -7,6 +7,7 @@ mod catalog;
 mod catalog_changes;
 mod catalog_file;
 mod conformance;
+mod corrections;
 mod diff;
 mod explain;
 mod formats;
