@@ -29,6 +29,7 @@
 //!   first qualifying conversion fell that day; the report accumulates them.
 
 mod aggregate;
+pub mod bandit;
 pub mod correction;
 mod decision;
 mod report;

@@ -3,6 +3,7 @@
 
 use flowgate_contract_tests::fixtures::catalogs as fixtures;
 
+mod bandits;
 mod catalog;
 mod catalog_changes;
 mod catalog_file;
