@@ -12,14 +12,14 @@ use serde_json::json;
 use crate::fixtures::at;
 use crate::people_store::{both, ok};
 
-fn change_id(n: u128) -> ChangeId {
+pub(crate) fn change_id(n: u128) -> ChangeId {
     ChangeId::from_uuid(uuid::Uuid::from_u128(
         0x6000_0000_0000_4000_8000_0000_0000_0000 + n,
     ))
 }
 
 /// A pending change `n`, proposed at `at(created)`.
-fn change(n: u128, created: i64) -> ChangeRecord {
+pub(crate) fn change(n: u128, created: i64) -> ChangeRecord {
     ChangeRecord {
         id: change_id(n),
         author: "ann@example.com".to_owned(),
@@ -38,7 +38,7 @@ fn change(n: u128, created: i64) -> ChangeRecord {
     }
 }
 
-fn applied(by: &str, at_n: i64, revision: u64) -> ChangeDecision {
+pub(crate) fn applied(by: &str, at_n: i64, revision: u64) -> ChangeDecision {
     ChangeDecision {
         state: ChangeState::Applied,
         by: by.to_owned(),

@@ -1,5 +1,5 @@
 //! The port contract suite of flowgate: what every implementation of the domain's storage
-//! ports ([`CatalogSource`], [`KeyStore`], [`EventStore`], [`DeadLetterStore`],
+//! ports ([`CatalogSource`], [`CatalogWriter`](flowgate_domain::ports::CatalogWriter), [`KeyStore`], [`EventStore`], [`DeadLetterStore`],
 //! [`ResultsSource`], [`StickyStore`], [`PeopleStore`], [`AuditLog`], [`ChangeStore`],
 //! [`RolloutStore`]) must do, written once and run against each implementation (the in-memory
 //! reference, the store on SQLite, the store on PostgreSQL).
@@ -25,6 +25,7 @@ use flowgate_domain::ports::{
 
 pub mod audit_log;
 pub mod catalog_source;
+pub mod catalog_writer;
 pub mod change_store;
 pub mod dead_letter_store;
 pub mod event_store;
@@ -49,6 +50,7 @@ pub trait Harness: Sized {
         + AuditLog
         + ChangeStore
         + RolloutStore
+        + flowgate_domain::ports::CatalogWriter
         + ?Sized;
 
     /// Creates a fresh, empty instance that shares nothing with any other. `None` means the

@@ -27,7 +27,7 @@ fn rollout_id(n: u128) -> RolloutId {
 }
 
 /// Step `index` of the plan `[1, 5, 25, 50, 100]`, applied at `at(minute)`.
-fn step(index: u32, minute: i64) -> AppliedStep {
+pub(crate) fn step(index: u32, minute: i64) -> AppliedStep {
     AppliedStep {
         index,
         share: [1.0, 5.0, 25.0, 50.0, 100.0][index as usize],
@@ -46,7 +46,7 @@ fn step(index: u32, minute: i64) -> AppliedStep {
 }
 
 /// Rollout `n`, running, started at `at(created)` with its first step applied.
-fn rollout(n: u128, created: i64) -> Rollout {
+pub(crate) fn rollout(n: u128, created: i64) -> Rollout {
     Rollout {
         id: rollout_id(n),
         app_id: AppId::from_uuid(uuid(0x2000_0000_0000_4000_8000_0000_0000_0000, n)),

@@ -122,6 +122,147 @@ impl CatalogSource for InMemoryStore {
     }
 }
 
+/// The in-memory catalog write: a workspace in the write replaces the stored one with its id
+/// whole (the database store upserts row by row, which ends the same for writes planned on the
+/// whole stored catalog, as every change is), new keys are added and stored ones kept.
+impl crate::ports::CatalogWriter for InMemoryStore {
+    fn write_catalog(
+        &self,
+        base: u64,
+        data: CatalogData,
+        record: crate::ports::CatalogRecord,
+    ) -> BoxFuture<'_, Result<u64, crate::ports::CatalogWriteError>> {
+        use crate::ports::CatalogWriteError;
+        let mut state = self.lock();
+        if state.revision != base {
+            let current = state.revision;
+            return ready(Err(CatalogWriteError::Stale { base, current }));
+        }
+        let after = base + 1;
+        if let Some(moved) = state.record_refused(&record) {
+            return ready(Err(moved));
+        }
+        for workspace in data.workspaces {
+            match state
+                .catalog
+                .workspaces
+                .iter_mut()
+                .find(|w| w.id == workspace.id)
+            {
+                Some(stored) => *stored = workspace,
+                None => state.catalog.workspaces.push(workspace),
+            }
+        }
+        for key in data.api_keys {
+            if !state.keys.iter().any(|k| k.id == key.id) {
+                state.keys.push(key);
+            }
+        }
+        state.revision = after;
+        state.keep_record(record, base, after);
+        ready(Ok(after))
+    }
+}
+
+impl State {
+    /// Why `record` cannot be kept (its change decided, its rollout moved), checked before
+    /// anything is written.
+    fn record_refused(
+        &self,
+        record: &crate::ports::CatalogRecord,
+    ) -> Option<crate::ports::CatalogWriteError> {
+        use crate::ports::{CatalogWriteError, RolloutWrite};
+        if let Some((id, _)) = &record.decision {
+            if self
+                .changes
+                .get(id)
+                .is_none_or(|c| c.state != ChangeState::Pending)
+            {
+                return Some(CatalogWriteError::Decided(*id));
+            }
+        }
+        let moved = |what: String| Some(CatalogWriteError::RolloutMoved(what));
+        match &record.rollout {
+            Some(RolloutWrite::Start(r)) if self.rollouts.contains_key(&r.id) => {
+                moved(format!("rollout {} exists", r.id))
+            }
+            Some(RolloutWrite::Step { id, step, change }) => match self.rollouts.get(id) {
+                Some(r)
+                    if !r.applied.iter().any(|s| s.index == step.index)
+                        && change.as_ref().is_none_or(|(from, _, _)| r.state == *from) =>
+                {
+                    None
+                }
+                _ => moved(format!(
+                    "step {} of rollout {id} was applied meanwhile, or the rollout left the \
+                     state it was in",
+                    step.index + 1
+                )),
+            },
+            Some(RolloutWrite::State { id, change }) => match self.rollouts.get(id) {
+                Some(r) if r.state == change.0 => None,
+                _ => moved(format!(
+                    "the state of rollout {id} changed meanwhile (it is no longer {})",
+                    change.0
+                )),
+            },
+            _ => None,
+        }
+    }
+
+    /// Keeps what a write from `before` to `after` records ([`State::record_refused`] said
+    /// it can be kept).
+    fn keep_record(&mut self, record: crate::ports::CatalogRecord, before: u64, after: u64) {
+        use crate::ports::RolloutWrite;
+        if let Some(mut audit) = record.audit {
+            audit.revision_before = Some(before);
+            audit.revision_after = Some(after);
+            self.last_audit_id += 1;
+            let entry = AuditEntry::new(self.last_audit_id, audit);
+            self.audit.push(entry);
+        }
+        if let Some((id, mut decision)) = record.decision {
+            decision.applied_revision = Some(after);
+            if let Some(change) = self.changes.get_mut(&id) {
+                *change = change.clone().decided(decision);
+            }
+        }
+        match record.rollout {
+            Some(RolloutWrite::Start(mut rollout)) => {
+                for step in &mut rollout.applied {
+                    step.revision = after;
+                }
+                self.rollouts.insert(rollout.id, *rollout);
+            }
+            Some(RolloutWrite::Step {
+                id,
+                mut step,
+                change,
+            }) => {
+                if let Some(r) = self.rollouts.get_mut(&id) {
+                    step.revision = after;
+                    if let Some((_, to, reason)) = change {
+                        r.state = to;
+                        r.reason = reason;
+                        r.updated_at = step.applied_at;
+                    }
+                    r.applied.push(step);
+                    r.applied.sort_by_key(|s| s.index);
+                }
+            }
+            Some(RolloutWrite::State { id, change }) => {
+                if let Some(r) = self.rollouts.get_mut(&id) {
+                    let (_, to, reason) = change;
+                    r.state = to;
+                    r.reason = reason;
+                    r.updated_at = record.at;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
 impl KeyStore for InMemoryStore {
     fn insert_key(&self, record: KeyRecord) -> BoxFuture<'_, Result<(), StoreError>> {
         let mut state = self.lock();

@@ -124,6 +124,96 @@ pub trait CatalogSource: Send + Sync {
     ) -> BoxFuture<'_, Result<u64, StoreError>>;
 }
 
+/// What a catalog write records beside the catalog, in the write's own transaction: the import
+/// history's row (D19), the audit entry (D28, its revisions before and after filled in by the
+/// writer), the reviewed change it applies (D28, decided in the same transaction) and the
+/// rollout it starts or steps (D29).
+#[derive(Clone, Debug)]
+pub struct CatalogRecord {
+    /// When the write was made.
+    pub at: OffsetDateTime,
+    /// SHA-256 (lowercase hex) of what was written: a file's bytes, a change's JSON.
+    pub sha256: String,
+    /// What the history names: a file's path, `console: <description> (by <actor>)`.
+    pub file: String,
+    /// What the catalog held after the write.
+    pub summary: crate::catalog::ImportSummary,
+    /// The audit entry of the write.
+    pub audit: Option<crate::people::NewAuditEntry>,
+    /// The reviewed change this write applies: one decided meanwhile undoes the whole write
+    /// ([`CatalogWriteError::Decided`]).
+    pub decision: Option<(crate::ids::ChangeId, crate::people::ChangeDecision)>,
+    /// The rollout this write starts or steps: a step recorded meanwhile, or a rollout no
+    /// longer in the state the write expects, undoes the whole write
+    /// ([`CatalogWriteError::RolloutMoved`]).
+    pub rollout: Option<RolloutWrite>,
+}
+
+/// What a catalog write records of a rollout (D29).
+#[derive(Clone, Debug)]
+pub enum RolloutWrite {
+    /// A new rollout, its first step applied by this write (each step's revision is set to
+    /// the write's).
+    Start(Box<crate::rollouts::Rollout>),
+    /// A step of a rollout applied by this write (its revision set to the write's), and the
+    /// rollout's change of state, if any.
+    Step {
+        /// The rollout.
+        id: crate::ids::RolloutId,
+        /// The step.
+        step: crate::rollouts::AppliedStep,
+        /// From, to, why.
+        change: Option<StateChange>,
+    },
+    /// A rollout's change of state made by this write (a rollback: from, to, why).
+    State {
+        /// The rollout.
+        id: crate::ids::RolloutId,
+        /// From, to, why.
+        change: StateChange,
+    },
+}
+
+/// Why a catalog write wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogWriteError {
+    /// The stored revision is no longer the one the write was planned on.
+    #[error("the catalog is at revision {current}, not {base}")]
+    Stale {
+        /// The revision the write was planned on.
+        base: u64,
+        /// The stored revision.
+        current: u64,
+    },
+    /// The reviewed change the write applies was decided meanwhile.
+    #[error("change {0} was decided meanwhile")]
+    Decided(crate::ids::ChangeId),
+    /// The rollout's step was recorded meanwhile, or the rollout left the state the write
+    /// expected: the detail says which.
+    #[error("{0}")]
+    RolloutMoved(String),
+    /// The store failed (dangling references and duplicates are [`StoreError::NotFound`] and
+    /// [`StoreError::Conflict`]).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The catalog's one write path (D13, D28, D29): imports, console and CLI changes, schedules'
+/// and rollouts' steps all write through it.
+pub trait CatalogWriter: CatalogSource {
+    /// Writes `data` (the catalog import's upsert: keyed by ids, placements by `(app, key)`,
+    /// each placement's rules and each given experiment's variants replaced, nothing else
+    /// deleted, revoked keys kept revoked) if the stored revision is still `base`, with
+    /// `record`, all in one transaction that holds the catalog's write lock. Returns the
+    /// revision the write left. Nothing is written on any error.
+    fn write_catalog(
+        &self,
+        base: u64,
+        data: CatalogData,
+        record: CatalogRecord,
+    ) -> BoxFuture<'_, Result<u64, CatalogWriteError>>;
+}
+
 /// Key management for the command line (D1, D13). The request path never calls this: it reads
 /// the key table of the catalog snapshot.
 pub trait KeyStore: Send + Sync {

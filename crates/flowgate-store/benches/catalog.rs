@@ -8,9 +8,10 @@
 use std::time::{Duration, Instant};
 
 use flowgate_contract_tests::fixtures::scale::{self, catalog_file};
+use flowgate_control::import::import_file;
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::Catalog;
-use flowgate_store::{import_file, Store, StoreOptions};
+use flowgate_store::{Store, StoreOptions};
 use flowgate_testkit::psql;
 
 const RUNS: usize = 3;

@@ -11,7 +11,6 @@ mod error;
 mod event_columns;
 mod events;
 mod history;
-pub mod import;
 mod keys;
 mod options;
 mod people;
@@ -29,9 +28,6 @@ pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
 pub use flowgate_domain::secrets::redact_url;
 pub use history::ImportRecord;
-pub use import::{
-    dry_run_file, dry_run_text, import_file, DryRunReport, FileProblem, ImportError, ImportReport,
-};
 pub use keys::CreatedKey;
 pub use options::{SqliteSynchronous, StoreOptions};
 pub use results::ResultsReader;

@@ -3,6 +3,7 @@
 use std::io::Read as _;
 use std::path::Path;
 
+use flowgate_control::import::CLI_ACTOR;
 use flowgate_domain::catalog::CatalogChange;
 use flowgate_domain::ids::ChangeId;
 use flowgate_domain::people::{
@@ -10,7 +11,6 @@ use flowgate_domain::people::{
 };
 use flowgate_domain::ports::{AuditLog as _, ChangeStore as _};
 use flowgate_domain::text::rfc3339;
-use flowgate_store::import::CLI_ACTOR;
 use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::OffsetDateTime;

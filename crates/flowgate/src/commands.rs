@@ -2,6 +2,7 @@
 //! keys, demo, events dead-letters. Human output goes to stdout,
 //! logs to stderr; `--json` prints one JSON document for scripts.
 
+use flowgate_control::import::{dry_run_file, import_file, DryRunReport, ImportError};
 use flowgate_domain::delivery::{decode_event_in, reads_event_format, EVENT_JSON_READS};
 use flowgate_domain::events::AnalyticsEvent;
 use flowgate_domain::ids::{DeadLetterId, KeyId, WorkspaceId};
@@ -12,7 +13,7 @@ use flowgate_domain::ports::{
 };
 use flowgate_domain::text::rfc3339;
 use flowgate_jetstream::{codec, Bus};
-use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, Store};
+use flowgate_store::Store;
 use serde_json::json;
 use time::OffsetDateTime;
 
@@ -30,7 +31,7 @@ pub(crate) async fn record_cli(
 ) {
     let entry = NewAuditEntry {
         at: OffsetDateTime::now_utc(),
-        actor: flowgate_store::import::CLI_ACTOR.to_owned(),
+        actor: flowgate_control::import::CLI_ACTOR.to_owned(),
         action,
         target,
         comment: None,

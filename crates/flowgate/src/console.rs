@@ -5,6 +5,9 @@
 
 use std::path::Path;
 
+use flowgate_control::changes::{apply_change, preview_change, ChangeFailure};
+use flowgate_control::import::FileFormat;
+use flowgate_control::import::{dry_run_text, DryRunReport, ImportError};
 use flowgate_domain::catalog::{CatalogChange, CatalogData};
 use flowgate_domain::ids::{ChangeId, KeyId, RolloutId, WorkspaceId};
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
@@ -15,8 +18,7 @@ use flowgate_http::console::{
     ChangeOutcome, ChangeRefusal, ConsoleBackend, ImportEntry, NewKey, Preview, PreviewError,
     RolloutMove, RolloutStart,
 };
-use flowgate_store::import::{apply_change, preview_change, ChangeFailure, FileFormat};
-use flowgate_store::{dry_run_text, DryRunReport, ImportError, Store};
+use flowgate_store::Store;
 use time::OffsetDateTime;
 
 use crate::rollouts::{RolloutFailure, StartRequest};

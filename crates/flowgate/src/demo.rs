@@ -4,14 +4,15 @@
 
 use std::path::Path;
 
+use flowgate_control::import::import_text;
+use flowgate_control::import::FileFormat;
+use flowgate_control::import::ImportError;
 use flowgate_domain::ids::WorkspaceId;
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::people::{AuditAction, NewAuditEntry};
 use flowgate_domain::ports::AuditLog as _;
 use flowgate_http::apple_demo_signer::DemoSigner;
-use flowgate_store::import::import_text;
-use flowgate_store::import::FileFormat;
-use flowgate_store::{ImportError, Store};
+use flowgate_store::Store;
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -185,7 +186,7 @@ pub async fn webhook_key(store: &Store, environment: KeyEnvironment) -> Result<S
 async fn record_key(store: &Store, record: &KeyRecord) {
     let entry = NewAuditEntry {
         at: OffsetDateTime::now_utc(),
-        actor: flowgate_store::import::CLI_ACTOR.to_owned(),
+        actor: flowgate_control::import::CLI_ACTOR.to_owned(),
         action: AuditAction::KeyCreate,
         target: Some(record.id.to_string()),
         comment: None,

@@ -5,12 +5,13 @@
 
 use std::path::Path;
 
+use flowgate_control::changes::preview_change;
+use flowgate_control::import::{
+    import_file_as, read_catalog_file, ImportError, ImportReport, CLI_ACTOR,
+};
 use flowgate_domain::catalog::CatalogChange;
 use flowgate_domain::people::ChangeRecord;
 use flowgate_domain::ports::StoreError;
-use flowgate_store::import::{
-    import_file_as, preview_change, read_catalog_file, ImportError, ImportReport, CLI_ACTOR,
-};
 use flowgate_store::Store;
 use time::OffsetDateTime;
 

@@ -7,14 +7,13 @@
 //! transaction; the plain change path refuses a `start_rollout`
 //! (`ChangeFailure::RolloutOnly`), so no rollout's experiment runs without its record.
 
+use flowgate_control::changes::{apply_change_with, preview_change, AppliedChange, ChangeWrite};
 use flowgate_domain::catalog::{CatalogChange, CatalogData};
 use flowgate_domain::ids::{ChangeId, FlowId, RolloutId};
 use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord};
+use flowgate_domain::ports::RolloutWrite;
 use flowgate_domain::ports::{CatalogSource as _, ChangeStore as _};
 use flowgate_domain::rollouts::{AppliedStep, Rollout, RolloutState};
-use flowgate_store::import::{
-    apply_change_with, preview_change, AppliedChange, ChangeWrite, RolloutWrite,
-};
 use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::OffsetDateTime;

@@ -1,13 +1,15 @@
 //! Staged rollouts (D29) on the store: starting one, the scheduler's pass over the running
 //! ones, and a person's pause, resume and roll back. What to do is the domain's
 //! ([`flowgate_domain::rollouts::next_action`]); every catalog change goes through the one
-//! write path (`flowgate_store::import::apply_change_with`) with the rollout's record in the
+//! write path (`flowgate_control::changes::apply_change_with`) with the rollout's record in the
 //! same transaction, keyed by `(rollout, step)`: a step is applied at most once, whichever
 //! process tries and however often.
 
+use flowgate_control::changes::{apply_change_with, ChangeFailure, ChangeWrite};
 use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
 use flowgate_domain::ids::{AppId, ExperimentId, FlowId, RolloutId, VariantId};
 use flowgate_domain::people::{AuditAction, NewAuditEntry};
+use flowgate_domain::ports::RolloutWrite;
 use flowgate_domain::ports::{
     AuditLog as _, CatalogSource as _, ResultsSource, RolloutStore as _, StoreError,
 };
@@ -18,7 +20,6 @@ use flowgate_domain::rollouts::{
 };
 use flowgate_domain::Catalog;
 use flowgate_http::results::{experiment_report, ReportError, ReportParams, ResultsSettings};
-use flowgate_store::import::{apply_change_with, ChangeFailure, ChangeWrite, RolloutWrite};
 use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::OffsetDateTime;

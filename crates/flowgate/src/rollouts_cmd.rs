@@ -1,9 +1,9 @@
 //! `flowgate rollouts start|list|show|pause|resume|rollback` (D29), as `cli` in the audit log.
 
+use flowgate_control::import::CLI_ACTOR;
 use flowgate_domain::ids::{AppId, FlowId, RolloutId};
 use flowgate_domain::ports::RolloutStore as _;
 use flowgate_domain::rollouts::{format_duration, parse_duration, Rollout, RolloutPlan};
-use flowgate_store::import::CLI_ACTOR;
 use flowgate_store::Store;
 
 use crate::cli::{ExitCode, RolloutsCommand};

@@ -7,6 +7,7 @@
 //! pass starts and concludes experiments on their `starts_at` and `ends_at`
 //! ([`apply_experiment_schedules`]).
 
+use flowgate_control::changes::{apply_change, preview_change, ChangeFailure};
 use flowgate_domain::catalog::{CatalogChange, ChangeError, ExperimentStatus};
 use flowgate_domain::ids::{ChangeId, ExperimentId};
 use flowgate_domain::people::{
@@ -15,7 +16,6 @@ use flowgate_domain::people::{
 use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _, StoreError};
 use flowgate_domain::rollouts::SCHEDULER_ACTOR;
 use flowgate_domain::text::rfc3339;
-use flowgate_store::import::{apply_change, preview_change, ChangeFailure};
 use flowgate_store::Store;
 use time::OffsetDateTime;
 

@@ -43,6 +43,12 @@ contract_tests!(catalog_source {
     harness loaded_keys_include_revoked_and_build_refuses_them,
 });
 
+contract_tests!(catalog_writer {
+    harness a_write_lands_with_its_record,
+    harness a_stale_write_writes_nothing,
+    harness a_record_that_cannot_be_kept_undoes_the_write,
+});
+
 contract_tests!(key_store {
     harness insert_and_list_oldest_first_per_workspace,
     harness revoke_keeps_first_time,

@@ -1,13 +1,14 @@
-//! The catalog's writers: [`Store::replace_catalog`] and the import's read-plan-write
-//! transaction under the catalog's write lock (D13).
+//! The catalog's writers: [`Store::replace_catalog`] and the one write path
+//! ([`CatalogWriter`]) under the catalog's write lock (D13).
 
 use flowgate_domain::catalog::CatalogData;
-use flowgate_domain::ports::StoreError;
+use flowgate_domain::ports::{
+    BoxFuture, CatalogRecord, CatalogWriteError, CatalogWriter, RolloutWrite, StoreError,
+};
 
-use super::read::{assemble, load_rows};
 use super::write::{write_rows, WriteRows};
 use super::{decode_revision, revision_query};
-use crate::history::{ImportEntry, RolloutWrite};
+use crate::history::import_row;
 use crate::schema::catalog_imports;
 use crate::store::Store;
 
@@ -34,109 +35,113 @@ impl Store {
             .transaction(async |conn| write_rows(conn, rows).await)
             .await
     }
+}
 
-    /// Reads the catalog as stored, lets `plan` decide what to write, and writes it, all in one
-    /// transaction that holds the catalog write lock from its first statement: what `plan` saw
-    /// is what the write lands on (the catalog import, D13). `plan` returns the data to write
-    /// with [`Store::replace_catalog`]'s upsert together with the import's history entry
-    /// (`None`: nothing is written), and a value, or an error that ends the transaction
-    /// without writing. A write is recorded in `catalog_imports` with the revision it left, in
-    /// the same transaction (D19), as are its audit entry and the decision of the reviewed
-    /// change it applies (D28). On success the revision after the write comes back with the
-    /// value.
-    pub(crate) async fn update_catalog<T, E, P>(
+impl CatalogWriter for Store {
+    /// One transaction that holds the catalog write lock from its first statement: the stored
+    /// revision is compared with `base` under the lock, so what the write was planned on is
+    /// what it lands on. The write is recorded in `catalog_imports` with the revision it left
+    /// (D19), with its audit entry, the decision of the reviewed change it applies (D28) and
+    /// its rollout's record (D29).
+    fn write_catalog(
         &self,
-        plan: P,
-    ) -> Result<Result<(T, u64), E>, StoreError>
-    where
-        P: FnOnce(CatalogData) -> Result<(Option<(CatalogData, ImportEntry)>, T), E> + Send,
-        T: Send,
-        E: Send,
-    {
-        self.db()
-            .transaction(async |conn| {
-                conn.run(diesel::sql_query(LOCK_CATALOG)).await?;
-                let data = assemble(load_rows(conn).await?)?;
-                let before = data.revision;
-                let (write, value) = match plan(data) {
-                    Ok(planned) => planned,
-                    Err(e) => return Ok(Err(e)),
-                };
-                let written = match write {
-                    Some((data, entry)) => {
-                        write_rows(conn, &WriteRows::from_data(&data)?).await?;
-                        Some(entry)
+        base: u64,
+        data: CatalogData,
+        record: CatalogRecord,
+    ) -> BoxFuture<'_, Result<u64, CatalogWriteError>> {
+        Box::pin(async move {
+            // Set when the record cannot be kept (a change decided, a rollout moved
+            // meanwhile): the transaction is then rolled back by an error.
+            let moved = std::sync::OnceLock::new();
+            let (data, moved_ref) = (&data, &moved);
+            let written = self
+                .db()
+                .transaction(async |conn| {
+                    conn.run(diesel::sql_query(LOCK_CATALOG)).await?;
+                    let before = decode_revision(conn.row(revision_query()).await?)?;
+                    if before != base {
+                        return Ok(Err(before));
                     }
-                    None => None,
-                };
-                let revision = conn.row(revision_query()).await?;
-                let after = decode_revision(revision)?;
-                if let Some(entry) = written {
+                    write_rows(conn, &WriteRows::from_data(data)?).await?;
+                    let revision = conn.row(revision_query()).await?;
+                    let after = decode_revision(revision)?;
                     conn.run(
-                        diesel::insert_into(catalog_imports::table).values(entry.row(revision)?),
+                        diesel::insert_into(catalog_imports::table)
+                            .values(import_row(&record, revision)?),
                     )
                     .await?;
-                    if let Some(mut audit) = entry.audit {
-                        audit.revision_before = Some(before);
-                        audit.revision_after = Some(after);
-                        crate::audit::insert_audit_in(conn, &audit).await?;
+                    if let Some(moved) = record_in(conn, record, before, after).await? {
+                        let detail = moved.to_string();
+                        let _ = moved_ref.set(moved);
+                        return Err(StoreError::Conflict { detail }.into());
                     }
-                    if let Some((id, mut decision)) = entry.decision {
-                        decision.applied_revision = Some(after);
-                        if !crate::changes::decide_change_in(conn, id, &decision).await? {
-                            return Err(StoreError::Conflict {
-                                detail: format!("change {id} was decided meanwhile"),
-                            }
-                            .into());
-                        }
-                    }
-                    match entry.rollout {
-                        None => {}
-                        Some(RolloutWrite::Start(mut rollout)) => {
-                            for step in &mut rollout.applied {
-                                step.revision = after;
-                            }
-                            crate::rollouts::insert_rollout_in(conn, &rollout).await?;
-                        }
-                        Some(RolloutWrite::Step {
-                            id,
-                            mut step,
-                            change,
-                        }) => {
-                            step.revision = after;
-                            let index = step.index;
-                            if !crate::rollouts::apply_step_in(conn, id, &step, change.as_ref())
-                                .await?
-                            {
-                                return Err(StoreError::Conflict {
-                                    detail: format!(
-                                        "step {} of rollout {id} was applied meanwhile, or the \
-                                         rollout left the state it was in",
-                                        index + 1
-                                    ),
-                                }
-                                .into());
-                            }
-                        }
-                        Some(RolloutWrite::State { id, change }) => {
-                            let at = entry.imported_at;
-                            if !crate::rollouts::set_state_in(conn, id, &change, at).await? {
-                                return Err(StoreError::Conflict {
-                                    detail: format!(
-                                        "the state of rollout {id} changed meanwhile (it is no \
-                                         longer {})",
-                                        change.0
-                                    ),
-                                }
-                                .into());
-                            }
-                        }
-                    }
-                }
-                Ok(Ok((value, after)))
-            })
-            .await
+                    Ok(Ok(after))
+                })
+                .await;
+            match (written, moved.into_inner()) {
+                (Ok(Ok(after)), _) => Ok(after),
+                (Ok(Err(current)), _) => Err(CatalogWriteError::Stale { base, current }),
+                (Err(_), Some(moved)) => Err(moved),
+                (Err(e), None) => Err(CatalogWriteError::Store(e)),
+            }
+        })
     }
+}
+
+/// The audit entry, decision and rollout record of a write that moved the catalog from
+/// `before` to `after`, in its transaction; `Some(why)` when the decision or the rollout
+/// cannot be recorded (decided or moved meanwhile), and the write must be undone.
+async fn record_in(
+    conn: &mut crate::db::Conn<'_>,
+    record: CatalogRecord,
+    before: u64,
+    after: u64,
+) -> Result<Option<CatalogWriteError>, StoreError> {
+    if let Some(mut audit) = record.audit {
+        audit.revision_before = Some(before);
+        audit.revision_after = Some(after);
+        crate::audit::insert_audit_in(conn, &audit).await?;
+    }
+    if let Some((id, mut decision)) = record.decision {
+        decision.applied_revision = Some(after);
+        if !crate::changes::decide_change_in(conn, id, &decision).await? {
+            return Ok(Some(CatalogWriteError::Decided(id)));
+        }
+    }
+    let moved = match record.rollout {
+        None => None,
+        Some(RolloutWrite::Start(mut rollout)) => {
+            for step in &mut rollout.applied {
+                step.revision = after;
+            }
+            crate::rollouts::insert_rollout_in(conn, &rollout).await?;
+            None
+        }
+        Some(RolloutWrite::Step {
+            id,
+            mut step,
+            change,
+        }) => {
+            step.revision = after;
+            let index = step.index;
+            (!crate::rollouts::apply_step_in(conn, id, &step, change.as_ref()).await?).then(|| {
+                format!(
+                    "step {} of rollout {id} was applied meanwhile, or the rollout left the \
+                     state it was in",
+                    index + 1
+                )
+            })
+        }
+        Some(RolloutWrite::State { id, change }) => {
+            (!crate::rollouts::set_state_in(conn, id, &change, record.at).await?).then(|| {
+                format!(
+                    "the state of rollout {id} changed meanwhile (it is no longer {})",
+                    change.0
+                )
+            })
+        }
+    };
+    Ok(moved.map(CatalogWriteError::RolloutMoved))
 }
 
 /// Takes the catalog's write lock at the start of a transaction: on SQLite any write makes the

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
+use flowgate_control::import::{dry_run_text, import_text, FileFormat};
 use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus, PlacementData};
 use flowgate_domain::ids::{AppId, FlowId};
 use flowgate_domain::ports::{CatalogSource, KeyStore, StoreError};
 use flowgate_domain::{Catalog, Platform, ResolveMode, ResolveRequest};
-use flowgate_store::import::{dry_run_text, import_text, FileFormat};
 use time::OffsetDateTime;
 
 use crate::support::{self, catalog, WS1};

@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use flowgate_contract_tests::fixtures;
 use flowgate_contract_tests::fixtures::scale;
+use flowgate_control::import::import_file;
 use flowgate_domain::catalog::CatalogFile;
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::CatalogData;
-use flowgate_store::{import_file, Backend, Store};
+use flowgate_store::{Backend, Store};
 use time::macros::datetime;
 
 use crate::import::{d13, import, sdk_key, TempFile, IMPORTED_AT};
@@ -40,7 +41,7 @@ fn workspaces(data: &CatalogData) -> String {
 }
 
 /// Imports `text` into `store` from a file; returns the import's report.
-async fn import_text(store: &Store, text: &str) -> flowgate_store::ImportReport {
+async fn import_text(store: &Store, text: &str) -> flowgate_control::import::ImportReport {
     let tmp = TempFile::new("export.json", text);
     import_file(store, &tmp.path, IMPORTED_AT)
         .await

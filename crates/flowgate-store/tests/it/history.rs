@@ -2,9 +2,10 @@
 //! its revision, time, the file's SHA-256 and name, and its summary; an import that writes
 //! nothing (the same file again, a rejected file) records nothing; newest first.
 
+use flowgate_control::import::{import_file, ImportError};
 use flowgate_domain::catalog::ImportSummary;
 use flowgate_domain::ports::CatalogSource;
-use flowgate_store::{import_file, ImportError, ImportRecord, Store};
+use flowgate_store::{ImportRecord, Store};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use time::macros::datetime;

@@ -3,13 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
+use flowgate_control::import::{
+    dry_run_file, import_file, DryRunReport, ImportError, ImportReport,
+};
 use flowgate_domain::catalog::imported_key_id;
 use flowgate_domain::catalog::Change;
 use flowgate_domain::ids::FlowId;
 use flowgate_domain::keys::{ApiKey, AuthError, KeyEnvironment, KeyType};
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::Catalog;
-use flowgate_store::{dry_run_file, import_file, DryRunReport, ImportError, ImportReport, Store};
+use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::macros::datetime;
 use time::OffsetDateTime;
