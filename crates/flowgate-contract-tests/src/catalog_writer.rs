@@ -183,3 +183,52 @@ where
     let kept = ok(store.change(decided.id).await, "change").map(|c| c.decided_by);
     assert_eq!(kept, Some(Some("bob@example.com".to_owned())));
 }
+
+/// A write is an upsert (D13): what it names is added or updated (an app's settings, a
+/// placement whole, its rules replaced), what it does not name stays, as a change's write, which
+/// holds only the changed placement or flow with its workspace and app, needs.
+pub async fn a_write_keeps_what_it_does_not_name<H: Harness>(h: &H)
+where
+    H::Store: Writer,
+{
+    let store = h.store();
+    let base = ok(store.revision().await, "revision");
+    let after = match write(store, base, record(1)).await {
+        Ok(after) => after,
+        Err(e) => panic!("the first write: {e}"),
+    };
+    let mut partial = fixtures::catalog();
+    partial.workspaces.truncate(1);
+    let workspace = &mut partial.workspaces[0];
+    workspace.apps.truncate(1);
+    let app = &mut workspace.apps[0];
+    app.name = "renamed".to_owned();
+    app.flows.clear();
+    let kept = app.placements.remove(0).key;
+    let mut expected = fixtures::catalog();
+    expected.workspaces[0].apps[0].name = "renamed".to_owned();
+    match store.write_catalog(after, partial, record(2)).await {
+        Ok(last) => assert!(last > after),
+        Err(e) => panic!("a partial write: {e}"),
+    }
+    let loaded = ok(store.load_catalog().await, "load_catalog");
+    let placements: Vec<&str> = loaded.workspaces[0].apps[0]
+        .placements
+        .iter()
+        .map(|p| p.key.as_str())
+        .collect();
+    assert!(placements.contains(&kept.as_str()), "{placements:?}");
+    let json = |w: &[flowgate_domain::catalog::WorkspaceData]| {
+        let mut value = serde_json::to_value(w).unwrap_or_default();
+        // Placements' order is the adapters' own; compare them as a set.
+        for ws in value.as_array_mut().into_iter().flatten() {
+            for app in ws["apps"].as_array_mut().into_iter().flatten() {
+                if let Some(list) = app["placements"].as_array_mut() {
+                    list.sort_by_key(|p| p["key"].as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        value
+    };
+    assert_eq!(json(&loaded.workspaces), json(&expected.workspaces));
+}

@@ -122,9 +122,9 @@ impl CatalogSource for InMemoryStore {
     }
 }
 
-/// The in-memory catalog write: a workspace in the write replaces the stored one with its id
-/// whole (the database store upserts row by row, which ends the same for writes planned on the
-/// whole stored catalog, as every change is), new keys are added and stored ones kept.
+/// The in-memory catalog write, the database store's upsert on values: workspaces, apps, flows
+/// and versions by id and placements by key are added or updated, a placement's rules replaced,
+/// nothing absent from the write removed; new keys are added and stored ones kept.
 impl crate::ports::CatalogWriter for InMemoryStore {
     fn write_catalog(
         &self,
@@ -149,7 +149,7 @@ impl crate::ports::CatalogWriter for InMemoryStore {
                 .iter_mut()
                 .find(|w| w.id == workspace.id)
             {
-                Some(stored) => *stored = workspace,
+                Some(stored) => upsert_workspace(stored, workspace),
                 None => state.catalog.workspaces.push(workspace),
             }
         }
@@ -161,6 +161,54 @@ impl crate::ports::CatalogWriter for InMemoryStore {
         state.revision = after;
         state.keep_record(record, base, after);
         ready(Ok(after))
+    }
+}
+
+/// `new` written over `stored` (same id): its name, and each of its apps upserted.
+fn upsert_workspace(
+    stored: &mut crate::catalog::WorkspaceData,
+    new: crate::catalog::WorkspaceData,
+) {
+    stored.name = new.name;
+    for app in new.apps {
+        match stored.apps.iter_mut().find(|a| a.id == app.id) {
+            Some(old) => upsert_app(old, app),
+            None => stored.apps.push(app),
+        }
+    }
+}
+
+/// `new` written over `stored` (same id): its settings, its flows upserted by id, its
+/// placements by key (each given placement whole: its rules replaced).
+fn upsert_app(stored: &mut crate::catalog::AppData, mut new: crate::catalog::AppData) {
+    let flows = std::mem::replace(&mut new.flows, std::mem::take(&mut stored.flows));
+    let placements = std::mem::replace(&mut new.placements, std::mem::take(&mut stored.placements));
+    *stored = new;
+    for mut flow in flows {
+        match stored.flows.iter_mut().find(|f| f.id == flow.id) {
+            Some(old) => {
+                let versions =
+                    std::mem::replace(&mut flow.versions, std::mem::take(&mut old.versions));
+                *old = flow;
+                for version in versions {
+                    match old.versions.iter_mut().find(|v| v.id == version.id) {
+                        Some(v) => *v = version,
+                        None => old.versions.push(version),
+                    }
+                }
+            }
+            None => stored.flows.push(flow),
+        }
+    }
+    for placement in placements {
+        match stored
+            .placements
+            .iter_mut()
+            .find(|p| p.key == placement.key)
+        {
+            Some(old) => *old = placement,
+            None => stored.placements.push(placement),
+        }
     }
 }
 

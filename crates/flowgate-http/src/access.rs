@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use flowgate_domain::ports::ResultsSource;
 
-use crate::results::{
-    experiment_report, ReportError, ReportParams, ResultsMetrics, ResultsSettings,
-};
+use crate::results::ResultsMetrics;
 use crate::state::CatalogHandle;
+use flowgate_control::results::{experiment_report, ReportError, ReportParams, ResultsSettings};
 
 /// What the explain endpoint (D18) needs: the token callers must present, the live catalog,
 /// and the settings resolve renders with.

@@ -25,7 +25,8 @@ use crate::access::same_secret;
 pub use crate::access::{ExplainAccess, ResultsAccess};
 use crate::middleware::request_id_of;
 use crate::problem::{problem_body, problem_builder, NoExtra};
-use crate::results::{experiment_list, experiments_json, report_json, ReportError, ReportParams};
+use crate::results::{experiments_json, report_json};
+use flowgate_control::results::{experiment_list, ReportError, ReportParams};
 
 /// One readiness check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -17,8 +17,8 @@ use time::OffsetDateTime;
 
 use crate::cli::{ChangesCommand, ExitCode};
 use crate::commands::{print_json, store_failure};
-use crate::schedules::{schedule, ScheduleFailure};
 use crate::terminal::{errln, outln};
+use flowgate_control::schedules::{schedule, ScheduleFailure};
 
 /// `flowgate changes ...`
 pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {

@@ -330,8 +330,8 @@ async fn propose_import(
     email: &str,
     json: bool,
 ) -> ExitCode {
-    use crate::import_review::ProposeFailure;
-    match crate::import_review::propose(store, file, email).await {
+    use flowgate_control::review::import::ProposeFailure;
+    match flowgate_control::review::import::propose(store, file, email).await {
         Ok(record) if json => {
             print_json(&json!({
                 "change_id": record.id.to_string(), "state": record.state.as_str(),
@@ -540,7 +540,7 @@ pub async fn import(
     };
     let imported = match comment {
         None => import_file(store, file, OffsetDateTime::now_utc()).await,
-        Some(comment) => crate::import_review::import_now(store, file, comment).await,
+        Some(comment) => flowgate_control::review::import::import_now(store, file, comment).await,
     };
     match imported {
         Ok(report) => {

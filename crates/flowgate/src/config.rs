@@ -1273,8 +1273,8 @@ impl Config {
 
     /// How reports value and bound results (D27, D30): the reporting currency, its exchange
     /// rates and the store notifications' horizon.
-    pub fn results_settings(&self) -> flowgate_http::results::ResultsSettings {
-        flowgate_http::results::ResultsSettings {
+    pub fn results_settings(&self) -> flowgate_control::results::ResultsSettings {
+        flowgate_control::results::ResultsSettings {
             currency: self.experiments.currency.clone(),
             exchange_rates: self.experiments.exchange_rates.clone(),
             horizon_days: self.stores.horizon_days,

@@ -21,7 +21,7 @@ use flowgate_http::console::{
 use flowgate_store::Store;
 use time::OffsetDateTime;
 
-use crate::rollouts::{RolloutFailure, StartRequest};
+use flowgate_control::rollouts::{RolloutFailure, StartRequest};
 
 /// The console's backend: the store.
 pub struct StoreConsole(pub Store);
@@ -57,7 +57,7 @@ impl ConsoleBackend for StoreConsole {
             // An approved rollout start (D35) starts the rollout with its record.
             let applied = match (&change, decision) {
                 (CatalogChange::StartRollout { plan: Some(_), .. }, Some(decision)) => {
-                    crate::rollout_review::start_reviewed(
+                    flowgate_control::review::rollout::start_reviewed(
                         &self.0, &change, base, &actor, &comment, decision, now,
                     )
                     .await
@@ -182,7 +182,7 @@ impl ConsoleBackend for StoreConsole {
     ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>> {
         Box::pin(async move {
             let request = request_of(start, actor, comment);
-            crate::rollouts::start(&self.0, request, OffsetDateTime::now_utc())
+            flowgate_control::rollouts::start(&self.0, request, OffsetDateTime::now_utc())
                 .await
                 .map_err(rollout_refusal)
         })
@@ -196,10 +196,14 @@ impl ConsoleBackend for StoreConsole {
     ) -> BoxFuture<'_, Result<ChangeId, ChangeRefusal>> {
         Box::pin(async move {
             let request = request_of(start, actor, comment);
-            crate::rollout_review::propose_start(&self.0, request, OffsetDateTime::now_utc())
-                .await
-                .map(|record| record.id)
-                .map_err(rollout_refusal)
+            flowgate_control::review::rollout::propose_start(
+                &self.0,
+                request,
+                OffsetDateTime::now_utc(),
+            )
+            .await
+            .map(|record| record.id)
+            .map_err(rollout_refusal)
         })
     }
 
@@ -215,16 +219,17 @@ impl ConsoleBackend for StoreConsole {
             let store = &self.0;
             let moved = match how {
                 RolloutMove::Pause => {
-                    crate::rollouts::pause(store, id, &actor, &comment, now).await
+                    flowgate_control::rollouts::pause(store, id, &actor, &comment, now).await
                 }
                 RolloutMove::Resume => {
-                    crate::rollouts::resume(store, id, &actor, &comment, now).await
+                    flowgate_control::rollouts::resume(store, id, &actor, &comment, now).await
                 }
                 // A person's rollback records no guardrail reading, as `flowgate rollouts
                 // rollback`.
                 RolloutMove::RollBack => {
                     let figures = serde_json::Value::Null;
-                    crate::rollouts::roll_back(store, id, &actor, &comment, figures, now).await
+                    flowgate_control::rollouts::roll_back(store, id, &actor, &comment, figures, now)
+                        .await
                 }
             };
             moved.map_err(rollout_refusal)

@@ -5,12 +5,12 @@
 use flowgate_domain::text::rfc3339;
 use std::fmt::Write as _;
 
+use flowgate_control::results::{experiment_list, experiment_report, ReportError, ReportParams};
 use flowgate_domain::ports::CatalogSource;
 use flowgate_domain::results::{Estimate, ExperimentReport, Method, MetricKind, MetricVariant};
 use flowgate_domain::Catalog;
 use flowgate_http::results::{
-    experiment_list, experiment_report, experiments_json, metrics_by_role, report_json,
-    verdict_words, MetricRole, ReportError, ReportParams,
+    experiments_json, metrics_by_role, report_json, verdict_words, MetricRole,
 };
 use flowgate_store::Store;
 

@@ -8,8 +8,8 @@ use flowgate_store::Store;
 
 use crate::cli::{ExitCode, RolloutsCommand};
 use crate::commands::{print_json, store_failure};
-use crate::rollouts::{self, RolloutFailure, StartRequest};
 use crate::terminal::{errln, outln};
+use flowgate_control::rollouts::{self, RolloutFailure, StartRequest};
 use flowgate_http::rollouts::rollout_json;
 
 /// `flowgate rollouts ...`
@@ -271,7 +271,7 @@ async fn propose(
     json: bool,
     now: time::OffsetDateTime,
 ) -> ExitCode {
-    request.actor = match crate::proposals::author(store, email).await {
+    request.actor = match flowgate_control::review::author(store, email).await {
         Ok(Some(author)) => author,
         Ok(None) => {
             errln!(
@@ -281,7 +281,7 @@ async fn propose(
         }
         Err(e) => return store_failure("the author could not be read", &e),
     };
-    match crate::rollout_review::propose_start(store, request, now).await {
+    match flowgate_control::review::rollout::propose_start(store, request, now).await {
         Ok(record) if json => {
             print_json(&serde_json::json!({
                 "change_id": record.id.to_string(), "state": record.state.as_str(),

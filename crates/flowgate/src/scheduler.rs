@@ -1,9 +1,7 @@
 //! The scheduler (D29) that every `flowgate serve` runs: every `scheduler.interval_ms` it takes
 //! (or renews) the store's lease `scheduler` for `scheduler.lease_seconds`; the replica that
-//! holds it applies the scheduled changes due ([`crate::schedules::apply_due`]), starts and
-//! concludes experiments on their schedule ([`crate::schedules::apply_experiment_schedules`]),
-//! and passes over
-//! the running rollouts ([`crate::rollouts::tick`]). Only one replica acts
+//! holds it makes the control plane's pass ([`flowgate_control::scheduler::pass`]: scheduled
+//! changes, experiments' schedules, running rollouts), logs and counts it. Only one replica acts
 //! at a time, and when it dies another takes over once the lease expires. The lease avoids
 //! doubled work; exactly once is the store's: each step is recorded, keyed by
 //! `(rollout, step)`, in the transaction of its catalog change, so a step applied by a replica
@@ -13,8 +11,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use flowgate_control::results::ResultsSettings;
+use flowgate_control::scheduler::PassInputs;
+use flowgate_control::schedules::ScheduleWatch;
 use flowgate_domain::ports::{ResultsSource, RolloutStore as _};
-use flowgate_http::results::ResultsSettings;
 use flowgate_store::Store;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,7 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-use crate::rollouts::Outcome;
+use flowgate_control::rollouts::Outcome;
 
 /// The lease's name in the store.
 const LEASE: &str = "scheduler";
@@ -109,7 +109,7 @@ pub async fn run(
     );
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut leading = false;
-    let mut watch = crate::schedules::ScheduleWatch::default();
+    let mut watch = ScheduleWatch::default();
     loop {
         tokio::select! {
             _ = every.tick() => {}
@@ -138,44 +138,38 @@ pub async fn run(
         if !leading {
             continue;
         }
-        pass(
-            &store,
-            reader.as_ref(),
-            &results,
-            settings.settle,
-            &metrics,
-            now,
-            &mut watch,
-        )
-        .await;
+        let inputs = PassInputs {
+            reader: reader.as_ref(),
+            results: &results,
+            settle: settings.settle,
+        };
+        pass(&store, &inputs, &metrics, now, &mut watch).await;
     }
     if leading {
         let _ = store.release_lease(LEASE, &holder).await;
     }
 }
 
-/// One pass: the scheduled changes due, then the running rollouts; each outcome logged and
-/// counted.
+/// One pass ([`flowgate_control::scheduler::pass`]), each outcome logged and counted.
 async fn pass(
     store: &Store,
-    reader: &dyn ResultsSource,
-    results: &ResultsSettings,
-    settle: Duration,
+    inputs: &PassInputs<'_>,
     metrics: &SchedulerMetrics,
     now: time::OffsetDateTime,
-    watch: &mut crate::schedules::ScheduleWatch,
+    watch: &mut ScheduleWatch,
 ) {
-    match crate::schedules::apply_due(store, now).await {
+    let done = flowgate_control::scheduler::pass(store, inputs, now, watch).await;
+    match done.changes {
         Ok(done) => log_due(metrics, "scheduled change", done),
         Err(e) => tracing::warn!(error = %e, "scheduler: the scheduled changes could not be read"),
     }
-    match crate::schedules::apply_experiment_schedules(store, now, watch).await {
+    match done.schedules {
         Ok(done) => log_due(metrics, "experiment schedule", done),
         Err(e) => {
             tracing::warn!(error = %e, "scheduler: the experiments' schedules could not be read")
         }
     }
-    let done = match crate::rollouts::tick(store, reader, results, settle, now).await {
+    let done = match done.rollouts {
         Ok(done) => done,
         Err(e) => {
             tracing::warn!(error = %e, "scheduler: the rollouts could not be read");
@@ -183,33 +177,42 @@ async fn pass(
         }
     };
     for (id, outcome) in done {
-        match outcome {
-            Ok(Outcome::Waited(_)) => {}
-            Ok(Outcome::Stepped { index, share }) => {
-                metrics.count("step");
-                tracing::info!(rollout = %id, step = index + 1, share, "rollout: step applied");
-            }
-            Ok(Outcome::Completed) => {
-                metrics.count("completed");
-                tracing::info!(rollout = %id, "rollout: completed, the new flow for everyone");
-            }
-            Ok(Outcome::RolledBack(why)) => {
-                metrics.count("rolled_back");
-                tracing::warn!(rollout = %id, why = %why, "rollout: rolled back automatically");
-            }
-            Ok(Outcome::Paused(why)) => {
-                metrics.count("paused");
-                tracing::warn!(rollout = %id, why = %why, "rollout: paused for a person");
-            }
-            Ok(Outcome::Abandoned(why)) => {
-                metrics.count("abandoned");
-                tracing::warn!(rollout = %id, why = %why, "rollout: abandoned");
-            }
-            Err(e) => {
-                metrics.count("failed");
-                tracing::warn!(rollout = %id, error = %e, code = e.code(),
-                    "rollout: not moved this pass; tried again next pass");
-            }
+        log_rollout(metrics, id, outcome);
+    }
+}
+
+/// Logs and counts what a pass did with one rollout.
+fn log_rollout(
+    metrics: &SchedulerMetrics,
+    id: flowgate_domain::ids::RolloutId,
+    outcome: Result<Outcome, flowgate_control::rollouts::RolloutFailure>,
+) {
+    match outcome {
+        Ok(Outcome::Waited(_)) => {}
+        Ok(Outcome::Stepped { index, share }) => {
+            metrics.count("step");
+            tracing::info!(rollout = %id, step = index + 1, share, "rollout: step applied");
+        }
+        Ok(Outcome::Completed) => {
+            metrics.count("completed");
+            tracing::info!(rollout = %id, "rollout: completed, the new flow for everyone");
+        }
+        Ok(Outcome::RolledBack(why)) => {
+            metrics.count("rolled_back");
+            tracing::warn!(rollout = %id, why = %why, "rollout: rolled back automatically");
+        }
+        Ok(Outcome::Paused(why)) => {
+            metrics.count("paused");
+            tracing::warn!(rollout = %id, why = %why, "rollout: paused for a person");
+        }
+        Ok(Outcome::Abandoned(why)) => {
+            metrics.count("abandoned");
+            tracing::warn!(rollout = %id, why = %why, "rollout: abandoned");
+        }
+        Err(e) => {
+            metrics.count("failed");
+            tracing::warn!(rollout = %id, error = %e, code = e.code(),
+                "rollout: not moved this pass; tried again next pass");
         }
     }
 }
@@ -219,9 +222,9 @@ async fn pass(
 fn log_due<I: std::fmt::Display>(
     metrics: &SchedulerMetrics,
     what: &str,
-    done: Vec<(I, crate::schedules::DueOutcome)>,
+    done: Vec<(I, flowgate_control::schedules::DueOutcome)>,
 ) {
-    use crate::schedules::DueOutcome;
+    use flowgate_control::schedules::DueOutcome;
     for (id, outcome) in done {
         match outcome {
             DueOutcome::Applied(revision) => {

@@ -47,6 +47,7 @@ contract_tests!(catalog_writer {
     harness a_write_lands_with_its_record,
     harness a_stale_write_writes_nothing,
     harness a_record_that_cannot_be_kept_undoes_the_write,
+    harness a_write_keeps_what_it_does_not_name,
 });
 
 contract_tests!(key_store {

@@ -53,8 +53,8 @@ use maud::Markup;
 use time::OffsetDateTime;
 
 use crate::access::{ExplainAccess, ResultsAccess};
-use crate::results::{experiment_list, ReportError, ReportParams};
 use crate::token_guard::TokenGuard;
+use flowgate_control::results::{experiment_list, ReportError, ReportParams};
 use flowgate_domain::people::{
     normalize_email, AuditAction, NewAuditEntry, Role, ADMIN_TOKEN_ACTOR,
 };

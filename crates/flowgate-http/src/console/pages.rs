@@ -17,7 +17,8 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use super::session::Session;
 use super::{charts, ImportEntry, NewKey, Preview, PreviewError};
 use crate::explain::Explained;
-use crate::results::{metrics_by_role, verdict_words, Listed, MetricRole};
+use crate::results::{metrics_by_role, verdict_words, MetricRole};
+use flowgate_control::results::Listed;
 
 /// The pages of the navigation: path, label and the role that sees it.
 const NAVIGATION: [(&str, &str, Role); 11] = [

@@ -1,26 +1,24 @@
 //! Staged rollouts (D29) on the store: starting one, the scheduler's pass over the running
 //! ones, and a person's pause, resume and roll back. What to do is the domain's
 //! ([`flowgate_domain::rollouts::next_action`]); every catalog change goes through the one
-//! write path (`flowgate_control::changes::apply_change_with`) with the rollout's record in the
+//! write path (`crate::changes::apply_change_with`) with the rollout's record in the
 //! same transaction, keyed by `(rollout, step)`: a step is applied at most once, whichever
 //! process tries and however often.
 
-use flowgate_control::changes::{apply_change_with, ChangeFailure, ChangeWrite};
+use crate::changes::{apply_change_with, ChangeFailure, ChangeWrite};
+use crate::results::{experiment_report, ReportError, ReportParams, ResultsSettings};
+use crate::ControlStore;
 use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
 use flowgate_domain::ids::{AppId, ExperimentId, FlowId, RolloutId, VariantId};
 use flowgate_domain::people::{AuditAction, NewAuditEntry};
 use flowgate_domain::ports::RolloutWrite;
-use flowgate_domain::ports::{
-    AuditLog as _, CatalogSource as _, ResultsSource, RolloutStore as _, StoreError,
-};
+use flowgate_domain::ports::{ResultsSource, StoreError};
 use flowgate_domain::results::ExperimentReport;
 use flowgate_domain::rollouts::{
     next_action, AppliedStep, GuardrailReading, NextAction, Rollout, RolloutPlan, RolloutState,
     SCHEDULER_ACTOR,
 };
 use flowgate_domain::Catalog;
-use flowgate_http::results::{experiment_report, ReportError, ReportParams, ResultsSettings};
-use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
@@ -101,7 +99,7 @@ pub struct StartRequest {
 /// rollout's experiment at the plan's first share, and the rollout is recorded with that step,
 /// in one catalog write.
 pub async fn start(
-    store: &Store,
+    store: &dyn ControlStore,
     request: StartRequest,
     now: OffsetDateTime,
 ) -> Result<Rollout, RolloutFailure> {
@@ -123,7 +121,7 @@ pub async fn start(
 /// the stored catalog of revision `base`; refused while another rollout of the placement is
 /// open, or when the placement has no rule to roll.
 pub(crate) async fn plan_start(
-    store: &Store,
+    store: &dyn ControlStore,
     request: &StartRequest,
     now: OffsetDateTime,
 ) -> Result<(Rollout, CatalogChange, u64), RolloutFailure> {
@@ -201,7 +199,7 @@ pub(crate) async fn plan_start(
 /// since a second would take the placement's next rule serving a flow (another audience)
 /// without saying so.
 pub(crate) async fn ensure_free(
-    store: &Store,
+    store: &dyn ControlStore,
     app: AppId,
     placement: &str,
 ) -> Result<(), RolloutFailure> {
@@ -260,7 +258,7 @@ fn rule_to_roll(
 /// What the guardrails of `rollout` read now, over the users first exposed since its current
 /// step took effect everywhere (`settle` after it was applied), with the figures to record.
 pub async fn read_guardrails(
-    store: &Store,
+    store: &dyn ControlStore,
     reader: &dyn ResultsSource,
     settings: &ResultsSettings,
     settle: std::time::Duration,
@@ -375,7 +373,7 @@ pub enum Outcome {
 /// One pass of the scheduler over the running rollouts, oldest first: each is read and moved
 /// at most one step. A rollout that fails is logged and left for the next pass.
 pub async fn tick(
-    store: &Store,
+    store: &dyn ControlStore,
     reader: &dyn ResultsSource,
     settings: &ResultsSettings,
     settle: std::time::Duration,
@@ -393,7 +391,7 @@ pub async fn tick(
 
 /// Reads `rollout`'s guardrails and takes what [`next_action`] says.
 pub async fn advance(
-    store: &Store,
+    store: &dyn ControlStore,
     reader: &dyn ResultsSource,
     settings: &ResultsSettings,
     settle: std::time::Duration,
@@ -448,7 +446,7 @@ pub async fn advance(
 /// Applies step `index` at `share` (the last: the new flow's variant shipped, the rollout
 /// completed), as the scheduler.
 async fn step(
-    store: &Store,
+    store: &dyn ControlStore,
     rollout: &Rollout,
     index: u32,
     share: f64,
@@ -508,7 +506,7 @@ async fn step(
 /// rule serves the old flow to everyone) and the rollout is `rolled_back` with `why`, in one
 /// write. `figures` are recorded with it in the audit log.
 pub async fn roll_back(
-    store: &Store,
+    store: &dyn ControlStore,
     id: RolloutId,
     actor: &str,
     why: &str,
@@ -555,7 +553,7 @@ pub async fn roll_back(
 /// Pauses a running rollout (no step is taken; the experiment keeps its share), recorded in
 /// the audit log as `actor`'s with `why`.
 pub async fn pause(
-    store: &Store,
+    store: &dyn ControlStore,
     id: RolloutId,
     actor: &str,
     why: &str,
@@ -576,7 +574,7 @@ pub async fn pause(
 
 /// Resumes a paused rollout, recorded in the audit log as `actor`'s.
 pub async fn resume(
-    store: &Store,
+    store: &dyn ControlStore,
     id: RolloutId,
     actor: &str,
     why: &str,
@@ -614,7 +612,7 @@ fn orphaned(stored: &CatalogData, rollout: &Rollout) -> Option<String> {
 
 /// Ends a running or paused `rollout` as abandoned with `why`, as `actor` (audited).
 pub async fn abandon(
-    store: &Store,
+    store: &dyn ControlStore,
     rollout: &Rollout,
     actor: &str,
     why: &str,
@@ -634,7 +632,7 @@ pub async fn abandon(
 }
 
 async fn set_state(
-    store: &Store,
+    store: &dyn ControlStore,
     id: RolloutId,
     change: flowgate_domain::ports::StateChange,
     what: &'static str,

@@ -7,16 +7,16 @@
 //! pass starts and concludes experiments on their `starts_at` and `ends_at`
 //! ([`apply_experiment_schedules`]).
 
-use flowgate_control::changes::{apply_change, preview_change, ChangeFailure};
+use crate::changes::{apply_change, preview_change, ChangeFailure};
+use crate::ControlStore;
 use flowgate_domain::catalog::{CatalogChange, ChangeError, ExperimentStatus};
 use flowgate_domain::ids::{ChangeId, ExperimentId};
 use flowgate_domain::people::{
     AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
 };
-use flowgate_domain::ports::{AuditLog as _, CatalogSource as _, ChangeStore as _, StoreError};
+use flowgate_domain::ports::StoreError;
 use flowgate_domain::rollouts::SCHEDULER_ACTOR;
 use flowgate_domain::text::rfc3339;
-use flowgate_store::Store;
 use time::OffsetDateTime;
 
 /// Most changes one pass applies.
@@ -33,7 +33,7 @@ const PER_PASS: usize = 20;
 /// last pass read, which found nothing due, and no experiment's `starts_at` or `ends_at` has
 /// come since. Then the pass reads only the revision.
 pub async fn apply_experiment_schedules(
-    store: &Store,
+    store: &dyn ControlStore,
     now: OffsetDateTime,
     watch: &mut ScheduleWatch,
 ) -> Result<Vec<(ExperimentId, DueOutcome)>, StoreError> {
@@ -119,7 +119,7 @@ pub enum DueOutcome {
 
 /// Applies the changes due at `now`, the earliest first.
 pub async fn apply_due(
-    store: &Store,
+    store: &dyn ControlStore,
     now: OffsetDateTime,
 ) -> Result<Vec<(ChangeId, DueOutcome)>, StoreError> {
     let due = store.due_changes(now, PER_PASS).await?;
@@ -131,7 +131,11 @@ pub async fn apply_due(
     Ok(done)
 }
 
-async fn apply_one(store: &Store, record: &ChangeRecord, now: OffsetDateTime) -> DueOutcome {
+async fn apply_one(
+    store: &dyn ControlStore,
+    record: &ChangeRecord,
+    now: OffsetDateTime,
+) -> DueOutcome {
     let change = match CatalogChange::from_json(&record.change) {
         Ok(change) => change,
         Err(e) => return fail(store, record.id, e.to_string(), now).await,
@@ -178,7 +182,12 @@ fn scheduled_comment(record: &ChangeRecord) -> String {
     }
 }
 
-async fn fail(store: &Store, id: ChangeId, why: String, now: OffsetDateTime) -> DueOutcome {
+async fn fail(
+    store: &dyn ControlStore,
+    id: ChangeId,
+    why: String,
+    now: OffsetDateTime,
+) -> DueOutcome {
     let decision = ChangeDecision {
         state: ChangeState::Failed,
         by: SCHEDULER_ACTOR.to_owned(),
@@ -207,7 +216,7 @@ pub enum ScheduleFailure {
 /// Schedules `change` for `at` as `author` with `comment`: checked against the catalog now
 /// (its dry run must apply), stored pending with its time, and recorded (`change.propose`).
 pub async fn schedule(
-    store: &Store,
+    store: &dyn ControlStore,
     change: &CatalogChange,
     at: OffsetDateTime,
     author: &str,

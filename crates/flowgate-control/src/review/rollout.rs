@@ -7,24 +7,24 @@
 //! transaction; the plain change path refuses a `start_rollout`
 //! (`ChangeFailure::RolloutOnly`), so no rollout's experiment runs without its record.
 
-use flowgate_control::changes::{apply_change_with, preview_change, AppliedChange, ChangeWrite};
+use crate::changes::{apply_change_with, preview_change, AppliedChange, ChangeWrite};
+use crate::ControlStore;
 use flowgate_domain::catalog::{CatalogChange, CatalogData};
 use flowgate_domain::ids::{ChangeId, FlowId, RolloutId};
 use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord};
 use flowgate_domain::ports::RolloutWrite;
-use flowgate_domain::ports::{CatalogSource as _, ChangeStore as _};
+
 use flowgate_domain::rollouts::{AppliedStep, Rollout, RolloutState};
-use flowgate_store::Store;
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
-use crate::proposals::Proposal;
+use crate::review::Proposal;
 use crate::rollouts::{ensure_free, plan_start, RolloutFailure, StartRequest};
 
 /// Records `request` as a pending change by `request.actor` (its author, who cannot approve
 /// it), audited as `change.propose`: nothing moves until another person approves it.
 pub async fn propose_start(
-    store: &Store,
+    store: &dyn ControlStore,
     request: StartRequest,
     now: OffsetDateTime,
 ) -> Result<ChangeRecord, RolloutFailure> {
@@ -40,7 +40,7 @@ pub async fn propose_start(
         author: &request.actor,
         comment: &request.comment,
     };
-    Ok(crate::proposals::record(store, proposal, now).await?)
+    Ok(crate::review::record(store, proposal, now).await?)
 }
 
 /// Applies an approved rollout start: `change` is the proposal's `start_rollout` with its plan,
@@ -48,7 +48,7 @@ pub async fn propose_start(
 /// author's, from the flow its rule serves now, with the ids the proposal chose; refused while
 /// another rollout of the placement is open, or when the catalog changed since `base`.
 pub async fn start_reviewed(
-    store: &Store,
+    store: &dyn ControlStore,
     change: &CatalogChange,
     base: u64,
     approver: &str,

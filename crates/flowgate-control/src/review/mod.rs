@@ -2,17 +2,20 @@
 //! change with its audit entry. The console proposes its own (`flowgate_http::console`); a
 //! proposal is applied when another editor or admin approves it there.
 
+pub mod import;
+pub mod rollout;
+
+use crate::ControlStore;
 use flowgate_domain::catalog::CatalogChange;
 use flowgate_domain::ids::ChangeId;
 use flowgate_domain::people::{AuditAction, ChangeRecord, ChangeState, NewAuditEntry, Role};
-use flowgate_domain::ports::{AuditLog as _, ChangeStore as _, PeopleStore as _, StoreError};
-use flowgate_store::Store;
+use flowgate_domain::ports::StoreError;
 use serde_json::json;
 use time::OffsetDateTime;
 
 /// The email of the person `--author` names when they may propose changes (an editor or
 /// admin who is not disabled); `None` otherwise.
-pub async fn author(store: &Store, email: &str) -> Result<Option<String>, StoreError> {
+pub async fn author(store: &dyn ControlStore, email: &str) -> Result<Option<String>, StoreError> {
     let person = store.person_by_email(email).await?;
     Ok(person
         .filter(|p| !p.disabled && p.role.allows(Role::Editor))
@@ -36,7 +39,7 @@ pub struct Proposal<'a> {
 
 /// Stores `proposal` as a pending change and audits it; the record.
 pub async fn record(
-    store: &Store,
+    store: &dyn ControlStore,
     proposal: Proposal<'_>,
     now: OffsetDateTime,
 ) -> Result<ChangeRecord, StoreError> {

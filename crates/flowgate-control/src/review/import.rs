@@ -5,17 +5,15 @@
 
 use std::path::Path;
 
-use flowgate_control::changes::preview_change;
-use flowgate_control::import::{
-    import_file_as, read_catalog_file, ImportError, ImportReport, CLI_ACTOR,
-};
+use crate::changes::preview_change;
+use crate::import::{import_file_as, read_catalog_file, ImportError, ImportReport, CLI_ACTOR};
+use crate::ControlStore;
 use flowgate_domain::catalog::CatalogChange;
 use flowgate_domain::people::ChangeRecord;
 use flowgate_domain::ports::StoreError;
-use flowgate_store::Store;
 use time::OffsetDateTime;
 
-use crate::proposals::Proposal;
+use crate::review::Proposal;
 
 /// Why an import was not proposed; nothing was written.
 #[derive(Debug)]
@@ -32,7 +30,7 @@ pub enum ProposeFailure {
 
 /// Imports `file` at once as `cli`, its audit entry carrying `comment` (break-glass).
 pub async fn import_now(
-    store: &Store,
+    store: &dyn ControlStore,
     file: &Path,
     comment: &str,
 ) -> Result<ImportReport, ImportError> {
@@ -48,11 +46,11 @@ pub async fn import_now(
 /// Proposes importing `file` as `email`'s (an editor or admin): checked against the catalog
 /// as it is (a file that does not import is refused now, not at approval), stored pending.
 pub async fn propose(
-    store: &Store,
+    store: &dyn ControlStore,
     file: &Path,
     email: &str,
 ) -> Result<ChangeRecord, ProposeFailure> {
-    let author = crate::proposals::author(store, email)
+    let author = crate::review::author(store, email)
         .await
         .map_err(ProposeFailure::Store)?
         .ok_or(ProposeFailure::NotAnEditor)?;
@@ -77,7 +75,7 @@ pub async fn propose(
         author: &author,
         comment: "proposed with flowgate import",
     };
-    crate::proposals::record(store, proposal, now)
+    crate::review::record(store, proposal, now)
         .await
         .map_err(ProposeFailure::Store)
 }
