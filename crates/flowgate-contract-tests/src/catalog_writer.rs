@@ -105,6 +105,13 @@ where
     assert_eq!(decided.state, ChangeState::Applied);
     assert_eq!(decided.applied_revision, Some(after));
 
+    let history = ok(store.catalog_history(10).await, "catalog_history");
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0].revision, after);
+    assert_eq!(history[0].imported_at, at(5));
+    assert_eq!(history[0].sha256, "ab".repeat(32));
+    assert_eq!(history[0].file, "catalog.json");
+
     let started = ok(store.rollout(rollout(1, 5).id).await, "rollout");
     let started = started.unwrap_or_else(|| panic!("the rollout was not recorded"));
     assert_eq!(started.applied.len(), 1);
@@ -175,6 +182,11 @@ where
     }
     assert_eq!(ok(store.revision().await, "revision"), base);
     assert_eq!((workspaces(store).await, audit_count(store).await), before);
+    let history = ok(store.catalog_history(10).await, "catalog_history");
+    assert!(
+        history.is_empty(),
+        "an undone write is not in the history: {history:?}"
+    );
     let kept = ok(store.rollout(running.id).await, "rollout");
     assert_eq!(
         kept.map(|r| (r.state, r.applied.len())),
@@ -207,10 +219,14 @@ where
     let kept = app.placements.remove(0).key;
     let mut expected = fixtures::catalog();
     expected.workspaces[0].apps[0].name = "renamed".to_owned();
-    match store.write_catalog(after, partial, record(2)).await {
-        Ok(last) => assert!(last > after),
+    let last = match store.write_catalog(after, partial, record(2)).await {
+        Ok(last) => last,
         Err(e) => panic!("a partial write: {e}"),
-    }
+    };
+    assert!(last > after);
+    let history = ok(store.catalog_history(1).await, "catalog_history");
+    let revisions: Vec<u64> = history.iter().map(|r| r.revision).collect();
+    assert_eq!(revisions, [last], "newest first, at most the limit");
     let loaded = ok(store.load_catalog().await, "load_catalog");
     let placements: Vec<&str> = loaded.workspaces[0].apps[0]
         .placements

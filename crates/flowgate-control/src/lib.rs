@@ -5,6 +5,9 @@
 //! use cases; each takes the ports it needs (the database store, or the domain's in-memory one
 //! in tests) and holds no state of its own.
 //!
+//! - [`console`]: what the operator console does, over one store (the pages are
+//!   `flowgate-http`'s).
+//! - [`keys`]: create an API key (D1, D13).
 //! - [`import`]: import a catalog file, or see what it would change (D13, D19).
 //! - [`changes`]: preview and apply a change to the catalog (D28), the write every schedule,
 //!   review and rollout step goes through.
@@ -16,7 +19,9 @@
 //! - [`scheduler`]: the pass the scheduler's lease holder makes each interval (D29).
 
 pub mod changes;
+pub mod console;
 pub mod import;
+pub mod keys;
 pub mod results;
 pub mod review;
 pub mod rollouts;

@@ -244,3 +244,92 @@ async fn a_rollout_waits_for_users_is_paused_and_rolled_back_once() {
     .await;
     assert!(twice.is_err(), "rolled back once: {twice:?}");
 }
+
+#[tokio::test]
+async fn the_console_previews_applies_and_lists_through_the_same_use_cases() {
+    use flowgate_control::console::{Console, RolloutMove, RolloutStart};
+    use flowgate_domain::keys::{KeyEnvironment, KeyType};
+    let store = std::sync::Arc::new(imported().await);
+    let console = Console::new(store.clone());
+
+    let preview = console
+        .preview("catalog.json", &catalog_text())
+        .await
+        .unwrap();
+    assert!(!preview.changed, "the stored file again changes nothing");
+    let refused = console.preview("catalog.json", "{").await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    let base = store.revision().await.unwrap();
+    let seen = console.preview_change(pause()).await.unwrap();
+    assert_eq!((seen.revision_before, seen.revision), (base, base));
+    let done = console
+        .apply_change(pause(), base, "ann@example.com".into(), "why".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(done.revision, base + 1);
+    let stale = console
+        .apply_change(pause(), base, "ann@example.com".into(), String::new(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (stale.code.as_str(), stale.unavailable),
+        ("stale_base", false)
+    );
+    let history = console.import_history(10).await.unwrap();
+    let revisions: Vec<u64> = history.iter().map(|r| r.revision).collect();
+    assert_eq!(revisions, [base + 1, base], "newest first");
+
+    let data = console.catalog().await.unwrap();
+    let workspace = data.workspaces[0].id;
+    let key = console
+        .create_key(workspace, KeyEnvironment::Test, KeyType::Sdk, "web".into())
+        .await
+        .unwrap();
+    let listed = console.list_keys(workspace).await.unwrap();
+    assert!(listed.iter().any(|k| k.id == key.record.id));
+    let revoked = console.revoke_key(key.record.id).await.unwrap();
+    assert!(revoked.revoked_at.is_some());
+
+    let start = RolloutStart {
+        app: APP.parse().unwrap(),
+        placement: "onboarding".to_owned(),
+        flow: PAYWALL_A.parse().unwrap(),
+        version: None,
+        plan: RolloutPlan {
+            steps: vec![10.0, 100.0],
+            hold_secs: 60,
+            minimum_users: 1,
+            guardrails: vec!["flow_complete".to_owned()],
+            optional_guardrails: Vec::new(),
+        },
+    };
+    let rollout = console
+        .start_rollout(start, "ann@example.com".into(), String::new())
+        .await
+        .unwrap();
+    let wrong = console
+        .move_rollout(
+            rollout.id,
+            RolloutMove::Resume,
+            "bob@example.com".into(),
+            String::new(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        wrong.code, "wrong_state",
+        "a running rollout is not resumed"
+    );
+    let paused = console
+        .move_rollout(
+            rollout.id,
+            RolloutMove::Pause,
+            "bob@example.com".into(),
+            String::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(paused.state, RolloutState::Paused);
+    assert_eq!(console.list_rollouts().await.unwrap().len(), 1);
+}

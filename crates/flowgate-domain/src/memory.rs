@@ -57,6 +57,8 @@ struct State {
     rollouts: BTreeMap<crate::ids::RolloutId, crate::rollouts::Rollout>,
     /// Leases: holder and expiry by name.
     leases: BTreeMap<String, (String, OffsetDateTime)>,
+    /// The catalog writes' history, oldest first.
+    history: Vec<crate::ports::ImportRecord>,
 }
 
 /// In-memory catalog, key and event storage.
@@ -162,6 +164,21 @@ impl crate::ports::CatalogWriter for InMemoryStore {
         state.keep_record(record, base, after);
         ready(Ok(after))
     }
+
+    fn catalog_history(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<crate::ports::ImportRecord>, StoreError>> {
+        let history = self
+            .lock()
+            .history
+            .iter()
+            .rev()
+            .take(limit)
+            .cloned()
+            .collect();
+        ready(Ok(history))
+    }
 }
 
 /// `new` written over `stored` (same id): its name, and each of its apps upserted.
@@ -213,6 +230,70 @@ fn upsert_app(stored: &mut crate::catalog::AppData, mut new: crate::catalog::App
 }
 
 impl State {
+    /// Whether step `index` of rollout `id` may be recorded: not recorded yet, and the rollout
+    /// in the state `change` moves it from.
+    fn can_step(
+        &self,
+        id: crate::ids::RolloutId,
+        index: u32,
+        change: Option<&crate::ports::StateChange>,
+    ) -> bool {
+        self.rollouts.get(&id).is_some_and(|r| {
+            !r.applied.iter().any(|s| s.index == index)
+                && change.is_none_or(|(from, _, _)| r.state == *from)
+        })
+    }
+
+    /// Records `step` of rollout `id` and its change of state, when [`State::can_step`].
+    fn step_rollout(
+        &mut self,
+        id: crate::ids::RolloutId,
+        step: crate::rollouts::AppliedStep,
+        change: Option<crate::ports::StateChange>,
+    ) -> bool {
+        if !self.can_step(id, step.index, change.as_ref()) {
+            return false;
+        }
+        let Some(r) = self.rollouts.get_mut(&id) else {
+            return false;
+        };
+        if let Some((_, to, reason)) = change {
+            r.state = to;
+            r.reason = reason;
+            r.updated_at = step.applied_at;
+        }
+        r.applied.push(step);
+        r.applied.sort_by_key(|s| s.index);
+        true
+    }
+
+    /// Whether rollout `id` is in state `from`.
+    fn can_set_state(
+        &self,
+        id: crate::ids::RolloutId,
+        from: crate::rollouts::RolloutState,
+    ) -> bool {
+        self.rollouts.get(&id).is_some_and(|r| r.state == from)
+    }
+
+    /// Moves rollout `id` from `change.0` to `change.1` at `at`, when it is in `change.0`.
+    fn set_rollout_state(
+        &mut self,
+        id: crate::ids::RolloutId,
+        (from, to, reason): crate::ports::StateChange,
+        at: OffsetDateTime,
+    ) -> bool {
+        match self.rollouts.get_mut(&id) {
+            Some(r) if r.state == from => {
+                r.state = to;
+                r.reason = reason;
+                r.updated_at = at;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Why `record` cannot be kept (its change decided, its rollout moved), checked before
     /// anything is written.
     fn record_refused(
@@ -234,26 +315,21 @@ impl State {
             Some(RolloutWrite::Start(r)) if self.rollouts.contains_key(&r.id) => {
                 moved(format!("rollout {} exists", r.id))
             }
-            Some(RolloutWrite::Step { id, step, change }) => match self.rollouts.get(id) {
-                Some(r)
-                    if !r.applied.iter().any(|s| s.index == step.index)
-                        && change.as_ref().is_none_or(|(from, _, _)| r.state == *from) =>
-                {
-                    None
-                }
-                _ => moved(format!(
+            Some(RolloutWrite::Step { id, step, change })
+                if !self.can_step(*id, step.index, change.as_ref()) =>
+            {
+                moved(format!(
                     "step {} of rollout {id} was applied meanwhile, or the rollout left the \
                      state it was in",
                     step.index + 1
-                )),
-            },
-            Some(RolloutWrite::State { id, change }) => match self.rollouts.get(id) {
-                Some(r) if r.state == change.0 => None,
-                _ => moved(format!(
+                ))
+            }
+            Some(RolloutWrite::State { id, change }) if !self.can_set_state(*id, change.0) => {
+                moved(format!(
                     "the state of rollout {id} changed meanwhile (it is no longer {})",
                     change.0
-                )),
-            },
+                ))
+            }
             _ => None,
         }
     }
@@ -262,6 +338,13 @@ impl State {
     /// it can be kept).
     fn keep_record(&mut self, record: crate::ports::CatalogRecord, before: u64, after: u64) {
         use crate::ports::RolloutWrite;
+        self.history.push(crate::ports::ImportRecord {
+            revision: after,
+            imported_at: record.at,
+            sha256: record.sha256.clone(),
+            file: record.file.clone(),
+            summary: record.summary,
+        });
         if let Some(mut audit) = record.audit {
             audit.revision_before = Some(before);
             audit.revision_after = Some(after);
@@ -287,24 +370,11 @@ impl State {
                 mut step,
                 change,
             }) => {
-                if let Some(r) = self.rollouts.get_mut(&id) {
-                    step.revision = after;
-                    if let Some((_, to, reason)) = change {
-                        r.state = to;
-                        r.reason = reason;
-                        r.updated_at = step.applied_at;
-                    }
-                    r.applied.push(step);
-                    r.applied.sort_by_key(|s| s.index);
-                }
+                step.revision = after;
+                self.step_rollout(id, step, change);
             }
             Some(RolloutWrite::State { id, change }) => {
-                if let Some(r) = self.rollouts.get_mut(&id) {
-                    let (_, to, reason) = change;
-                    r.state = to;
-                    r.reason = reason;
-                    r.updated_at = record.at;
-                }
+                self.set_rollout_state(id, change, record.at);
             }
             None => {}
         }
@@ -986,42 +1056,17 @@ impl crate::ports::RolloutStore for InMemoryStore {
         step: crate::rollouts::AppliedStep,
         change: Option<crate::ports::StateChange>,
     ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        let mut state = self.lock();
-        let applied = match state.rollouts.get_mut(&id) {
-            Some(r)
-                if !r.applied.iter().any(|s| s.index == step.index)
-                    && change.as_ref().is_none_or(|(from, _, _)| r.state == *from) =>
-            {
-                if let Some((_, to, reason)) = change {
-                    r.state = to;
-                    r.reason = reason;
-                    r.updated_at = step.applied_at;
-                }
-                r.applied.push(step);
-                r.applied.sort_by_key(|s| s.index);
-                true
-            }
-            _ => false,
-        };
+        let applied = self.lock().step_rollout(id, step, change);
         Box::pin(std::future::ready(Ok(applied)))
     }
 
     fn set_rollout_state(
         &self,
         id: crate::ids::RolloutId,
-        (from, to, reason): crate::ports::StateChange,
+        change: crate::ports::StateChange,
         at: OffsetDateTime,
     ) -> BoxFuture<'_, Result<bool, StoreError>> {
-        let mut state = self.lock();
-        let changed = match state.rollouts.get_mut(&id) {
-            Some(r) if r.state == from => {
-                r.state = to;
-                r.reason = reason;
-                r.updated_at = at;
-                true
-            }
-            _ => false,
-        };
+        let changed = self.lock().set_rollout_state(id, change, at);
         Box::pin(std::future::ready(Ok(changed)))
     }
 

@@ -149,6 +149,22 @@ pub struct CatalogRecord {
     pub rollout: Option<RolloutWrite>,
 }
 
+/// One catalog write as the history keeps it (D19): an import, or a console, CLI, schedule or
+/// rollout change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportRecord {
+    /// The catalog revision after the write.
+    pub revision: u64,
+    /// When it was made (UTC; microseconds, as stored).
+    pub imported_at: OffsetDateTime,
+    /// SHA-256 of what was written, lowercase hex (64 characters).
+    pub sha256: String,
+    /// What the history names: a file's path, `console: <description> (by <actor>)`.
+    pub file: String,
+    /// What the catalog held after the write.
+    pub summary: crate::catalog::ImportSummary,
+}
+
 /// What a catalog write records of a rollout (D29).
 #[derive(Clone, Debug)]
 pub enum RolloutWrite {
@@ -212,6 +228,11 @@ pub trait CatalogWriter: CatalogSource {
         data: CatalogData,
         record: CatalogRecord,
     ) -> BoxFuture<'_, Result<u64, CatalogWriteError>>;
+
+    /// The catalog writes, newest first, at most `limit` of them (D19): each write that landed
+    /// has exactly one, with the revision it left.
+    fn catalog_history(&self, limit: usize)
+        -> BoxFuture<'_, Result<Vec<ImportRecord>, StoreError>>;
 }
 
 /// Key management for the command line (D1, D13). The request path never calls this: it reads

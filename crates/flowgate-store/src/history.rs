@@ -4,34 +4,20 @@
 //! with the revision the write left, so a row exists exactly when its import committed, and an
 //! import that wrote nothing (the store already held the file, or the file was rejected) leaves
 //! none. The table is not read by the catalog snapshot (no trigger bumps the revision for it)
-//! and the events retention (D21) never touches it. [`Store::catalog_history`] reads it, newest
+//! and the events retention (D21) never touches it. [`flowgate_domain::ports::CatalogWriter::catalog_history`] reads it, newest
 //! first.
 
 use diesel::prelude::*;
 use flowgate_domain::catalog::ImportSummary;
+pub use flowgate_domain::ports::ImportRecord;
 use flowgate_domain::ports::{CatalogRecord, StoreError};
-use time::{OffsetDateTime, UtcOffset};
+use time::UtcOffset;
 
 use crate::db::columns;
 use crate::error::{corrupt, unstorable};
 use crate::schema::catalog_imports;
 use crate::store::Store;
 use crate::types::DbTimestamp;
-
-/// One applied catalog import, as recorded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImportRecord {
-    /// The catalog revision after the import.
-    pub revision: u64,
-    /// When the import ran (UTC; microseconds, as stored).
-    pub imported_at: OffsetDateTime,
-    /// SHA-256 of the file's bytes as read, lowercase hex (64 characters).
-    pub sha256: String,
-    /// The file as named to the import (the path's display form).
-    pub file: String,
-    /// What the file held.
-    pub summary: ImportSummary,
-}
 
 /// A row of `catalog_imports` (its `id` is generated and only orders the rows).
 #[derive(Queryable, Selectable, Insertable)]
@@ -101,8 +87,8 @@ impl ImportRow {
 }
 
 impl Store {
-    /// The applied catalog imports, newest first, at most `limit` of them (D19).
-    pub async fn catalog_history(&self, limit: usize) -> Result<Vec<ImportRecord>, StoreError> {
+    /// The catalog writes, newest first, at most `limit` of them (D19).
+    pub(crate) async fn read_history(&self, limit: usize) -> Result<Vec<ImportRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<ImportRow> = self
             .db()

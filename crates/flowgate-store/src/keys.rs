@@ -12,7 +12,7 @@
 
 use diesel::prelude::*;
 use flowgate_domain::ids::{KeyId, WorkspaceId};
-use flowgate_domain::keys::{ApiKey, KeyDigest, KeyEnvironment, KeyRecord, KeyType};
+use flowgate_domain::keys::{KeyDigest, KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::ports::{BoxFuture, KeyStore, StoreError};
 use time::OffsetDateTime;
 
@@ -311,50 +311,5 @@ impl KeyStore for Store {
             sort_oldest_first(&mut records);
             Ok(records)
         })
-    }
-}
-
-/// A key just created by [`Store::create_key`]: the plaintext, to show once and never again
-/// (D1), and the record the store keeps.
-#[derive(Debug)]
-pub struct CreatedKey {
-    /// The plaintext key (`Debug` redacts it; [`ApiKey::expose`] shows it).
-    pub key: ApiKey,
-    /// What is stored: digest, display prefix, type, environment, name, creation time.
-    pub record: KeyRecord,
-}
-
-impl Store {
-    /// Creates a key for `flowgate keys create` (D13): generates it from the OS CSPRNG, stores
-    /// its record (digest only) and returns the plaintext once. An unknown workspace is
-    /// [`StoreError::NotFound`] naming the workspace.
-    pub async fn create_key(
-        &self,
-        workspace: WorkspaceId,
-        environment: KeyEnvironment,
-        key_type: KeyType,
-        name: impl Into<String>,
-        now: OffsetDateTime,
-    ) -> Result<CreatedKey, StoreError> {
-        let key = ApiKey::generate(environment).map_err(|e| StoreError::Other {
-            detail: format!("no randomness for a new key: {e}"),
-        })?;
-        let record = KeyRecord::new(
-            KeyId::from_uuid(uuid::Uuid::now_v7()),
-            workspace,
-            &key,
-            key_type,
-            name,
-            now,
-        );
-        match self.insert_key(record.clone()).await {
-            Ok(()) => Ok(CreatedKey { key, record }),
-            // The only foreign key of either key table is the workspace.
-            Err(StoreError::NotFound { .. }) => Err(StoreError::NotFound {
-                entity: "workspace",
-                which: workspace.to_string(),
-            }),
-            Err(e) => Err(e),
-        }
     }
 }

@@ -28,7 +28,6 @@ pub use catalog::CATALOG_CHANNEL;
 pub use events::SQLITE_CHUNK;
 pub use flowgate_domain::secrets::redact_url;
 pub use history::ImportRecord;
-pub use keys::CreatedKey;
 pub use options::{SqliteSynchronous, StoreOptions};
 pub use results::ResultsReader;
 pub use retention::{EventRetention, Maintenance, PARTITION_DAYS_AHEAD, SQLITE_DELETE_BATCH};

@@ -2,6 +2,7 @@
 //! importable catalog file. Human output goes to stdout, errors to stderr; `--json` prints one
 //! JSON document for scripts.
 
+use flowgate_domain::ports::CatalogWriter as _;
 use std::path::{Path, PathBuf};
 
 use flowgate_domain::catalog::{CatalogFile, ExportError, ImportSummary};

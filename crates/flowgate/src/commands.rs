@@ -593,15 +593,15 @@ pub async fn keys(store: &Store, command: KeysCommand) -> ExitCode {
         } => {
             let key_type: KeyType = key_type.into();
             let name = name.unwrap_or_else(|| format!("{key_type} key"));
-            match store
-                .create_key(
-                    WorkspaceId::from_uuid(workspace),
-                    key_environment.into(),
-                    key_type,
-                    name,
-                    OffsetDateTime::now_utc(),
-                )
-                .await
+            match flowgate_control::keys::create(
+                store,
+                WorkspaceId::from_uuid(workspace),
+                key_environment.into(),
+                key_type,
+                name,
+                OffsetDateTime::now_utc(),
+            )
+            .await
             {
                 Ok(created) => {
                     record_cli(

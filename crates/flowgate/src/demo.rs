@@ -166,15 +166,15 @@ pub async fn webhook_key(store: &Store, environment: KeyEnvironment) -> Result<S
             detail: "demo workspace id".into(),
         })
     })?;
-    let created = store
-        .create_key(
-            workspace,
-            environment,
-            KeyType::Webhook,
-            "demo webhook",
-            OffsetDateTime::now_utc(),
-        )
-        .await?;
+    let created = flowgate_control::keys::create(
+        store,
+        workspace,
+        environment,
+        KeyType::Webhook,
+        "demo webhook",
+        OffsetDateTime::now_utc(),
+    )
+    .await?;
     record_key(store, &created.record).await;
     Ok(created.key.expose().to_owned())
 }
@@ -222,9 +222,9 @@ pub async fn create(
             detail: "demo workspace id".into(),
         })
     })?;
-    let created = store
-        .create_key(workspace, environment, KeyType::Sdk, "demo", now)
-        .await?;
+    let created =
+        flowgate_control::keys::create(store, workspace, environment, KeyType::Sdk, "demo", now)
+            .await?;
     record_key(store, &created.record).await;
     let key = created.key.expose().to_owned();
     Ok(Demo {

@@ -385,7 +385,7 @@ fn admin(
         .with_audit(Arc::new(store.clone()))
         .with_rollouts(Arc::new(store.clone()))
         .with_console(ConsoleAccess {
-            backend: Arc::new(crate::console::StoreConsole(store.clone())),
+            backend: flowgate_control::console::Console::new(Arc::new(store.clone())),
             people: Arc::new(store.clone()),
             audit: Arc::new(store.clone()),
             changes: Arc::new(store),

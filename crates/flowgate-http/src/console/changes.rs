@@ -5,7 +5,7 @@
 //! Every change goes the same way. Its form (on the experiment's page, or the catalog's)
 //! leads to `GET /console/changes/new?...`, which shows the D19 dry run (users moved per
 //! experiment) on the current catalog and asks for a comment. `POST /console/changes` then
-//! applies it through the catalog's one write path ([`ConsoleBackend::apply_change`]) made on
+//! applies it through the catalog's one write path ([`Console::apply_change`]) made on
 //! the revision the dry run was shown on: if the catalog changed since, nothing is written
 //! and the page says so. With `catalog.require_review`, the post records a pending change
 //! instead; another editor or admin approves it (`/console/changes/{id}`), seeing the dry run
@@ -18,7 +18,7 @@
 //! it before. With review, the console does not schedule: an approval applies a change, and a
 //! schedule would skip it.
 //!
-//! [`ConsoleBackend::apply_change`]: super::ConsoleBackend::apply_change
+//! [`Console::apply_change`]: flowgate_control::console::Console::apply_change
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};

@@ -6,9 +6,9 @@
 //! import history, SDK keys, people and the audit log (`people.rs`), staged rollouts (D29,
 //! `rollouts.rs`: started, paused, resumed and rolled back here). Every page calls the
 //! functions the admin API and the command line call: results and explain are
-//! [`crate::results`]' and [`crate::explain`]'s; the store's side (the catalog as stored, the
-//! import history, the dry run of a file, keys) is the [`ConsoleBackend`] port, which the binary
-//! implements with the store functions its commands use.
+//! [`crate::results`]' and [`crate::explain`]'s; the rest (the catalog as stored, the import
+//! history, the dry run of a file, keys, changes and rollouts) is the control plane's
+//! [`flowgate_control::console::Console`], which the command line's use cases share.
 //!
 //! Security: signing in (a password, `passwords.rs`; OpenID Connect, `openid.rs`; or the admin
 //! token) opens a session in the store (`session.rs`); without one every page redirects to the
@@ -40,25 +40,25 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, HttpRequest, HttpResponse};
-use flowgate_domain::catalog::{CatalogChange, CatalogData, CatalogDiff, ImportSummary};
-use flowgate_domain::ids::ChangeId;
-use flowgate_domain::ids::{AppId, FlowId, RolloutId};
 use flowgate_domain::ids::{KeyId, WorkspaceId};
 use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
-use flowgate_domain::people::ChangeDecision;
-use flowgate_domain::ports::{BoxFuture, StoreError};
-use flowgate_domain::rollouts::{Rollout, RolloutPlan};
+use flowgate_domain::ports::StoreError;
 use futures_util::StreamExt as _;
 use maud::Markup;
 use time::OffsetDateTime;
 
 use crate::access::{ExplainAccess, ResultsAccess};
 use crate::token_guard::TokenGuard;
+use flowgate_control::console::{
+    ChangeOutcome, ChangeRefusal, Console as UseCases, Preview, PreviewError, RolloutMove,
+    RolloutStart,
+};
+use flowgate_control::keys::CreatedKey;
 use flowgate_control::results::{experiment_list, ReportError, ReportParams};
 use flowgate_domain::people::{
     normalize_email, AuditAction, NewAuditEntry, Role, ADMIN_TOKEN_ACTOR,
 };
-use flowgate_domain::ports::{AuditLog, ChangeStore, PeopleStore};
+use flowgate_domain::ports::{AuditLog, ChangeStore, ImportRecord, PeopleStore};
 pub use openid::{OidcAccess, RoleMatch, RoleRule, PENDING_LIFETIME};
 use session::{Session, Sessions, Who};
 
@@ -76,204 +76,12 @@ const HISTORY_LIMIT: usize = 100;
 /// The stylesheet (one, small; no inline style anywhere).
 const STYLESHEET: &str = include_str!("console.css");
 
-/// One applied catalog import (D19), as the history lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImportEntry {
-    /// The catalog revision it made.
-    pub revision: u64,
-    /// When.
-    pub imported_at: OffsetDateTime,
-    /// SHA-256 of the file, in hex.
-    pub sha256: String,
-    /// The file's name as given.
-    pub file: String,
-    /// What the file held.
-    pub summary: ImportSummary,
-}
-
-/// What importing a file would do (D19), written nowhere.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Preview {
-    /// The stored revision (unchanged).
-    pub revision: u64,
-    /// Whether the import would change anything.
-    pub changed: bool,
-    /// What the file holds.
-    pub summary: ImportSummary,
-    /// The import's warnings.
-    pub warnings: Vec<String>,
-    /// Entities, rule lists and experiment assignments that would change.
-    pub diff: CatalogDiff,
-}
-
-/// Why a preview has no result.
-#[derive(Debug, thiserror::Error)]
-pub enum PreviewError {
-    /// The file is refused: each problem, with its place in the file.
-    #[error("the file is refused: {}", .0.join("; "))]
-    Invalid(Vec<String>),
-    /// The store could not be read.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// A key just created: the plaintext, shown once, and its stored record.
-#[derive(Debug)]
-pub struct NewKey {
-    /// The key (shown once, never stored).
-    pub key: ApiKey,
-    /// What is stored.
-    pub record: KeyRecord,
-}
-
-/// What a catalog change (D28) would do, or did: the revision it is (was) made on, the D19 diff
-/// (users moved per experiment), its description.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChangeOutcome {
-    /// The revision the change is made on.
-    pub revision_before: u64,
-    /// The revision after it (the same as before for a preview).
-    pub revision: u64,
-    /// What changes.
-    pub diff: CatalogDiff,
-    /// One line for people.
-    pub description: String,
-}
-
-/// A rollout to start (D29), as the console's form gives it.
-#[derive(Clone, Debug)]
-pub struct RolloutStart {
-    /// The app.
-    pub app: AppId,
-    /// The placement's key: its first rule serving a flow (and on) is rolled.
-    pub placement: String,
-    /// The new flow.
-    pub flow: FlowId,
-    /// The version of `flow` to roll out; `None`: the one it publishes.
-    pub version: Option<u32>,
-    /// The plan.
-    pub plan: RolloutPlan,
-}
-
-/// Why a change was not previewed or applied, or a rollout (D29) not started or moved; nothing
-/// was written.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChangeRefusal {
-    /// A stable code (`stale_base`, `unknown_variant`, `no_change`, `already_decided`, ...; for
-    /// a rollout also `not_found`, `wrong_state`, `invalid`, `rollout_moved`).
-    pub code: String,
-    /// What is wrong, in a sentence quoting the value at fault.
-    pub message: String,
-    /// Whether the store failed (503) rather than the change (409 or 400).
-    pub unavailable: bool,
-}
-
-/// The store's side of the console: what `flowgate catalog`, `flowgate import --dry-run` and
-/// `flowgate keys` read and write, implemented by the binary with the same store functions.
-pub trait ConsoleBackend: Send + Sync {
-    /// The catalog as stored.
-    fn catalog(&self) -> BoxFuture<'_, Result<CatalogData, StoreError>>;
-    /// The applied imports, newest first, at most `limit`.
-    fn import_history(&self, limit: usize) -> BoxFuture<'_, Result<Vec<ImportEntry>, StoreError>>;
-    /// What importing `text` (a catalog file named `file_name`: `.yaml`/`.yml` is YAML, anything
-    /// else JSON) would change, writing nothing.
-    fn preview<'a>(
-        &'a self,
-        file_name: &'a str,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<Preview, PreviewError>>;
-    /// A workspace's keys, revoked ones included, oldest first.
-    fn list_keys(
-        &self,
-        workspace: WorkspaceId,
-    ) -> BoxFuture<'_, Result<Vec<KeyRecord>, StoreError>>;
-    /// Creates a key.
-    fn create_key(
-        &self,
-        workspace: WorkspaceId,
-        environment: KeyEnvironment,
-        key_type: KeyType,
-        name: String,
-    ) -> BoxFuture<'_, Result<NewKey, StoreError>>;
-    /// Revokes a key (revoking twice keeps the first time).
-    fn revoke_key(&self, id: KeyId) -> BoxFuture<'_, Result<KeyRecord, StoreError>>;
-    /// What `change` would do to the stored catalog (D28), writing nothing.
-    fn preview_change(
-        &self,
-        change: CatalogChange,
-    ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>>;
-    /// Applies `change` made on revision `base` through the catalog's one write path, with
-    /// its audit entry (`actor`, `comment`) and the reviewed change's `decision`, in one
-    /// transaction; a catalog changed since `base` refuses it (`stale_base`).
-    fn apply_change(
-        &self,
-        change: CatalogChange,
-        base: u64,
-        actor: String,
-        comment: String,
-        decision: Option<(ChangeId, ChangeDecision)>,
-    ) -> BoxFuture<'_, Result<ChangeOutcome, ChangeRefusal>>;
-    /// Every staged rollout (D29), newest first.
-    fn list_rollouts(&self) -> BoxFuture<'_, Result<Vec<Rollout>, StoreError>>;
-    /// The rollout with this id, with its applied steps, if any.
-    fn rollout(&self, id: RolloutId) -> BoxFuture<'_, Result<Option<Rollout>, StoreError>>;
-    /// Starts a rollout of the placement's first rule serving a flow (and on) to the flow, as
-    /// `flowgate rollouts start` does: its first step is applied now, recorded in the audit log
-    /// as `actor`'s with `comment`.
-    fn start_rollout(
-        &self,
-        start: RolloutStart,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
-    /// Proposes that rollout for review instead (D35, `catalog.require_review`): a pending
-    /// change by `actor`, which another editor or admin applies by approving it; its id.
-    fn propose_rollout(
-        &self,
-        start: RolloutStart,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<ChangeId, ChangeRefusal>>;
-    /// Pauses, resumes or rolls back a rollout, as `actor` with `comment` (`wrong_state` when
-    /// its state does not allow the move).
-    fn move_rollout(
-        &self,
-        id: RolloutId,
-        how: RolloutMove,
-        actor: String,
-        comment: String,
-    ) -> BoxFuture<'_, Result<Rollout, ChangeRefusal>>;
-}
-
-/// What a person does to a rollout (D29).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RolloutMove {
-    /// A running rollout takes no step until resumed.
-    Pause,
-    /// A paused rollout goes on.
-    Resume,
-    /// A running or paused rollout ends now: the rule serves the old flow to everyone.
-    RollBack,
-}
-
-impl RolloutMove {
-    /// The move a console path names: `pause`, `resume` or `rollback`.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "pause" => Some(Self::Pause),
-            "resume" => Some(Self::Resume),
-            "rollback" => Some(Self::RollBack),
-            _ => None,
-        }
-    }
-}
-
 /// What the console needs beyond the admin API's access: the store's side and how long a
 /// session lasts.
 #[derive(Clone)]
 pub struct ConsoleAccess {
-    /// The store's side.
-    pub backend: Arc<dyn ConsoleBackend>,
+    /// The console's use cases (`flowgate-control`).
+    pub backend: UseCases,
     /// People and their sessions (D28).
     pub people: Arc<dyn PeopleStore>,
     /// The audit log (D28).
@@ -308,7 +116,7 @@ pub const ACCOUNT_WINDOW: time::Duration = time::Duration::minutes(15);
 
 /// The console's state, shared by its pages.
 pub struct Console {
-    backend: Arc<dyn ConsoleBackend>,
+    backend: UseCases,
     sessions: Sessions,
     people: Arc<dyn PeopleStore>,
     audit: Arc<dyn AuditLog>,
@@ -1216,7 +1024,7 @@ async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> H
             // time: the turn goes with the work, so a client that leaves does not end it early
             // (the work runs on), and the memory of previews is that of one.
             let turn = console.background.preview_permit().await;
-            let (backend, file) = (Arc::clone(&console.backend), name.clone());
+            let (backend, file) = (console.backend.clone(), name.clone());
             console
                 .background
                 .run(async move {
@@ -1436,7 +1244,7 @@ async fn key_created(req: HttpRequest, console: Data) -> HttpResponse {
         )
         .and_then(|plain| serde_json::from_slice::<serde_json::Value>(&plain).ok())
         .and_then(|plain| {
-            Some(NewKey {
+            Some(CreatedKey {
                 key: ApiKey::parse(plain["key"].as_str()?).ok()?,
                 record: serde_json::from_value(plain["record"].clone()).ok()?,
             })

@@ -15,7 +15,7 @@ use flowgate_domain::Catalog;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::session::Session;
-use super::{charts, ImportEntry, NewKey, Preview, PreviewError};
+use super::{charts, CreatedKey, ImportRecord, Preview, PreviewError};
 use crate::explain::Explained;
 use crate::results::{metrics_by_role, verdict_words, MetricRole};
 use flowgate_control::results::Listed;
@@ -980,7 +980,7 @@ pub(super) fn diff_tables(diff: &flowgate_domain::catalog::CatalogDiff) -> Marku
 }
 
 /// The applied imports, newest first.
-pub(super) fn history(session: &Session, entries: &[ImportEntry]) -> Markup {
+pub(super) fn history(session: &Session, entries: &[ImportRecord]) -> Markup {
     let body = html! {
         @if entries.is_empty() {
             p { "No catalog import is recorded." }
@@ -1082,7 +1082,7 @@ pub(super) fn keys(
 }
 
 /// A key just created: shown this once.
-pub(super) fn key_created(session: &Session, created: &NewKey) -> Markup {
+pub(super) fn key_created(session: &Session, created: &CreatedKey) -> Markup {
     let r = &created.record;
     let body = html! {
         p.warning role="status" { strong { "Copy the key now: " } "it is shown this once and never again (only its digest is stored)." }

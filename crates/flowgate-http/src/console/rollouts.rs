@@ -2,7 +2,7 @@
 //! figures read before each step, and (editors) starting one, pausing, resuming and rolling back
 //! now.
 //!
-//! The pages call the engine `flowgate rollouts` calls, through [`ConsoleBackend`]: a start
+//! The pages call the engine `flowgate rollouts` calls, through [`Console`]: a start
 //! applies the first step through the catalog's one write path, and every move is recorded in
 //! the audit log as the session's actor (`rollout.step`, `rollout.pause`, `rollout.resume`,
 //! `rollout.rollback`). The scheduler of `flowgate serve` takes the later steps; nothing here
@@ -10,7 +10,7 @@
 //! state that allows it, 400 for a start the caller got wrong (quoting the value), 503 when the
 //! store fails.
 //!
-//! [`ConsoleBackend`]: super::ConsoleBackend
+//! [`Console`]: flowgate_control::console::Console
 
 use std::collections::HashMap;
 

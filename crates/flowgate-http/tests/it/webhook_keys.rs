@@ -32,17 +32,16 @@ fn app(id: &str) -> AppId {
 /// Creates a webhook key of `ws` through the store, as `flowgate keys create --type webhook`
 /// does.
 async fn create_webhook_key(s: &TestServer, ws: &str, name: &str) -> (ApiKey, uuid::Uuid) {
-    let created =
-        s.db.store
-            .create_key(
-                workspace(ws),
-                KeyEnvironment::Test,
-                KeyType::Webhook,
-                name,
-                time::OffsetDateTime::now_utc(),
-            )
-            .await
-            .expect("webhook key created");
+    let created = flowgate_control::keys::create(
+        &s.db.store,
+        workspace(ws),
+        KeyEnvironment::Test,
+        KeyType::Webhook,
+        name,
+        time::OffsetDateTime::now_utc(),
+    )
+    .await
+    .expect("webhook key created");
     assert_eq!(created.record.key_type, KeyType::Webhook);
     (created.key, created.record.id.0)
 }

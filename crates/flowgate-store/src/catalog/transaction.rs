@@ -3,7 +3,8 @@
 
 use flowgate_domain::catalog::CatalogData;
 use flowgate_domain::ports::{
-    BoxFuture, CatalogRecord, CatalogWriteError, CatalogWriter, RolloutWrite, StoreError,
+    BoxFuture, CatalogRecord, CatalogWriteError, CatalogWriter, ImportRecord, RolloutWrite,
+    StoreError,
 };
 
 use super::write::{write_rows, WriteRows};
@@ -85,6 +86,13 @@ impl CatalogWriter for Store {
                 (Err(e), None) => Err(CatalogWriteError::Store(e)),
             }
         })
+    }
+
+    fn catalog_history(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<ImportRecord>, StoreError>> {
+        Box::pin(self.read_history(limit))
     }
 }
 

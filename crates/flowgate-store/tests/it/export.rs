@@ -2,6 +2,7 @@
 //! empty store as the same catalog, and exporting that store gives the same bytes; keys are
 //! left out, so importing an export changes no key; at the benchmark catalog's scale too.
 
+use flowgate_domain::ports::CatalogWriter as _;
 use std::time::Instant;
 
 use flowgate_contract_tests::fixtures;

@@ -5,6 +5,7 @@
 use flowgate_control::import::{import_file, ImportError};
 use flowgate_domain::catalog::ImportSummary;
 use flowgate_domain::ports::CatalogSource;
+use flowgate_domain::ports::CatalogWriter as _;
 use flowgate_store::{ImportRecord, Store};
 use serde_json::json;
 use sha2::{Digest, Sha256};

@@ -39,9 +39,7 @@ backend_tests! {
 
         db.store.replace_catalog(&catalog()).await.expect("workspaces");
         let at = datetime!(2026-08-01 09:30 UTC);
-        let created = db
-            .store
-            .create_key(ws(WS2), KeyEnvironment::Live, KeyType::Sdk, "android", at)
+        let created = flowgate_control::keys::create(&db.store, ws(WS2), KeyEnvironment::Live, KeyType::Sdk, "android", at)
             .await
             .expect("created");
         let text = created.key.expose().to_owned();
@@ -58,9 +56,7 @@ backend_tests! {
             .expect("authenticates");
         assert_eq!(record.id, created.record.id);
 
-        let other = db
-            .store
-            .create_key(ws(WS2), KeyEnvironment::Test, KeyType::Secret, "", at)
+        let other = flowgate_control::keys::create(&db.store, ws(WS2), KeyEnvironment::Test, KeyType::Secret, "", at)
             .await
             .expect("created");
         assert_ne!(other.key.expose(), text);
@@ -71,9 +67,7 @@ backend_tests! {
         use flowgate_domain::keys::{KeyEnvironment, KeyType};
 
         let missing = uuid::Uuid::from_u128(0x1000_0000_0000_4000_8000_0000_0000_00ff);
-        let err = db
-            .store
-            .create_key(ws(missing), KeyEnvironment::Test, KeyType::Sdk, "x", datetime!(2026-01-01 00:00 UTC))
+        let err = flowgate_control::keys::create(&db.store, ws(missing), KeyEnvironment::Test, KeyType::Sdk, "x", datetime!(2026-01-01 00:00 UTC))
             .await
             .expect_err("unknown workspace");
         assert_eq!(
@@ -97,17 +91,14 @@ backend_tests! {
         data.api_keys = vec![support::key_record(WS2, 's', datetime!(2026-05-01 09:00 UTC)), imported];
         db.store.replace_catalog(&data).await.expect("catalog with keys");
         let at = datetime!(2026-08-01 09:30 UTC);
-        let created = db
-            .store
-            .create_key(ws(WS2), KeyEnvironment::Test, KeyType::Webhook, "revenuecat", at)
+        let created = flowgate_control::keys::create(&db.store, ws(WS2), KeyEnvironment::Test, KeyType::Webhook, "revenuecat", at)
             .await
             .expect("created");
         let mut inserted = support::key_record(WS2, 'w', at);
         inserted.key_type = KeyType::Webhook;
         db.store.insert_key(inserted.clone()).await.expect("inserted");
         db.store.revoke_key(inserted.id, at).await.expect("revoked");
-        db.store
-            .create_key(ws(WS2), KeyEnvironment::Live, KeyType::Sdk, "android", at)
+        flowgate_control::keys::create(&db.store, ws(WS2), KeyEnvironment::Live, KeyType::Sdk, "android", at)
             .await
             .expect("created");
 
