@@ -8,6 +8,7 @@
 //! - [`console`]: what the operator console does, over one store (the pages are
 //!   `flowgate-http`'s).
 //! - [`keys`]: create an API key (D1, D13).
+//! - [`people`]: add a person, make a sign-in link, change a role or disable (D28).
 //! - [`import`]: import a catalog file, or see what it would change (D13, D19).
 //! - [`changes`]: preview and apply a change to the catalog (D28), the write every schedule,
 //!   review and rollout step goes through.
@@ -22,6 +23,7 @@ pub mod changes;
 pub mod console;
 pub mod import;
 pub mod keys;
+pub mod people;
 pub mod results;
 pub mod review;
 pub mod rollouts;

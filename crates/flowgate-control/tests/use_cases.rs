@@ -333,3 +333,43 @@ async fn the_console_previews_applies_and_lists_through_the_same_use_cases() {
     assert_eq!(paused.state, RolloutState::Paused);
     assert_eq!(console.list_rollouts().await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn people_are_added_linked_and_changed_with_their_audit_entries() {
+    use flowgate_control::people::{self, PeopleFailure};
+    use flowgate_domain::people::{sha256_hex, PersonUpdate, Role};
+    use flowgate_domain::ports::PeopleStore;
+    let store = InMemoryStore::new();
+    let added = people::add(&store, ("Ann@Example.com", Role::Editor), "cli", NOW)
+        .await
+        .unwrap();
+    assert_eq!(added.person.email, "ann@example.com");
+    assert_eq!(added.expires_at, NOW + people::LINK_LIFETIME);
+    let hash = sha256_hex(added.secret.as_bytes());
+    let link = store.sign_in_link(&hash, NOW).await.unwrap();
+    assert_eq!(link, Some(added.person.id), "the link is stored");
+
+    let again = people::add(&store, ("ann@example.com", Role::Viewer), "cli", NOW).await;
+    assert!(matches!(again, Err(PeopleFailure::Exists(_))), "{again:?}");
+    let bad = people::add(&store, ("not an email", Role::Viewer), "cli", NOW).await;
+    assert!(matches!(bad, Err(PeopleFailure::Invalid(_))), "{bad:?}");
+    let nobody = people::link(&store, "bob@example.com", "cli", NOW).await;
+    assert!(
+        matches!(nobody, Err(PeopleFailure::NotFound(_))),
+        "{nobody:?}"
+    );
+
+    let change = PersonUpdate {
+        role: Some(Role::Admin),
+        ..PersonUpdate::default()
+    };
+    let (after, audit) = people::update(&store, "ann@example.com", change, "cli", NOW)
+        .await
+        .unwrap();
+    assert_eq!((after.role, audit.is_none()), (Role::Admin, true));
+    let entries = store.list_audit(&AuditQuery::latest(10)).await.unwrap();
+    let actions: Vec<AuditAction> = entries.iter().map(|e| e.action).collect();
+    assert_eq!(actions, [AuditAction::PersonRole, AuditAction::PersonAdd]);
+    assert_eq!(entries[0].detail["from"], "editor");
+    assert_eq!(entries[0].detail["to"], "admin");
+}

@@ -1,16 +1,17 @@
 //! `flowgate users` and `flowgate audit` (D28): the console's people and the audit log, from
 //! the command line. What a command changes is recorded in the audit log with `cli` as who.
 
-use flowgate_domain::ids::PersonId;
-use flowgate_domain::people::{AuditAction, AuditQuery, Person, PersonUpdate, Role};
+use flowgate_control::import::CLI_ACTOR;
+use flowgate_control::people::{self, Linked, PeopleFailure};
+use flowgate_domain::people::{AuditAction, AuditQuery, Person, PersonUpdate};
 use flowgate_domain::ports::{AuditLog, PeopleStore, StoreError};
-use flowgate_http::console::people::{audit_json, new_sign_in_link, sign_in_link_path};
+use flowgate_http::console::people::audit_json;
 use flowgate_store::Store;
 use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::cli::{AuditCommand, ExitCode, UsersCommand};
-use crate::commands::{print_json, record_cli, store_failure};
+use crate::commands::{print_json, store_failure};
 use crate::config::Config;
 use crate::terminal::{errln, outln};
 
@@ -27,51 +28,57 @@ fn person_json(p: &Person) -> serde_json::Value {
     })
 }
 
-/// The person of `email`, or exit 5 (4 for an email that is not one).
-async fn person_of(store: &Store, email: &str) -> Result<Person, ExitCode> {
-    let normalized = match flowgate_domain::people::normalize_email(email) {
-        Ok(email) => email,
-        Err(e) => {
-            errln!("flowgate: {e}");
-            return Err(ExitCode::InvalidInput);
+/// What a failed people command prints, and its exit code: 4 for what the caller got wrong,
+/// 5 for a person who is not there, 1 for the store.
+fn failed(e: PeopleFailure) -> ExitCode {
+    match e {
+        PeopleFailure::Invalid(message) => {
+            errln!("flowgate: {message}");
+            ExitCode::InvalidInput
         }
-    };
-    match store.person_by_email(&normalized).await {
-        Ok(Some(person)) => Ok(person),
-        Ok(None) => {
-            errln!("flowgate: no person {normalized:?}; `flowgate users list` shows who there is");
-            Err(ExitCode::NotFound)
+        PeopleFailure::NotFound(email) => {
+            errln!("flowgate: no person {email:?}; `flowgate users list` shows who there is");
+            ExitCode::NotFound
         }
-        Err(e) => Err(store_failure("the people could not be read", &e)),
+        PeopleFailure::Exists(email) => {
+            errln!(
+                "flowgate: {email} is already a person here; `flowgate users link {email}` makes \
+                 a new link"
+            );
+            ExitCode::InvalidInput
+        }
+        PeopleFailure::Removed(email) => {
+            errln!("flowgate: {email} was removed meanwhile");
+            ExitCode::NotFound
+        }
+        PeopleFailure::NoRandomness(why) => {
+            errln!("flowgate: no randomness for a link: {why}");
+            ExitCode::Failure
+        }
+        PeopleFailure::Store(e) => store_failure("the people could not be read or written", &e),
     }
 }
 
-/// Makes and prints a link for `person`.
-async fn print_link(
-    store: &Store,
-    config: &Config,
-    person: &Person,
-    base_url: Option<String>,
-    json: bool,
-) -> ExitCode {
-    let now = OffsetDateTime::now_utc();
-    let Ok((secret, link)) = new_sign_in_link(person.id, now) else {
-        errln!("flowgate: no randomness for a link");
-        return ExitCode::Failure;
-    };
-    let expires_at = link.expires_at;
-    if let Err(e) = store.create_sign_in_link(link).await {
-        return store_failure("the link was not made", &e);
+/// Warns that the audit entry of a change that was made was not written.
+fn audit_warning(failure: Option<StoreError>) {
+    if let Some(e) = failure {
+        errln!("flowgate: warning: the audit entry was not written: {e}");
     }
+}
+
+/// Prints the link of `linked` (its URL under `base_url`, or the admin listener's address).
+fn print_link(config: &Config, linked: Linked, base_url: Option<String>, json: bool) -> ExitCode {
+    audit_warning(linked.audit);
+    let person = &linked.person;
     let base = base_url
         .unwrap_or_else(|| crate::serve::base_url(&config.admin.listen))
         .trim_end_matches('/')
         .to_owned();
-    let url = format!("{base}{}", sign_in_link_path(&secret));
+    let url = format!("{base}{}", people::sign_in_link_path(&linked.secret));
     if json {
         let mut v = person_json(person);
         v["link"] = json!(url);
-        v["link_expires_at"] = json!(time_text(expires_at));
+        v["link_expires_at"] = json!(time_text(linked.expires_at));
         print_json(&v);
     } else {
         outln!("{url}");
@@ -79,179 +86,101 @@ async fn print_link(
             "the sign-in link of {} ({}), shown this once: it works once, until {}",
             person.email,
             person.role,
-            time_text(expires_at)
+            time_text(linked.expires_at)
         );
     }
     ExitCode::Success
 }
 
-/// `flowgate users add EMAIL --role ROLE`: the person, audited, and their one-time link.
-async fn add(
-    store: &Store,
-    config: &Config,
-    (email, role): (&str, Role),
-    base_url: Option<String>,
-    json: bool,
-    now: OffsetDateTime,
-) -> ExitCode {
-    let person = match Person::new(PersonId::from_uuid(uuid::Uuid::new_v4()), email, role, now) {
-        Ok(person) => person,
-        Err(e) => {
-            errln!("flowgate: {e}");
-            return ExitCode::InvalidInput;
-        }
-    };
-    match store.add_person(person.clone()).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict { .. }) => {
-            errln!(
-                "flowgate: {} is already a person here; `flowgate users link {}` makes a new link",
-                person.email,
-                person.email
-            );
-            return ExitCode::InvalidInput;
-        }
-        Err(e) => return store_failure("the person was not added", &e),
+/// Prints the people as a table or JSON.
+fn print_people(people: &[Person], json: bool) {
+    if json {
+        print_json(&json!(people.iter().map(person_json).collect::<Vec<_>>()));
+        return;
     }
-    record_cli(
-        store,
-        AuditAction::PersonAdd,
-        Some(person.email.clone()),
-        json!({"role": role.as_str()}),
-    )
-    .await;
-    print_link(store, config, &person, base_url, json).await
+    outln!("{:<40}  {:<6}  {:<15}  added", "email", "role", "status");
+    for p in people {
+        let status = if p.disabled {
+            "disabled"
+        } else if p.password_hash.is_none() {
+            "no password yet"
+        } else {
+            "active"
+        };
+        outln!(
+            "{:<40}  {:<6}  {:<15}  {}",
+            p.email,
+            p.role.as_str(),
+            status,
+            time_text(p.created_at)
+        );
+    }
 }
 
-/// `flowgate users ...`
+/// `flowgate users ...`: `flowgate_control::people`'s use cases, as `cli`.
 pub async fn users(store: &Store, config: &Config, command: UsersCommand) -> ExitCode {
     let now = OffsetDateTime::now_utc();
+    let update = |email: String, change: PersonUpdate| async move {
+        match people::update(store, &email, change, CLI_ACTOR, now).await {
+            Ok((after, audit)) => {
+                audit_warning(audit);
+                let status = if after.disabled {
+                    "disabled"
+                } else {
+                    "enabled"
+                };
+                outln!("{}: {}, {status}", after.email, after.role);
+                ExitCode::Success
+            }
+            Err(e) => failed(e),
+        }
+    };
     match command {
         UsersCommand::Add {
             email,
             role,
             base_url,
             json,
-        } => add(store, config, (&email, role.into()), base_url, json, now).await,
+        } => match people::add(store, (&email, role.into()), CLI_ACTOR, now).await {
+            Ok(linked) => print_link(config, linked, base_url, json),
+            Err(e) => failed(e),
+        },
         UsersCommand::Link {
             email,
             base_url,
             json,
-        } => {
-            let person = match person_of(store, &email).await {
-                Ok(person) => person,
-                Err(code) => return code,
-            };
-            record_cli(
-                store,
-                AuditAction::PersonPassword,
-                Some(person.email.clone()),
-                json!({"link": "made"}),
-            )
-            .await;
-            print_link(store, config, &person, base_url, json).await
-        }
+        } => match people::link(store, &email, CLI_ACTOR, now).await {
+            Ok(linked) => print_link(config, linked, base_url, json),
+            Err(e) => failed(e),
+        },
         UsersCommand::List { json } => match store.list_people().await {
             Ok(people) => {
-                if json {
-                    print_json(&json!(people.iter().map(person_json).collect::<Vec<_>>()));
-                } else {
-                    outln!("{:<40}  {:<6}  {:<15}  added", "email", "role", "status");
-                    for p in &people {
-                        let status = if p.disabled {
-                            "disabled"
-                        } else if p.password_hash.is_none() {
-                            "no password yet"
-                        } else {
-                            "active"
-                        };
-                        outln!(
-                            "{:<40}  {:<6}  {:<15}  {}",
-                            p.email,
-                            p.role.as_str(),
-                            status,
-                            time_text(p.created_at)
-                        );
-                    }
-                }
+                print_people(&people, json);
                 ExitCode::Success
             }
             Err(e) => store_failure("the people could not be read", &e),
         },
         UsersCommand::SetRole { email, role } => {
-            let role: Role = role.into();
-            update(
-                store,
-                &email,
-                PersonUpdate {
-                    role: Some(role),
-                    ..PersonUpdate::default()
-                },
-                AuditAction::PersonRole,
-                |before| json!({"from": before.role.as_str(), "to": role.as_str()}),
-            )
-            .await
+            let change = PersonUpdate {
+                role: Some(role.into()),
+                ..PersonUpdate::default()
+            };
+            update(email, change).await
         }
         UsersCommand::Disable { email } => {
-            update(
-                store,
-                &email,
-                PersonUpdate {
-                    disabled: Some(true),
-                    ..PersonUpdate::default()
-                },
-                AuditAction::PersonDisable,
-                |_| json!({"disabled": true}),
-            )
-            .await
+            let change = PersonUpdate {
+                disabled: Some(true),
+                ..PersonUpdate::default()
+            };
+            update(email, change).await
         }
         UsersCommand::Enable { email } => {
-            update(
-                store,
-                &email,
-                PersonUpdate {
-                    disabled: Some(false),
-                    ..PersonUpdate::default()
-                },
-                AuditAction::PersonDisable,
-                |_| json!({"disabled": false}),
-            )
-            .await
-        }
-    }
-}
-
-async fn update(
-    store: &Store,
-    email: &str,
-    change: PersonUpdate,
-    action: AuditAction,
-    detail: impl FnOnce(&Person) -> serde_json::Value,
-) -> ExitCode {
-    let person = match person_of(store, email).await {
-        Ok(person) => person,
-        Err(code) => return code,
-    };
-    let detail = detail(&person);
-    match store
-        .update_person(person.id, change, OffsetDateTime::now_utc())
-        .await
-    {
-        Ok(Some(after)) => {
-            record_cli(store, action, Some(after.email.clone()), detail).await;
-            let status = if after.disabled {
-                "disabled"
-            } else {
-                "enabled"
+            let change = PersonUpdate {
+                disabled: Some(false),
+                ..PersonUpdate::default()
             };
-            outln!("{}: {}, {status}", after.email, after.role);
-            ExitCode::Success
+            update(email, change).await
         }
-        Ok(None) => {
-            errln!("flowgate: {} was removed meanwhile", person.email);
-            ExitCode::NotFound
-        }
-        Err(e) => store_failure("the person was not changed", &e),
     }
 }
 

@@ -17,11 +17,12 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use flowgate_domain::ids::PersonId;
 use flowgate_domain::people::{
     sha256_hex, AuditAction, AuditEntry, AuditQuery, Person, PersonUpdate, Role, SessionRecord,
-    SignInLink,
 };
 use flowgate_domain::ports::StoreError;
 use maud::{html, Markup};
 use time::OffsetDateTime;
+
+use flowgate_control::people::{new_sign_in_link, sign_in_link_path};
 
 use super::pages::{csrf, layout, when};
 use super::session::{self, Session, Who};
@@ -30,31 +31,8 @@ use super::{
     store_failure, Console, Data, Fields, PostedForm,
 };
 
-/// How long a sign-in link works (D28).
-pub const LINK_LIFETIME: time::Duration = time::Duration::hours(24);
 /// Audit entries a page shows.
 pub const AUDIT_PAGE: usize = 100;
-
-/// A new one-time sign-in link for `person`, made at `now`: the secret for the URL, and what
-/// the store keeps (its SHA-256, never the secret).
-pub fn new_sign_in_link(
-    person: PersonId,
-    now: OffsetDateTime,
-) -> Result<(String, SignInLink), getrandom::Error> {
-    let secret = session::random_token()?;
-    let link = SignInLink {
-        token_hash: sha256_hex(secret.as_bytes()),
-        person_id: person,
-        created_at: now,
-        expires_at: now + LINK_LIFETIME,
-    };
-    Ok((secret, link))
-}
-
-/// The path of a sign-in link's page (the console's address goes before it).
-pub fn sign_in_link_path(secret: &str) -> String {
-    format!("/console/set-password?token={secret}")
-}
 
 /// Whether `token` has the shape of a link's secret (64 hex digits).
 fn well_formed(token: &str) -> bool {

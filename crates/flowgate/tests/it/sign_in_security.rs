@@ -308,6 +308,12 @@ async fn abandoned_password_posts_give_their_places_back() {
         .await
         .unwrap();
     let addr = s.admin;
+    // How long one check takes on this machine now (under a loaded CI machine, several times
+    // the idle figure): the abandoned posts' running hashes hold their places that long.
+    let probe = vec![wrong_password("127.0.0.62", addr, "probe@example.com")];
+    let started = std::time::Instant::now();
+    assert_eq!(all_at_once(addr, probe)[0].status, 401);
+    let one_check = started.elapsed();
     let left: Vec<Post> = (0..10)
         .map(|n| wrong_password("127.0.0.60", addr, &format!("gone{n}@example.com")))
         .collect();
@@ -317,7 +323,9 @@ async fn abandoned_password_posts_give_their_places_back() {
     for post in left {
         abandon(addr, post);
     }
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The two running hashes end after about one check; kept ones would wait behind eight
+    // abandoned posts for four more rounds if those kept their places.
+    tokio::time::sleep(Duration::from_millis(150).max(one_check * 2)).await;
     let answers = all_at_once(addr, kept);
     let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
     assert_eq!(statuses, [401; 8], "the abandoned posts' places were free");
@@ -347,11 +355,15 @@ async fn the_account_limit_counts_concurrent_attempts_and_spares_other_addresses
         .collect();
     let answers = all_at_once(addr, posts);
     let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    // The limit's three places are checked (401), or refused unchecked when a loaded machine
+    // keeps one waiting past the hashing queue's wait (503): never more than three checks.
+    let count = |status: u16| statuses.iter().filter(|s| **s == status).count();
     assert_eq!(
-        statuses.iter().filter(|s| **s == 401).count(),
+        count(401) + count(503),
         3,
         "only the limit is checked: {statuses:?}"
     );
+    assert!(count(401) >= 1, "{statuses:?}");
     assert_eq!(
         statuses.iter().filter(|s| **s == 429).count(),
         5,
