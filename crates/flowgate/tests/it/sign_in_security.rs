@@ -355,15 +355,11 @@ async fn the_account_limit_counts_concurrent_attempts_and_spares_other_addresses
         .collect();
     let answers = all_at_once(addr, posts);
     let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
-    // The limit's three places are checked (401), or refused unchecked when a loaded machine
-    // keeps one waiting past the hashing queue's wait (503): never more than three checks.
-    let count = |status: u16| statuses.iter().filter(|s| **s == status).count();
     assert_eq!(
-        count(401) + count(503),
+        statuses.iter().filter(|s| **s == 401).count(),
         3,
         "only the limit is checked: {statuses:?}"
     );
-    assert!(count(401) >= 1, "{statuses:?}");
     assert_eq!(
         statuses.iter().filter(|s| **s == 429).count(),
         5,
