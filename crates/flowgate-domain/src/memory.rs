@@ -310,25 +310,17 @@ impl State {
                 return Some(CatalogWriteError::Decided(*id));
             }
         }
-        let moved = |what: String| Some(CatalogWriteError::RolloutMoved(what));
         match &record.rollout {
-            Some(RolloutWrite::Start(r)) if self.rollouts.contains_key(&r.id) => {
-                moved(format!("rollout {} exists", r.id))
-            }
+            Some(RolloutWrite::Start(r)) if self.rollouts.contains_key(&r.id) => Some(
+                CatalogWriteError::RolloutMoved(format!("rollout {} exists", r.id)),
+            ),
             Some(RolloutWrite::Step { id, step, change })
                 if !self.can_step(*id, step.index, change.as_ref()) =>
             {
-                moved(format!(
-                    "step {} of rollout {id} was applied meanwhile, or the rollout left the \
-                     state it was in",
-                    step.index + 1
-                ))
+                Some(CatalogWriteError::step_taken(*id, step.index))
             }
             Some(RolloutWrite::State { id, change }) if !self.can_set_state(*id, change.0) => {
-                moved(format!(
-                    "the state of rollout {id} changed meanwhile (it is no longer {})",
-                    change.0
-                ))
+                Some(CatalogWriteError::state_moved(*id, change.0))
             }
             _ => None,
         }

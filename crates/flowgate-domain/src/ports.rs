@@ -214,6 +214,25 @@ pub enum CatalogWriteError {
     Store(#[from] StoreError),
 }
 
+impl CatalogWriteError {
+    /// Step `index` (from 0) of rollout `id` was recorded meanwhile, or the rollout left the
+    /// state the step moves it from: what every writer says.
+    pub fn step_taken(id: crate::ids::RolloutId, index: u32) -> Self {
+        Self::RolloutMoved(format!(
+            "step {} of rollout {id} was applied meanwhile, or the rollout left the state it \
+             was in",
+            index + 1
+        ))
+    }
+
+    /// Rollout `id` is no longer in state `from`, which the write moves it from.
+    pub fn state_moved(id: crate::ids::RolloutId, from: crate::rollouts::RolloutState) -> Self {
+        Self::RolloutMoved(format!(
+            "the state of rollout {id} changed meanwhile (it is no longer {from})"
+        ))
+    }
+}
+
 /// The catalog's one write path (D13, D28, D29): imports, console and CLI changes, schedules'
 /// and rollouts' steps all write through it.
 pub trait CatalogWriter: CatalogSource {

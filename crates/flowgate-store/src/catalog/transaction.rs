@@ -132,24 +132,15 @@ async fn record_in(
         }) => {
             step.revision = after;
             let index = step.index;
-            (!crate::rollouts::apply_step_in(conn, id, &step, change.as_ref()).await?).then(|| {
-                format!(
-                    "step {} of rollout {id} was applied meanwhile, or the rollout left the \
-                     state it was in",
-                    index + 1
-                )
-            })
+            let applied = crate::rollouts::apply_step_in(conn, id, &step, change.as_ref()).await?;
+            (!applied).then(|| CatalogWriteError::step_taken(id, index))
         }
         Some(RolloutWrite::State { id, change }) => {
-            (!crate::rollouts::set_state_in(conn, id, &change, record.at).await?).then(|| {
-                format!(
-                    "the state of rollout {id} changed meanwhile (it is no longer {})",
-                    change.0
-                )
-            })
+            let set = crate::rollouts::set_state_in(conn, id, &change, record.at).await?;
+            (!set).then(|| CatalogWriteError::state_moved(id, change.0))
         }
     };
-    Ok(moved.map(CatalogWriteError::RolloutMoved))
+    Ok(moved)
 }
 
 /// Takes the catalog's write lock at the start of a transaction: on SQLite any write makes the
