@@ -20,6 +20,9 @@ use flowgate_http::{HttpConfig, RateLimitConfig};
 use flowgate_jetstream::JetStreamConfig;
 use flowgate_store::{redact_url, Backend, SqliteSynchronous, TlsMode};
 use serde::{Deserialize, Serialize};
+use validator::Validate;
+
+mod fields;
 
 /// The deployment environment (`FLOWGATE_ENV` or `--env`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -46,12 +49,14 @@ impl Environment {
 
 /// The whole configuration. Unknown keys are errors, so a typo cannot silently fall back to a
 /// default.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// The public API listener.
+    #[validate(nested)]
     pub server: ServerConfig,
     /// The admin listener (health, readiness, metrics).
+    #[validate(nested)]
     pub admin: AdminConfig,
     /// The store.
     pub database: DatabaseConfig,
@@ -72,20 +77,24 @@ pub struct Config {
     /// Event ingestion and the analytics sink (D7, D8).
     pub events: EventsConfig,
     /// Experiment results (D22).
+    #[validate(nested)]
     pub experiments: ExperimentsConfig,
     /// Sticky assignment (D23).
+    #[validate(nested)]
     pub sticky: StickyConfig,
     /// Store notifications (D30).
     pub stores: StoresConfig,
     /// Logging.
+    #[validate(nested)]
     pub log: LogConfig,
 }
 
 /// `[server]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Address of the public API.
+    #[validate(custom(function = fields::socket_address))]
     pub listen: String,
     /// HTTP worker threads; 0 means one per CPU core.
     pub workers: usize,
@@ -119,13 +128,15 @@ impl Default for ServerConfig {
 }
 
 /// `[admin]`
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Address of the admin listener (D11: separate port).
+    #[validate(custom(function = fields::socket_address))]
     pub listen: String,
     /// Bearer token of the admin API (explain, D18); empty: the admin API is off. A secret:
     /// never logged.
+    #[validate(custom(function = fields::admin_token))]
     pub token: String,
     /// How long a console session lasts after signing in, in seconds (D24).
     pub console_session_seconds: u64,
@@ -314,27 +325,34 @@ impl Default for ConsoleConfig {
 }
 
 /// `[console.oidc]` (D28): the OpenID provider people sign in with.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(deny_unknown_fields, default)]
 pub struct OidcConfig {
     /// The issuer URL (its discovery document is `<issuer>/.well-known/openid-configuration`);
     /// empty: OpenID Connect is off.
+    #[validate(custom(function = fields::https_or_loopback))]
     pub issuer: String,
     /// The console's client id at the provider.
+    #[validate(custom(function = fields::required_with_issuer))]
     pub client_id: String,
     /// Its client secret. A secret: never logged.
+    #[validate(custom(function = fields::required_with_issuer))]
     pub client_secret: String,
     /// Where the provider sends people back: `https://<admin host>/console/oidc/callback`.
+    #[validate(custom(function = fields::callback_url))]
     pub redirect_url: String,
     /// The ID token claim listing a person's groups.
+    #[validate(custom(function = fields::claim_name))]
     pub groups_claim: String,
     /// The scopes asked for (`openid` is always asked): add the one that puts
     /// `groups_claim` in the ID token when the provider needs one (often `groups`).
     pub scopes: Vec<String>,
     /// A PEM file of the authorities that sign the provider's TLS certificate (a private
     /// one); empty: the system's roots.
+    #[validate(custom(function = fields::ca_file))]
     pub ca_file: String,
     /// Who gets which role: the highest role of the rules that match; no match: refused.
+    #[validate(custom(function = fields::role_rules))]
     pub roles: Vec<OidcRoleRule>,
 }
 
@@ -525,7 +543,7 @@ pub enum LogFormat {
 }
 
 /// `[experiments]` (D22).
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExperimentsConfig {
     /// Where results are read: empty for the main database, or another URL of the same
@@ -537,10 +555,12 @@ pub struct ExperimentsConfig {
     /// report on PostgreSQL reads with up to 4, on SQLite with 1; more reports wait their turn).
     pub max_connections: usize,
     /// The reporting currency (three upper-case letters).
+    #[validate(custom(function = fields::currency))]
     pub currency: String,
     /// `EUR = 1.08`: one unit of the currency is worth this much of `currency`. The codes are
     /// read in any case and kept upper-case ([`OPERATOR_KEYED`]); `currency`'s own rate is
     /// refused.
+    #[validate(custom(function = fields::exchange_rates))]
     pub exchange_rates: BTreeMap<String, f64>,
 }
 
@@ -600,13 +620,15 @@ impl Default for StoresConfig {
 /// choice of store (`redis_url`), the Redis store's `key_prefix`, and the HTTP adapter's
 /// request-path settings ([`StickyReadWriteSettings`]: `read_timeout_ms`, `write_queue`, `write_batch`).
 /// Unknown keys are refused by [`Config::load_with`], as in `[events]`.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(default)]
 pub struct StickyConfig {
     /// `redis://[user:password@]host[:port][/db]`: the Redis replicas share. Empty: the main
     /// database (`database.url`) keeps them. Contains a secret: never logged as is.
+    #[validate(custom(function = fields::redis_url))]
     pub redis_url: String,
     /// The first part of every Redis key (a shared Redis, or several deployments on one).
+    #[validate(length(min = 1, message = "must not be empty"))]
     pub key_prefix: String,
     /// The request path's keys, read by the HTTP adapter's own deserialisation: the longest
     /// resolve waits for a user's stored assignments (past it, the placement resolves as
@@ -637,7 +659,7 @@ impl fmt::Debug for StickyConfig {
 }
 
 /// `[log]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Validate)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// `json` or `pretty`.
@@ -646,6 +668,7 @@ pub struct LogConfig {
     /// directives, each a level or `target=level` (`flowgate=debug,info`). A directive that
     /// names no level (`verbose`: to `tracing`, a target logged at every level while all else
     /// is off) is refused.
+    #[validate(custom(function = fields::log_filter))]
     pub level: String,
 }
 
@@ -896,7 +919,7 @@ pub enum ConfigError {
     #[error("invalid configuration: {key}: {problem}")]
     Invalid {
         /// The key, e.g. `auth.key_environment`.
-        key: &'static str,
+        key: std::borrow::Cow<'static, str>,
         /// What is wrong.
         problem: String,
     },
@@ -904,8 +927,26 @@ pub enum ConfigError {
 
 fn invalid(key: &'static str, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
-        key,
+        key: key.into(),
         problem: problem.into(),
+    }
+}
+
+/// The first refusal of a section's field rules ([`fields`]), by key; `prefix` is the
+/// section's path.
+fn first_problem(
+    prefix: &str,
+    checked: Result<(), validator::ValidationErrors>,
+) -> Result<(), ConfigError> {
+    let Err(errors) = checked else {
+        return Ok(());
+    };
+    match fields::problems(prefix, &errors).into_iter().next() {
+        Some((key, problem)) => Err(ConfigError::Invalid {
+            key: key.into(),
+            problem,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -961,88 +1002,14 @@ impl Config {
         Ok(config)
     }
 
-    /// `[console.oidc]`: when `issuer` is set, a client, a redirect URL and role rules that
-    /// each name one match and a known role.
+    /// `[console.oidc]`, when `issuer` is set: each key's rule ([`fields`]), a client, a
+    /// redirect URL and role rules.
     fn validate_oidc(&self) -> Result<(), ConfigError> {
         let oidc = &self.console.oidc;
         if oidc.issuer.trim().is_empty() {
             return Ok(());
         }
-        let url = |key: &'static str, value: &str| -> Result<(), ConfigError> {
-            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
-                .iter()
-                .any(|p| value.starts_with(p));
-            if value.starts_with("https://") || loopback {
-                Ok(())
-            } else {
-                Err(invalid(
-                    key,
-                    format!("must be an https:// URL (http:// only on loopback), not {value:?}"),
-                ))
-            }
-        };
-        url("console.oidc.issuer", &oidc.issuer)?;
-        url("console.oidc.redirect_url", &oidc.redirect_url)?;
-        if !oidc.redirect_url.ends_with("/console/oidc/callback") {
-            return Err(invalid(
-                "console.oidc.redirect_url",
-                format!(
-                    "must end in /console/oidc/callback (the console's callback), not {:?}",
-                    oidc.redirect_url
-                ),
-            ));
-        }
-        for (key, value) in [
-            ("console.oidc.client_id", &oidc.client_id),
-            ("console.oidc.client_secret", &oidc.client_secret),
-        ] {
-            if value.trim().is_empty() {
-                return Err(invalid(key, "is required with console.oidc.issuer"));
-            }
-        }
-        if oidc.roles.is_empty() {
-            return Err(invalid(
-                "console.oidc.roles",
-                "needs at least one rule (e.g. { email_domain = \"example.com\", role = \"viewer\" }): \
-                 without one nobody could sign in",
-            ));
-        }
-        for rule in &oidc.roles {
-            if rule.email_domain.is_some() == rule.group.is_some() {
-                return Err(invalid(
-                    "console.oidc.roles",
-                    format!("each rule names an email_domain or a group, one of them: {rule:?}"),
-                ));
-            }
-            if !ROLES.contains(&rule.role.as_str()) {
-                return Err(invalid(
-                    "console.oidc.roles",
-                    format!("role {:?} is not one of viewer, editor, admin", rule.role),
-                ));
-            }
-            check_role_match(rule)?;
-        }
-        let claim = &oidc.groups_claim;
-        if claim.trim().is_empty() || claim.trim() != claim {
-            return Err(invalid(
-                "console.oidc.groups_claim",
-                format!(
-                    "must name the ID token claim that lists a person's groups (e.g. \"groups\"), \
-                     without spaces around it, not {claim:?}"
-                ),
-            ));
-        }
-        // The provider's TLS is set up at the first sign-in; a file that cannot serve then
-        // stops the start instead, with the same reader.
-        if !oidc.ca_file.is_empty() {
-            flowgate_http::oidc::ca_file_roots(Path::new(&oidc.ca_file)).map_err(|why| {
-                invalid(
-                    "console.oidc.ca_file",
-                    format!("{:?} cannot be used: {why}", oidc.ca_file),
-                )
-            })?;
-        }
-        Ok(())
+        first_problem("console.oidc", oidc.validate())
     }
 
     /// Production's own rules: live keys, no demo root, PostgreSQL over TLS to another host.
@@ -1090,23 +1057,7 @@ impl Config {
     /// `[experiments]`: the reporting currency, the exchange rates and the replica.
     fn validate_experiments(&self) -> Result<(), ConfigError> {
         let x = &self.experiments;
-        let is_code = |c: &str| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase());
-        if !is_code(&x.currency) {
-            return Err(invalid(
-                "experiments.currency",
-                format!(
-                    "must be three upper-case letters (ISO 4217), not {:?}",
-                    x.currency
-                ),
-            ));
-        }
         for (currency, rate) in &x.exchange_rates {
-            if !is_code(currency) {
-                return Err(invalid(
-                    "experiments.exchange_rates",
-                    format!("{currency:?} is not a currency code: three letters (ISO 4217)"),
-                ));
-            }
             if *currency == x.currency {
                 return Err(invalid(
                     "experiments.exchange_rates",
@@ -1117,12 +1068,6 @@ impl Config {
                     ),
                 ));
             }
-            if !(rate.is_finite() && *rate > 0.0) {
-                return Err(invalid(
-                    "experiments.exchange_rates",
-                    format!("{currency} = {rate}: a rate must be a positive number"),
-                ));
-            }
         }
         let replica = x.database_url.trim();
         if !replica.is_empty()
@@ -1131,33 +1076,6 @@ impl Config {
             return Err(invalid(
                 "experiments.database_url",
                 "must be a database of the same kind as database.url (a replica of it)",
-            ));
-        }
-        Ok(())
-    }
-
-    /// `admin.token`: off (empty), or a random secret.
-    fn validate_admin_token(&self) -> Result<(), ConfigError> {
-        let token = &self.admin.token;
-        let distinct = token
-            .chars()
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        if !token.is_empty()
-            && (token.chars().count() < MIN_ADMIN_TOKEN_CHARS
-                || distinct < MIN_ADMIN_TOKEN_DISTINCT
-                || !token.chars().all(|c| c.is_ascii_graphic()))
-        {
-            // The message never repeats the token: it is a secret.
-            return Err(invalid(
-                "admin.token",
-                format!(
-                    "is too weak: it must be at least {MIN_ADMIN_TOKEN_CHARS} printable ASCII \
-                     characters without spaces, at least {MIN_ADMIN_TOKEN_DISTINCT} of them \
-                     different (a random secret, e.g. `openssl rand -hex 32`); the one given \
-                     has {} characters, {distinct} different",
-                    token.chars().count()
-                ),
             ));
         }
         Ok(())
@@ -1174,7 +1092,7 @@ impl Config {
                 )));
             }
         }
-        parse_addr("server.listen", &self.server.listen)?;
+        first_problem("", Validate::validate(self))?;
         let sc = &self.scheduler;
         // Both in range (above): the product cannot overflow.
         if sc.lease_seconds * 1000 <= sc.interval_ms {
@@ -1187,23 +1105,6 @@ impl Config {
             ));
         }
         self.validate_experiments()?;
-        let sticky = &self.sticky;
-        if sticky.key_prefix.is_empty() {
-            return Err(invalid("sticky.key_prefix", "must not be empty"));
-        }
-        let redis = sticky.redis_url.trim();
-        let redis_scheme = redis.starts_with("redis://") || redis.starts_with("redis+unix://");
-        if !redis.is_empty() && !redis_scheme {
-            return Err(invalid(
-                "sticky.redis_url",
-                format!(
-                    "must start with redis:// or redis+unix:// (TLS is not built in), not {}",
-                    flowgate_redis::redact_url(redis)
-                ),
-            ));
-        }
-        parse_addr("admin.listen", &self.admin.listen)?;
-        self.validate_admin_token()?;
         self.validate_oidc()?;
         let url = self.database.url.trim();
         if url.is_empty() {
@@ -1242,7 +1143,6 @@ impl Config {
             .jetstream
             .validate()
             .map_err(|e| invalid(e.key, e.problem))?;
-        check_log_level(&self.log.level)?;
         Ok(())
     }
 
@@ -1315,87 +1215,6 @@ impl Config {
     pub fn admin_addr(&self) -> Result<SocketAddr, ConfigError> {
         parse_addr("admin.listen", &self.admin.listen)
     }
-}
-
-/// A rule of `console.oidc.roles` that can match someone: an `email_domain` is a domain name
-/// as it follows the `@` of an email (`example.com`, compared in any case), a `group` is not
-/// empty. `@example.com` or `""` would never match and lock people out silently. Spaces around
-/// a domain are ignored, as the console reads it.
-fn check_role_match(rule: &OidcRoleRule) -> Result<(), ConfigError> {
-    if let Some(given) = &rule.email_domain {
-        let domain = given.trim();
-        let labels_ok = domain.split('.').all(|label| {
-            !label.is_empty()
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        });
-        if !labels_ok || domain.len() > 253 {
-            let hint = if domain.contains('@') {
-                " (without the @)"
-            } else {
-                ""
-            };
-            return Err(invalid(
-                "console.oidc.roles",
-                format!(
-                    "email_domain {given:?} is not a domain name like \"example.com\"{hint}: \
-                     it would never match"
-                ),
-            ));
-        }
-    }
-    if let Some(group) = &rule.group {
-        if group.trim().is_empty() || group.trim() != group {
-            return Err(invalid(
-                "console.oidc.roles",
-                format!(
-                    "group {group:?} must name a group, without spaces around it: it would \
-                     never match"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// `log.level`: at least one directive, each naming one of [`LOG_LEVELS`] (alone or after
-/// `target=`), and the whole a filter `tracing` reads.
-fn check_log_level(filter: &str) -> Result<(), ConfigError> {
-    let refuse = |why: String| {
-        invalid(
-            "log.level",
-            format!(
-                "{filter:?} {why}; allowed: {}, or comma-separated directives, each a level or \
-                 target=level (flowgate=debug,info)",
-                LOG_LEVELS.map(|l| format!("`{l}`")).join(", ")
-            ),
-        )
-    };
-    let directives: Vec<&str> = filter
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .collect();
-    if directives.is_empty() {
-        return Err(refuse("names no level".into()));
-    }
-    for directive in directives {
-        let level = directive.rsplit_once('=').map_or(directive, |(_, l)| l);
-        if !LOG_LEVELS
-            .iter()
-            .any(|l| l.eq_ignore_ascii_case(level.trim()))
-        {
-            return Err(refuse(format!(
-                "is not a level or a filter: `{directive}` names no level"
-            )));
-        }
-    }
-    tracing_subscriber::EnvFilter::try_new(filter)
-        .map(drop)
-        .map_err(|e| refuse(format!("is not a filter ({e})")))
 }
 
 /// [`ENUMERATED`]: every key given a value outside its set, with the value and the set.
