@@ -1,9 +1,9 @@
 //! The operator console's use cases (D24, D28, D29, D35), as the console's pages call them:
-//! the stored catalog and its history, a file's dry run, keys, catalog changes through the one
-//! write path, and staged rollouts through the same engine as `flowgate rollouts`. The pages
-//! (`flowgate-http`'s console) render what these return; a failure the caller made is a
-//! [`ChangeRefusal`] with a stable code, a store's failure is logged here and marked
-//! `unavailable`.
+//! the stored catalog and its history, a file's dry run, keys, people (added, linked and
+//! changed as `flowgate users` does), catalog changes through the one write path, and staged
+//! rollouts through the same engine as `flowgate rollouts`. The pages (`flowgate-http`'s
+//! console) render what these return; a failure the caller made is a [`ChangeRefusal`] with a
+//! stable code, a store's failure is logged here and marked `unavailable`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use flowgate_domain::catalog::{CatalogChange, CatalogData, CatalogDiff, ImportSummary};
 use flowgate_domain::ids::{AppId, ChangeId, FlowId, KeyId, RolloutId, WorkspaceId};
 use flowgate_domain::keys::{KeyEnvironment, KeyRecord, KeyType};
-use flowgate_domain::people::ChangeDecision;
+use flowgate_domain::people::{ChangeDecision, ChangeRecord, Person, PersonUpdate, Role};
 use flowgate_domain::ports::{ImportRecord, KeyStore, StoreError};
 use flowgate_domain::rollouts::{Rollout, RolloutPlan};
 use time::OffsetDateTime;
@@ -19,6 +19,8 @@ use time::OffsetDateTime;
 use crate::changes::{apply_change, preview_change, ChangeFailure};
 use crate::import::{dry_run_text, DryRunReport, FileFormat, ImportError};
 use crate::keys::CreatedKey;
+use crate::people::{Linked, PeopleFailure};
+use crate::review::decide::DecideFailure;
 use crate::rollouts::{RolloutFailure, StartRequest};
 use crate::ControlStore;
 
@@ -305,6 +307,57 @@ impl Console {
             }
         };
         moved.map_err(rollout_refusal)
+    }
+
+    /// Rejects pending change `id` as `actor` with `comment` (D35).
+    pub async fn reject_change(
+        &self,
+        id: ChangeId,
+        actor: &str,
+        comment: &str,
+    ) -> Result<ChangeRecord, DecideFailure> {
+        let now = OffsetDateTime::now_utc();
+        crate::review::decide::reject(self.store.as_ref(), id, actor, comment, now).await
+    }
+
+    /// Withdraws pending change `id`, as its author `actor`.
+    pub async fn withdraw_change(
+        &self,
+        id: ChangeId,
+        actor: &str,
+    ) -> Result<ChangeRecord, DecideFailure> {
+        let now = OffsetDateTime::now_utc();
+        let how = crate::review::decide::Withdrawal::ByAuthor;
+        crate::review::decide::withdraw(self.store.as_ref(), id, actor, how, now).await
+    }
+
+    /// Adds the person `email` with `role` and makes their first sign-in link (D28), audited
+    /// as `actor`'s, as `flowgate users add` does.
+    pub async fn add_person(
+        &self,
+        email: &str,
+        role: Role,
+        actor: &str,
+    ) -> Result<Linked, PeopleFailure> {
+        let now = OffsetDateTime::now_utc();
+        crate::people::add(self.store.as_ref(), (email, role), actor, now).await
+    }
+
+    /// A new sign-in link for the person `email`, audited as `actor`'s.
+    pub async fn person_link(&self, email: &str, actor: &str) -> Result<Linked, PeopleFailure> {
+        crate::people::link(self.store.as_ref(), email, actor, OffsetDateTime::now_utc()).await
+    }
+
+    /// Changes the person `email` (a role, disabled or not), audited as `actor`'s; the person
+    /// after, and the audit entry's failure if any.
+    pub async fn change_person(
+        &self,
+        email: &str,
+        change: PersonUpdate,
+        actor: &str,
+    ) -> Result<(Person, Option<StoreError>), PeopleFailure> {
+        let now = OffsetDateTime::now_utc();
+        crate::people::update(self.store.as_ref(), email, change, actor, now).await
     }
 }
 

@@ -373,3 +373,114 @@ async fn people_are_added_linked_and_changed_with_their_audit_entries() {
     assert_eq!(entries[0].detail["from"], "editor");
     assert_eq!(entries[0].detail["to"], "admin");
 }
+
+/// A pending change by `author`, stored.
+async fn proposed(store: &InMemoryStore, author: &str, n: u8) -> ChangeId {
+    let id = ChangeId::new_v7(NOW + Duration::from_secs(u64::from(n)));
+    let record = ChangeRecord {
+        id,
+        author: author.to_owned(),
+        created_at: NOW,
+        base_revision: store.revision().await.unwrap(),
+        change: pause().to_json(),
+        summary: "pause paywall-price".to_owned(),
+        comment: "the price test is done".to_owned(),
+        state: ChangeState::Pending,
+        decided_by: None,
+        decided_at: None,
+        applied_revision: None,
+        note: None,
+        apply_at: None,
+    };
+    store.insert_change(record).await.unwrap();
+    id
+}
+
+/// D35: a pending change is rejected with why by someone other than its author, once, or
+/// withdrawn by its author or cancelled from the command line; each decision is audited and
+/// nothing reaches the catalog.
+#[tokio::test]
+async fn a_change_is_rejected_with_why_or_withdrawn_once() {
+    use flowgate_control::review::decide::{reject, withdraw, DecideFailure, Withdrawal};
+    let store = imported().await;
+    let revision = store.revision().await.unwrap();
+    let id = proposed(&store, "ann@example.com", 1).await;
+
+    let own = reject(&store, id, "ann@example.com", "no", NOW).await;
+    assert!(matches!(own, Err(DecideFailure::OwnChange)), "{own:?}");
+    let bare = reject(&store, id, "bo@example.com", "  \n", NOW).await;
+    assert!(matches!(bare, Err(DecideFailure::Comment(_))), "{bare:?}");
+    let long = reject(&store, id, "bo@example.com", &"x".repeat(2001), NOW).await;
+    assert!(matches!(long, Err(DecideFailure::Comment(m)) if m.contains("2001")));
+    let nul = reject(&store, id, "bo@example.com", "a\0b", NOW).await;
+    assert!(matches!(nul, Err(DecideFailure::Comment(m)) if m.contains("U+0000")));
+    let unknown = reject(&store, ChangeId::new_v7(NOW), "bo@example.com", "why", NOW).await;
+    assert!(
+        matches!(unknown, Err(DecideFailure::NotFound(_))),
+        "{unknown:?}"
+    );
+
+    let rejected = reject(&store, id, "bo@example.com", " not before the sale ", NOW)
+        .await
+        .unwrap();
+    assert_eq!(rejected.state, ChangeState::Rejected);
+    assert_eq!(rejected.decided_by.as_deref(), Some("bo@example.com"));
+    assert_eq!(rejected.note.as_deref(), Some("not before the sale"));
+    let again = reject(&store, id, "cy@example.com", "me too", NOW).await;
+    assert!(
+        matches!(
+            again,
+            Err(DecideFailure::NotPending {
+                state: "rejected",
+                ..
+            })
+        ),
+        "{again:?}"
+    );
+    let late = withdraw(&store, id, "ann@example.com", Withdrawal::ByAuthor, NOW).await;
+    assert!(
+        matches!(late, Err(DecideFailure::NotPending { .. })),
+        "{late:?}"
+    );
+
+    let second = proposed(&store, "ann@example.com", 2).await;
+    let theirs = withdraw(&store, second, "bo@example.com", Withdrawal::ByAuthor, NOW).await;
+    assert!(
+        matches!(theirs, Err(DecideFailure::NotAuthor)),
+        "{theirs:?}"
+    );
+    let withdrawn = withdraw(&store, second, "ann@example.com", Withdrawal::ByAuthor, NOW)
+        .await
+        .unwrap();
+    assert_eq!(withdrawn.state, ChangeState::Withdrawn);
+    let third = proposed(&store, "ann@example.com", 3).await;
+    let how = Withdrawal::Cancelled { note: "cancelled" };
+    let cancelled = withdraw(&store, third, "cli", how, NOW).await.unwrap();
+    assert_eq!(
+        (cancelled.state, cancelled.note.as_deref()),
+        (ChangeState::Withdrawn, Some("cancelled"))
+    );
+
+    let audit = store.list_audit(&AuditQuery::latest(50)).await.unwrap();
+    let decided: Vec<(String, AuditAction, Option<String>)> = audit
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.action,
+                AuditAction::ChangeReject | AuditAction::ChangeWithdraw
+            )
+        })
+        .map(|e| (e.actor.clone(), e.action, e.comment.clone()))
+        .collect();
+    assert_eq!(decided.len(), 3, "one entry per decision: {decided:?}");
+    assert!(decided.contains(&(
+        "bo@example.com".to_owned(),
+        AuditAction::ChangeReject,
+        Some("not before the sale".to_owned())
+    )));
+    assert_eq!(
+        store.revision().await.unwrap(),
+        revision,
+        "the catalog is untouched"
+    );
+}

@@ -1,7 +1,7 @@
 //! The admin listener (D11), on its own port: `/healthz` (the process answers), `/readyz`
 //! (can this replica serve?) and `/metrics` (Prometheus text format); with `admin.token`, the
-//! admin API: explain (D18) and experiment results (D22), and the operator console (D24,
-//! [`crate::console`]).
+//! admin API: explain (D18), experiment results (D22), the audit log and rollouts, a reviewed
+//! change's rejection (D35), and the operator console (D24, [`crate::console`]).
 //!
 //! Readiness has three states, from named checks that the process supplies
 //! ([`ReadinessReport`]): `ready` when every check passes; `not_ready` (503) when a required
@@ -27,6 +27,7 @@ use crate::middleware::request_id_of;
 use crate::problem::{problem_body, problem_builder, NoExtra};
 use crate::results::{experiments_json, report_json};
 use flowgate_control::results::{experiment_list, ReportError, ReportParams};
+use flowgate_control::review::decide::DecideFailure;
 
 /// One readiness check.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -622,6 +623,98 @@ async fn explain(
     }
 }
 
+/// The body of a rejection.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rejection {
+    /// Why, for the change's author and the audit log.
+    comment: String,
+}
+
+/// `POST /admin/v1/changes/{changeId}/reject` `{"comment": "why"}` (D35), with the admin
+/// token: the pending change `rejected` as `admin-token`, the comment kept as its note and in
+/// the audit log; 200 with the change. The control plane's rejection, as the console's and
+/// `flowgate changes reject`'s: 404 `change_not_found`, 409 `not_pending`, 400
+/// `invalid_comment` or `invalid_body`, 503 when the store fails.
+async fn reject_change(
+    req: HttpRequest,
+    payload: web::Payload,
+    path: web::Path<String>,
+    state: web::Data<AdminState>,
+) -> HttpResponse {
+    let Some(console) = state.console.as_ref() else {
+        return crate::handlers::no_route(&req);
+    };
+    if let Err(refused) = results_access(&req, &state) {
+        return *refused;
+    }
+    let text = path.into_inner();
+    let Ok(id) = text.parse::<flowgate_domain::ids::ChangeId>() else {
+        let e = ReportError::InvalidParam {
+            param: "changeId",
+            message: format!("{text:?} is not a UUID in its hyphenated form"),
+        };
+        return report_problem(&req, &e);
+    };
+    let body = match crate::request_body::read_document(
+        &req,
+        payload.into_inner(),
+        REJECT_BODY_LIMIT,
+        crate::request_body::Encoding::IdentityOnly,
+        &crate::BodyPace::default(),
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(e) => return e.to_response(&request_id_of(&req)),
+    };
+    let rejection: Rejection = match serde_json::from_slice(&body) {
+        Ok(rejection) => rejection,
+        Err(e) => {
+            return admin_problem(
+                &req,
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                "Invalid body",
+                &format!("the body is {{\"comment\": \"why\"}}: {e}"),
+            )
+        }
+    };
+    let actor = flowgate_domain::people::ADMIN_TOKEN_ACTOR;
+    match console
+        .use_cases()
+        .reject_change(id, actor, &rejection.comment)
+        .await
+    {
+        Ok(record) => json_ok(&crate::changes::change_json(&record)),
+        Err(failure) => decide_problem(&req, &failure),
+    }
+}
+
+/// A change not decided, as problem+json.
+fn decide_problem(req: &HttpRequest, failure: &DecideFailure) -> HttpResponse {
+    let (status, code, title) = match failure {
+        DecideFailure::NotFound(_) => (
+            StatusCode::NOT_FOUND,
+            "change_not_found",
+            "Change not found",
+        ),
+        DecideFailure::NotPending { .. } => {
+            (StatusCode::CONFLICT, "not_pending", "Change not pending")
+        }
+        DecideFailure::OwnChange | DecideFailure::NotAuthor => {
+            (StatusCode::FORBIDDEN, failure.code(), "Not allowed")
+        }
+        DecideFailure::Comment(_) => (
+            StatusCode::BAD_REQUEST,
+            "invalid_comment",
+            "Invalid comment",
+        ),
+        DecideFailure::Store(e) => return report_problem(req, &ReportError::Store(e.clone())),
+    };
+    admin_problem(req, status, code, title, &failure.to_string())
+}
+
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
 }
@@ -689,6 +782,9 @@ const AUDIT_PATH: &str = "/admin/v1/audit";
 /// The rollouts' routes (D29).
 const ROLLOUTS_PATH: &str = "/admin/v1/rollouts";
 const ROLLOUT_PATH: &str = "/admin/v1/rollouts/{rolloutId}";
+const CHANGE_REJECT_PATH: &str = "/admin/v1/changes/{changeId}/reject";
+/// The largest body of a rejection: a comment of 2,000 characters of four bytes each, escaped.
+const REJECT_BODY_LIMIT: usize = 64 * 1024;
 
 /// A resource answering GET with `handler` and 405 otherwise.
 fn get_only<F, Args>(path: &'static str, handler: F) -> actix_web::Resource
@@ -744,6 +840,13 @@ pub fn admin_app(
         .service(get_only(AUDIT_PATH, list_audit))
         .service(get_only(ROLLOUTS_PATH, list_rollouts))
         .service(get_only(ROLLOUT_PATH, show_rollout))
+        .service(
+            labelled(CHANGE_REJECT_PATH)
+                .route(web::post().to(reject_change))
+                .default_service(web::to(|req: HttpRequest| async move {
+                    crate::handlers::method_not_allowed(&req, "POST")
+                })),
+        )
         .default_service(web::to(crate::handlers::not_found))
         .wrap(actix_web::middleware::from_fn(crate::middleware::observe))
 }

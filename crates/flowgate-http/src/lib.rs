@@ -9,6 +9,7 @@ pub mod apple_jws;
 pub mod apple_test_chain;
 pub mod authorization;
 pub mod background;
+pub mod changes;
 pub mod client_ip;
 pub mod config;
 pub mod connections;

@@ -6,10 +6,8 @@ use std::path::Path;
 use flowgate_control::import::CLI_ACTOR;
 use flowgate_domain::catalog::CatalogChange;
 use flowgate_domain::ids::ChangeId;
-use flowgate_domain::people::{
-    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry,
-};
-use flowgate_domain::ports::{AuditLog as _, ChangeStore as _};
+use flowgate_domain::people::{ChangeRecord, ChangeState};
+use flowgate_domain::ports::ChangeStore as _;
 use flowgate_domain::text::rfc3339;
 use flowgate_store::Store;
 use serde_json::{json, Value};
@@ -18,7 +16,9 @@ use time::OffsetDateTime;
 use crate::cli::{ChangesCommand, ExitCode};
 use crate::commands::{print_json, store_failure};
 use crate::terminal::{errln, outln};
+use flowgate_control::review::decide::{self, DecideFailure, Withdrawal};
 use flowgate_control::schedules::{schedule, ScheduleFailure};
+use flowgate_http::changes::change_json;
 
 /// `flowgate changes ...`
 pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
@@ -73,15 +73,11 @@ pub async fn changes(store: &Store, command: ChangesCommand) -> ExitCode {
                 errln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
                 return ExitCode::InvalidInput;
             };
-            let decision = ChangeDecision {
-                state: ChangeState::Withdrawn,
-                by: CLI_ACTOR.to_owned(),
-                at: now,
-                applied_revision: None,
-                note: Some("cancelled with flowgate changes cancel".to_owned()),
+            let how = Withdrawal::Cancelled {
+                note: "cancelled with flowgate changes cancel",
             };
-            let cancelled = (AuditAction::ChangeWithdraw, None, "cancelled");
-            decide(store, id, decision, cancelled, json, now).await
+            let cancelled = decide::withdraw(store, id, CLI_ACTOR, how, now).await;
+            decided(cancelled, json, "cancelled")
         }
     }
 }
@@ -136,73 +132,34 @@ async fn reject(
         errln!("flowgate: {id:?} is not a change id (a hyphenated UUID)");
         return ExitCode::InvalidInput;
     };
-    let comment = comment.trim();
-    if comment.is_empty() || !flowgate_domain::events::is_storable_text(comment) {
-        errln!("flowgate: --comment says why the change is rejected (text, not empty)");
-        return ExitCode::InvalidInput;
-    }
-    let decision = ChangeDecision {
-        state: ChangeState::Rejected,
-        by: CLI_ACTOR.to_owned(),
-        at: now,
-        applied_revision: None,
-        note: Some(comment.to_owned()),
-    };
-    let rejected = (AuditAction::ChangeReject, Some(comment), "rejected");
-    decide(store, id, decision, rejected, json, now).await
+    let rejected = decide::reject(store, id, CLI_ACTOR, comment, now).await;
+    decided(rejected, json, "rejected")
 }
 
-/// Writes `decision` on pending change `id` as `cli` and audits it as `action` with `comment`;
-/// prints the change (`--json`) or that it was `what`, or why not.
-async fn decide(
-    store: &Store,
-    id: ChangeId,
-    decision: ChangeDecision,
-    (action, comment, what): (AuditAction, Option<&str>, &str),
-    json: bool,
-    now: OffsetDateTime,
-) -> ExitCode {
-    match store.decide_change(id, decision).await {
-        Ok(true) => {
-            let entry = NewAuditEntry {
-                at: now,
-                actor: CLI_ACTOR.to_owned(),
-                action,
-                target: Some(id.to_string()),
-                comment: comment.map(str::to_owned),
-                revision_before: None,
-                revision_after: None,
-                detail: Value::Null,
-            };
-            if let Err(e) = store.append_audit(entry).await {
-                tracing::error!(error = %e, "the audit entry could not be written");
-            }
-            match store.change(id).await {
-                Ok(Some(record)) if json => print_json(&change_json(&record)),
-                _ => errln!("change {id} {what}"),
-            }
+/// Prints the change `outcome` decided (`--json`) or that it was `what`, or why not.
+fn decided(outcome: Result<ChangeRecord, DecideFailure>, json: bool, what: &str) -> ExitCode {
+    match outcome {
+        Ok(record) if json => {
+            print_json(&change_json(&record));
             ExitCode::Success
         }
-        Ok(false) => not_pending(store, id, what).await,
-        Err(e) => store_failure(&format!("the change was not {what}"), &e),
-    }
-}
-
-/// Why change `id` was not decided: it is no longer pending, or there is none.
-async fn not_pending(store: &Store, id: ChangeId, what: &str) -> ExitCode {
-    match store.change(id).await {
-        Ok(Some(record)) => {
-            errln!(
-                "flowgate: change {id} is {}: only a pending change is {what}",
-                record.state.as_str()
-            );
-            ExitCode::InvalidInput
+        Ok(record) => {
+            errln!("change {} {what}", record.id);
+            ExitCode::Success
         }
-        Ok(None) => {
-            errln!("flowgate: no change {id}");
+        Err(DecideFailure::Store(e)) => store_failure(&format!("the change was not {what}"), &e),
+        Err(e @ DecideFailure::NotFound(_)) => {
+            errln!("flowgate: {e}");
             ExitCode::NotFound
         }
-        Err(e) => store_failure("the change could not be read", &e),
+        Err(DecideFailure::Comment(why)) => {
+            errln!("flowgate: --comment: {why}");
+            ExitCode::InvalidInput
+        }
+        Err(e) => {
+            errln!("flowgate: {e}");
+            ExitCode::InvalidInput
+        }
     }
 }
 
@@ -219,23 +176,4 @@ fn read_change(file: &Path) -> Result<CatalogChange, String> {
     };
     let value: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
     CatalogChange::from_json(&value).map_err(|e| e.to_string())
-}
-
-/// A change as `--json` prints it.
-fn change_json(c: &ChangeRecord) -> Value {
-    json!({
-        "id": c.id.to_string(),
-        "author": c.author,
-        "created_at": rfc3339(c.created_at),
-        "apply_at": c.apply_at.map(rfc3339),
-        "base_revision": c.base_revision,
-        "summary": c.summary,
-        "comment": c.comment,
-        "state": c.state.as_str(),
-        "decided_by": c.decided_by,
-        "decided_at": c.decided_at.map(rfc3339),
-        "applied_revision": c.applied_revision,
-        "note": c.note,
-        "change": c.change,
-    })
 }

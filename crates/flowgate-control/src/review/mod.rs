@@ -1,7 +1,9 @@
 //! Changes proposed for review (D35) from the command line: who may propose, and the pending
 //! change with its audit entry. The console proposes its own (`flowgate_http::console`); a
-//! proposal is applied when another editor or admin approves it there.
+//! proposal is applied when another editor or admin approves it there, or closed unapplied
+//! (`decide`: rejected, withdrawn).
 
+pub mod decide;
 pub mod import;
 pub mod rollout;
 

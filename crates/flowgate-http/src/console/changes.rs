@@ -24,25 +24,23 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
 use flowgate_domain::ids::{AppId, ChangeId, ExperimentId, FlowId, VariantId};
-use flowgate_domain::people::{
-    AuditAction, ChangeDecision, ChangeRecord, ChangeState, NewAuditEntry, Role,
-};
+use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord, ChangeState, Role};
 use maud::{html, Markup};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
+use super::forms::{comment_text, MAX_COMMENT_CHARS};
 use super::pages::{csrf, diff_tables, layout, when};
 use super::session::Session;
 use super::{
     audit_entry, error_page, html, posted, record, see_other, signed_in, store_failure,
     ChangeOutcome, ChangeRefusal, Console, Data, Fields, PostedForm,
 };
+use flowgate_control::review::decide::DecideFailure;
 
 /// Changes the list shows.
 const LISTED: usize = 50;
-/// Longest comment.
-pub(super) const MAX_COMMENT_CHARS: usize = 2000;
 /// Why a console with review does not schedule.
 const NO_SCHEDULE_WITH_REVIEW: &str = "with catalog.require_review, a change is applied after its approval; schedule it with flowgate changes schedule";
 
@@ -231,37 +229,6 @@ pub(super) async fn new_change(req: HttpRequest, console: Data) -> HttpResponse 
 /// The comment of a post: trimmed, required, bounded.
 fn comment_of(fields: &Fields) -> Result<String, String> {
     comment_text(fields.get("comment").unwrap_or_default())
-}
-
-/// A comment as typed: trimmed, required, at most [`MAX_COMMENT_CHARS`], storable; every form
-/// that takes one (changes, approvals, rollouts) reads it so.
-pub(super) fn comment_text(given: &str) -> Result<String, String> {
-    let comment = given.trim();
-    if comment.is_empty() {
-        return Err("Say why in the comment: it is kept in the audit log.".to_owned());
-    }
-    if comment.chars().count() > MAX_COMMENT_CHARS {
-        return Err(format!(
-            "A comment has at most {MAX_COMMENT_CHARS} characters."
-        ));
-    }
-    storable_comment(comment)?;
-    Ok(comment.to_owned())
-}
-
-/// Refuses a comment the store cannot keep, quoting it. PostgreSQL's `text` cannot hold a NUL
-/// character, so such a comment would fail every write as if the store were down (503), and
-/// retrying could never help: it is refused here, before anything is written, as the SDK's
-/// events are ([`flowgate_domain::events::is_storable_text`]).
-pub(super) fn storable_comment(comment: &str) -> Result<(), String> {
-    if flowgate_domain::events::is_storable_text(comment) {
-        Ok(())
-    } else {
-        Err(format!(
-            "A comment cannot hold a NUL character (U+0000), which the store cannot keep: {}",
-            crate::problem::quoted(comment)
-        ))
-    }
 }
 
 /// A time to apply a change at: `YYYY-MM-DDTHH:MM` (seconds optional) in UTC, as a
@@ -705,60 +672,56 @@ pub(super) async fn reject(
         Ok(found) => found,
         Err(answer) => return *answer,
     };
-    if found.author == session.actor {
-        return error_page(
-            &session,
-            StatusCode::FORBIDDEN,
-            "Not allowed",
-            "Nobody rejects their own change: withdraw it instead.",
-        );
-    }
     let comment = match comment_of(&fields) {
         Ok(comment) => comment,
         Err(message) => {
             return error_page(&session, StatusCode::BAD_REQUEST, "Not rejected", &message)
         }
     };
-    let decision = ChangeDecision {
-        state: ChangeState::Rejected,
-        by: session.actor.clone(),
-        at: OffsetDateTime::now_utc(),
-        applied_revision: None,
-        note: Some(comment.clone()),
-    };
-    let mut entry = audit_entry(
-        &session.actor,
-        AuditAction::ChangeReject,
-        Some(found.id.to_string()),
-    );
-    entry.comment = Some(comment);
-    entry.detail = serde_json::json!({"author": found.author, "description": found.summary});
-    decide(&console, &session, found.id, decision, entry, "rejected").await
+    let rejected = console
+        .backend
+        .reject_change(found.id, &session.actor, &comment)
+        .await;
+    decided(&session, found.id, rejected, "rejected")
 }
 
-/// Writes `decision` on pending change `id` and, when it took, `entry` to the audit log; the
-/// change's page, or why not (409 decided meanwhile, 503 the store; `what` is the verb).
-async fn decide(
-    console: &Console,
+/// The change's page once `outcome` decided it, or why not: 403 (not this person's to
+/// decide), 409 (decided meanwhile), 400 (the comment), 503 (the store).
+fn decided(
     session: &Session,
     id: ChangeId,
-    decision: ChangeDecision,
-    entry: NewAuditEntry,
+    outcome: Result<ChangeRecord, DecideFailure>,
     what: &str,
 ) -> HttpResponse {
-    match console.changes.decide_change(id, decision).await {
-        Ok(true) => {
-            record(console, entry).await;
-            see_other(&format!("/console/changes/{id}"))
-        }
-        Ok(false) => error_page(
-            session,
+    let failure = match outcome {
+        Ok(_) => return see_other(&format!("/console/changes/{id}")),
+        Err(failure) => failure,
+    };
+    let (status, title, message) = match &failure {
+        DecideFailure::OwnChange => (
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Nobody rejects their own change: withdraw it instead.".to_owned(),
+        ),
+        DecideFailure::NotAuthor => (
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "Only its author withdraws a change.".to_owned(),
+        ),
+        DecideFailure::NotPending { .. } => (
             StatusCode::CONFLICT,
             "Already decided",
-            "This change was decided meanwhile.",
+            "This change was decided meanwhile.".to_owned(),
         ),
-        Err(e) => store_failure(session, &format!("The change was not {what}"), &e),
-    }
+        DecideFailure::NotFound(_) => (StatusCode::NOT_FOUND, "Not found", failure.to_string()),
+        DecideFailure::Comment(message) => {
+            (StatusCode::BAD_REQUEST, "Not rejected", message.clone())
+        }
+        DecideFailure::Store(e) => {
+            return store_failure(session, &format!("The change was not {what}"), e)
+        }
+    };
+    error_page(session, status, title, &message)
 }
 
 /// `POST /console/changes/{id}/withdraw`: the author withdraws a pending change.
@@ -776,27 +739,11 @@ pub(super) async fn withdraw(
         Ok(found) => found,
         Err(answer) => return *answer,
     };
-    if found.author != session.actor {
-        return error_page(
-            &session,
-            StatusCode::FORBIDDEN,
-            "Not allowed",
-            "Only its author withdraws a change.",
-        );
-    }
-    let decision = ChangeDecision {
-        state: ChangeState::Withdrawn,
-        by: session.actor.clone(),
-        at: OffsetDateTime::now_utc(),
-        applied_revision: None,
-        note: None,
-    };
-    let entry = audit_entry(
-        &session.actor,
-        AuditAction::ChangeWithdraw,
-        Some(found.id.to_string()),
-    );
-    decide(&console, &session, found.id, decision, entry, "withdrawn").await
+    let withdrawn = console
+        .backend
+        .withdraw_change(found.id, &session.actor)
+        .await;
+    decided(&session, found.id, withdrawn, "withdrawn")
 }
 
 /// The change forms of an experiment's page (editor): start, pause or stop, ship a variant,

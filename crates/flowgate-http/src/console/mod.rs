@@ -1,14 +1,17 @@
 //! The operator console (D24, D28): server-rendered pages on the admin listener at
 //! `/console/`, present only with `admin.token`.
 //!
-//! Experiments with their results drawn as SVG charts, the catalog and changes to it
-//! (`changes.rs`, reviewed when asked), explain, the change preview of a catalog file and the
-//! import history, SDK keys, people and the audit log (`people.rs`), staged rollouts (D29,
-//! `rollouts.rs`: started, paused, resumed and rolled back here). Every page calls the
-//! functions the admin API and the command line call: results and explain are
-//! [`crate::results`]' and [`crate::explain`]'s; the rest (the catalog as stored, the import
-//! history, the dry run of a file, keys, changes and rollouts) is the control plane's
-//! [`flowgate_control::console::Console`], which the command line's use cases share.
+//! This module holds the console's state, what every page shares (sessions, forms, the CSRF
+//! check, the audit helpers) and the route table; each page is its own module: experiments and
+//! their results drawn as SVG charts (`experiments.rs`, `charts.rs`), the catalog, explain, the
+//! change preview of a catalog file and the import history (`catalog.rs`), changes to the
+//! catalog (`changes.rs`, reviewed when asked), staged rollouts (D29, `rollouts.rs`), SDK keys
+//! (`keys.rs`), people, sessions and the audit log (`people.rs`), signing in and out
+//! (`signin.rs`, `openid.rs`). Every page calls the functions the admin API and the command
+//! line call: results and explain are [`crate::results`]' and [`crate::explain`]'s; the rest
+//! (the catalog as stored, the import history, the dry run of a file, keys, changes and
+//! rollouts) is the control plane's [`flowgate_control::console::Console`], which the command
+//! line's use cases share.
 //!
 //! Security: signing in (a password, `passwords.rs`; OpenID Connect, `openid.rs`; or the admin
 //! token) opens a session in the store (`session.rs`); without one every page redirects to the
@@ -22,28 +25,29 @@
 //! limiter (D10): 429 and `Retry-After` past the limit.
 
 mod attempts;
+mod catalog;
 mod changes;
 mod charts;
+mod experiments;
+mod forms;
 mod hashing;
+mod keys;
 mod openid;
 mod pages;
 pub mod passwords;
 pub mod people;
 mod rollouts;
 mod session;
+mod signin;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_multipart::Multipart;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, HttpRequest, HttpResponse};
-use flowgate_domain::ids::{KeyId, WorkspaceId};
-use flowgate_domain::keys::{ApiKey, KeyEnvironment, KeyRecord, KeyType};
 use flowgate_domain::ports::StoreError;
-use futures_util::StreamExt as _;
 use maud::Markup;
 use time::OffsetDateTime;
 
@@ -54,13 +58,14 @@ use flowgate_control::console::{
     RolloutStart,
 };
 use flowgate_control::keys::CreatedKey;
-use flowgate_control::results::{experiment_list, ReportError, ReportParams};
-use flowgate_domain::people::{
-    normalize_email, AuditAction, NewAuditEntry, Role, ADMIN_TOKEN_ACTOR,
-};
+use flowgate_domain::people::{AuditAction, NewAuditEntry, Role};
 use flowgate_domain::ports::{AuditLog, ChangeStore, ImportRecord, PeopleStore};
 pub use openid::{OidcAccess, RoleMatch, RoleRule, PENDING_LIFETIME};
-use session::{Session, Sessions, Who};
+use session::{Session, Sessions};
+use signin::{
+    open_session, password_post_refusal, refused_entry, sign_in_form, sign_in_form_checked,
+    too_many,
+};
 
 /// The console's Content-Security-Policy: nothing but this console's stylesheet, no script,
 /// no frame, forms posted only here.
@@ -171,6 +176,13 @@ impl Console {
             background: access.background,
             oidc: access.oidc.map(openid::OidcSignIn::new),
         }
+    }
+}
+
+impl Console {
+    /// The control plane's use cases the console calls (the admin API calls them too).
+    pub(crate) fn use_cases(&self) -> &UseCases {
+        &self.backend
     }
 }
 
@@ -357,496 +369,6 @@ async fn index(req: HttpRequest, console: Data) -> HttpResponse {
     }
 }
 
-/// The sign-in page with `message`, a new form bound to a new pre-session cookie (issued and
-/// signed under the deployment's key, `session.rs`).
-async fn sign_in_form(
-    console: &Console,
-    req: &HttpRequest,
-    status: StatusCode,
-    message: Option<&str>,
-) -> HttpResponse {
-    let form = match console.sessions.sign_in_tokens().await {
-        Ok(tokens) => match tokens.issue() {
-            Ok(form) => form,
-            Err(_) => {
-                return HttpResponse::ServiceUnavailable().body("no randomness for a sign-in form")
-            }
-        },
-        Err(e) => {
-            tracing::error!(error = %e, "console: the sign-in key could not be read");
-            return HttpResponse::ServiceUnavailable()
-                .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
-                .body("The console cannot be signed in to now; retry in a moment.");
-        }
-    };
-    let methods = pages::SignInMethods {
-        admin_token: console.admin_token_sign_in,
-        oidc: console.oidc.as_ref().map(openid::OidcSignIn::label),
-    };
-    let mut response = html(status, pages::sign_in(&form.token, &methods, message));
-    // A cookie built here is always a valid header.
-    let _ = response.add_cookie(&session::sign_in_cookie(req, form.cookie));
-    response
-}
-
-/// `GET /console/sign-in`
-async fn sign_in_page(req: HttpRequest, console: Data) -> HttpResponse {
-    if let Ok(Some(_)) = console.sessions.of(&req).await {
-        return see_other("/console/experiments");
-    }
-    sign_in_form(&console, &req, StatusCode::OK, None).await
-}
-
-/// `POST /console/sign-in`: an email and password, or the admin token (when
-/// `console.admin_token_sign_in`), opens a session.
-async fn sign_in(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let fields = match Fields::posted(form) {
-        Ok(fields) => fields,
-        Err(refused) => return *refused,
-    };
-    // The CSRF check first: a cross-site post cannot spend this address's attempts.
-    if let Err(message) = sign_in_form_checked(&console, &req, fields.get("csrf")).await {
-        return sign_in_form(&console, &req, StatusCode::FORBIDDEN, Some(message)).await;
-    }
-    let client = crate::token_guard::client_of(&req);
-    let email = fields.get("email").map(str::trim).unwrap_or_default();
-    if let Some(retry_after_secs) = address_refusal(&console, client) {
-        let target = (!email.is_empty()).then(|| audit_text(email));
-        refused_entry(&console, client, target, "address").await;
-        return too_many(
-            &console,
-            &req,
-            u64::from(retry_after_secs),
-            "from this address",
-        )
-        .await;
-    }
-    let address = Some(client.to_string());
-    let who = if email.is_empty() {
-        // The admin token, when it may sign in.
-        let given = fields.get("token").unwrap_or_default();
-        if !console.admin_token_sign_in
-            || console.explain.token.is_empty()
-            || !crate::access::same_secret(given.as_bytes(), console.explain.token.as_bytes())
-        {
-            console.guard.wrong_sign_in(client);
-            let mut entry = audit_entry(ADMIN_TOKEN_ACTOR, AuditAction::SignInFailed, None);
-            entry.detail = serde_json::json!({"address": client.to_string()});
-            record(&console, entry).await;
-            let message = if console.admin_token_sign_in {
-                "That is not the admin token."
-            } else {
-                "Signing in with the admin token is off (console.admin_token_sign_in)."
-            };
-            return sign_in_form(&console, &req, StatusCode::UNAUTHORIZED, Some(message)).await;
-        }
-        Who {
-            person_id: None,
-            actor: ADMIN_TOKEN_ACTOR.to_owned(),
-            role: Role::Admin,
-        }
-    } else {
-        let password = fields.get("password").unwrap_or_default();
-        match password_sign_in(&console, client, email, password).await {
-            Ok(who) => who,
-            Err(SignInRefusal::TooMany(email, retry_after_secs)) => {
-                refused_entry(&console, client, Some(email), "account").await;
-                return too_many(&console, &req, retry_after_secs, "for this account").await;
-            }
-            Err(SignInRefusal::Wrong(target)) => {
-                console.guard.wrong_sign_in(client);
-                let mut entry =
-                    audit_entry(&target, AuditAction::SignInFailed, Some(target.clone()));
-                entry.detail = serde_json::json!({"address": client.to_string()});
-                record(&console, entry).await;
-                return sign_in_form(
-                    &console,
-                    &req,
-                    StatusCode::UNAUTHORIZED,
-                    Some("That email and password do not sign in."),
-                )
-                .await;
-            }
-            Err(SignInRefusal::Busy) => return hashing::busy(&req),
-            Err(SignInRefusal::Store(e)) => {
-                tracing::error!(error = %e, "console: sign-in could not read the people");
-                return HttpResponse::ServiceUnavailable()
-                    .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
-                    .body("The console cannot be signed in to now; retry in a moment.");
-            }
-        }
-    };
-    open_session(&console, &req, who, address).await
-}
-
-/// Whether the sign-in form's token of a post is good ([`session::sign_in_token_matches`]);
-/// otherwise the message to show with a new form.
-pub(crate) async fn sign_in_form_checked(
-    console: &Console,
-    req: &HttpRequest,
-    token: Option<&str>,
-) -> Result<(), &'static str> {
-    let issued = match (token, console.sessions.sign_in_tokens().await) {
-        (Some(token), Ok(tokens)) => session::sign_in_token_matches(req, tokens, token),
-        _ => false,
-    };
-    if issued {
-        Ok(())
-    } else {
-        Err("The sign-in form expired or came from elsewhere; sign in again.")
-    }
-}
-
-/// Counts a sign-in attempt of `client` in the address's budget, shared with the admin API's
-/// wrong tokens: the seconds to wait when the address is over it.
-pub(crate) fn address_refusal(console: &Console, client: std::net::IpAddr) -> Option<u32> {
-    console.guard.blocked(client).or_else(|| {
-        let decision = console.guard.attempt(client);
-        (!decision.allowed).then_some(decision.retry_after_secs)
-    })
-}
-
-/// Counts a set-password post of `client` that would hash in the address's budget of such
-/// posts (ten at once, one more a minute): the seconds to wait when the address is over it, or
-/// while the address is blocked for wrong admin tokens (issue 65).
-pub(crate) fn password_post_refusal(console: &Console, client: std::net::IpAddr) -> Option<u32> {
-    console.guard.blocked(client).or_else(|| {
-        let decision = console.password_posts.check(&client);
-        (!decision.allowed).then_some(decision.retry_after_secs)
-    })
-}
-
-/// Records a sign-in refused before any password was checked (429, `limit`: `address` or
-/// `account`) as `sign_in.refused`: the first of each address a minute, so a flood of refused
-/// posts is not a flood of writes (issue 65).
-pub(crate) async fn refused_entry(
-    console: &Console,
-    client: std::net::IpAddr,
-    target: Option<String>,
-    limit: &str,
-) {
-    if !console.attempts.record_refusal(client) {
-        return;
-    }
-    let actor = target
-        .clone()
-        .unwrap_or_else(|| ADMIN_TOKEN_ACTOR.to_owned());
-    let mut entry = audit_entry(&actor, AuditAction::SignInRefused, target);
-    entry.detail = serde_json::json!({
-        "address": client.to_string(), "reason": "too_many_attempts", "limit": limit,
-        "note": "further refusals of this address within a minute are not recorded",
-    });
-    record(console, entry).await;
-}
-
-/// `text` as the audit log keeps what a client typed: at most 254 characters, each control
-/// character written as `\u{..}` (PostgreSQL's text cannot hold NUL, and a line break or an
-/// escape sequence must not reach a terminal as typed).
-pub(crate) fn audit_text(text: &str) -> String {
-    text.chars()
-        .take(254)
-        .map(|c| {
-            if c.is_control() {
-                format!("\\u{{{:x}}}", u32::from(c))
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// Opens a session for `who` and sends the browser to the experiments with its cookie. A
-/// person disabled meanwhile (the store refuses the session) gets the sign-in page (403).
-async fn open_session(
-    console: &Console,
-    req: &HttpRequest,
-    who: Who,
-    address: Option<String>,
-) -> HttpResponse {
-    let actor = who.actor.clone();
-    let target = who.person_id.is_some().then(|| actor.clone());
-    let (id, _) = match console.sessions.open(who, address.clone()).await {
-        Ok(opened) => opened,
-        Err(session::SessionError::Store(StoreError::Conflict { .. })) => {
-            let mut entry = audit_entry(&actor, AuditAction::SignInFailed, target);
-            entry.detail = serde_json::json!({"address": address, "reason": "disabled"});
-            record(console, entry).await;
-            let message = "That email and password do not sign in.";
-            return sign_in_form(console, req, StatusCode::FORBIDDEN, Some(message)).await;
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "console: a session could not be opened");
-            return HttpResponse::ServiceUnavailable()
-                .insert_header((header::RETRY_AFTER, HeaderValue::from_static("5")))
-                .body("The console cannot be signed in to now; retry in a moment.");
-        }
-    };
-    let mut entry = audit_entry(&actor, AuditAction::SignIn, target);
-    entry.detail = serde_json::json!({"address": address});
-    record(console, entry).await;
-    let mut response = see_other("/console/experiments");
-    let cookie = session::session_cookie(req, id, console.sessions.lifetime());
-    let _ = response.add_cookie(&cookie);
-    let _ = response.add_cookie(&session::sign_in_removal(req));
-    response
-}
-
-/// The sign-in page answering 429 with `Retry-After`.
-async fn too_many(
-    console: &Console,
-    req: &HttpRequest,
-    retry_after_secs: u64,
-    whose: &str,
-) -> HttpResponse {
-    let mut response = sign_in_form(
-        console,
-        req,
-        StatusCode::TOO_MANY_REQUESTS,
-        Some(&format!(
-            "Too many sign-in attempts {whose}; try again in {retry_after_secs} s."
-        )),
-    )
-    .await;
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
-    response
-}
-
-/// Why a password sign-in was refused.
-enum SignInRefusal {
-    /// Unknown email, no password set, disabled, or a wrong password: one answer for all (the
-    /// normalised email, or the text given as [`audit_text`] keeps it, for the audit log).
-    Wrong(String),
-    /// The account's failed sign-ins from this address (with the checks running) reached
-    /// `console.failed_sign_ins_per_account`: the account, and the seconds to wait.
-    TooMany(String, u64),
-    /// No turn to check the password now ([`hashing`]): nothing was checked.
-    Busy,
-    /// The store failed.
-    Store(StoreError),
-}
-
-/// The failed sign-ins of `email` from `client` within [`ACCOUNT_WINDOW`] that the audit log
-/// holds (every replica's): the newest [`STORED_FAILURES_READ`] of the account, by address.
-async fn stored_failures(
-    console: &Console,
-    email: &str,
-    client: std::net::IpAddr,
-) -> Result<u64, StoreError> {
-    let query = flowgate_domain::people::AuditQuery {
-        since: Some(OffsetDateTime::now_utc() - ACCOUNT_WINDOW),
-        actor: Some(email.to_owned()),
-        action: Some(AuditAction::SignInFailed),
-        limit: STORED_FAILURES_READ,
-        ..Default::default()
-    };
-    let address = client.to_string();
-    let entries = console.audit.list_audit(&query).await?;
-    Ok(entries
-        .iter()
-        .filter(|e| e.target.as_deref() == Some(email) && e.detail["address"] == address.as_str())
-        .count() as u64)
-}
-
-/// The most failed sign-ins of one account read to count those of one address.
-const STORED_FAILURES_READ: usize = 500;
-
-/// Checks an email and password: the person, enabled, with this password, and fewer failed
-/// sign-ins from `client` than allowed within [`ACCOUNT_WINDOW`] (the attempt is reserved
-/// before the check, so concurrent posts cannot pass the limit). The password is hashed
-/// whatever the outcome, so the answer's time says nothing of which it was. After the check the
-/// person is read again: one disabled or given another role meanwhile signs in as they are now.
-async fn password_sign_in(
-    console: &Console,
-    client: std::net::IpAddr,
-    email: &str,
-    password: &str,
-) -> Result<Who, SignInRefusal> {
-    let password = password.to_owned();
-    let Ok(email) = normalize_email(email) else {
-        let checked = console
-            .work
-            .run(move || passwords::verify(&password, None))
-            .await;
-        return match checked {
-            Err(hashing::WorkRefused::Busy) => Err(SignInRefusal::Busy),
-            _ => Err(SignInRefusal::Wrong(audit_text(email))),
-        };
-    };
-    let stored = stored_failures(console, &email, client)
-        .await
-        .map_err(SignInRefusal::Store)?;
-    let reservation = console
-        .attempts
-        .reserve(&email, client, stored)
-        .map_err(|wait| SignInRefusal::TooMany(email.clone(), wait))?;
-    let person = console
-        .people
-        .person_by_email(&email)
-        .await
-        .map_err(SignInRefusal::Store)?;
-    let hash = person.as_ref().and_then(|p| p.password_hash.clone());
-    // argon2id takes tens of milliseconds of CPU and 19 MiB: bounded, off the worker.
-    let matches = match console
-        .work
-        .run(move || passwords::verify(&password, hash.as_deref()))
-        .await
-    {
-        Ok(matches) => matches,
-        Err(hashing::WorkRefused::Busy) => return Err(SignInRefusal::Busy),
-        Err(hashing::WorkRefused::Failed) => false,
-    };
-    let now = match person {
-        Some(person) if matches => console
-            .people
-            .person(person.id)
-            .await
-            .map_err(SignInRefusal::Store)?,
-        _ => None,
-    };
-    match now {
-        Some(person) if !person.disabled => Ok(Who {
-            person_id: Some(person.id),
-            actor: person.email,
-            role: person.role,
-        }),
-        _ => {
-            reservation.failed();
-            Err(SignInRefusal::Wrong(email))
-        }
-    }
-}
-
-/// `POST /console/sign-out`
-async fn sign_out(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let (_, session) = match posted(&console, &req, form, Role::Viewer).await {
-        Ok(posted) => posted,
-        Err(answer) => return *answer,
-    };
-    if let Err(e) = console.sessions.close(&session).await {
-        tracing::error!(error = %e, "console: a session could not be closed");
-        return error_page(
-            &session,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Not signed out",
-            "The session could not be ended now; retry in a moment.",
-        );
-    }
-    record(
-        &console,
-        audit_entry(&session.actor, AuditAction::SignOut, None),
-    )
-    .await;
-    let mut response = to_sign_in();
-    let _ = response.add_cookie(&session::removal(&req, session::SESSION_COOKIE));
-    response
-}
-
-/// `GET /console/experiments`
-async fn experiments(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let access = &console.results;
-    let catalog = access.catalog.load();
-    let started = std::time::Instant::now();
-    let listed = experiment_list(&catalog, access.source.as_ref(), None).await;
-    access.metrics.observe(started.elapsed(), &listed);
-    match listed {
-        Ok((listed, exposed)) => html(
-            StatusCode::OK,
-            pages::experiments(&session, &listed, &exposed),
-        ),
-        Err(e) => report_failure(&session, &e),
-    }
-}
-
-/// A results read that failed, as a page.
-fn report_failure(session: &Session, error: &ReportError) -> HttpResponse {
-    match error {
-        ReportError::UnknownExperiment(_) | ReportError::UnknownApp(_) => error_page(
-            session,
-            StatusCode::NOT_FOUND,
-            "Not found",
-            &error.to_string(),
-        ),
-        ReportError::InvalidParam { .. } => error_page(
-            session,
-            StatusCode::BAD_REQUEST,
-            "Invalid request",
-            &error.to_string(),
-        ),
-        ReportError::Store(cause) => {
-            tracing::error!(error = %cause, "console: results read failed");
-            let message = if error.timed_out() {
-                "The results were not read within experiments.query_timeout_ms; ask for a \
-                 shorter window, or raise the limit."
-            } else {
-                "The results store could not be read; retry later (the cause is in the log)."
-            };
-            error_page(
-                session,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Results unavailable",
-                message,
-            )
-        }
-    }
-}
-
-/// `GET /console/experiments/{id}[?from=&to=&method=]`: one experiment's results with charts.
-async fn experiment(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let fields = query_fields(&req);
-    let non_empty = |name| fields.get(name).filter(|v| !v.is_empty());
-    let (from, to) = (non_empty("from"), non_empty("to"));
-    let report = match ReportParams::parse(from, to, &[], non_empty("method")) {
-        Ok(params) => console.results.report(&path, &params).await,
-        Err(e) => Err(e),
-    };
-    // The change forms need the catalog as stored; without it the page shows no forms.
-    let forms = match (&report, session.role.allows(Role::Editor)) {
-        (Ok(report), true) => match console.backend.catalog().await {
-            Ok(data) => changes::experiment_forms(&session, &data, report.experiment_id),
-            Err(e) => {
-                tracing::warn!(error = %e, "console: the catalog could not be read for the change forms");
-                maud::html! {}
-            }
-        },
-        _ => maud::html! {},
-    };
-    match report {
-        Ok(report) => html(
-            StatusCode::OK,
-            pages::experiment(
-                &session,
-                &report,
-                from.unwrap_or_default(),
-                to.unwrap_or_default(),
-                forms,
-            ),
-        ),
-        Err(e) => report_failure(&session, &e),
-    }
-}
-
-/// `GET /console/catalog`
-async fn catalog(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    match console.backend.catalog().await {
-        Ok(data) => html(StatusCode::OK, pages::catalog(&session, &data)),
-        Err(e) => store_failure(&session, "The catalog could not be read", &e),
-    }
-}
-
 /// A store failure, as a page.
 fn store_failure(session: &Session, what: &str, error: &StoreError) -> HttpResponse {
     tracing::error!(%error, "console: {what}");
@@ -855,484 +377,6 @@ fn store_failure(session: &Session, what: &str, error: &StoreError) -> HttpRespo
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     error_page(session, status, what, &error.to_string())
-}
-
-/// `GET /console/explain`: the form.
-async fn explain_form(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let catalog = console.explain.catalog.load();
-    html(
-        StatusCode::OK,
-        pages::explain(&session, &catalog, &pages::ExplainInput::default(), None),
-    )
-}
-
-/// `POST /console/explain`: the D18 trace of a request.
-async fn explain_run(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let (fields, session) = match posted(&console, &req, form, Role::Viewer).await {
-        Ok(posted) => posted,
-        Err(answer) => return *answer,
-    };
-    let input = pages::ExplainInput {
-        app: fields.get("app").unwrap_or_default().to_owned(),
-        placement: fields.get("placement").unwrap_or_default().to_owned(),
-        body: fields.get("body").unwrap_or_default().to_owned(),
-    };
-    let access = &console.explain;
-    let catalog = access.catalog.load_full();
-    if input.body.len() > access.body_limit {
-        let message = format!(
-            "The body is {} bytes; resolve takes at most {}.",
-            input.body.len(),
-            access.body_limit
-        );
-        let outcome = Err((StatusCode::PAYLOAD_TOO_LARGE, message));
-        return html(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            pages::explain(&session, &catalog, &input, Some(&outcome)),
-        );
-    }
-    let explained = crate::explain::explain(
-        &catalog,
-        &input.app,
-        &input.placement,
-        input.body.as_bytes(),
-        access.default_ttl,
-        access.sticky.as_deref(),
-    )
-    .await;
-    let (status, outcome) = match explained {
-        Ok(explained) => (StatusCode::OK, Ok(explained)),
-        Err(e) => {
-            let mut message = e.detail.clone();
-            for error in &e.errors {
-                message.push_str(&format!("; {}: {}", error.field, error.message));
-            }
-            (e.status, Err((e.status, message)))
-        }
-    };
-    html(
-        status,
-        pages::explain(&session, &catalog, &input, Some(&outcome)),
-    )
-}
-
-/// `GET /console/preview`: the upload form.
-async fn preview_form(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    html(StatusCode::OK, pages::preview(&session, None))
-}
-
-/// An upload's fields: the CSRF token and the file (name, text).
-struct Upload {
-    csrf: Option<String>,
-    file: Option<(String, Vec<u8>)>,
-}
-
-/// Why an upload was not read.
-enum UploadError {
-    TooLarge,
-    Malformed(String),
-}
-
-/// Reads a `multipart/form-data` body of at most [`UPLOAD_LIMIT`] bytes of fields.
-async fn read_upload(mut multipart: Multipart) -> Result<Upload, UploadError> {
-    let mut upload = Upload {
-        csrf: None,
-        file: None,
-    };
-    let mut total = 0usize;
-    while let Some(field) = multipart.next().await {
-        let mut field = field.map_err(|e| UploadError::Malformed(e.to_string()))?;
-        let name = field.name().unwrap_or_default().to_owned();
-        let file_name = field
-            .content_disposition()
-            .and_then(|d| d.get_filename())
-            .map(str::to_owned);
-        let mut bytes = Vec::new();
-        while let Some(chunk) = field.next().await {
-            let chunk = chunk.map_err(|e| UploadError::Malformed(e.to_string()))?;
-            total += chunk.len();
-            if total > UPLOAD_LIMIT {
-                return Err(UploadError::TooLarge);
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        match name.as_str() {
-            "csrf" => upload.csrf = Some(String::from_utf8_lossy(&bytes).into_owned()),
-            "file" => upload.file = Some((file_name.unwrap_or_default(), bytes)),
-            _ => {}
-        }
-    }
-    Ok(upload)
-}
-
-/// `POST /console/preview`: the D19 dry run of an uploaded file; nothing is written.
-async fn preview_run(req: HttpRequest, multipart: Multipart, console: Data) -> HttpResponse {
-    let signed_in = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let upload = match read_upload(multipart).await {
-        Ok(upload) => upload,
-        Err(UploadError::TooLarge) => {
-            let message = format!("The file is larger than {UPLOAD_LIMIT} bytes.");
-            return error_page(
-                &signed_in,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "File too large",
-                &message,
-            );
-        }
-        Err(UploadError::Malformed(e)) => {
-            let message = format!("The upload could not be read: {e}");
-            return error_page(
-                &signed_in,
-                StatusCode::BAD_REQUEST,
-                "Upload refused",
-                &message,
-            );
-        }
-    };
-    let session = match checked_post(&console, &req, upload.csrf.as_deref(), Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let Some((name, bytes)) = upload.file.filter(|(_, bytes)| !bytes.is_empty()) else {
-        let outcome = Err(PreviewError::Invalid(vec![
-            "choose a catalog file to preview".to_owned(),
-        ]));
-        return html(
-            StatusCode::BAD_REQUEST,
-            pages::preview(&session, Some((&String::new(), &outcome))),
-        );
-    };
-    let name = if name.is_empty() {
-        "upload.json".to_owned()
-    } else {
-        name
-    };
-    let outcome = match String::from_utf8(bytes) {
-        Ok(text) => {
-            // Parsed, validated and diffed off the admin listener's worker, one preview at a
-            // time: the turn goes with the work, so a client that leaves does not end it early
-            // (the work runs on), and the memory of previews is that of one.
-            let turn = console.background.preview_permit().await;
-            let (backend, file) = (console.backend.clone(), name.clone());
-            console
-                .background
-                .run(async move {
-                    let _turn = turn;
-                    backend.preview(&file, &text).await
-                })
-                .await
-                .unwrap_or_else(|| {
-                    Err(PreviewError::Store(StoreError::Other {
-                        detail: "the preview did not finish (see the log)".to_owned(),
-                    }))
-                })
-        }
-        Err(_) => Err(PreviewError::Invalid(vec![format!(
-            "{name:?} is not UTF-8 text"
-        )])),
-    };
-    let status = match &outcome {
-        Ok(_) => StatusCode::OK,
-        Err(PreviewError::Invalid(_)) => StatusCode::UNPROCESSABLE_ENTITY,
-        Err(PreviewError::Store(e)) => {
-            tracing::error!(error = %e, "console: preview failed");
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-    };
-    html(status, pages::preview(&session, Some((&name, &outcome))))
-}
-
-/// `GET /console/history`: the applied imports.
-async fn history(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    match console.backend.import_history(HISTORY_LIMIT).await {
-        Ok(entries) => html(StatusCode::OK, pages::history(&session, &entries)),
-        Err(e) => store_failure(&session, "The import history could not be read", &e),
-    }
-}
-
-/// The workspace a keys request names, or the catalog's first.
-fn workspace_param(console: &Console, given: Option<&str>) -> Result<Option<WorkspaceId>, String> {
-    match given.filter(|w| !w.is_empty()) {
-        Some(given) => given
-            .parse::<uuid::Uuid>()
-            .map(|id| Some(WorkspaceId::from_uuid(id)))
-            .map_err(|_| format!("{given:?} is not a workspace id")),
-        None => Ok(console
-            .explain
-            .catalog
-            .load()
-            .workspaces()
-            .next()
-            .map(|w| w.id())),
-    }
-}
-
-/// `GET /console/keys[?workspace=]`: a workspace's keys and the form to create one.
-async fn keys(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Viewer).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let query = query_fields(&req);
-    let workspace = match workspace_param(&console, query.get("workspace")) {
-        Ok(workspace) => workspace,
-        Err(message) => {
-            return error_page(
-                &session,
-                StatusCode::BAD_REQUEST,
-                "Invalid request",
-                &message,
-            )
-        }
-    };
-    let catalog = console.explain.catalog.load();
-    let records = match workspace {
-        Some(id) => match console.backend.list_keys(id).await {
-            Ok(records) => records,
-            Err(e) => return store_failure(&session, "The keys could not be listed", &e),
-        },
-        None => Vec::new(),
-    };
-    html(
-        StatusCode::OK,
-        pages::keys(&session, &catalog, workspace, &records),
-    )
-}
-
-/// `POST /console/keys`: creates a key, and redirects (303) to the page that shows it once.
-async fn create_key(req: HttpRequest, form: PostedForm, console: Data) -> HttpResponse {
-    let (fields, session) = match posted(&console, &req, form, Role::Editor).await {
-        Ok(posted) => posted,
-        Err(answer) => return *answer,
-    };
-    let invalid = |message: String| {
-        error_page(
-            &session,
-            StatusCode::BAD_REQUEST,
-            "Key not created",
-            &message,
-        )
-    };
-    let workspace = match workspace_param(&console, fields.get("workspace")) {
-        Ok(Some(workspace)) => workspace,
-        Ok(None) => return invalid("choose a workspace".to_owned()),
-        Err(message) => return invalid(message),
-    };
-    let environment = match fields.get("environment") {
-        Some("live") => KeyEnvironment::Live,
-        Some("test") => KeyEnvironment::Test,
-        other => {
-            return invalid(format!(
-                "the environment is live or test, not {:?}",
-                other.unwrap_or_default()
-            ))
-        }
-    };
-    let key_type = match fields.get("type") {
-        Some("sdk") => KeyType::Sdk,
-        Some("webhook") => KeyType::Webhook,
-        Some("secret") => KeyType::Secret,
-        other => {
-            return invalid(format!(
-                "the type is sdk, webhook or secret, not {:?}",
-                other.unwrap_or_default()
-            ))
-        }
-    };
-    let name = fields.get("name").map(str::trim).unwrap_or_default();
-    let default_name = format!("{key_type} key");
-    let name = if name.is_empty() { &default_name } else { name };
-    if name.chars().count() > 200 {
-        return invalid(format!(
-            "the name has {} characters; at most 200",
-            name.chars().count()
-        ));
-    }
-    // A NUL fails every write on PostgreSQL, as if the store were down: refused here, quoted.
-    if !flowgate_domain::events::is_storable_text(name) {
-        return invalid(format!(
-            "A key's name cannot hold a NUL character (U+0000), which the store cannot keep: {}",
-            crate::problem::quoted(name)
-        ));
-    }
-    match console
-        .backend
-        .create_key(workspace, environment, key_type, name.to_owned())
-        .await
-    {
-        Ok(created) => {
-            tracing::info!(key = %created.record.id, workspace = %workspace, "console: key created");
-            let mut entry = audit_entry(
-                &session.actor,
-                AuditAction::KeyCreate,
-                Some(created.record.id.to_string()),
-            );
-            entry.detail = serde_json::json!({
-                "workspace_id": workspace.to_string(), "type": key_type.to_string(),
-                "environment": environment.to_string(), "name": created.record.name,
-            });
-            record(&console, entry).await;
-            // Post/Redirect/Get: reloading the page that shows the key creates no other. The
-            // key travels to that page sealed in a cookie bound to this session, so whichever
-            // replica serves the page shows it, once.
-            let sealed = match console.sessions.sign_in_tokens().await {
-                Ok(tokens) => {
-                    let plain = serde_json::json!({
-                        "key": created.key.expose(), "record": created.record,
-                    });
-                    session::seal(
-                        tokens,
-                        NEW_KEY_PURPOSE,
-                        session.id_hash.as_bytes(),
-                        plain.to_string().as_bytes(),
-                    )
-                    .ok()
-                }
-                Err(_) => None,
-            };
-            match sealed {
-                Some(sealed) => {
-                    let mut response = see_other(session::NEW_KEY_PATH);
-                    let cookie = session::new_key_cookie(&req, sealed, NEW_KEY_LIFETIME);
-                    let _ = response.add_cookie(&cookie);
-                    response
-                }
-                // Shown here, then: a reload of this answer asks before posting again.
-                None => html(StatusCode::OK, pages::key_created(&session, &created)),
-            }
-        }
-        Err(e) => store_failure(&session, "The key was not created", &e),
-    }
-}
-
-/// What a created key's cookie is sealed for.
-const NEW_KEY_PURPOSE: &[u8] = b"flowgate console new key v1";
-/// How long a created key's cookie lasts (the redirect follows at once).
-const NEW_KEY_LIFETIME: Duration = Duration::from_secs(120);
-
-/// `GET /console/keys/created`: the key the session just created, shown this once; after
-/// that (a reload), the keys.
-async fn key_created(req: HttpRequest, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Editor).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    let created = match (
-        req.cookie(session::NEW_KEY_COOKIE),
-        console.sessions.sign_in_tokens().await,
-    ) {
-        (Some(cookie), Ok(tokens)) => session::open(
-            tokens,
-            NEW_KEY_PURPOSE,
-            session.id_hash.as_bytes(),
-            cookie.value(),
-        )
-        .and_then(|plain| serde_json::from_slice::<serde_json::Value>(&plain).ok())
-        .and_then(|plain| {
-            Some(CreatedKey {
-                key: ApiKey::parse(plain["key"].as_str()?).ok()?,
-                record: serde_json::from_value(plain["record"].clone()).ok()?,
-            })
-        }),
-        _ => None,
-    };
-    let mut response = match created {
-        Some(created) => html(StatusCode::OK, pages::key_created(&session, &created)),
-        None => see_other("/console/keys"),
-    };
-    let removal = session::new_key_cookie(&req, String::new(), Duration::ZERO);
-    let _ = response.add_cookie(&removal);
-    response
-}
-
-/// The key of a revoke request's path and query, with its record.
-async fn revoked_key(
-    console: &Console,
-    req: &HttpRequest,
-    id: &str,
-) -> Result<KeyRecord, (StatusCode, String)> {
-    let id = id
-        .parse::<uuid::Uuid>()
-        .map(KeyId::from_uuid)
-        .map_err(|_| (StatusCode::NOT_FOUND, format!("{id:?} is not a key id")))?;
-    let query = query_fields(req);
-    let workspace = workspace_param(console, query.get("workspace"))
-        .map_err(|m| (StatusCode::BAD_REQUEST, m))?
-        .ok_or_else(|| {
-            (
-                StatusCode::NOT_FOUND,
-                "the catalog has no workspace".to_owned(),
-            )
-        })?;
-    let records = console
-        .backend
-        .list_keys(workspace)
-        .await
-        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-    records.into_iter().find(|r| r.id == id).ok_or_else(|| {
-        (
-            StatusCode::NOT_FOUND,
-            format!("workspace {workspace} has no key {id}"),
-        )
-    })
-}
-
-/// `GET /console/keys/{id}/revoke?workspace=`: the confirmation.
-async fn revoke_confirm(req: HttpRequest, path: web::Path<String>, console: Data) -> HttpResponse {
-    let session = match signed_in(&console, &req, Role::Editor).await {
-        Ok(session) => session,
-        Err(answer) => return *answer,
-    };
-    match revoked_key(&console, &req, &path).await {
-        Ok(record) => html(StatusCode::OK, pages::revoke_confirm(&session, &record)),
-        Err((status, message)) => error_page(&session, status, "Key not found", &message),
-    }
-}
-
-/// `POST /console/keys/{id}/revoke?workspace=`: revokes the key.
-async fn revoke(
-    req: HttpRequest,
-    path: web::Path<String>,
-    form: PostedForm,
-    console: Data,
-) -> HttpResponse {
-    let (_, session) = match posted(&console, &req, form, Role::Editor).await {
-        Ok(posted) => posted,
-        Err(answer) => return *answer,
-    };
-    let record = match revoked_key(&console, &req, &path).await {
-        Ok(record) => record,
-        Err((status, message)) => return error_page(&session, status, "Key not found", &message),
-    };
-    match console.backend.revoke_key(record.id).await {
-        Ok(record) => {
-            tracing::info!(key = %record.id, "console: key revoked");
-            let mut entry = audit_entry(
-                &session.actor,
-                AuditAction::KeyRevoke,
-                Some(record.id.to_string()),
-            );
-            entry.detail = serde_json::json!({"workspace_id": record.workspace_id.to_string()});
-            self::record(&console, entry).await;
-            see_other(&format!("/console/keys?workspace={}", record.workspace_id))
-        }
-        Err(e) => store_failure(&session, "The key was not revoked", &e),
-    }
 }
 
 /// `GET /console/style.css`
@@ -1421,10 +465,10 @@ pub(crate) fn scope(
         .service(route!("/style.css").route(web::get().to(stylesheet)))
         .service(
             route!("/sign-in")
-                .route(web::get().to(sign_in_page))
-                .route(web::post().to(sign_in)),
+                .route(web::get().to(signin::sign_in_page))
+                .route(web::post().to(signin::sign_in)),
         )
-        .service(route!("/sign-out").route(web::post().to(sign_out)))
+        .service(route!("/sign-out").route(web::post().to(signin::sign_out)))
         .service(route!("/oidc/start").route(web::get().to(openid::start)))
         .service(route!("/oidc/callback").route(web::get().to(openid::callback)))
         .service(
@@ -1461,30 +505,32 @@ pub(crate) fn scope(
         .service(
             route!("/rollouts/{rolloutId}/{move}").route(web::post().to(rollouts::move_rollout)),
         )
-        .service(route!("/experiments").route(web::get().to(experiments)))
-        .service(route!("/experiments/{experimentId}").route(web::get().to(experiment)))
-        .service(route!("/catalog").route(web::get().to(catalog)))
+        .service(route!("/experiments").route(web::get().to(experiments::experiments)))
+        .service(
+            route!("/experiments/{experimentId}").route(web::get().to(experiments::experiment)),
+        )
+        .service(route!("/catalog").route(web::get().to(catalog::catalog)))
         .service(
             route!("/explain")
-                .route(web::get().to(explain_form))
-                .route(web::post().to(explain_run)),
+                .route(web::get().to(catalog::explain_form))
+                .route(web::post().to(catalog::explain_run)),
         )
         .service(
             route!("/preview")
-                .route(web::get().to(preview_form))
-                .route(web::post().to(preview_run)),
+                .route(web::get().to(catalog::preview_form))
+                .route(web::post().to(catalog::preview_run)),
         )
-        .service(route!("/history").route(web::get().to(history)))
+        .service(route!("/history").route(web::get().to(catalog::history)))
         .service(
             route!("/keys")
-                .route(web::get().to(keys))
-                .route(web::post().to(create_key)),
+                .route(web::get().to(keys::keys))
+                .route(web::post().to(keys::create_key)),
         )
-        .service(route!("/keys/created").route(web::get().to(key_created)))
+        .service(route!("/keys/created").route(web::get().to(keys::key_created)))
         .service(
             route!("/keys/{keyId}/revoke")
-                .route(web::get().to(revoke_confirm))
-                .route(web::post().to(revoke)),
+                .route(web::get().to(keys::revoke_confirm))
+                .route(web::post().to(keys::revoke)),
         )
         .default_service(web::to(not_found))
         .wrap(headers)

@@ -22,7 +22,7 @@ use flowgate_domain::ports::StoreError;
 use maud::{html, Markup};
 use time::OffsetDateTime;
 
-use flowgate_control::people::{new_sign_in_link, sign_in_link_path};
+use flowgate_control::people::{sign_in_link_path, Linked, PeopleFailure};
 
 use super::pages::{csrf, layout, when};
 use super::session::{self, Session, Who};
@@ -409,47 +409,66 @@ pub(super) async fn add_person(req: HttpRequest, form: PostedForm, console: Data
         Ok(role) => role,
         Err(e) => return bad(format!("{e}")).await,
     };
-    let now = OffsetDateTime::now_utc();
-    let person = match Person::new(
-        PersonId::from_uuid(uuid::Uuid::new_v4()),
-        fields.get("email").unwrap_or_default(),
-        role,
-        now,
-    ) {
-        Ok(person) => person,
-        Err(e) => return bad(format!("{e}")).await,
-    };
-    match console.people.add_person(person.clone()).await {
-        Ok(()) => {}
-        Err(StoreError::Conflict { .. }) => {
-            return bad(format!("{} is already a person here.", person.email)).await
-        }
-        Err(e) => return store_failure(session, "The person was not added", &e),
+    match console
+        .backend
+        .add_person(
+            fields.get("email").unwrap_or_default(),
+            role,
+            &session.actor,
+        )
+        .await
+    {
+        Ok(linked) => shown_link(console, session, linked).await,
+        Err(failure) => people_failure(console, session, failure, "The person was not added").await,
     }
-    let mut entry = audit_entry(
-        &session.actor,
-        AuditAction::PersonAdd,
-        Some(person.email.clone()),
-    );
-    entry.detail = serde_json::json!({"role": role.as_str()});
-    record(console, entry).await;
-    shown_link(console, session, &person).await
 }
 
-/// Makes a link for `person` and shows the people page with it.
-async fn shown_link(console: &Console, session: &Session, person: &Person) -> HttpResponse {
-    let now = OffsetDateTime::now_utc();
-    let Ok((secret, link)) = new_sign_in_link(person.id, now) else {
-        return HttpResponse::ServiceUnavailable().body("no randomness for a link");
-    };
-    if let Err(e) = console.people.create_sign_in_link(link).await {
-        return store_failure(session, "The sign-in link was not made", &e);
+/// The people page with the new link of `linked` shown once.
+async fn shown_link(console: &Console, session: &Session, linked: Linked) -> HttpResponse {
+    if let Some(e) = linked.audit {
+        tracing::error!(error = %e, actor = %session.actor,
+            "console: the audit entry could not be written");
     }
     let shown = ShownLink {
-        email: person.email.clone(),
-        path: sign_in_link_path(&secret),
+        email: linked.person.email.clone(),
+        path: sign_in_link_path(&linked.secret),
     };
     people_page(console, session, StatusCode::OK, None, Some(shown)).await
+}
+
+/// A person not added, linked or changed, as the people page says it (the caller's mistakes,
+/// 400), or as a failure of the store (`what`).
+async fn people_failure(
+    console: &Console,
+    session: &Session,
+    failure: PeopleFailure,
+    what: &str,
+) -> HttpResponse {
+    let message = match failure {
+        PeopleFailure::Invalid(message) => message,
+        PeopleFailure::Exists(email) => format!("{email} is already a person here."),
+        PeopleFailure::NotFound(email) | PeopleFailure::Removed(email) => {
+            return error_page(
+                session,
+                StatusCode::NOT_FOUND,
+                "Not found",
+                &format!("There is no person {email:?}."),
+            )
+        }
+        PeopleFailure::NoRandomness(why) => {
+            tracing::error!(%why, "console: no randomness for a sign-in link");
+            return HttpResponse::ServiceUnavailable().body("no randomness for a link");
+        }
+        PeopleFailure::Store(e) => return store_failure(session, what, &e),
+    };
+    people_page(
+        console,
+        session,
+        StatusCode::BAD_REQUEST,
+        Some(&message),
+        None,
+    )
+    .await
 }
 
 /// `POST /console/people/{id}` (admin): `action` = `role` (with `role`), `disable`, `enable`
@@ -480,16 +499,12 @@ pub(super) async fn change_person(
         }
         Err(e) => return store_failure(&session, "The person could not be read", &e),
     };
-    let (update, action, detail) = match fields.get("action") {
+    let update = match fields.get("action") {
         Some("role") => match fields.get("role").unwrap_or_default().parse::<Role>() {
-            Ok(role) => (
-                PersonUpdate {
-                    role: Some(role),
-                    ..PersonUpdate::default()
-                },
-                AuditAction::PersonRole,
-                serde_json::json!({"from": person.role.as_str(), "to": role.as_str()}),
-            ),
+            Ok(role) => PersonUpdate {
+                role: Some(role),
+                ..PersonUpdate::default()
+            },
             Err(e) => {
                 let message = e.to_string();
                 return people_page(
@@ -502,23 +517,22 @@ pub(super) async fn change_person(
                 .await;
             }
         },
-        Some(action @ ("disable" | "enable")) => (
-            PersonUpdate {
-                disabled: Some(action == "disable"),
-                ..PersonUpdate::default()
-            },
-            AuditAction::PersonDisable,
-            serde_json::json!({"disabled": action == "disable"}),
-        ),
+        Some(action @ ("disable" | "enable")) => PersonUpdate {
+            disabled: Some(action == "disable"),
+            ..PersonUpdate::default()
+        },
         Some("link") => {
-            let mut entry = audit_entry(
-                &session.actor,
-                AuditAction::PersonPassword,
-                Some(person.email.clone()),
-            );
-            entry.detail = serde_json::json!({"link": "made"});
-            record(&console, entry).await;
-            return shown_link(&console, &session, &person).await;
+            return match console
+                .backend
+                .person_link(&person.email, &session.actor)
+                .await
+            {
+                Ok(linked) => shown_link(&console, &session, linked).await,
+                Err(failure) => {
+                    people_failure(&console, &session, failure, "The sign-in link was not made")
+                        .await
+                }
+            };
         }
         other => {
             let message = format!(
@@ -535,7 +549,7 @@ pub(super) async fn change_person(
             .await;
         }
     };
-    if session.person_id == Some(person.id) && action == AuditAction::PersonDisable {
+    if session.person_id == Some(person.id) && update.disabled == Some(true) {
         let message = "You cannot disable yourself; ask another admin.";
         return people_page(
             &console,
@@ -547,17 +561,20 @@ pub(super) async fn change_person(
         .await;
     }
     match console
-        .people
-        .update_person(person.id, update, OffsetDateTime::now_utc())
+        .backend
+        .change_person(&person.email, update, &session.actor)
         .await
     {
-        Ok(_) => {
-            let mut entry = audit_entry(&session.actor, action, Some(person.email.clone()));
-            entry.detail = detail;
-            record(&console, entry).await;
+        Ok((_, audit)) => {
+            if let Some(e) = audit {
+                tracing::error!(error = %e, actor = %session.actor,
+                    "console: the audit entry could not be written");
+            }
             see_other("/console/people")
         }
-        Err(e) => store_failure(&session, "The person was not changed", &e),
+        Err(failure) => {
+            people_failure(&console, &session, failure, "The person was not changed").await
+        }
     }
 }
 

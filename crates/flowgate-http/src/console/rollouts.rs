@@ -26,7 +26,7 @@ use flowgate_domain::rollouts::{
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::changes::{comment_text, MAX_COMMENT_CHARS};
+use super::forms::{comment_text, MAX_COMMENT_CHARS};
 use super::pages::{csrf, layout, number, relative, when};
 use super::session::Session;
 use super::{

@@ -7,7 +7,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use flowgate_store::Backend;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::browser::Browser;
 use crate::console::{
@@ -1274,6 +1274,48 @@ async fn with_review_a_reviewer_rejects_a_change_with_why() {
     assert_eq!(code, Some(4), "only a pending change is rejected: {err}");
     assert!(err.contains("only a pending change is rejected"), "{err}");
     assert!(has(&audit_cli(&s, &[]), "cli", "change.reject", Some(id)));
+
+    // The admin API rejects a third, as `admin-token`: with the token only, with a comment
+    // only, once.
+    let third = propose("ship it a third time");
+    let id = third.rsplit('/').next().unwrap();
+    let path = format!("/admin/v1/changes/{id}/reject");
+    let body = br#"{"comment": "not this week"}"#;
+    let (status, _) = http(s.admin, "POST", &path, None, body).unwrap();
+    assert_eq!(status, 401, "no token, nothing decided");
+    let (status, problem) =
+        http(s.admin, "POST", &path, Some(TOKEN), br#"{"comment": " "}"#).unwrap();
+    assert_eq!(status, 400, "{problem}");
+    assert!(problem.contains("\"invalid_comment\""), "{problem}");
+    let (status, problem) = http(s.admin, "POST", &path, Some(TOKEN), br#"{"why": "x"}"#).unwrap();
+    assert_eq!(status, 400, "{problem}");
+    assert!(
+        problem.contains("\"invalid_body\"") && problem.contains("why"),
+        "{problem}"
+    );
+    let (status, shown) = http(s.admin, "POST", &path, Some(TOKEN), body).unwrap();
+    assert_eq!(status, 200, "{shown}");
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(
+        (&shown["state"], &shown["decided_by"], &shown["note"]),
+        (
+            &json!("rejected"),
+            &json!("admin-token"),
+            &json!("not this week")
+        )
+    );
+    let (status, problem) = http(s.admin, "POST", &path, Some(TOKEN), body).unwrap();
+    assert_eq!(status, 409, "{problem}");
+    assert!(problem.contains("\"not_pending\""), "{problem}");
+    let missing = format!("/admin/v1/changes/{}/reject", uuid::Uuid::new_v4());
+    let (status, _) = http(s.admin, "POST", &missing, Some(TOKEN), body).unwrap();
+    assert_eq!(status, 404);
+    assert!(has(
+        &audit_cli(&s, &[]),
+        "admin-token",
+        "change.reject",
+        Some(id)
+    ));
 }
 
 /// D35: with `catalog.require_review`, `flowgate import` waits for review: refused without
