@@ -8,6 +8,8 @@
 //! sequential test ([`sequential`], valid at any number of looks) or of its fixed-horizon one,
 //! as the experiment's analysis settings or the query's [`Method`] say (D27). The report ends
 //! with D27's [`Decision`], read by [`decide`]: ship, roll back, keep running or no decision.
+//! Ratio metrics and CUPED (D36) are [`statistic`]'s, the same tests on gbstats' other
+//! statistics.
 //!
 //! What is counted (D22):
 //! - **Exposure**: a user's `flow_open` event carrying the experiment's id and one of its
@@ -34,6 +36,7 @@ pub mod correction;
 mod decision;
 mod report;
 pub mod sequential;
+pub mod statistic;
 pub mod stats;
 mod verdict;
 

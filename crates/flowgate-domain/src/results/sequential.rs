@@ -115,17 +115,7 @@ pub fn compare_sequential(
         return Err(NoEstimate::Overflow);
     }
     let n = (control.users + treatment.users) as f64;
-    let rho2 = config.rho_squared();
-    let n_rho2_1 = n * rho2 + 1.0;
-    // The half-width of the confidence sequence (eq. 9 of the paper): √(s²) with s² = N·variance
-    // the variance of one user's contribution, times the boundary's factor.
-    let boundary = 2.0 * n_rho2_1 * (n_rho2_1.sqrt() / config.alpha).ln() / (n * n * rho2);
-    let width = (variance * n).sqrt() * boundary.sqrt();
-    // The p-value (eq. 155): the inverse of the e-value, at most 1. An e-value beyond the
-    // float range is a p-value of 0, as in gbstats.
-    let st2 = lift * lift * n / variance;
-    let evalue = (rho2 * st2 / (2.0 * n_rho2_1)).exp() / n_rho2_1.sqrt();
-    let p_value = (1.0 / evalue).min(1.0);
+    let (p_value, width) = confidence_sequence(lift, variance, n, config);
     let estimate = FrequentistEstimate {
         lift,
         ci_low: lift - width,
@@ -138,6 +128,27 @@ pub fn compare_sequential(
     } else {
         Err(NoEstimate::Overflow)
     }
+}
+
+/// gbstats' `SequentialTwoSidedTTest` from an effect, its variance and `n` the users of both
+/// arms: the p-value and the half-width of the confidence sequence under `config`.
+pub(crate) fn confidence_sequence(
+    effect: f64,
+    variance: f64,
+    n: f64,
+    config: &SequentialConfig,
+) -> (f64, f64) {
+    let rho2 = config.rho_squared();
+    let n_rho2_1 = n * rho2 + 1.0;
+    // The half-width of the confidence sequence (eq. 9 of the paper): √(s²) with s² = N·variance
+    // the variance of one user's contribution, times the boundary's factor.
+    let boundary = 2.0 * n_rho2_1 * (n_rho2_1.sqrt() / config.alpha).ln() / (n * n * rho2);
+    let width = (variance * n).sqrt() * boundary.sqrt();
+    // The p-value (eq. 155): the inverse of the e-value, at most 1. An e-value beyond the
+    // float range is a p-value of 0, as in gbstats.
+    let st2 = effect * effect * n / variance;
+    let evalue = (rho2 * st2 / (2.0 * n_rho2_1)).exp() / n_rho2_1.sqrt();
+    ((1.0 / evalue).min(1.0), width)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod catalog_changes;
 mod catalog_file;
 mod conformance;
 mod corrections;
+mod cuped;
 mod diff;
 mod explain;
 mod formats;
