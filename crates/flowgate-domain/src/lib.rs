@@ -35,7 +35,7 @@ pub mod text;
 pub use catalog::{Catalog, CatalogData, CatalogError};
 pub use engine::{Engine, EngineError, Snapshot};
 pub use identity::Platform;
-pub use resolve::{Resolution, ResolveMode, ResolveRequest};
+pub use resolve::{Resolution, ResolveMode, ResolveReason, ResolveRequest};
 
 /// The hash tables a resolve looks up in (apps, placements, long `$in` lists): built once per
 /// catalog from the operator's data and only read per request, so they hash with foldhash

@@ -527,6 +527,74 @@ impl Placement {
     }
 }
 
+/// Why a placement resolved as it did, in OpenFeature's words (D32): inside an experiment
+/// (`SPLIT`, a holdout included), by a rule whose audience matched (`TARGETING_MATCH`), or by
+/// the placement's default or nothing at all (`DEFAULT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResolveReason {
+    /// An experiment assigned the user a variant.
+    Split,
+    /// A rule's audience matched and the rule served its flow.
+    TargetingMatch,
+    /// No rule decided: the default flow, or no flow.
+    Default,
+}
+
+impl ResolveReason {
+    /// OpenFeature's name of the reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResolveReason::Split => "SPLIT",
+            ResolveReason::TargetingMatch => "TARGETING_MATCH",
+            ResolveReason::Default => "DEFAULT",
+        }
+    }
+}
+
+/// A tracer that notes only whether the walk reached the default.
+struct ReachedDefault(bool);
+
+impl Tracer for ReachedDefault {
+    fn off(&mut self, _: usize) {}
+    fn audience(
+        &mut self,
+        _: usize,
+        audience: &Condition,
+        request: &ResolveRequest<'_>,
+        groups: &SavedGroups,
+    ) -> bool {
+        audience.eval(request, groups)
+    }
+    fn flow(&mut self, _: usize, _: &FlowTarget) {}
+    fn experiment(&mut self, _: usize, _: &Experiment, _: Bucketing) {}
+    fn reached_default(&mut self, _: Option<&FlowTarget>) {
+        self.0 = true;
+    }
+}
+
+impl Placement {
+    /// Resolves this placement as [`Placement::resolve`] or, with `sticky`,
+    /// [`Placement::resolve_sticky`] do, and says why ([`ResolveReason`]): the same
+    /// evaluation, for protocols that report the reason (OpenFeature's, D32).
+    pub fn resolve_with_reason<'c>(
+        &'c self,
+        app: &App,
+        request: &ResolveRequest<'_>,
+        sticky: Option<&mut StickyState>,
+    ) -> (Resolution<'c>, ResolveReason) {
+        let mut tracer = ReachedDefault(false);
+        let resolution = self.evaluate(app, request, ResolveMode::Normal, &mut tracer, sticky);
+        let reason = if resolution.assignment().is_some() {
+            ResolveReason::Split
+        } else if tracer.0 {
+            ResolveReason::Default
+        } else {
+            ResolveReason::TargetingMatch
+        };
+        (resolution, reason)
+    }
+}
+
 /// The outcome of assigning variant `chosen`, or `None` when there is no such variant.
 #[inline(always)]
 fn assigned(experiment: &Experiment, chosen: usize) -> Option<Resolution<'_>> {

@@ -47,6 +47,9 @@ pub struct HttpConfig {
     /// `resolve_no_flow` events for unknown placements recorded per app and minute, each key
     /// at most once in that minute (D25); 0 records none.
     pub unknown_placement_events_per_minute: u32,
+    /// How often the catalog is read again (`catalog.refresh_interval_ms`): OFREP's
+    /// configuration asks providers to poll no faster (D32).
+    pub catalog_refresh_interval: Duration,
 }
 
 /// How fast a request body must arrive (D25), so a client that declares a body and sends it
@@ -82,6 +85,7 @@ impl Default for HttpConfig {
             event_limits: ValidationLimits::default(),
             body_pace: BodyPace::default(),
             unknown_placement_events_per_minute: DEFAULT_UNKNOWN_PLACEMENT_EVENTS_PER_MINUTE,
+            catalog_refresh_interval: Duration::from_secs(1),
         }
     }
 }

@@ -122,6 +122,11 @@ async fn handle(
         Endpoint::StoreRevenueCat { app } => {
             Box::pin(handlers::store::revenuecat(req, payload, worker, app)).await
         }
+        Endpoint::OfrepFlag { .. }
+        | Endpoint::OfrepBulk { .. }
+        | Endpoint::OfrepConfiguration { .. } => {
+            Box::pin(handlers::ofrep::serve(endpoint, req, payload, worker)).await
+        }
         Endpoint::LegacyResolve { placement } => {
             let (reply, successor) =
                 Box::pin(handlers::legacy::resolve(req, payload, worker, placement)).await;

@@ -227,7 +227,7 @@ fn paths() -> Value {
         ("200", stored),
     );
     revenuecat_op["responses"]["503"] = json!({"$ref": "#/components/responses/Overloaded"});
-    json!({
+    let mut paths = json!({
         "/v1/apps/{appId}/store/apple": {"post": apple_op},
         "/v1/apps/{appId}/store/revenuecat": {"post": revenuecat_op},
         "/v1/apps/{appId}/placements/{placementId}/resolve": {"post": operation(
@@ -249,7 +249,89 @@ fn paths() -> Value {
             "operationId": "openapi", "summary": "This document", "security": [],
             "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}
         }}
-    })
+    });
+    if let Some(paths) = paths.as_object_mut() {
+        paths.extend(ofrep_paths());
+    }
+    paths
+}
+
+/// OFREP's answer to a request it refuses (400, 404): its own body, not a problem.
+fn ofrep_failure(description: &str) -> Value {
+    json!({"description": description, "headers": limited_headers(),
+        "content": {"application/json": {"schema": schema_ref("OfrepFailure")}}})
+}
+
+/// OpenFeature's remote evaluation protocol under the app (D32).
+fn ofrep_paths() -> Map<String, Value> {
+    let flag = path_param(
+        "key",
+        "The flag: a placement key (D2).",
+        json!({"type": "string", "minLength": 1}),
+    );
+    let mut single = operation(
+        "ofrepEvaluateFlag",
+        "Evaluate a placement as an OpenFeature flag (OFREP)",
+        "The placement's single-resolve result as an object flag (D32): `value` is exactly what resolve answers for the context's identity (`targetingKey` the `user_id`; `session_id` and `device_platform` as in resolve; every other member an attribute); `reason` `SPLIT` in an experiment, `TARGETING_MATCH` by a rule's audience, `DEFAULT` otherwise; `variant` the variant id, else the flow version id. Records what a single resolve records.",
+        vec![app_id_param(), flag],
+        schema_ref("OfrepRequest"),
+        ("200", ok_json("The evaluation.", schema_ref("OfrepEvaluation"), false)),
+    );
+    single["responses"]["400"] = ofrep_failure(
+        "`TARGETING_KEY_MISSING`, `INVALID_CONTEXT` (naming the member) or `PARSE_ERROR`.",
+    );
+    single["responses"]["404"] = ofrep_failure("`FLAG_NOT_FOUND`: the app has no such placement.");
+    let mut bulk_ok = ok_json(
+        "Every placement of the app.",
+        json!({"type": "object", "required": ["flags"], "properties": {"flags": {"type": "array", "items": schema_ref("OfrepEvaluation")}}}),
+        false,
+    );
+    bulk_ok["headers"]["ETag"] = json!({"description": "A strong tag of the catalog revision and the context.", "schema": {"type": "string"}});
+    let mut bulk = operation(
+        "ofrepEvaluateFlags",
+        "Evaluate every placement of the app (OFREP bulk)",
+        "Every placement of the app for the context, as batch resolve (D32). `If-None-Match` with the `ETag` of an earlier answer for the same context and catalog is answered 304 with no body.",
+        vec![app_id_param()],
+        schema_ref("OfrepRequest"),
+        ("200", bulk_ok),
+    );
+    bulk["responses"]["304"] =
+        json!({"description": "Not modified: the catalog and the context are those of the tag."});
+    bulk["responses"]["400"] = ofrep_failure(
+        "`TARGETING_KEY_MISSING`, `INVALID_CONTEXT` or `PARSE_ERROR` (without `key`).",
+    );
+    let mut configuration = operation(
+        "ofrepConfiguration",
+        "OFREP provider configuration",
+        "Polling no faster than the catalog is refreshed, and object flags (D32).",
+        vec![app_id_param()],
+        json!({}),
+        (
+            "200",
+            ok_json(
+                "The configuration.",
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "capabilities": {"type": "object"}}}),
+                false,
+            ),
+        ),
+    );
+    if let Some(op) = configuration.as_object_mut() {
+        op.remove("requestBody");
+    }
+    let mut out = Map::new();
+    out.insert(
+        "/v1/apps/{appId}/ofrep/v1/evaluate/flags/{key}".into(),
+        json!({"post": single}),
+    );
+    out.insert(
+        "/v1/apps/{appId}/ofrep/v1/evaluate/flags".into(),
+        json!({"post": bulk}),
+    );
+    out.insert(
+        "/v1/apps/{appId}/ofrep/v1/configuration".into(),
+        json!({"get": configuration}),
+    );
+    out
 }
 
 /// A string without the NUL character, which the store cannot hold: resolve refuses it in the
@@ -413,6 +495,16 @@ fn components() -> Value {
             "BatchRequest": batch,
             "ResolveResult": {"type": "object", "required": ["flow_id", "cache_ttl_seconds"], "properties": result_properties()},
             "BatchEntry": entry,
+            "OfrepRequest": {"type": "object", "properties": {"context": {"type": "object", "description": "`targetingKey` (the user id, required), `session_id` and `device_platform` (as in resolve), and attributes.", "additionalProperties": true}}},
+            "OfrepEvaluation": {"type": "object", "required": ["key", "value", "reason"], "properties": {
+                "key": {"type": "string"}, "value": schema_ref("ResolveResult"),
+                "reason": {"type": "string", "enum": ["SPLIT", "TARGETING_MATCH", "DEFAULT"]},
+                "variant": {"type": "string"},
+                "metadata": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}}},
+            "OfrepFailure": {"type": "object", "required": ["errorCode"], "properties": {
+                "key": {"type": "string"},
+                "errorCode": {"type": "string", "enum": ["FLAG_NOT_FOUND", "TARGETING_KEY_MISSING", "INVALID_CONTEXT", "PARSE_ERROR"]},
+                "errorDetails": {"type": "string"}}},
             "BatchResponse": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": schema_ref("BatchEntry")}}},
             "Font": {"type": "object", "required": ["family", "weight", "style", "url"], "properties": {
                 "family": {"type": "string"}, "weight": {"type": "integer", "minimum": 100, "maximum": 900},

@@ -2,7 +2,7 @@
 //!
 //! actix's router matches dynamic routes with a regex and runs every scope, resource and
 //! middleware as its own boxed service, which costs more per single resolve than the resolve
-//! itself (P8). The API has nine fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
+//! itself (P8). The API has twelve fixed shapes, so [`Endpoint::parse`] splits the path on `/` and compares
 //! segments, once per request, and the dispatcher calls the handler directly.
 //!
 //! The semantics are actix's, which this crate's HTTP tests pin: the path is the one actix routes on
@@ -39,6 +39,23 @@ pub enum Endpoint<'p> {
     },
     /// `/v1/apps/{appId}/store/revenuecat` (D30)
     StoreRevenueCat {
+        /// The raw `appId` segment.
+        app: &'p str,
+    },
+    /// `/v1/apps/{appId}/ofrep/v1/evaluate/flags/{key}` (OFREP, D32)
+    OfrepFlag {
+        /// The raw `appId` segment.
+        app: &'p str,
+        /// The raw flag key (a placement key).
+        key: &'p str,
+    },
+    /// `/v1/apps/{appId}/ofrep/v1/evaluate/flags` (OFREP bulk, D32)
+    OfrepBulk {
+        /// The raw `appId` segment.
+        app: &'p str,
+    },
+    /// `/v1/apps/{appId}/ofrep/v1/configuration` (D32)
+    OfrepConfiguration {
         /// The raw `appId` segment.
         app: &'p str,
     },
@@ -81,6 +98,16 @@ impl<'p> Endpoint<'p> {
             rest.get(start..end.unwrap_or(rest.len()))
         };
         let endpoint = match (next(), next(), next(), next(), next()) {
+            (Some("apps"), Some(app), Some("ofrep"), Some("v1"), Some(rest)) => {
+                match (rest, next(), next(), next()) {
+                    ("configuration", None, None, None) => Endpoint::OfrepConfiguration { app },
+                    ("evaluate", Some("flags"), None, None) => Endpoint::OfrepBulk { app },
+                    ("evaluate", Some("flags"), Some(key), None) => {
+                        Endpoint::OfrepFlag { app, key }
+                    }
+                    _ => Endpoint::UnknownV1,
+                }
+            }
             (Some("apps"), Some(app), Some("placements"), Some("resolve-batch"), None) => {
                 Endpoint::ResolveBatch { app }
             }
@@ -105,10 +132,13 @@ impl<'p> Endpoint<'p> {
         // A parameter is one non-empty segment, as `{name}` is in actix.
         let empty = match endpoint {
             Endpoint::Resolve { app, placement } => app.is_empty() || placement.is_empty(),
+            Endpoint::OfrepFlag { app, key } => app.is_empty() || key.is_empty(),
             Endpoint::ResolveBatch { app }
             | Endpoint::Events { app }
             | Endpoint::StoreApple { app }
-            | Endpoint::StoreRevenueCat { app } => app.is_empty(),
+            | Endpoint::StoreRevenueCat { app }
+            | Endpoint::OfrepBulk { app }
+            | Endpoint::OfrepConfiguration { app } => app.is_empty(),
             Endpoint::LegacyResolve { placement } => placement.is_empty(),
             _ => false,
         };
@@ -128,6 +158,9 @@ impl<'p> Endpoint<'p> {
             Endpoint::Events { .. } => "/v1/apps/{appId}/events",
             Endpoint::StoreApple { .. } => "/v1/apps/{appId}/store/apple",
             Endpoint::StoreRevenueCat { .. } => "/v1/apps/{appId}/store/revenuecat",
+            Endpoint::OfrepFlag { .. } => "/v1/apps/{appId}/ofrep/v1/evaluate/flags/{key}",
+            Endpoint::OfrepBulk { .. } => "/v1/apps/{appId}/ofrep/v1/evaluate/flags",
+            Endpoint::OfrepConfiguration { .. } => "/v1/apps/{appId}/ofrep/v1/configuration",
             Endpoint::LegacyResolve { .. } => "/v1/placements/{placementId}/resolve",
             Endpoint::LegacyEvents => "/v1/events",
             Endpoint::OpenApi => "/openapi.json",
@@ -138,7 +171,7 @@ impl<'p> Endpoint<'p> {
     /// The one method the endpoint answers (`None` for unknown paths).
     pub fn method(self) -> Option<Method> {
         match self {
-            Endpoint::OpenApi => Some(Method::GET),
+            Endpoint::OpenApi | Endpoint::OfrepConfiguration { .. } => Some(Method::GET),
             Endpoint::UnknownV1 | Endpoint::Unknown => None,
             _ => Some(Method::POST),
         }
@@ -151,7 +184,10 @@ impl<'p> Endpoint<'p> {
             | Endpoint::ResolveBatch { app }
             | Endpoint::Events { app }
             | Endpoint::StoreApple { app }
-            | Endpoint::StoreRevenueCat { app } => Some(app),
+            | Endpoint::StoreRevenueCat { app }
+            | Endpoint::OfrepFlag { app, .. }
+            | Endpoint::OfrepBulk { app }
+            | Endpoint::OfrepConfiguration { app } => Some(app),
             _ => None,
         }
     }
@@ -195,6 +231,18 @@ mod tests {
             ),
             ("/v1/events", LegacyEvents),
             ("/openapi.json", OpenApi),
+            (
+                "/v1/apps/A/ofrep/v1/evaluate/flags/onboarding",
+                OfrepFlag {
+                    app: "A",
+                    key: "onboarding",
+                },
+            ),
+            ("/v1/apps/A/ofrep/v1/evaluate/flags", OfrepBulk { app: "A" }),
+            (
+                "/v1/apps/A/ofrep/v1/configuration",
+                OfrepConfiguration { app: "A" },
+            ),
         ];
         for (path, expected) in cases {
             assert_eq!(Endpoint::parse(path), expected, "{path}");

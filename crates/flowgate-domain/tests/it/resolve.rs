@@ -428,3 +428,38 @@ fn an_experiment_whose_rule_is_off_assigns_no_one() {
         .unwrap();
     assert!(batch[0].resolution.assignment().is_none());
 }
+
+/// D32: the reason OpenFeature reports, from the same evaluation as resolve: a rule's audience
+/// (`TARGETING_MATCH`), the default or nothing (`DEFAULT`), an experiment (`SPLIT`, a holdout
+/// included); the resolution is resolve's.
+#[test]
+fn the_reason_names_what_decided() {
+    use flowgate_domain::ResolveReason::{Default, Split, TargetingMatch};
+    let catalog = build(&catalog_json());
+    let app = app1(&catalog);
+    let reason = |key: &str, user: &str, country: &str| {
+        let attributes = attrs(json!({"country": country}));
+        let request = ResolveRequest::new(user, "s", Platform::Ios, &attributes);
+        let placement = app.placement(key).unwrap();
+        let (resolution, reason) = placement.resolve_with_reason(app, &request, None);
+        let resolved = app.resolve(key, &request, ResolveMode::Normal);
+        assert_eq!(served(&resolution), served(&resolved), "{key} {user}");
+        (reason, reason.as_str())
+    };
+    assert_eq!(
+        reason("onboarding", "u1", "US"),
+        (TargetingMatch, "TARGETING_MATCH")
+    );
+    assert_eq!(reason("onboarding", "u-beta-1", "DE").0, TargetingMatch);
+    assert_eq!(reason("onboarding", "u1", "DE"), (Default, "DEFAULT"));
+    assert_eq!(reason("empty", "u1", "DE").0, Default);
+    assert_eq!(
+        reason("paywall", &user_in_variant(1), "DE"),
+        (Split, "SPLIT")
+    );
+    assert_eq!(
+        reason("paywall", &user_in_variant(0), "DE").0,
+        Split,
+        "a holdout"
+    );
+}

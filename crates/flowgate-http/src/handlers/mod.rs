@@ -12,6 +12,7 @@ use crate::response::Reply;
 pub(crate) mod events;
 pub(crate) mod identity;
 pub(crate) mod legacy;
+pub(crate) mod ofrep;
 pub(crate) mod resolve;
 pub(crate) mod store;
 

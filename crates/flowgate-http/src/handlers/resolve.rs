@@ -41,7 +41,7 @@ pub(super) fn export_mode(req: &HttpRequest) -> Result<ResolveMode> {
 /// The `resolve_no_flow` event (D8) to record for a no-flow outcome, if any. For an unknown
 /// placement it takes one of the app's allowance for the minute (D25), or counts the event as
 /// suppressed.
-fn no_flow_event(
+pub(super) fn no_flow_event(
     worker: &Worker,
     app: &App,
     key: &str,
@@ -70,7 +70,7 @@ fn no_flow_event(
     resolution.no_flow_event(app, key, request, EventId::new_v7(now), now)
 }
 
-fn enqueue_server_events(worker: &Worker, events: Vec<AnalyticsEvent>) {
+pub(super) fn enqueue_server_events(worker: &Worker, events: Vec<AnalyticsEvent>) {
     if events.is_empty() {
         return;
     }

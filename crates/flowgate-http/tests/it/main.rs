@@ -14,6 +14,7 @@ mod conventions;
 mod events;
 mod fuzz;
 mod legacy;
+mod ofrep;
 mod oidc;
 mod openapi;
 mod resolve;

@@ -1160,6 +1160,7 @@ impl Config {
                 min_bytes_per_sec: self.server.body_min_bytes_per_sec,
             },
             unknown_placement_events_per_minute: self.events.unknown_placement_events_per_minute,
+            catalog_refresh_interval: Duration::from_millis(self.catalog.refresh_interval_ms),
             event_limits: ValidationLimits {
                 max_future: time::Duration::seconds(
                     i64::try_from(self.events.max_future_secs).unwrap_or(i64::MAX),
