@@ -22,9 +22,12 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
-use flowgate_domain::catalog::{CatalogChange, CatalogData, ExperimentStatus};
+use flowgate_domain::catalog::{
+    CatalogChange, CatalogData, ExperimentData, ExperimentStatus, VariantData,
+};
 use flowgate_domain::ids::{AppId, ChangeId, ExperimentId, FlowId, VariantId};
 use flowgate_domain::people::{AuditAction, ChangeDecision, ChangeRecord, ChangeState, Role};
+use flowgate_domain::results::Verdict;
 use maud::{html, Markup};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
@@ -150,6 +153,25 @@ struct Typed<'a> {
     error: Option<String>,
     comment: &'a str,
     apply_at: &'a str,
+    /// The verdict this change goes against, in words (D35), or empty.
+    against: &'a str,
+}
+
+/// The field naming the verdict a change goes against, and the box that confirms it.
+const AGAINST: &str = "against";
+const CONFIRM_AGAINST: &str = "confirm_against";
+
+/// A post that goes against the verdict (its form says which) must say so (D35): the box
+/// ticked, or why not.
+fn against_confirmed(fields: &Fields) -> Result<(), String> {
+    let against = fields.get(AGAINST).unwrap_or_default();
+    if against.is_empty() || fields.get(CONFIRM_AGAINST) == Some("yes") {
+        Ok(())
+    } else {
+        Err(format!(
+            "This change goes against the verdict ({against}): tick the box to confirm that you act against it."
+        ))
+    }
 }
 
 /// The dry run of a change and the form that applies (or proposes, or schedules) it with a
@@ -165,6 +187,11 @@ fn confirm_markup(
         @if let Some(error) = &typed.error {
             p.error role="alert" #change-error { (error) }
         }
+        @if !typed.against.is_empty() {
+            p.warning #against-verdict role="alert" {
+                strong { "Against the verdict: " } "the results say " em { (typed.against) } "."
+            }
+        }
         p.description #change-description { (preview.description) }
         p.meta { "On catalog revision " (preview.revision) ". What it would change:" }
         (diff_tables(&preview.diff))
@@ -174,6 +201,13 @@ fn confirm_markup(
             input type="hidden" name="base" value=(preview.revision);
             label for="comment" { "Why (kept in the audit log)" }
             textarea #comment name="comment" rows="3" maxlength=(MAX_COMMENT_CHARS) required { (typed.comment) }
+            @if !typed.against.is_empty() {
+                input type="hidden" name=(AGAINST) value=(typed.against);
+                label.confirm for="confirm-against" {
+                    input #confirm-against type="checkbox" name=(CONFIRM_AGAINST) value="yes" required;
+                    " I act against the verdict (" (typed.against) ")"
+                }
+            }
             @if review {
                 p.hint { "Changes are reviewed here (catalog.require_review): another editor or admin applies it by approving." }
                 button type="submit" { "Propose for review" }
@@ -211,16 +245,14 @@ pub(super) async fn new_change(req: HttpRequest, console: Data) -> HttpResponse 
             )
         }
     };
+    let typed = Typed {
+        against: fields.get(AGAINST).unwrap_or_default(),
+        ..Typed::default()
+    };
     match console.backend.preview_change(change.clone()).await {
         Ok(preview) => html(
             StatusCode::OK,
-            confirm_markup(
-                &session,
-                &change,
-                &preview,
-                console.require_review,
-                &Typed::default(),
-            ),
+            confirm_markup(&session, &change, &preview, console.require_review, &typed),
         ),
         Err(refusal) => refused(&session, &refusal),
     }
@@ -345,6 +377,9 @@ pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Dat
         Ok(comment) => comment,
         Err(message) => return bad(&message),
     };
+    if let Err(message) = against_confirmed(&fields) {
+        return bad(&message);
+    }
     let apply_at_text = fields.get("apply_at").unwrap_or_default().trim();
     if console.require_review {
         if !apply_at_text.is_empty() {
@@ -369,6 +404,7 @@ pub(super) async fn post_change(req: HttpRequest, form: PostedForm, console: Dat
                             error: Some(error),
                             comment: &comment,
                             apply_at: apply_at_text,
+                            against: fields.get(AGAINST).unwrap_or_default(),
                         },
                     ),
                 ),
@@ -746,16 +782,65 @@ pub(super) async fn withdraw(
     decided(&session, found.id, withdrawn, "withdrawn")
 }
 
-/// The change forms of an experiment's page (editor): start, pause or stop, ship a variant,
+/// What the verdict (D27) asks of an experiment's change forms (D35).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct VerdictAction {
+    /// The verdict in words ("Ship trial", "Roll back to control", "Keep running").
+    pub words: String,
+    /// The action it recommends, offered first.
+    pub recommended: Recommended,
+}
+
+/// The action a verdict recommends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Recommended {
+    /// Ship this variant (the verdict's, or the control to roll back to).
+    Ship(VariantId),
+    /// Stop the experiment: a roll-back to a control that shows no flow.
+    Stop,
+    /// Nothing yet (keep running): every ship goes against it.
+    Wait,
+}
+
+impl VerdictAction {
+    /// The action of `verdict` (with its variant) for experiment `e`; `None` when the results
+    /// cannot decide (no decision): then no action is for or against them.
+    pub(super) fn of(
+        verdict: Verdict,
+        variant: Option<VariantId>,
+        words: String,
+        e: &ExperimentData,
+    ) -> Option<Self> {
+        let recommended = match verdict {
+            Verdict::Ship => Recommended::Ship(variant?),
+            Verdict::RollBack => match e.variants.first() {
+                Some(control) if control.flow_id.is_some() => Recommended::Ship(control.id),
+                _ => Recommended::Stop,
+            },
+            Verdict::KeepRunning => Recommended::Wait,
+            _ => return None,
+        };
+        Some(Self { words, recommended })
+    }
+
+    /// The verdict's words when shipping `variant` goes against it.
+    fn against_ship(&self, variant: VariantId) -> Option<&str> {
+        (self.recommended != Recommended::Ship(variant)).then_some(self.words.as_str())
+    }
+}
+
+/// The change forms of an experiment's page (editor): the verdict's action first (D35), then
+/// start, pause or stop, ship a variant (a ship against the verdict asks for a confirmation),
 /// new weights and coverage. Each leads to the dry run ([`new_change`]).
 pub(super) fn experiment_forms(
     session: &Session,
     data: &CatalogData,
     experiment: ExperimentId,
-) -> Markup {
+    verdict: Option<&VerdictAction>,
+) -> (Markup, Markup) {
     let found = data.experiments().find(|e| e.id == experiment);
     let Some(e) = found.filter(|_| session.role.allows(Role::Editor)) else {
-        return html! {};
+        return (html! {}, html! {});
     };
     let status_form = |status: &str, label: &str| {
         html! {
@@ -767,7 +852,40 @@ pub(super) fn experiment_forms(
             }
         }
     };
-    html! {
+    let ship_form = |v: &VariantData, label: &str, against: Option<&str>| {
+        html! {
+            form.inline.ship method="get" action="/console/changes/new" {
+                input type="hidden" name="kind" value="ship";
+                input type="hidden" name="experiment" value=(e.id);
+                input type="hidden" name="variant" value=(v.id);
+                @if let Some(against) = against {
+                    input type="hidden" name=(AGAINST) value=(against);
+                }
+                button type="submit" data-variant=(v.name) data-against=[against.map(|_| "true")] { (label) }
+            }
+        }
+    };
+    let recommended = verdict.map(|v| v.recommended);
+    let open = matches!(
+        e.status,
+        ExperimentStatus::Running | ExperimentStatus::Paused
+    );
+    let action = html! {
+        @if let (Some(verdict), true) = (verdict, open) {
+            @match recommended {
+                Some(Recommended::Ship(id)) => {
+                    @if let Some(v) = e.variants.iter().find(|v| v.id == id) {
+                        div #verdict-action { p { "What the verdict says:" } (ship_form(v, &verdict.words, None)) }
+                    }
+                }
+                Some(Recommended::Stop) => {
+                    div #verdict-action { p { "What the verdict says (" (verdict.words) "): the control shows no flow, so stop the experiment." } (status_form("concluded", "Stop: roll back")) }
+                }
+                _ => { p #verdict-action .hint { "The verdict: " (verdict.words) ". Shipping now goes against it." } }
+            }
+        }
+    };
+    let rest = html! {
         section #change-experiment {
             h2 { "Change this experiment" }
             p.hint { "Each change shows what it would do first, and asks why." }
@@ -779,11 +897,9 @@ pub(super) fn experiment_forms(
                     ExperimentStatus::Concluded => { (status_form("running", "Start again")) }
                 }
                 @for v in e.variants.iter().filter(|v| v.flow_id.is_some()) {
-                    form.inline.ship method="get" action="/console/changes/new" {
-                        input type="hidden" name="kind" value="ship";
-                        input type="hidden" name="experiment" value=(e.id);
-                        input type="hidden" name="variant" value=(v.id);
-                        button type="submit" data-variant=(v.name) { "Ship " (v.name) }
+                    @let against = verdict.and_then(|verdict| verdict.against_ship(v.id));
+                    @if against.is_some() || recommended.is_none() || !open {
+                        (ship_form(v, &format!("Ship {}", v.name), against))
                     }
                 }
             }
@@ -799,5 +915,93 @@ pub(super) fn experiment_forms(
                 button type="submit" { "Preview new weights" }
             }
         }
+    };
+    (action, rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const CONTROL: &str = "60000000-0000-4000-8000-000000000001";
+    const TRIAL: &str = "60000000-0000-4000-8000-000000000002";
+
+    fn experiment(control_flow: bool) -> ExperimentData {
+        let flow = control_flow.then_some("30000000-0000-4000-8000-000000000001");
+        serde_json::from_value(json!({
+            "id": "50000000-0000-4000-8000-000000000001", "name": "paywall-test",
+            "status": "running",
+            "variants": [
+                {"id": CONTROL, "name": "control", "weight": 1, "flow_id": flow},
+                {"id": TRIAL, "name": "trial", "weight": 1,
+                 "flow_id": "30000000-0000-4000-8000-000000000003"},
+            ],
+        }))
+        .unwrap()
+    }
+
+    fn id(text: &str) -> VariantId {
+        text.parse().unwrap()
+    }
+
+    /// D35: the verdict's action is offered first; shipping anything else goes against it.
+    #[test]
+    fn the_verdict_recommends_one_action_and_the_others_go_against_it() {
+        let e = experiment(true);
+        let words = |w: &str| w.to_owned();
+        let ship =
+            VerdictAction::of(Verdict::Ship, Some(id(TRIAL)), words("Ship trial"), &e).unwrap();
+        assert_eq!(ship.recommended, Recommended::Ship(id(TRIAL)));
+        assert_eq!(ship.against_ship(id(TRIAL)), None);
+        assert_eq!(ship.against_ship(id(CONTROL)), Some("Ship trial"));
+        // Rolling back ships the control when it shows a flow, else stops the experiment.
+        let back = |e: &ExperimentData| {
+            VerdictAction::of(Verdict::RollBack, None, words("Roll back to control"), e).unwrap()
+        };
+        assert_eq!(back(&e).recommended, Recommended::Ship(id(CONTROL)));
+        assert_eq!(
+            back(&e).against_ship(id(TRIAL)),
+            Some("Roll back to control")
+        );
+        assert_eq!(back(&experiment(false)).recommended, Recommended::Stop);
+        let wait =
+            VerdictAction::of(Verdict::KeepRunning, None, words("Keep running"), &e).unwrap();
+        assert_eq!(wait.against_ship(id(CONTROL)), Some("Keep running"));
+        assert_eq!(
+            VerdictAction::of(Verdict::NoDecision, None, words("No decision"), &e),
+            None
+        );
+        // A ship verdict without its variant recommends nothing.
+        assert_eq!(
+            VerdictAction::of(Verdict::Ship, None, words("Ship"), &e),
+            None
+        );
+    }
+
+    /// A post against the verdict needs its box ticked; any other post does not.
+    #[test]
+    fn acting_against_the_verdict_needs_a_confirmation() {
+        let fields = |pairs: &[(&str, &str)]| {
+            Fields(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            )
+        };
+        assert!(against_confirmed(&fields(&[("comment", "go")])).is_ok());
+        let refused = against_confirmed(&fields(&[(AGAINST, "Roll back to control")]));
+        assert!(
+            refused
+                .as_ref()
+                .unwrap_err()
+                .contains("Roll back to control"),
+            "{refused:?}"
+        );
+        let confirmed = fields(&[(AGAINST, "Roll back to control"), (CONFIRM_AGAINST, "yes")]);
+        assert!(against_confirmed(&confirmed).is_ok());
+        let wrong = fields(&[(AGAINST, "Keep running"), (CONFIRM_AGAINST, "on")]);
+        assert!(against_confirmed(&wrong).is_err());
     }
 }

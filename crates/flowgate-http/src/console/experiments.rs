@@ -81,13 +81,26 @@ pub(super) async fn experiment(
     // The change forms need the catalog as stored; without it the page shows no forms.
     let forms = match (&report, session.role.allows(Role::Editor)) {
         (Ok(report), true) => match console.backend.catalog().await {
-            Ok(data) => changes::experiment_forms(&session, &data, report.experiment_id),
+            Ok(data) => {
+                let verdict = data
+                    .experiments()
+                    .find(|e| e.id == report.experiment_id)
+                    .and_then(|e| {
+                        changes::VerdictAction::of(
+                            report.decision.verdict,
+                            report.decision.variant_id,
+                            crate::results::verdict_words(report),
+                            e,
+                        )
+                    });
+                changes::experiment_forms(&session, &data, report.experiment_id, verdict.as_ref())
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "console: the catalog could not be read for the change forms");
-                maud::html! {}
+                (maud::html! {}, maud::html! {})
             }
         },
-        _ => maud::html! {},
+        _ => (maud::html! {}, maud::html! {}),
     };
     match report {
         Ok(report) => html(

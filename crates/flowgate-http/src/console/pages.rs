@@ -465,14 +465,15 @@ fn metric(report: &ExperimentReport, m: &MetricReport, role: MetricRole, index: 
     }
 }
 
-/// One experiment's results: the verdict first (D27), then exposures over time, warnings in
-/// words, and each metric (the primary metric first, then the guardrails).
+/// One experiment's results: the verdict first (D27) with the action it recommends (D35), then
+/// exposures over time, warnings in words, each metric (the primary metric first, then the
+/// guardrails), and the other change forms below the report.
 pub(super) fn experiment(
     session: &Session,
     report: &ExperimentReport,
     from: &str,
     to: &str,
-    change_forms: Markup,
+    (verdict_action, change_forms): (Markup, Markup),
 ) -> Markup {
     let legend: Vec<(String, &'static str)> = report
         .variants
@@ -484,7 +485,7 @@ pub(super) fn experiment(
     let chosen = |method: &str| !setting && report.method.as_str() == method;
     let body = html! {
         (verdict(report))
-        (change_forms)
+        (verdict_action)
         p.meta {
             "App " code { (report.app_id) } " · status " span.status { (report.status.as_str()) }
             " · events from " (when(report.from)) " to " (when(report.to))
@@ -555,6 +556,7 @@ pub(super) fn experiment(
         @for (i, (m, role)) in metrics_by_role(report).into_iter().enumerate() {
             (metric(report, m, role, i))
         }
+        (change_forms)
     };
     layout(Some(session), &report.name, "/console/experiments", body)
 }

@@ -705,6 +705,25 @@ async fn with_review_a_change_waits_for_another_person_and_resolve_is_unchanged_
     let (ed, ed_csrf) = person(&s, "ed@example.com", "editor");
     let (change, base, preview) = ship_preview(&s, &edna);
     assert!(preview.body.contains("Propose for review"));
+    // D35: a form that says it goes against the verdict is refused without its box ticked.
+    let unconfirmed = post(
+        s.admin,
+        "/console/changes",
+        &edna,
+        &[
+            ("csrf", &edna_csrf),
+            ("change", &change),
+            ("base", &base),
+            ("comment", "ship it"),
+            ("against", "Keep running"),
+        ],
+    );
+    assert_eq!(unconfirmed.status, 400, "{}", unconfirmed.body);
+    assert!(
+        unconfirmed.body.contains("against the verdict"),
+        "{}",
+        unconfirmed.body
+    );
     let proposed = post(
         s.admin,
         "/console/changes",
@@ -807,6 +826,11 @@ async fn an_editor_ships_a_variant_in_a_browser_and_the_audit_log_names_them() {
     wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
     click(&browser, "form.ship button[data-variant=trial]").await;
     wait_path(&browser, "/console/changes/new").await;
+    // D35: too few users for a verdict yet (keep running), so shipping goes against it: the
+    // page says so and the form asks for a confirmation.
+    let against = text(&browser, "#against-verdict").await;
+    assert!(against.contains("Keep running"), "{against}");
+    click(&browser, "#confirm-against").await;
     let described = text(&browser, "#change-description").await;
     assert!(described.contains("trial"), "{described}");
     // The dry run: the experiment stops, all its users leave it (for the shipped flow).
@@ -883,6 +907,11 @@ async fn with_review_another_editor_approves_in_a_browser() {
     wait_path(&browser, &format!("/console/experiments/{DEMO_EXPERIMENT}")).await;
     click(&browser, "form.ship button[data-variant=trial]").await;
     wait_path(&browser, "/console/changes/new").await;
+    // D35: too few users for a verdict yet (keep running), so shipping goes against it: the
+    // page says so and the form asks for a confirmation.
+    let against = text(&browser, "#against-verdict").await;
+    assert!(against.contains("Keep running"), "{against}");
+    click(&browser, "#confirm-against").await;
     assert_eq!(
         text(&browser, "#apply-change button[type=submit]").await,
         "Propose for review"
