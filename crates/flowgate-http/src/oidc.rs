@@ -30,27 +30,46 @@
 //! Messages quote the offending value, shortened; never the client secret, a code or a whole
 //! token.
 //!
-//! **Why these crates.** No JOSE or OpenID crate: the signatures are `ring`'s (RSA PKCS#1 and
-//! PSS, ECDSA P-256 and P-384, Ed25519), already built for rustls and `apple_jws`; a JWS is
-//! three base64url parts, and the claims checks are OpenID Connect's own, which a JWT crate
-//! would only partly cover (`nonce`, `azp`, `iat` in the future). `jsonwebtoken` 10 would bring
-//! either aws-lc-rs (a C build) or the RustCrypto RSA and elliptic-curve stacks, and
-//! `openidconnect` the RustCrypto stacks too (and reqwest, unless its HTTP client is replaced).
-//! HTTP is `awc`, actix's client, which the workspace already builds, with rustls (`ring`
-//! provider) for `https` issuers, trusting the system's roots or [`OidcSettings::ca_file`].
-//! `url` (already built for actix-web) parses and builds URLs; `subtle` (already built for
-//! rustls) compares the state and the nonce in constant time.
+//! **Why these crates.** The relying party is the `openidconnect` crate's (issue 66): its
+//! provider metadata, `CoreClient` (the authorization URL with the state, nonce and S256
+//! challenge; the token request with `client_secret_basic` or `client_secret_post` and the
+//! PKCE verifier; the provider's error answers), its JSON Web Keys (their signatures, with the
+//! RustCrypto RSA, P-256, P-384 and Ed25519 stacks it brings) and its `IdTokenVerifier` (`iss`,
+//! `aud`, the signature, `exp`, `iat`, `nonce`, `typ`, `cty`, `crit`). It is built without
+//! default features, so without reqwest: its HTTP goes through `AwcHttp`, actix's own client
+//! (`awc`) that the workspace already builds, over rustls (`ring` provider) for `https`
+//! issuers, trusting the system's roots or [`OidcSettings::ca_file`], bounded in time and size,
+//! following no redirect. What the crate does not do is kept here, beside it: the key cache
+//! and its refetch for an unknown `kid`; which keys are for signatures (`use`, `key_ops`, the
+//! curve's coordinate lengths, RSA of 2048 bits or more) and the key's own `alg`; the token's
+//! size, its `alg` read before any key is looked up, and the JSON types of the claims (each
+//! refusal with its own code, where the crate has one serde error for them all); `azp`
+//! (which the crate does not check); the issuer's equality in discovery, the `code` and `S256`
+//! support and the `https`-or-loopback rule. `subtle` (already built for rustls) compares the
+//! state and the nonce in constant time; `chrono` is the crate's clock type.
 
 use flowgate_domain::text::{json_kind, shorten};
 use std::fmt;
+use std::future::Future;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use ring::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreClient, CoreClientAuthMethod, CoreIdToken, CoreIdTokenVerifier,
+    CoreJsonCurveType, CoreJsonWebKey, CoreJwsSigningAlgorithm, CoreProviderMetadata,
+    CoreResponseType,
+};
+use openidconnect::{
+    AsyncHttpClient, AuthType, AuthUrl, AuthorizationCode, ClaimsVerificationError, ClientId,
+    ClientSecret, CsrfToken, EndpointNotSet, EndpointSet, HttpRequest, HttpResponse, IssuerUrl,
+    JsonWebKey as _, JsonWebKeyId, JsonWebKeySet, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, RequestTokenError, Scope, TokenResponse as _, TokenUrl,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
@@ -362,11 +381,11 @@ enum ClientAuth {
 }
 
 /// What this relying party uses of the discovery document, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 struct ProviderMetadata {
-    issuer: String,
-    authorization_endpoint: Url,
-    token_endpoint: Url,
+    issuer: IssuerUrl,
+    authorization_endpoint: AuthUrl,
+    token_endpoint: TokenUrl,
     jwks_uri: Url,
     client_auth: ClientAuth,
 }
@@ -377,14 +396,17 @@ struct KeyCache {
     fetched_at: Instant,
 }
 
+/// The relying party of `openidconnect`, with its authorization and token endpoints set.
+type Rp = CoreClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
 /// A relying party of one issuer, discovered and with its keys. Shared by every request
 /// (`Send + Sync`); its futures run on actix's runtime (awc).
 pub struct OidcClient {
     settings: OidcSettings,
     metadata: ProviderMetadata,
-    redirect_url: Url,
+    rp: Rp,
     keys: Mutex<KeyCache>,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    http: AwcHttp,
 }
 
 impl fmt::Debug for OidcClient {
@@ -401,13 +423,6 @@ impl OidcClient {
     /// documentation lists how).
     pub async fn discover(settings: OidcSettings) -> Result<OidcClient, OidcError> {
         let issuer_url = parse_url("issuer", &settings.issuer)?;
-        let redirect_url =
-            Url::parse(&settings.redirect_url).map_err(|e| OidcError::InvalidSettings {
-                reason: format!(
-                    "redirect_url {:?}: {e}",
-                    shorten(&settings.redirect_url, QUOTE_CHARS)
-                ),
-            })?;
         let tls = if issuer_url.scheme() == "https" || settings.ca_file.is_some() {
             Some(tls_config(settings.ca_file.as_ref())?)
         } else {
@@ -417,13 +432,16 @@ impl OidcClient {
             "{}/.well-known/openid-configuration",
             settings.issuer.trim_end_matches('/')
         );
-        let document = get_json(tls.as_ref(), &discovery_url).await?;
+        let document = AwcHttp { tls: tls.clone() }
+            .get_json(&discovery_url)
+            .await?;
         let metadata = ProviderMetadata::from_document(&settings.issuer, &document)?;
         let tls = match tls {
             None if metadata.uses_https() => Some(tls_config(None)?),
             tls => tls,
         };
-        let keys = fetch_keys(tls.as_ref(), &metadata.jwks_uri).await?;
+        let http = AwcHttp { tls };
+        let keys = fetch_keys(&http, &metadata.jwks_uri).await?;
         if keys.is_empty() {
             // Said now, at start, rather than as a failed sign-in later.
             return Err(OidcError::DiscoveryFailed {
@@ -433,15 +451,46 @@ impl OidcClient {
                     .to_owned(),
             });
         }
+        OidcClient::new(settings, metadata, keys, http)
+    }
+
+    /// A client of checked metadata and keys fetched just now.
+    fn new(
+        settings: OidcSettings,
+        metadata: ProviderMetadata,
+        keys: Vec<Jwk>,
+        http: AwcHttp,
+    ) -> Result<OidcClient, OidcError> {
+        let redirect_url = RedirectUrl::new(settings.redirect_url.clone()).map_err(|e| {
+            OidcError::InvalidSettings {
+                reason: format!(
+                    "redirect_url {:?}: {e}",
+                    shorten(&settings.redirect_url, QUOTE_CHARS)
+                ),
+            }
+        })?;
+        let rp = CoreClient::new(
+            ClientId::new(settings.client_id.clone()),
+            metadata.issuer.clone(),
+            JsonWebKeySet::new(Vec::new()),
+        )
+        .set_client_secret(ClientSecret::new(settings.client_secret.clone()))
+        .set_auth_uri(metadata.authorization_endpoint.clone())
+        .set_token_uri(metadata.token_endpoint.clone())
+        .set_redirect_uri(redirect_url)
+        .set_auth_type(match metadata.client_auth {
+            ClientAuth::Basic => AuthType::BasicAuth,
+            ClientAuth::Post => AuthType::RequestBody,
+        });
         Ok(OidcClient {
             settings,
             metadata,
-            redirect_url,
+            rp,
             keys: Mutex::new(KeyCache {
                 keys,
                 fetched_at: Instant::now(),
             }),
-            tls,
+            http,
         })
     }
 
@@ -463,24 +512,22 @@ impl OidcClient {
             verifier: random_token()?,
             created_at: now,
         };
-        let mut scopes: Vec<&str> = vec!["openid"];
-        scopes.extend(
-            self.settings
-                .scopes
-                .iter()
-                .map(String::as_str)
-                .filter(|s| *s != "openid" && !s.is_empty()),
-        );
-        let mut url = self.metadata.authorization_endpoint.clone();
-        url.query_pairs_mut()
-            .append_pair("response_type", "code")
-            .append_pair("client_id", &self.settings.client_id)
-            .append_pair("redirect_uri", self.redirect_url.as_str())
-            .append_pair("scope", &scopes.join(" "))
-            .append_pair("state", &pending.state)
-            .append_pair("nonce", &pending.nonce)
-            .append_pair("code_challenge", &pkce_challenge(&pending.verifier))
-            .append_pair("code_challenge_method", "S256");
+        let (state, nonce) = (pending.state.clone(), pending.nonce.clone());
+        // The crate asks for `openid` first; the settings' other scopes follow.
+        let mut request = self
+            .rp
+            .authorize_url(
+                CoreAuthenticationFlow::AuthorizationCode,
+                move || CsrfToken::new(state),
+                move || Nonce::new(nonce),
+            )
+            .set_pkce_challenge(pkce_challenge(&pending.verifier));
+        for scope in &self.settings.scopes {
+            if scope != "openid" && !scope.is_empty() {
+                request = request.add_scope(Scope::new(scope.clone()));
+            }
+        }
+        let (url, _, _) = request.url();
         Ok((url.into(), pending))
     }
 
@@ -511,6 +558,19 @@ impl OidcClient {
         pending: &PendingSignIn,
         code: &str,
     ) -> Result<String, OidcError> {
+        self.redeem(&self.http, pending, code).await
+    }
+
+    /// [`OidcClient::exchange_code`] through `http` (the tests' stand-in for the provider).
+    async fn redeem<'c, C>(
+        &'c self,
+        http: &'c C,
+        pending: &PendingSignIn,
+        code: &str,
+    ) -> Result<String, OidcError>
+    where
+        C: AsyncHttpClient<'c>,
+    {
         let failed = |reason: String| OidcError::TokenRequestFailed { reason };
         if code.is_empty() || code.len() > 4096 {
             return Err(failed(format!(
@@ -518,55 +578,37 @@ impl OidcClient {
                 code.len()
             )));
         }
-        let mut form: Vec<(&str, &str)> = vec![
-            ("grant_type", "authorization_code"),
-            ("code", code),
-            ("redirect_uri", self.redirect_url.as_str()),
-            ("code_verifier", &pending.verifier),
-        ];
-        let client = http_client(self.tls.as_ref());
-        let mut request = client
-            .post(self.metadata.token_endpoint.as_str())
-            .insert_header(("accept", "application/json"));
-        match self.metadata.client_auth {
-            ClientAuth::Basic => {
-                request = request.insert_header(("authorization", self.basic_credentials()));
-            }
-            ClientAuth::Post => {
-                form.push(("client_id", &self.settings.client_id));
-                form.push(("client_secret", &self.settings.client_secret));
-            }
-        }
-        let mut response = request
-            .send_form(&form)
-            .await
-            .map_err(|e| failed(format!("{}: {e}", self.metadata.token_endpoint)))?;
-        let status = response.status();
-        let body = response
-            .body()
-            .limit(MAX_RESPONSE_BYTES)
-            .await
-            .map_err(|e| failed(format!("reading the answer: {e}")))?;
-        let json: Value = serde_json::from_slice(&body).map_err(|_| {
-            failed(format!(
-                "the provider answered {status} with a body that is not JSON"
-            ))
-        })?;
-        if !status.is_success() {
-            let text = |key: &str| {
-                json.get(key)
-                    .and_then(Value::as_str)
-                    .map(|v| shorten(v, QUOTE_CHARS))
-            };
-            return Err(failed(format!(
-                "the provider answered {status}: {} ({})",
-                text("error").unwrap_or_else(|| "no error code".to_owned()),
-                text("error_description").unwrap_or_default()
-            )));
-        }
-        match json.get("id_token") {
-            Some(Value::String(token)) => Ok(token.clone()),
-            _ => Err(failed("the token response has no id_token".to_owned())),
+        let answer = self
+            .rp
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .set_pkce_verifier(PkceCodeVerifier::new(pending.verifier.clone()))
+            .request_async(http)
+            .await;
+        match answer {
+            Ok(tokens) => match tokens.id_token() {
+                Some(token) => Ok(token.to_string()),
+                None => Err(failed("the token response has no id_token".to_owned())),
+            },
+            Err(RequestTokenError::ServerResponse(refusal)) => Err(failed(format!(
+                "the provider answered {} ({})",
+                shorten(refusal.error().as_ref(), QUOTE_CHARS),
+                refusal
+                    .error_description()
+                    .map(|text| shorten(text, QUOTE_CHARS))
+                    .unwrap_or_default()
+            ))),
+            Err(RequestTokenError::Request(e)) => Err(failed(e.to_string())),
+            Err(RequestTokenError::Parse(e, body)) => raw_id_token(&e, &body).ok_or_else(|| {
+                // The path and place only: the body holds tokens.
+                failed(format!(
+                    "the provider's answer does not read as a token response at {} \
+                     (line {}, column {})",
+                    e.path(),
+                    e.inner().line(),
+                    e.inner().column()
+                ))
+            }),
+            Err(RequestTokenError::Other(reason)) => Err(failed(shorten(&reason, 2 * QUOTE_CHARS))),
         }
     }
 
@@ -586,20 +628,110 @@ impl OidcClient {
             Some(key) => key,
             None => self.refetched_key(kid.as_deref()).await?,
         };
+        // The signature first, so that no claim of a forged token is judged.
         token.verify_signature(&key)?;
-        check_claims(
-            &token.payload,
-            &Expected {
-                issuer: &self.metadata.issuer,
-                client_id: &self.settings.client_id,
-                nonce: expected_nonce,
-                groups_claim: &self.settings.groups_claim,
-            },
-            now,
-        )
+        let claims = read_claims(&token.payload, &self.settings.groups_claim)?;
+        self.verify_with_crate(id_token, &token, &key, &claims, expected_nonce, now)?;
+        claims.check_authorized_party(&self.settings.client_id)?;
+        Ok(claims.identity)
     }
 
-    /// The key for `kid` among the keys held, if any.
+    /// `openidconnect`'s `IdTokenVerifier` on the token, whose signature and claims' types
+    /// were checked: `iss`, `aud`, the signature again, `exp`, `iat` and `nonce`.
+    fn verify_with_crate(
+        &self,
+        id_token: &str,
+        token: &CompactJws<'_>,
+        key: &Jwk,
+        claims: &Claims<'_>,
+        expected_nonce: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), OidcError> {
+        let parsed: CoreIdToken =
+            id_token
+                .parse()
+                .map_err(|e: serde_json::Error| OidcError::MalformedToken {
+                    reason: format!(
+                        "it does not read as an ID token: {}",
+                        shorten(&e.to_string(), 2 * QUOTE_CHARS)
+                    ),
+                })?;
+        let now_utc =
+            chrono::DateTime::<chrono::Utc>::from_timestamp(now.unix_timestamp(), now.nanosecond())
+                .ok_or_else(|| OidcError::InvalidSettings {
+                    reason: format!("the time {now} is out of range"),
+                })?;
+        let latest_iat = now_utc
+            + chrono::Duration::from_std(IAT_LEEWAY).unwrap_or_else(|_| chrono::Duration::zero());
+        let verifier = CoreIdTokenVerifier::new_public_client(
+            self.rp.client_id().clone(),
+            self.metadata.issuer.clone(),
+            JsonWebKeySet::new(vec![key.key.clone()]),
+        )
+        .set_allowed_algs([token.alg.clone()])
+        // Further audiences are judged by `azp` (`Claims::check_authorized_party`).
+        .set_other_audience_verifier_fn(|_| true)
+        .set_time_fn(move || now_utc)
+        .set_issue_time_verifier_fn(move |iat| match iat > latest_iat {
+            true => Err(format!("issued at {iat}")),
+            false => Ok(()),
+        });
+        let nonce_is_the_sign_ins = |nonce: Option<&Nonce>| {
+            use subtle::ConstantTimeEq as _;
+            match nonce {
+                Some(nonce)
+                    if bool::from(nonce.secret().as_bytes().ct_eq(expected_nonce.as_bytes())) =>
+                {
+                    Ok(())
+                }
+                _ => Err("not the sign-in's nonce".to_owned()),
+            }
+        };
+        match parsed.claims(&verifier, nonce_is_the_sign_ins) {
+            Ok(_) => Ok(()),
+            Err(refusal) => Err(self.crate_refusal(refusal, key, claims, now.unix_timestamp())),
+        }
+    }
+
+    /// The [`OidcError`] of a refusal by the crate's verifier, worded from the claims read.
+    fn crate_refusal(
+        &self,
+        refusal: ClaimsVerificationError,
+        key: &Jwk,
+        claims: &Claims<'_>,
+        now: i64,
+    ) -> OidcError {
+        match refusal {
+            ClaimsVerificationError::InvalidIssuer(_) => OidcError::WrongIssuer {
+                found: shorten(claims.iss, QUOTE_CHARS),
+                expected: self.settings.issuer.clone(),
+            },
+            ClaimsVerificationError::InvalidAudience(_) => OidcError::WrongAudience {
+                reason: format!(
+                    "aud {:?} does not contain the client id",
+                    shorten(&claims.aud.join(" "), QUOTE_CHARS)
+                ),
+            },
+            // The crate says `Expired` for `exp` and for what the `iat` check refused.
+            ClaimsVerificationError::Expired(_) if claims.exp <= now => OidcError::Expired {
+                exp: claims.exp,
+                now,
+            },
+            ClaimsVerificationError::Expired(_) => OidcError::IssuedInFuture {
+                iat: claims.iat,
+                now,
+            },
+            ClaimsVerificationError::InvalidNonce(_) => OidcError::NonceMismatch,
+            ClaimsVerificationError::SignatureVerification(e) => OidcError::InvalidSignature {
+                reason: format!("{e}, with key {:?}", key.kid_or_none()),
+            },
+            other => OidcError::MalformedToken {
+                reason: shorten(&other.to_string(), 2 * QUOTE_CHARS),
+            },
+        }
+    }
+
+    /// The cached key for `kid`, if any.
     fn cached_key(&self, kid: Option<&str>) -> Result<Option<Jwk>, OidcError> {
         let cache = self.keys.lock().map_err(|_| OidcError::KeysUnavailable {
             reason: "the key cache's lock is poisoned".to_owned(),
@@ -626,7 +758,7 @@ impl OidcClient {
             // fetch, not one each.
             cache.fetched_at = now;
         }
-        let keys = fetch_keys(self.tls.as_ref(), &self.metadata.jwks_uri)
+        let keys = fetch_keys(&self.http, &self.metadata.jwks_uri)
             .await
             .map_err(|e| OidcError::KeysUnavailable {
                 reason: e.to_string(),
@@ -635,17 +767,24 @@ impl OidcClient {
         cache.keys = keys;
         find_key(&cache.keys, kid).cloned().ok_or_else(unknown)
     }
+}
 
-    /// `Authorization: Basic` with the form-encoded client id and secret (RFC 6749 2.3.1).
-    fn basic_credentials(&self) -> String {
-        let encode =
-            |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-        let pair = format!(
-            "{}:{}",
-            encode(&self.settings.client_id),
-            encode(&self.settings.client_secret)
-        );
-        format!("Basic {}", STANDARD.encode(pair))
+/// The raw ID token of a successful token response the crate could not read because of its ID
+/// token (a claim of the wrong type, say): [`OidcClient::verify_id_token`] then says which
+/// check fails, with its own code.
+fn raw_id_token(
+    error: &serde_path_to_error::Error<serde_json::Error>,
+    body: &[u8],
+) -> Option<String> {
+    if !error.path().to_string().starts_with("id_token") {
+        return None;
+    }
+    match serde_json::from_slice::<Value>(body)
+        .ok()?
+        .get("id_token")?
+    {
+        Value::String(token) => Some(token.clone()),
+        _ => None,
     }
 }
 
@@ -655,13 +794,17 @@ fn refetch_due(fetched_at: Instant, now: Instant) -> bool {
 }
 
 impl ProviderMetadata {
+    /// Checks a discovery document: the issuer and the URLs here, the rest as the crate's
+    /// `CoreProviderMetadata` (which also requires `response_types_supported`,
+    /// `subject_types_supported` and `id_token_signing_alg_values_supported`).
     fn from_document(configured_issuer: &str, document: &Value) -> Result<Self, OidcError> {
+        let failed = |reason: String| OidcError::DiscoveryFailed {
+            url: shorten(configured_issuer, QUOTE_CHARS),
+            reason,
+        };
         let string = |key: &str| document.get(key).and_then(Value::as_str);
         let Some(advertised) = string("issuer") else {
-            return Err(OidcError::DiscoveryFailed {
-                url: shorten(configured_issuer, QUOTE_CHARS),
-                reason: "the discovery document has no issuer".to_owned(),
-            });
+            return Err(failed("the discovery document has no issuer".to_owned()));
         };
         if advertised != configured_issuer {
             return Err(OidcError::IssuerMismatch {
@@ -669,41 +812,43 @@ impl ProviderMetadata {
                 advertised: shorten(advertised, QUOTE_CHARS),
             });
         }
-        let endpoint = |key: &'static str| -> Result<Url, OidcError> {
-            let value = string(key).ok_or_else(|| OidcError::DiscoveryFailed {
-                url: shorten(configured_issuer, QUOTE_CHARS),
-                reason: format!("the discovery document has no {key}"),
-            })?;
-            parse_url(key, value)
-        };
-        let authorization_endpoint = endpoint("authorization_endpoint")?;
-        let token_endpoint = endpoint("token_endpoint")?;
-        let jwks_uri = endpoint("jwks_uri")?;
-        let list = |key: &str| -> Option<Vec<&str>> {
-            document
-                .get(key)
-                .and_then(Value::as_array)
-                .map(|items| items.iter().filter_map(Value::as_str).collect())
-        };
-        if let Some(types) = list("response_types_supported") {
-            if !types.contains(&"code") {
-                return Err(OidcError::ProviderUnsupported {
-                    what: "the authorization code flow (response type \"code\")".to_owned(),
-                });
-            }
+        for key in ["authorization_endpoint", "token_endpoint", "jwks_uri"] {
+            let value = string(key)
+                .ok_or_else(|| failed(format!("the discovery document has no {key}")))?;
+            parse_url(key, value)?;
         }
-        if let Some(methods) = list("code_challenge_methods_supported") {
-            if !methods.contains(&"S256") {
+        let metadata = CoreProviderMetadata::deserialize(document).map_err(|e| {
+            failed(format!(
+                "the discovery document is not OpenID Connect Discovery metadata: {}",
+                shorten(&e.to_string(), 2 * QUOTE_CHARS)
+            ))
+        })?;
+        let code_flow = metadata
+            .response_types_supported()
+            .iter()
+            .any(|types| types.as_slice() == [CoreResponseType::Code]);
+        if !code_flow {
+            return Err(OidcError::ProviderUnsupported {
+                what: "the authorization code flow (response type \"code\")".to_owned(),
+            });
+        }
+        // Not among the crate's core metadata (RFC 8414's, not OpenID Connect Discovery's).
+        if let Some(Value::Array(methods)) = document.get("code_challenge_methods_supported") {
+            if !methods.iter().any(|method| method.as_str() == Some("S256")) {
                 return Err(OidcError::ProviderUnsupported {
                     what: "PKCE with S256".to_owned(),
                 });
             }
         }
         // OpenID Connect Discovery: when absent, the default is client_secret_basic.
-        let client_auth = match list("token_endpoint_auth_methods_supported") {
+        let client_auth = match metadata.token_endpoint_auth_methods_supported() {
             None => ClientAuth::Basic,
-            Some(methods) if methods.contains(&"client_secret_basic") => ClientAuth::Basic,
-            Some(methods) if methods.contains(&"client_secret_post") => ClientAuth::Post,
+            Some(methods) if methods.contains(&CoreClientAuthMethod::ClientSecretBasic) => {
+                ClientAuth::Basic
+            }
+            Some(methods) if methods.contains(&CoreClientAuthMethod::ClientSecretPost) => {
+                ClientAuth::Post
+            }
             Some(_) => {
                 return Err(OidcError::ProviderUnsupported {
                     what: "client_secret_basic or client_secret_post at the token endpoint"
@@ -711,19 +856,23 @@ impl ProviderMetadata {
                 })
             }
         };
+        let token_endpoint = metadata
+            .token_endpoint()
+            .cloned()
+            .ok_or_else(|| failed("the discovery document has no token_endpoint".to_owned()))?;
         Ok(Self {
-            issuer: advertised.to_owned(),
-            authorization_endpoint,
+            issuer: metadata.issuer().clone(),
+            authorization_endpoint: metadata.authorization_endpoint().clone(),
             token_endpoint,
-            jwks_uri,
+            jwks_uri: metadata.jwks_uri().url().clone(),
             client_auth,
         })
     }
 
     fn uses_https(&self) -> bool {
         [
-            &self.authorization_endpoint,
-            &self.token_endpoint,
+            self.authorization_endpoint.url(),
+            self.token_endpoint.url(),
             &self.jwks_uri,
         ]
         .iter()
@@ -802,54 +951,104 @@ fn tls_config(ca_file: Option<&PathBuf>) -> Result<Arc<rustls::ClientConfig>, Oi
     Ok(Arc::new(config))
 }
 
-/// An HTTP client for one exchange with the provider: no redirects followed (a provider's
-/// endpoints are where its document says), bounded in time.
-fn http_client(tls: Option<&Arc<rustls::ClientConfig>>) -> awc::Client {
-    let mut connector = awc::Connector::new().timeout(REQUEST_TIMEOUT);
-    if let Some(tls) = tls {
-        connector = connector.rustls_0_23(Arc::clone(tls));
-    }
-    awc::Client::builder()
-        .connector(connector)
-        .timeout(REQUEST_TIMEOUT)
-        .disable_redirects()
-        .finish()
+/// `openidconnect`'s HTTP client, on awc: one connection per exchange with the provider, no
+/// redirect followed (a provider's endpoints are where its document says), at most
+/// [`REQUEST_TIMEOUT`] and [`MAX_RESPONSE_BYTES`]. Its futures are not `Send`: they run on
+/// actix's runtime, as the console's handlers do.
+#[derive(Clone)]
+pub(crate) struct AwcHttp {
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// GETs `url` and reads a JSON object from a 200 answer.
-async fn get_json(tls: Option<&Arc<rustls::ClientConfig>>, url: &str) -> Result<Value, OidcError> {
-    let failed = |reason: String| OidcError::DiscoveryFailed {
-        url: shorten(url, QUOTE_CHARS),
-        reason,
-    };
-    let mut response = http_client(tls)
-        .get(url)
-        .insert_header(("accept", "application/json"))
-        .send()
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    let status = response.status();
-    if status != awc::http::StatusCode::OK {
-        return Err(failed(format!("the provider answered {status}")));
-    }
-    let body = response
-        .body()
-        .limit(MAX_RESPONSE_BYTES)
-        .await
-        .map_err(|e| failed(format!("reading the answer: {e}")))?;
-    match serde_json::from_slice::<Value>(&body) {
-        Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(_) => Err(failed("the answer is not a JSON object".to_owned())),
-        Err(e) => Err(failed(format!("the answer is not JSON: {e}"))),
+/// Why an exchange with the provider failed: its URL, shortened, and the transport's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct HttpError(String);
+
+impl<'c> AsyncHttpClient<'c> for AwcHttp {
+    type Error = HttpError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + 'c>>;
+
+    fn call(&'c self, request: HttpRequest) -> Self::Future {
+        Box::pin(self.send(request))
     }
 }
 
-/// Fetches and parses the issuer's key set.
-async fn fetch_keys(
-    tls: Option<&Arc<rustls::ClientConfig>>,
-    jwks_uri: &Url,
-) -> Result<Vec<Jwk>, OidcError> {
-    let document = get_json(tls, jwks_uri.as_str()).await?;
+impl AwcHttp {
+    fn client(&self) -> awc::Client {
+        let mut connector = awc::Connector::new().timeout(REQUEST_TIMEOUT);
+        if let Some(tls) = &self.tls {
+            connector = connector.rustls_0_23(Arc::clone(tls));
+        }
+        awc::Client::builder()
+            .connector(connector)
+            .timeout(REQUEST_TIMEOUT)
+            .disable_redirects()
+            .finish()
+    }
+
+    /// One request (the crate's `http` 1 types) through awc (`http` 0.2 types).
+    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        use awc::http::header::{HeaderName, HeaderValue};
+        let url = request.uri().to_string();
+        let failed =
+            |reason: String| HttpError(format!("{}: {reason}", shorten(&url, QUOTE_CHARS)));
+        let method = awc::http::Method::from_bytes(request.method().as_str().as_bytes())
+            .map_err(|e| failed(e.to_string()))?;
+        let mut outgoing = self.client().request(method, url.as_str());
+        for (name, value) in request.headers() {
+            let name = HeaderName::from_bytes(name.as_str().as_bytes());
+            let value = HeaderValue::from_bytes(value.as_bytes());
+            let (Ok(name), Ok(value)) = (name, value) else {
+                return Err(failed("a request header awc does not take".to_owned()));
+            };
+            outgoing = outgoing.append_header((name, value));
+        }
+        let mut response = outgoing
+            .send_body(request.into_body())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let mut answer =
+            openidconnect::http::Response::builder().status(response.status().as_u16());
+        for (name, value) in response.headers() {
+            answer = answer.header(name.as_str(), value.as_bytes());
+        }
+        let body = response
+            .body()
+            .limit(MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| failed(format!("reading the answer: {e}")))?;
+        answer
+            .body(body.to_vec())
+            .map_err(|e| failed(e.to_string()))
+    }
+
+    /// GETs `url` and reads a JSON object from a 200 answer.
+    async fn get_json(&self, url: &str) -> Result<Value, OidcError> {
+        let failed = |reason: String| OidcError::DiscoveryFailed {
+            url: shorten(url, QUOTE_CHARS),
+            reason,
+        };
+        let request = openidconnect::http::Request::get(url)
+            .header("accept", "application/json")
+            .body(Vec::new())
+            .map_err(|e| failed(e.to_string()))?;
+        let response = self.send(request).await.map_err(|e| failed(e.0))?;
+        let status = response.status();
+        if status != openidconnect::http::StatusCode::OK {
+            return Err(failed(format!("the provider answered {status}")));
+        }
+        match serde_json::from_slice::<Value>(response.body()) {
+            Ok(value @ Value::Object(_)) => Ok(value),
+            Ok(_) => Err(failed("the answer is not a JSON object".to_owned())),
+            Err(e) => Err(failed(format!("the answer is not JSON: {e}"))),
+        }
+    }
+}
+
+/// Fetches and reads the issuer's key set.
+async fn fetch_keys(http: &AwcHttp, jwks_uri: &Url) -> Result<Vec<Jwk>, OidcError> {
+    let document = http.get_json(jwks_uri.as_str()).await?;
     let Some(Value::Array(keys)) = document.get("keys") else {
         return Err(OidcError::DiscoveryFailed {
             url: shorten(jwks_uri.as_str(), QUOTE_CHARS),
@@ -859,25 +1058,26 @@ async fn fetch_keys(
     Ok(keys.iter().filter_map(Jwk::from_json).collect())
 }
 
-/// A public key of the issuer, for signatures.
+/// A public key of the issuer, for signatures: the crate's key, and what this relying party
+/// judges it by.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Jwk {
     kid: Option<String>,
     /// The `alg` the key is for, when it names one.
     alg: Option<String>,
-    key: PublicKey,
+    kind: KeyKind,
+    key: CoreJsonWebKey,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum PublicKey {
-    /// Modulus and exponent, big-endian, without leading zeros.
-    Rsa { n: Vec<u8>, e: Vec<u8> },
-    /// An uncompressed point (`04 || x || y`) on P-256.
-    P256(Vec<u8>),
-    /// An uncompressed point on P-384.
-    P384(Vec<u8>),
-    /// An Ed25519 public key.
-    Ed25519(Vec<u8>),
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyKind {
+    /// The modulus's length in bits.
+    Rsa {
+        bits: usize,
+    },
+    P256,
+    P384,
+    Ed25519,
 }
 
 impl Jwk {
@@ -895,44 +1095,79 @@ impl Jwk {
                 return None;
             }
         }
-        let point = |len: usize| -> Option<Vec<u8>> {
+        let kid = text("kid").map(str::to_owned);
+        let id = kid.clone().map(JsonWebKeyId::new);
+        let point = |len: usize| -> Option<(Vec<u8>, Vec<u8>)> {
             let (x, y) = (bytes("x")?, bytes("y")?);
-            (x.len() == len && y.len() == len).then(|| [&[4u8][..], &x, &y].concat())
+            (x.len() == len && y.len() == len).then_some((x, y))
         };
-        let key = match (text("kty")?, text("crv")) {
-            ("RSA", _) => PublicKey::Rsa {
-                n: strip_leading_zeros(bytes("n")?),
-                e: strip_leading_zeros(bytes("e")?),
-            },
-            ("EC", Some("P-256")) => PublicKey::P256(point(32)?),
-            ("EC", Some("P-384")) => PublicKey::P384(point(48)?),
-            ("OKP", Some("Ed25519")) => PublicKey::Ed25519(bytes("x")?),
+        let (kind, key) = match (text("kty")?, text("crv")) {
+            ("RSA", _) => {
+                let n = strip_leading_zeros(bytes("n")?);
+                let e = strip_leading_zeros(bytes("e")?);
+                let bits = (n.len() * 8)
+                    .saturating_sub(n.first().map_or(8, |b| b.leading_zeros()) as usize);
+                (KeyKind::Rsa { bits }, CoreJsonWebKey::new_rsa(n, e, id))
+            }
+            ("EC", Some("P-256")) => {
+                let (x, y) = point(32)?;
+                (
+                    KeyKind::P256,
+                    CoreJsonWebKey::new_ec(x, y, CoreJsonCurveType::P256, id),
+                )
+            }
+            ("EC", Some("P-384")) => {
+                let (x, y) = point(48)?;
+                (
+                    KeyKind::P384,
+                    CoreJsonWebKey::new_ec(x, y, CoreJsonCurveType::P384, id),
+                )
+            }
+            ("OKP", Some("Ed25519")) => {
+                let x = bytes("x").filter(|x| x.len() == 32)?;
+                (
+                    KeyKind::Ed25519,
+                    CoreJsonWebKey::new_okp(x, CoreJsonCurveType::Ed25519, id),
+                )
+            }
             _ => return None,
         };
         Some(Jwk {
-            kid: text("kid").map(str::to_owned),
-            alg: text("alg").map(str::to_owned),
+            kid,
+            // RFC 9864's fully specified name for the same keys.
+            alg: text("alg").map(|alg| if alg == "Ed25519" { "EdDSA" } else { alg }.to_owned()),
+            kind,
             key,
         })
     }
 
     /// Whether this key verifies tokens of `alg`: its type and curve decide, and its own `alg`
     /// when it names one.
-    fn accepts(&self, alg: Alg) -> bool {
+    fn accepts(&self, alg: &CoreJwsSigningAlgorithm) -> bool {
+        use CoreJwsSigningAlgorithm as A;
         let family = matches!(
-            (&self.key, alg),
+            (self.kind, alg),
             (
-                PublicKey::Rsa { .. },
-                Alg::Rs256 | Alg::Rs384 | Alg::Rs512 | Alg::Ps256 | Alg::Ps384 | Alg::Ps512
-            ) | (PublicKey::P256(_), Alg::Es256)
-                | (PublicKey::P384(_), Alg::Es384)
-                | (PublicKey::Ed25519(_), Alg::EdDsa)
+                KeyKind::Rsa { .. },
+                A::RsaSsaPkcs1V15Sha256
+                    | A::RsaSsaPkcs1V15Sha384
+                    | A::RsaSsaPkcs1V15Sha512
+                    | A::RsaSsaPssSha256
+                    | A::RsaSsaPssSha384
+                    | A::RsaSsaPssSha512
+            ) | (KeyKind::P256, A::EcdsaP256Sha256)
+                | (KeyKind::P384, A::EcdsaP384Sha384)
+                | (KeyKind::Ed25519, A::EdDsa)
         );
         family
             && self
                 .alg
                 .as_deref()
-                .is_none_or(|own| Alg::parse(own) == Some(alg))
+                .is_none_or(|own| parse_alg(own).as_ref() == Some(alg))
+    }
+
+    fn kid_or_none(&self) -> &str {
+        self.kid.as_deref().unwrap_or("<none>")
     }
 }
 
@@ -953,59 +1188,44 @@ fn find_key<'a>(keys: &'a [Jwk], kid: Option<&str>) -> Option<&'a Jwk> {
     }
 }
 
-/// The signature algorithms an ID token may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Alg {
-    Rs256,
-    Rs384,
-    Rs512,
-    Ps256,
-    Ps384,
-    Ps512,
-    Es256,
-    Es384,
-    EdDsa,
+/// The signature algorithms an ID token may use, by their JOSE names.
+const ALGORITHMS: [(&str, CoreJwsSigningAlgorithm); 9] = [
+    ("RS256", CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha256),
+    ("RS384", CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha384),
+    ("RS512", CoreJwsSigningAlgorithm::RsaSsaPkcs1V15Sha512),
+    ("PS256", CoreJwsSigningAlgorithm::RsaSsaPssSha256),
+    ("PS384", CoreJwsSigningAlgorithm::RsaSsaPssSha384),
+    ("PS512", CoreJwsSigningAlgorithm::RsaSsaPssSha512),
+    ("ES256", CoreJwsSigningAlgorithm::EcdsaP256Sha256),
+    ("ES384", CoreJwsSigningAlgorithm::EcdsaP384Sha384),
+    ("EdDSA", CoreJwsSigningAlgorithm::EdDsa),
+];
+
+fn parse_alg(alg: &str) -> Option<CoreJwsSigningAlgorithm> {
+    ALGORITHMS
+        .iter()
+        .find(|(name, _)| *name == alg)
+        .map(|(_, alg)| alg.clone())
 }
 
-impl Alg {
-    fn name(self) -> &'static str {
-        match self {
-            Alg::Rs256 => "RS256",
-            Alg::Rs384 => "RS384",
-            Alg::Rs512 => "RS512",
-            Alg::Ps256 => "PS256",
-            Alg::Ps384 => "PS384",
-            Alg::Ps512 => "PS512",
-            Alg::Es256 => "ES256",
-            Alg::Es384 => "ES384",
-            Alg::EdDsa => "EdDSA",
-        }
-    }
-
-    fn parse(alg: &str) -> Option<Alg> {
-        Some(match alg {
-            "RS256" => Alg::Rs256,
-            "RS384" => Alg::Rs384,
-            "RS512" => Alg::Rs512,
-            "PS256" => Alg::Ps256,
-            "PS384" => Alg::Ps384,
-            "PS512" => Alg::Ps512,
-            "ES256" => Alg::Es256,
-            "ES384" => Alg::Es384,
-            // RFC 9864 names Ed25519 on its own; EdDSA is the older, curve-agnostic name.
-            "EdDSA" | "Ed25519" => Alg::EdDsa,
-            _ => return None,
-        })
-    }
+fn alg_name(alg: &CoreJwsSigningAlgorithm) -> &'static str {
+    ALGORITHMS
+        .iter()
+        .find(|(_, known)| known == alg)
+        .map_or("?", |(name, _)| name)
 }
 
-/// A compact JWS, decoded but not verified.
+/// RSA keys shorter than this are refused (the `rsa` crate takes any length up to 4096 bits).
+const MIN_RSA_BITS: usize = 2048;
+
+/// A compact JWS, decoded but not verified: read here before the crate reads it, so that
+/// its size, its parts and its `alg` are judged before any key is looked up.
 struct CompactJws<'a> {
     signing_input: &'a str,
     header: Map<String, Value>,
     payload: Map<String, Value>,
     signature: Vec<u8>,
-    alg: Alg,
+    alg: CoreJwsSigningAlgorithm,
 }
 
 impl<'a> CompactJws<'a> {
@@ -1045,7 +1265,7 @@ impl<'a> CompactJws<'a> {
         }
         let alg = match header.get("alg") {
             Some(Value::String(alg)) => {
-                Alg::parse(alg).ok_or_else(|| OidcError::UnsupportedAlgorithm {
+                parse_alg(alg).ok_or_else(|| OidcError::UnsupportedAlgorithm {
                     alg: shorten(alg, QUOTE_CHARS),
                 })?
             }
@@ -1075,78 +1295,53 @@ impl<'a> CompactJws<'a> {
         }
     }
 
+    /// The key's algorithm against the token's, then the signature, by the crate's key.
     fn verify_signature(&self, key: &Jwk) -> Result<(), OidcError> {
-        if !key.accepts(self.alg) {
-            return Err(OidcError::InvalidSignature {
-                reason: format!(
-                    "the token says {}, but key {:?} is not for that algorithm",
-                    self.alg.name(),
-                    key.kid.as_deref().unwrap_or("<none>")
-                ),
-            });
+        let invalid = |reason: String| OidcError::InvalidSignature { reason };
+        if !key.accepts(&self.alg) {
+            return Err(invalid(format!(
+                "the token says {}, but key {:?} is not for that algorithm",
+                alg_name(&self.alg),
+                key.kid_or_none()
+            )));
         }
-        let message = self.signing_input.as_bytes();
-        let verified = match &key.key {
-            PublicKey::Rsa { n, e } => {
-                let algorithm: &signature::RsaParameters = match self.alg {
-                    Alg::Rs256 => &signature::RSA_PKCS1_2048_8192_SHA256,
-                    Alg::Rs384 => &signature::RSA_PKCS1_2048_8192_SHA384,
-                    Alg::Rs512 => &signature::RSA_PKCS1_2048_8192_SHA512,
-                    Alg::Ps256 => &signature::RSA_PSS_2048_8192_SHA256,
-                    Alg::Ps384 => &signature::RSA_PSS_2048_8192_SHA384,
-                    Alg::Ps512 => &signature::RSA_PSS_2048_8192_SHA512,
-                    Alg::Es256 | Alg::Es384 | Alg::EdDsa => {
-                        return Err(OidcError::InvalidSignature {
-                            reason: "an RSA key for an elliptic-curve algorithm".to_owned(),
-                        })
-                    }
-                };
-                RsaPublicKeyComponents { n, e }.verify(algorithm, message, &self.signature)
+        if let KeyKind::Rsa { bits } = key.kind {
+            if bits < MIN_RSA_BITS {
+                return Err(invalid(format!(
+                    "key {:?} is an RSA key of {bits} bits, under {MIN_RSA_BITS}",
+                    key.kid_or_none()
+                )));
             }
-            PublicKey::P256(point) => {
-                UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_FIXED, point)
-                    .verify(message, &self.signature)
-            }
-            PublicKey::P384(point) => {
-                UnparsedPublicKey::new(&signature::ECDSA_P384_SHA384_FIXED, point)
-                    .verify(message, &self.signature)
-            }
-            PublicKey::Ed25519(x) => {
-                UnparsedPublicKey::new(&signature::ED25519, x).verify(message, &self.signature)
-            }
-        };
-        verified.map_err(|_| OidcError::InvalidSignature {
-            reason: format!(
-                "it does not verify with key {:?}",
-                key.kid.as_deref().unwrap_or("<none>")
-            ),
-        })
+        }
+        key.key
+            .verify_signature(&self.alg, self.signing_input.as_bytes(), &self.signature)
+            .map_err(|_| {
+                invalid(format!(
+                    "it does not verify with key {:?}",
+                    key.kid_or_none()
+                ))
+            })
     }
 }
 
-/// What the claims must say.
-struct Expected<'a> {
-    issuer: &'a str,
-    client_id: &'a str,
-    nonce: &'a str,
-    groups_claim: &'a str,
+/// The claims this relying party reads, their JSON types checked.
+struct Claims<'a> {
+    iss: &'a str,
+    aud: Vec<&'a str>,
+    azp: Option<&'a str>,
+    exp: i64,
+    iat: i64,
+    identity: Identity,
 }
 
-/// The claims checks, in OpenID Connect Core's order (3.1.3.7), once the signature verified.
-fn check_claims(
-    claims: &Map<String, Value>,
-    expected: &Expected<'_>,
-    now: OffsetDateTime,
-) -> Result<Identity, OidcError> {
-    let now = now.unix_timestamp();
+/// The claims' presence and JSON types (OpenID Connect Core 3.1.3.7's, and the identity's),
+/// each refusal with its code; their values are the crate's to judge, but `sub`'s emptiness.
+fn read_claims<'a>(
+    claims: &'a Map<String, Value>,
+    groups_claim: &str,
+) -> Result<Claims<'a>, OidcError> {
     let iss = required_string(claims, "iss")?;
-    if iss != expected.issuer {
-        return Err(OidcError::WrongIssuer {
-            found: shorten(iss, QUOTE_CHARS),
-            expected: expected.issuer.to_owned(),
-        });
-    }
-    let audiences: Vec<&str> = match claims.get("aud") {
+    let aud: Vec<&str> = match claims.get("aud") {
         None => return Err(OidcError::MissingClaim { claim: "aud" }),
         Some(Value::String(aud)) => vec![aud.as_str()],
         Some(Value::Array(items)) => items
@@ -1158,46 +1353,19 @@ fn check_claims(
             .collect::<Result<_, _>>()?,
         Some(other) => return Err(wrong_type("aud", other)),
     };
-    if !audiences.contains(&expected.client_id) {
-        return Err(OidcError::WrongAudience {
-            reason: format!(
-                "aud {:?} does not contain the client id",
-                shorten(&audiences.join(" "), QUOTE_CHARS)
-            ),
-        });
-    }
-    match claims.get("azp") {
-        None if audiences.len() > 1 => {
-            return Err(OidcError::WrongAudience {
-                reason: "aud names several audiences and there is no azp".to_owned(),
-            })
-        }
-        None => {}
-        Some(Value::String(azp)) if azp == expected.client_id => {}
-        Some(Value::String(azp)) => {
-            return Err(OidcError::WrongAudience {
-                reason: format!("azp {:?} is not the client id", shorten(azp, QUOTE_CHARS)),
-            })
-        }
+    let azp = match claims.get("azp") {
+        None => None,
+        Some(Value::String(azp)) => Some(azp.as_str()),
         Some(other) => return Err(wrong_type("azp", other)),
-    }
+    };
     let exp = required_time(claims, "exp")?;
-    if exp <= now {
-        return Err(OidcError::Expired { exp, now });
-    }
     let iat = required_time(claims, "iat")?;
-    if iat > now.saturating_add(IAT_LEEWAY.as_secs().try_into().unwrap_or(i64::MAX)) {
-        return Err(OidcError::IssuedInFuture { iat, now });
-    }
+    // Absent, the crate's check says so; of another type, it is not the sign-in's either.
+    if claims
+        .get("nonce")
+        .is_some_and(|nonce| !matches!(nonce, Value::String(_)))
     {
-        use subtle::ConstantTimeEq as _;
-        let nonce = match claims.get("nonce") {
-            Some(Value::String(nonce)) => nonce,
-            _ => return Err(OidcError::NonceMismatch),
-        };
-        if !bool::from(nonce.as_bytes().ct_eq(expected.nonce.as_bytes())) {
-            return Err(OidcError::NonceMismatch);
-        }
+        return Err(OidcError::NonceMismatch);
     }
     let subject = required_string(claims, "sub")?;
     if subject.is_empty() {
@@ -1216,7 +1384,7 @@ fn check_claims(
         Some(Value::String(text)) if text == "false" => false,
         Some(other) => return Err(wrong_type("email_verified", other)),
     };
-    let groups = match claims.get(expected.groups_claim) {
+    let groups = match claims.get(groups_claim) {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(group)) => vec![group.clone()],
         Some(Value::Array(items)) => items
@@ -1224,17 +1392,41 @@ fn check_claims(
             .map(|item| {
                 item.as_str()
                     .map(str::to_owned)
-                    .ok_or_else(|| invalid(expected.groups_claim, "an array with a non-string"))
+                    .ok_or_else(|| invalid(groups_claim, "an array with a non-string"))
             })
             .collect::<Result<_, _>>()?,
-        Some(other) => return Err(wrong_type(expected.groups_claim, other)),
+        Some(other) => return Err(wrong_type(groups_claim, other)),
     };
-    Ok(Identity {
-        subject: subject.to_owned(),
-        email,
-        email_verified,
-        groups,
+    Ok(Claims {
+        iss,
+        aud,
+        azp,
+        exp,
+        iat,
+        identity: Identity {
+            subject: subject.to_owned(),
+            email,
+            email_verified,
+            groups,
+        },
     })
+}
+
+impl Claims<'_> {
+    /// `azp`, which the crate leaves unchecked: present when `aud` names several audiences,
+    /// and this client when present.
+    fn check_authorized_party(&self, client_id: &str) -> Result<(), OidcError> {
+        match self.azp {
+            None if self.aud.len() > 1 => Err(OidcError::WrongAudience {
+                reason: "aud names several audiences and there is no azp".to_owned(),
+            }),
+            None => Ok(()),
+            Some(azp) if azp == client_id => Ok(()),
+            Some(azp) => Err(OidcError::WrongAudience {
+                reason: format!("azp {:?} is not the client id", shorten(azp, QUOTE_CHARS)),
+            }),
+        }
+    }
 }
 
 fn required_string<'a>(
@@ -1288,18 +1480,16 @@ fn random_token() -> Result<String, OidcError> {
 }
 
 /// The PKCE S256 challenge of `verifier`: base64url(SHA-256(verifier)).
-fn pkce_challenge(verifier: &str) -> String {
-    URL_SAFE_NO_PAD.encode(ring::digest::digest(
-        &ring::digest::SHA256,
-        verifier.as_bytes(),
-    ))
+fn pkce_challenge(verifier: &str) -> PkceCodeChallenge {
+    PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(verifier.to_owned()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::engine::general_purpose::STANDARD;
     use ring::rand::SystemRandom;
-    use ring::signature::{EcdsaKeyPair, KeyPair as _};
+    use ring::signature::{self, EcdsaKeyPair, KeyPair as _};
     use serde_json::json;
 
     const ISSUER: &str = "https://id.example.com";
@@ -1373,6 +1563,9 @@ mod tests {
             "jwks_uri": "https://id.example.com/jwks",
             "response_types_supported": ["code", "id_token"],
             "code_challenge_methods_supported": ["plain", "S256"],
+            // Required by OpenID Connect Discovery, and so by openidconnect's metadata.
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256", "ES256"],
         })
     }
 
@@ -1385,16 +1578,13 @@ mod tests {
             "s3cr3t value",
             "https://flowgate.example.com/console/oidc/callback",
         );
-        OidcClient {
-            redirect_url: Url::parse(&settings.redirect_url).unwrap(),
-            metadata: ProviderMetadata::from_document(ISSUER, &document()).unwrap(),
+        OidcClient::new(
             settings,
-            keys: Mutex::new(KeyCache {
-                keys: keys.iter().filter_map(Jwk::from_json).collect(),
-                fetched_at: Instant::now(),
-            }),
-            tls: None,
-        }
+            ProviderMetadata::from_document(ISSUER, &document()).unwrap(),
+            keys.iter().filter_map(Jwk::from_json).collect(),
+            AwcHttp { tls: None },
+        )
+        .unwrap()
     }
 
     fn verify(client: &OidcClient, token: &str) -> Result<Identity, OidcError> {
@@ -1599,10 +1789,11 @@ mod tests {
         let rsa = json!({"kty": "RSA", "kid": "r", "n": "AAEC", "e": "AQAB"});
         assert_eq!(
             Jwk::from_json(&rsa).unwrap().key,
-            PublicKey::Rsa {
-                n: vec![1, 2],
-                e: vec![1, 0, 1]
-            }
+            CoreJsonWebKey::new_rsa(
+                vec![1, 2],
+                vec![1, 0, 1],
+                Some(JsonWebKeyId::new("r".into()))
+            )
         );
     }
 
@@ -1697,7 +1888,10 @@ mod tests {
         assert_eq!(query["state"], pending.state);
         assert_eq!(query["nonce"], pending.nonce);
         assert_eq!(query["code_challenge_method"], "S256");
-        assert_eq!(query["code_challenge"], pkce_challenge(&pending.verifier));
+        assert_eq!(
+            query["code_challenge"],
+            pkce_challenge(&pending.verifier).as_str()
+        );
         assert_eq!(pending.verifier.len(), 43);
         assert_eq!(pending.created_at, now());
         let (_, again) = client.begin_at(now()).unwrap();
@@ -1706,7 +1900,7 @@ mod tests {
         assert_ne!(again.verifier, pending.verifier);
         // RFC 7636 appendix B's example.
         assert_eq!(
-            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk").as_str(),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         // The pending sign-in survives a round trip through JSON (the store or a cookie).
@@ -1746,9 +1940,29 @@ mod tests {
         };
         assert!(error.to_string().len() < 120, "{error}");
         assert_eq!(
-            client.basic_credentials(),
+            authorization_sent(&client, &pending),
             format!("Basic {}", STANDARD.encode("console:s3cr3t+value"))
         );
+    }
+
+    /// The `Authorization` header of the token request `client` sends for `pending`, to a
+    /// stand-in provider that refuses the code.
+    fn authorization_sent(client: &OidcClient, pending: &PendingSignIn) -> String {
+        let seen = std::sync::Mutex::new(String::new());
+        let provider = |request: HttpRequest| {
+            let header = request.headers().get("authorization");
+            *seen.lock().unwrap() = header.map_or(String::new(), |h| h.to_str().unwrap().into());
+            let refusal = openidconnect::http::Response::builder()
+                .status(400)
+                .header("content-type", "application/json")
+                .body(br#"{"error":"invalid_grant"}"#.to_vec())
+                .unwrap();
+            std::future::ready(Ok::<_, HttpError>(refusal))
+        };
+        let refused = futures_util::FutureExt::now_or_never(client.redeem(&provider, pending, "c"))
+            .expect("no I/O");
+        assert_eq!(refused.unwrap_err().code(), "token_request_failed");
+        seen.into_inner().unwrap()
     }
 
     #[test]
