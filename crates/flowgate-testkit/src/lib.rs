@@ -28,16 +28,20 @@
 //! [`OidcProvider`] is a real OpenID Connect provider (Node's `oidc-provider`) for sign-in
 //! tests.
 //!
+//! [`npm_ci`] installs a Node project of `reliability/` ([`node_project`]) once for all tests.
+//!
 //! Setup failures panic on purpose: this is test code, and a broken setup must stop the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod matrix;
 mod nats;
+mod node;
 mod oidc_provider;
 mod proxy;
 mod tls;
 
 pub use nats::{NatsCluster, NatsServer};
+pub use node::{node_project, npm_ci};
 pub use oidc_provider::OidcProvider;
 
 /// A port on 127.0.0.1 that was free a moment ago (bound, then released): for a server a test

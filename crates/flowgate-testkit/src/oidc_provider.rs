@@ -2,7 +2,7 @@
 //! (`reliability/oidc-provider/provider.js`), installed with `npm ci` the first time.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -20,37 +20,7 @@ pub struct OidcProvider {
 }
 
 fn provider_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../reliability/oidc-provider")
-}
-
-/// `npm ci` into the provider's folder when its `node_modules` is missing or older than its
-/// lock file, under a file lock: nextest runs each test in its own process, several at once.
-fn install_provider(dir: &Path) {
-    let lock = std::fs::File::create(dir.join(".install.lock")).expect("the install lock file");
-    lock.lock().expect("the install lock");
-    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let installed = modified(dir.join("node_modules/.package-lock.json"));
-    let wanted = modified(dir.join("package-lock.json"))
-        .expect("reliability/oidc-provider/package-lock.json");
-    if installed.is_some_and(|installed| installed >= wanted) {
-        return;
-    }
-    let status = Command::new("npm")
-        .args([
-            "ci",
-            "--no-audit",
-            "--no-fund",
-            "--ignore-scripts",
-            "--loglevel=error",
-        ])
-        .current_dir(dir)
-        .status()
-        .expect("npm (Node.js 20 or later) must be installed to run the OpenID Connect tests");
-    assert!(
-        status.success(),
-        "npm ci in {} failed: {status}",
-        dir.display()
-    );
+    crate::node::node_project("oidc-provider")
 }
 
 impl OidcProvider {
@@ -59,7 +29,7 @@ impl OidcProvider {
     /// listens.
     pub fn start(cert: Option<&ServerCert>, redirect_uris: &[&str]) -> OidcProvider {
         let dir = provider_dir();
-        install_provider(&dir);
+        crate::node::npm_ci(&dir);
         let mut command = Command::new("node");
         command
             .arg("provider.js")

@@ -15,6 +15,7 @@ mod events;
 mod fuzz;
 mod legacy;
 mod ofrep;
+mod ofrep_providers;
 mod oidc;
 mod openapi;
 mod resolve;
