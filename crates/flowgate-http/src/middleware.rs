@@ -150,7 +150,7 @@ pub(crate) fn finish(
     tracing::info!(request_id, %method, route, app_id, status, latency_us, "request");
 }
 
-const EXPOSED: &str = "X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, Deprecation, Link";
+const EXPOSED: &str = "X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Retry-After, Deprecation, Link, ETag";
 
 /// The answer to a CORS preflight on `/v1` (D11), when `req` is one.
 pub(crate) fn preflight(req: &HttpRequest) -> Option<HttpResponse> {
@@ -165,10 +165,11 @@ pub(crate) fn preflight(req: &HttpRequest) -> Option<HttpResponse> {
     Some(
         HttpResponse::build(StatusCode::NO_CONTENT)
             .insert_header((header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"))
-            .insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, "POST"))
+            // GET: OFREP's configuration (D32); If-None-Match: its bulk evaluation's ETag.
+            .insert_header((header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST"))
             .insert_header((
                 header::ACCESS_CONTROL_ALLOW_HEADERS,
-                "Authorization, Content-Type, Content-Encoding, X-Request-Id",
+                "Authorization, Content-Type, Content-Encoding, X-Request-Id, If-None-Match",
             ))
             .insert_header((header::ACCESS_CONTROL_MAX_AGE, "86400"))
             .finish(),
