@@ -1132,12 +1132,15 @@ async fn an_experiment_runs_from_its_starts_at_to_its_ends_at() {
 async fn a_rollout_of_another_version_of_the_same_flow_publishes_it_at_completion() {
     let db = TestDb::sqlite().await;
     let replicas = Replicas::start(&db, 1).await;
+    // At least 20 users per flow before a step: with 5, a pass that read the first few users'
+    // events while the rest were still being stored could find no estimate of flow_complete
+    // (all or none of them completed) and hold the step (guardrail_no_data), as it must.
     let started = start_to(
         &replicas,
         (fixtures::FLOW_US, Some("1")),
         "50,100",
         "1s",
-        "5",
+        "20",
         &["flow_complete"],
     );
     assert_eq!(started["to_version"], 1, "{started}");
