@@ -383,12 +383,7 @@ fn single<'p>(
 }
 
 fn json_ok(value: &serde_json::Value) -> HttpResponse {
-    HttpResponse::Ok()
-        .insert_header((
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        ))
-        .body(value.to_string())
+    crate::response::json_response(StatusCode::OK, value.to_string())
 }
 
 /// The results routes' access: no route without `admin.token` (D22), 401 without the token.

@@ -6,8 +6,10 @@ use std::borrow::Cow;
 
 use validator::{Validate, ValidationError, ValidationErrors, ValidationErrorsKind};
 
-/// Characters a comment may have at most.
-pub(super) const MAX_COMMENT_CHARS: u64 = 2000;
+/// Characters a comment may have at most: the control plane's rule for every comment kept
+/// with a decision ([`flowgate_control::review::decide::MAX_COMMENT_CHARS`]).
+pub(super) const MAX_COMMENT_CHARS: u64 =
+    flowgate_control::review::decide::MAX_COMMENT_CHARS as u64;
 
 /// Characters a key's name may have at most.
 pub(super) const MAX_KEY_NAME_CHARS: u64 = 200;

@@ -25,7 +25,7 @@ use crate::guard;
 use crate::problem::FieldError;
 use crate::request_body::{self as body, Encoding};
 use crate::resolve_body::{Parsed, ResolveBody};
-use crate::response::{write_result, BodyWriter, Reply};
+use crate::response::{json_response, write_result, BodyWriter, Reply};
 use crate::router::Endpoint;
 use crate::worker::Worker;
 
@@ -50,17 +50,8 @@ impl Refusal {
         if let Some(key) = key {
             body["key"] = json!(key);
         }
-        json_response(self.status, &body).into()
+        json_response(self.status, body.to_string()).into()
     }
-}
-
-fn json_response(status: StatusCode, body: &Value) -> HttpResponse {
-    HttpResponse::build(status)
-        .insert_header((
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        ))
-        .body(body.to_string())
 }
 
 /// The request's context as a resolve body's JSON: `targetingKey` as `user_id`, `session_id`
@@ -69,23 +60,20 @@ fn resolve_document(document: &[u8]) -> std::result::Result<(Vec<u8>, Value), Re
     let parse_error = |why: String| Refusal::new(StatusCode::BAD_REQUEST, "PARSE_ERROR", why);
     let request: Value = serde_json::from_slice(document)
         .map_err(|e| parse_error(format!("the body is not JSON: {e}")))?;
-    let context = match request.get("context") {
+    let Value::Object(mut request) = request else {
+        return Err(parse_error("the body must be a JSON object".into()));
+    };
+    let context = match request.remove("context") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(context)) => context.clone(),
-        Some(_) if !request.is_object() => {
-            return Err(parse_error("the body must be a JSON object".into()))
-        }
+        Some(Value::Object(context)) => context,
         Some(other) => {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
                 "INVALID_CONTEXT",
-                format!("context must be an object, not {}", kind(other)),
+                format!("context must be an object, not {}", kind(&other)),
             ))
         }
     };
-    if !request.is_object() {
-        return Err(parse_error("the body must be a JSON object".into()));
-    }
     let mut attributes = context.clone();
     let targeting_key = match attributes.remove("targetingKey") {
         Some(Value::String(key)) if !key.is_empty() => key,
@@ -274,7 +262,7 @@ async fn evaluate_flag(
         }
         .await;
         Ok(match evaluated {
-            Ok(evaluated) => json_response(StatusCode::OK, &evaluated).into(),
+            Ok(evaluated) => json_response(StatusCode::OK, evaluated.to_string()).into(),
             Err(Failed::Refused(refusal)) => refusal.response(Some(key)),
             Err(Failed::Api(e)) => return Err(e),
         })
@@ -314,7 +302,7 @@ async fn evaluate_bulk(
         };
         Ok(match flags {
             Ok(flags) => {
-                let mut res = json_response(StatusCode::OK, &json!({ "flags": flags }));
+                let mut res = json_response(StatusCode::OK, json!({ "flags": flags }).to_string());
                 res.headers_mut().insert(header::ETAG, tag);
                 res.into()
             }
@@ -415,7 +403,7 @@ async fn configuration(req: &HttpRequest, worker: &Worker, app_id: &str) -> Repl
                 "flagEvaluation": {"supportedTypes": ["object"]},
             },
         });
-        Ok(json_response(StatusCode::OK, &body).into())
+        Ok(json_response(StatusCode::OK, body.to_string()).into())
     }
     .await;
     or_problem(req, result)
